@@ -1,0 +1,53 @@
+# The two commands a fresh machine needs: `make demo` and `make test`. Both do their own setup.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV := .venv
+PY := $(VENV)/bin/python
+SPEC ?=
+SPEC_CONTEXT := $(if $(SPEC),-c spec=$(abspath $(SPEC)),)
+CDK := npx --no-install cdk
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+export CDK_DISABLE_VERSION_CHECK := 1
+export CDK_DISABLE_CLI_TELEMETRY := true
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: help setup synth demo test lint format clean
+
+help:
+	@echo "make demo    synthesize the default deployment and run a training job (does all setup)"
+	@echo "make test    run every test (does all setup)"
+	@echo "make synth   synthesize the stacks into cdk.out (SPEC=path.yaml picks a spec)"
+	@echo "make lint    ruff check and format check"
+
+setup: $(VENV)/.installed node_modules/.installed
+
+$(VENV)/.installed: requirements.txt constraints.txt
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet -r requirements.txt -c constraints.txt
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+synth: setup
+	$(CDK) synth --quiet $(SPEC_CONTEXT)
+
+demo: setup
+	$(CDK) synth --quiet $(SPEC_CONTEXT)
+	$(PY) -m stacks.summary cdk.out
+
+test: setup
+	$(PY) -m pytest
+
+lint: setup
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+format: setup
+	$(PY) -m ruff format .
+	$(PY) -m ruff check --fix .
+
+clean:
+	rm -rf cdk.out .pytest_cache .ruff_cache

@@ -1,0 +1,16 @@
+"""The deployment spec: loading, validation and derived names. Imports no CDK and no torch."""
+
+from spec.errors import SpecError, SpecProblem
+from spec.load import DEFAULT_SPEC_PATH, load_spec, parse_spec
+from spec.model import BUILTIN_ROLES, DatasetSpec, DeploymentSpec
+
+__all__ = [
+    "BUILTIN_ROLES",
+    "DEFAULT_SPEC_PATH",
+    "DatasetSpec",
+    "DeploymentSpec",
+    "SpecError",
+    "SpecProblem",
+    "load_spec",
+    "parse_spec",
+]

@@ -1,0 +1,152 @@
+"""Rules that relate several fields of a parsed spec. Each returns SpecProblems with exact paths."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from spec.errors import SpecProblem
+from spec.model import BUILTIN_ROLES, DeploymentSpec
+from spec.regions import S3_PREFIX_LISTS
+
+_ROLE_ACCOUNT_RE = re.compile(r"^arn:aws:iam::(\d{12}):role/")
+_KMS_ARN_RE = re.compile(r"^arn:aws:kms:([a-z0-9-]+):(\d{12}):key/")
+
+
+def cross_field_problems(spec: DeploymentSpec) -> list[SpecProblem]:
+    return [
+        *_accounts(spec),
+        *_network(spec),
+        *_perimeter(spec),
+        *_encryption(spec),
+        *_bucket(spec),
+        *_datasets(spec),
+    ]
+
+
+def _accounts(spec: DeploymentSpec) -> Iterator[SpecProblem]:
+    if spec.accounts.compute == spec.accounts.data:
+        yield SpecProblem(
+            "accounts.data",
+            f"equals accounts.compute; the data account must be separate from the compute account",
+            spec.accounts.data,
+        )
+
+
+def _network(spec: DeploymentSpec) -> Iterator[SpecProblem]:
+    net = spec.network
+    az_region = net.availability_zone[:-1]
+    if az_region != spec.region:
+        yield SpecProblem(
+            "network.availability_zone", f"is not in the deployment region {spec.region}", net.availability_zone
+        )
+    if net.s3_prefix_list_id is None and spec.region not in S3_PREFIX_LISTS:
+        yield SpecProblem(
+            "network.s3_prefix_list_id",
+            f"is required: region {spec.region} is not in the pinned table (spec/regions.py)",
+            None,
+        )
+    if net.mode == "existing":
+        if net.existing is None:
+            yield SpecProblem("network.existing", "is required when network.mode is 'existing'", None)
+        if net.vpc_id is None:
+            yield SpecProblem("network.vpc_id", "is required when network.mode is 'existing'", None)
+        if net.internet_egress != "none":
+            yield SpecProblem(
+                "network.internet_egress",
+                "must be 'none' when network.mode is 'existing' (the landing zone owns egress)",
+                net.internet_egress,
+            )
+    elif net.existing is not None:
+        yield SpecProblem("network.existing", "is only read when network.mode is 'existing'", "set")
+
+
+def _perimeter(spec: DeploymentSpec) -> Iterator[SpecProblem]:
+    if spec.perimeter.organization_bound and spec.organization_id is None:
+        yield SpecProblem(
+            "organization_id",
+            "is required because perimeter.organization_bound is true (set it, or turn the perimeter off)",
+            None,
+        )
+
+
+def _encryption(spec: DeploymentSpec) -> Iterator[SpecProblem]:
+    arn = spec.data.encryption.kms_key_arn
+    if arn is None:
+        return
+    match = _KMS_ARN_RE.match(arn)
+    assert match is not None  # the field pattern already holds
+    region, account = match.groups()
+    if account != spec.accounts.data:
+        yield SpecProblem(
+            "data.encryption.kms_key_arn", f"is in account {account}, not the data account {spec.accounts.data}", arn
+        )
+    if region != spec.region:
+        yield SpecProblem(
+            "data.encryption.kms_key_arn", f"is in region {region}; S3 needs a key in {spec.region}", arn
+        )
+
+
+def _bucket(spec: DeploymentSpec) -> Iterator[SpecProblem]:
+    if len(spec.data.log_bucket_name) > 63:
+        yield SpecProblem(
+            "data.bucket_name",
+            "is too long: the access-log bucket '<name>-logs' must fit in 63 characters (use at most 58)",
+            spec.data.bucket_name,
+        )
+
+
+def _datasets(spec: DeploymentSpec) -> Iterator[SpecProblem]:
+    datasets = spec.data.datasets
+    seen_names: dict[str, int] = {}
+    seen_access_points: dict[str, int] = {}
+    for i, dataset in enumerate(datasets):
+        path = f"data.datasets[{i}]"
+        if dataset.name in seen_names:
+            yield SpecProblem(f"{path}.name", f"duplicates data.datasets[{seen_names[dataset.name]}].name", dataset.name)
+        seen_names.setdefault(dataset.name, i)
+        if dataset.access_point in seen_access_points:
+            other = seen_access_points[dataset.access_point]
+            yield SpecProblem(
+                f"{path}.access_point", f"duplicates data.datasets[{other}].access_point", dataset.access_point
+            )
+        seen_access_points.setdefault(dataset.access_point, i)
+        for j in range(i):
+            other = datasets[j]
+            if dataset.prefix.startswith(other.prefix) or other.prefix.startswith(dataset.prefix):
+                yield SpecProblem(
+                    f"{path}.prefix",
+                    f"overlaps data.datasets[{j}].prefix {other.prefix!r}; one grant would reach the other's data",
+                    dataset.prefix,
+                )
+        if not dataset.readers and not dataset.writers:
+            yield SpecProblem(f"{path}.readers", "is empty and so is writers: the dataset would grant nobody", [])
+        if dataset.writers and dataset.output_prefix is None:
+            yield SpecProblem(f"{path}.output_prefix", "is required when writers are set", None)
+        if dataset.output_prefix is not None and not dataset.output_prefix.startswith(dataset.prefix):
+            yield SpecProblem(
+                f"{path}.output_prefix", f"must lie inside the dataset prefix {dataset.prefix!r}", dataset.output_prefix
+            )
+        for field in ("readers", "writers"):
+            refs: list[str] = getattr(dataset, field)
+            seen_refs: set[str] = set()
+            for k, ref in enumerate(refs):
+                ref_path = f"{path}.{field}[{k}]"
+                if ref in seen_refs:
+                    yield SpecProblem(ref_path, "is listed twice", ref)
+                seen_refs.add(ref)
+                yield from _role_ref_problems(spec, ref_path, ref)
+
+
+def _role_ref_problems(spec: DeploymentSpec, path: str, ref: str) -> Iterator[SpecProblem]:
+    if ref in BUILTIN_ROLES:
+        if ref == "notebook" and not spec.notebook.enabled:
+            yield SpecProblem(path, "names the notebook role, but notebook.enabled is false", ref)
+        return
+    match = _ROLE_ACCOUNT_RE.match(ref)
+    assert match is not None  # the field validator already holds
+    account = match.group(1)
+    if account != spec.accounts.compute:
+        yield SpecProblem(
+            path, f"is a role of account {account}, not of the compute account {spec.accounts.compute}", ref
+        )

@@ -1,0 +1,64 @@
+"""One line per problem, each naming the field path and the offending value."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+
+def field_path(loc: Sequence[str | int]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else str(part)
+    return path or "<spec>"
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+class SpecProblem:
+    __slots__ = ("path", "message", "value")
+
+    def __init__(self, path: str, message: str, value: Any = None) -> None:
+        self.path = path
+        self.message = message
+        self.value = value
+
+    def __str__(self) -> str:
+        return f"{self.path}: {_show(self.value)} {self.message}"
+
+
+class SpecError(ValueError):
+    """A spec that must not be deployed; str() gives one line per problem."""
+
+    def __init__(self, problems: Iterable[SpecProblem], source: str = "spec") -> None:
+        self.problems = list(problems)
+        self.source = source
+        super().__init__("\n".join(f"{source}: {p}" for p in self.problems))
+
+
+def problems_from_pydantic(error: ValidationError) -> list[SpecProblem]:
+    problems = []
+    for item in error.errors(include_url=False):
+        loc = item["loc"]
+        message = item["msg"]
+        kind = item["type"]
+        if message.startswith("Value error, "):
+            message = message[len("Value error, ") :]
+        if kind == "missing":
+            problems.append(SpecProblem(field_path(loc), "is required but missing", None))
+            continue
+        if kind == "extra_forbidden":
+            problems.append(SpecProblem(field_path(loc), "is not a known key (misspelled?)", item.get("input")))
+            continue
+        if message and message[0].isupper():
+            message = message[0].lower() + message[1:]
+        problems.append(SpecProblem(field_path(loc), message, item.get("input")))
+    return problems

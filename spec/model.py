@@ -1,0 +1,337 @@
+"""The deployment spec: one YAML document that the stacks, the policies, the cluster and the
+training jobs all read.
+
+This module imports neither aws-cdk-lib nor torch: the head node's submit command and the
+policy tests load the same spec.
+
+Field-level rules live on the fields; rules that relate several fields live in
+`spec.checks`, which reports them with the same `path: message (value)` shape.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+
+from spec.regions import REGIONS, S3_PREFIX_LISTS
+
+# Roles this repo creates in the compute account; datasets name them as readers/writers.
+BUILTIN_ROLES: tuple[str, ...] = ("cluster-node", "head-node", "notebook")
+
+_ACCOUNT_RE = re.compile(r"^\d{12}$")
+_ROLE_ARN_RE = re.compile(r"^arn:aws:iam::(?P<account>\d{12}):role/(?P<name>[\w+=,.@/-]{1,512})$")
+_KMS_KEY_ARN_RE = re.compile(
+    r"^arn:aws:kms:(?P<region>[a-z0-9-]+):(?P<account>\d{12}):key/(?P<key_id>[0-9a-f-]{36}|mrk-[0-9a-f]{32})$"
+)
+_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{1,22}[a-z0-9]$")
+_DATASET_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
+_ORG_ID_RE = re.compile(r"^o-[a-z0-9]{10,32}$")
+_VPC_ID_RE = re.compile(r"^vpc-[0-9a-f]{8}(?:[0-9a-f]{9})?$")
+_SUBNET_ID_RE = re.compile(r"^subnet-[0-9a-f]{8}(?:[0-9a-f]{9})?$")
+_RTB_ID_RE = re.compile(r"^rtb-[0-9a-f]{8}(?:[0-9a-f]{9})?$")
+_PREFIX_LIST_RE = re.compile(r"^pl-[0-9a-f]{8}(?:[0-9a-f]{9})?$")
+_AZ_RE = re.compile(r"^(?P<region>[a-z]{2}(?:-[a-z]+)+-\d)[a-z]$")
+_NOTEBOOK_TYPE_RE = re.compile(r"^ml\.[a-z0-9]+\.[a-z0-9]+$")
+
+
+class StrictModel(BaseModel):
+    """Unknown keys are errors: a misspelled key must not silently fall back to a default."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+
+def _account_id(value: Any) -> str:
+    # YAML reads an unquoted 111111111111 as an int; accept it only when it is exactly 12 digits
+    # (an account id with a leading zero would already have lost it).
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str) or not _ACCOUNT_RE.match(value):
+        raise ValueError("must be a 12-digit AWS account id (quote it in YAML)")
+    return value
+
+
+AccountId = Annotated[str, BeforeValidator(_account_id)]
+
+
+def _pattern(regex: re.Pattern[str], what: str) -> BeforeValidator:
+    def check(value: Any) -> Any:
+        if not isinstance(value, str) or not regex.match(value):
+            raise ValueError(f"must be {what}")
+        return value
+
+    return BeforeValidator(check)
+
+
+def check_bucket_name(name: str) -> str:
+    """S3's general-purpose bucket naming rules, plus: no dots (they break TLS for
+    virtual-hosted requests, and every request here is TLS-only)."""
+    if not 3 <= len(name) <= 63:
+        raise ValueError("must be 3-63 characters")
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]*[a-z0-9]", name):
+        raise ValueError(
+            "may hold only lowercase letters, digits and hyphens, and must begin and end with a letter or digit"
+        )
+    for prefix in ("xn--", "sthree-", "amzn-s3-demo-"):
+        if name.startswith(prefix):
+            raise ValueError(f"must not begin with '{prefix}' (reserved by S3)")
+    for suffix in ("-s3alias", "--ol-s3", "--x-s3", "--table-s3"):
+        if name.endswith(suffix):
+            raise ValueError(f"must not end with '{suffix}' (reserved by S3)")
+    return name
+
+
+def check_access_point_name(name: str) -> str:
+    """S3 access point naming rules."""
+    if not 3 <= len(name) <= 50:
+        raise ValueError("must be 3-50 characters")
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]*[a-z0-9]", name):
+        raise ValueError(
+            "may hold only lowercase letters, digits and hyphens, and must begin and end with a letter or digit"
+        )
+    if name.startswith("xn--"):
+        raise ValueError("must not begin with 'xn--' (reserved by S3)")
+    if name.endswith("-s3alias"):
+        raise ValueError("must not end with '-s3alias' (reserved by S3)")
+    return name
+
+
+def check_prefix(prefix: str) -> str:
+    """A key prefix that a policy can scope to: 'a/b/' form."""
+    if prefix in ("", "/") or set(prefix) <= {"/", "*"}:
+        raise ValueError("must name a folder such as 'corpora/pile/'; the whole bucket cannot be granted")
+    if not prefix.endswith("/"):
+        raise ValueError("must end with '/' so that 'data/' does not also match 'data-private/'")
+    if prefix.startswith("/"):
+        raise ValueError("must not begin with '/' (S3 keys have no leading slash)")
+    if "//" in prefix:
+        raise ValueError("must not contain an empty path segment '//'")
+    if any(ch in prefix for ch in "*?$"):
+        raise ValueError("must not contain '*', '?' or '$' (policy wildcards and variables)")
+    if not prefix.isascii() or any(ord(ch) < 32 for ch in prefix):
+        raise ValueError("must be printable ASCII")
+    return prefix
+
+
+class Accounts(StrictModel):
+    compute: AccountId = Field(description="Account that runs the cluster and notebooks.")
+    data: AccountId = Field(description="Account that owns the bucket and its access points.")
+
+
+class ExistingNetwork(StrictModel):
+    """Bring-your-own network, for landing zones that own their VPCs."""
+
+    subnet_ids: list[Annotated[str, _pattern(_SUBNET_ID_RE, "a subnet id such as subnet-0123456789abcdef0")]] = Field(
+        min_length=1
+    )
+    route_table_ids: list[
+        Annotated[str, _pattern(_RTB_ID_RE, "a route table id such as rtb-0123456789abcdef0")]
+    ] = Field(min_length=1, description="Route tables of the subnets; the S3 gateway endpoint attaches to them.")
+    vpc_cidr: ipaddress.IPv4Network = Field(description="CIDR of the existing VPC (endpoint security group ingress).")
+
+
+class NetworkSpec(StrictModel):
+    mode: Literal["create", "existing"] = Field(
+        default="create", description="create: the network stack builds the VPC; existing: use `existing`."
+    )
+    cidr: ipaddress.IPv4Network = Field(default=ipaddress.IPv4Network("10.40.0.0/16"))
+    availability_zone: str = Field(description="AZ of the compute subnets (and of any capacity reservation).")
+    vpc_id: Annotated[str, _pattern(_VPC_ID_RE, "a VPC id such as vpc-0123456789abcdef0")] | None = Field(
+        default=None,
+        description=(
+            "The compute VPC id that the data account's access points accept. mode=existing: the VPC to use. "
+            "mode=create: the VpcId output of the network stack (two-phase deploy); until it is set the data "
+            "stack is not synthesized."
+        ),
+    )
+    existing: ExistingNetwork | None = None
+    internet_egress: Literal["none", "nat"] = Field(
+        default="none", description="none: nothing reaches the internet; nat: a NAT gateway in a public subnet."
+    )
+    s3_prefix_list_id: Annotated[str, _pattern(_PREFIX_LIST_RE, "a prefix list id such as pl-63a5400a")] | None = (
+        Field(default=None, description="Overrides the pinned per-region table.")
+    )
+    flow_log_retention_days: int = Field(default=90, ge=1, le=3653)
+
+    @field_validator("availability_zone")
+    @classmethod
+    def _az_shape(cls, value: str) -> str:
+        if not _AZ_RE.match(value):
+            raise ValueError("must be an availability zone name such as us-east-1a")
+        return value
+
+    @field_validator("cidr")
+    @classmethod
+    def _cidr_size(cls, value: ipaddress.IPv4Network) -> ipaddress.IPv4Network:
+        if not 16 <= value.prefixlen <= 22:
+            raise ValueError("must be between /16 and /22 (room for private, public and endpoint subnets)")
+        if not value.is_private:
+            raise ValueError("must be a private (RFC 1918) range")
+        return value
+
+
+class EncryptionSpec(StrictModel):
+    kms_key_arn: (
+        Annotated[str, _pattern(_KMS_KEY_ARN_RE, "a KMS key ARN such as arn:aws:kms:REGION:ACCOUNT:key/UUID")] | None
+    ) = Field(default=None, description="None: the data stack creates and manages the key (with rotation).")
+
+
+def _role_ref(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError("must be a string")
+    if value in BUILTIN_ROLES or _ROLE_ARN_RE.match(value):
+        return value
+    raise ValueError(f"must be one of {', '.join(BUILTIN_ROLES)} or an IAM role ARN arn:aws:iam::ACCOUNT:role/NAME")
+
+
+RoleRef = Annotated[str, BeforeValidator(_role_ref)]
+
+
+class DatasetSpec(StrictModel):
+    name: Annotated[str, _pattern(_DATASET_NAME_RE, "lowercase letters, digits and hyphens, at most 32")]
+    prefix: Annotated[str, BeforeValidator(lambda v: check_prefix(v) if isinstance(v, str) else v)]
+    access_point: Annotated[str, BeforeValidator(lambda v: check_access_point_name(v) if isinstance(v, str) else v)]
+    network_origin: str = Field(default="vpc", description="Must be 'vpc': Internet-origin access points are refused.")
+    readers: list[RoleRef] = Field(default_factory=list, description="Compute-account roles that may Get/List.")
+    writers: list[RoleRef] = Field(default_factory=list, description="Compute-account roles that may Put.")
+    output_prefix: str | None = Field(
+        default=None, description="Where writers may Put; inside `prefix`. Required when writers are set."
+    )
+
+    @field_validator("network_origin")
+    @classmethod
+    def _vpc_only(cls, value: str) -> str:
+        if value.lower() != "vpc":
+            raise ValueError("must be 'vpc': access points here accept only requests from the compute VPC")
+        return "vpc"
+
+    @field_validator("output_prefix")
+    @classmethod
+    def _output_prefix_shape(cls, value: str | None) -> str | None:
+        return None if value is None else check_prefix(value)
+
+
+class DataSpec(StrictModel):
+    bucket_name: Annotated[str, BeforeValidator(lambda v: check_bucket_name(v) if isinstance(v, str) else v)]
+    encryption: EncryptionSpec = Field(default_factory=EncryptionSpec)
+    datasets: list[DatasetSpec] = Field(min_length=1)
+    noncurrent_version_days: int = Field(
+        default=30, ge=1, le=3650, description="Days a replaced or deleted object version is kept."
+    )
+    access_log_days: int = Field(default=365, ge=1, le=3650, description="Days server access logs are kept.")
+
+    @property
+    def log_bucket_name(self) -> str:
+        return f"{self.bucket_name}-logs"
+
+
+class PerimeterSpec(StrictModel):
+    organization_bound: bool = Field(
+        default=True,
+        description="Bucket and endpoint policies require principals of `organization_id` (aws:PrincipalOrgID).",
+    )
+    require_vpc_origin_on_bucket: bool = Field(
+        default=False,
+        description=(
+            "Also deny object access on the bucket itself unless it came through a VPC access point. "
+            "Off by default: it blocks the data account's own direct uploads and replication."
+        ),
+    )
+
+
+class NotebookSpec(StrictModel):
+    enabled: bool = False
+    instance_type: Annotated[str, _pattern(_NOTEBOOK_TYPE_RE, "a SageMaker instance type such as ml.t3.medium")] = (
+        "ml.t3.medium"
+    )
+    volume_size_gb: int = Field(default=50, ge=5, le=16384)
+
+
+class DeploymentSpec(StrictModel):
+    name: Annotated[
+        str, _pattern(_NAME_RE, "3-24 lowercase letters, digits and hyphens, starting with a letter")
+    ] = Field(description="Prefix of stack and role names.")
+    region: str
+    organization_id: Annotated[str, _pattern(_ORG_ID_RE, "an organization id such as o-a1b2c3d4e5")] | None = None
+    accounts: Accounts
+    network: NetworkSpec
+    data: DataSpec
+    perimeter: PerimeterSpec = Field(default_factory=PerimeterSpec)
+    notebook: NotebookSpec = Field(default_factory=NotebookSpec)
+    # The ParallelCluster section; cluster/ gives it its schema.
+    cluster: dict[str, Any] | None = None
+
+    @field_validator("region")
+    @classmethod
+    def _known_region(cls, value: str) -> str:
+        if value not in REGIONS:
+            raise ValueError("is not a region this repo knows (see spec/regions.py)")
+        return value
+
+    # ---- derived names: every ARN a policy needs is a pure function of the spec ----
+
+    @property
+    def s3_prefix_list_id(self) -> str:
+        resolved = self.network.s3_prefix_list_id or S3_PREFIX_LISTS.get(self.region)
+        if resolved is None:  # spec.checks refuses such a spec; this guards direct use
+            raise ValueError(f"network.s3_prefix_list_id: required for region {self.region!r}")
+        return resolved
+
+    def role_name(self, role: str) -> str:
+        """Deterministic role names, so the data account's policies can name them before they exist."""
+        return f"{self.name}-{role}"
+
+    def role_arn(self, ref: str) -> str:
+        if ref in BUILTIN_ROLES:
+            return f"arn:aws:iam::{self.accounts.compute}:role/{self.role_name(ref)}"
+        return ref
+
+    @property
+    def bucket_arn(self) -> str:
+        return f"arn:aws:s3:::{self.data.bucket_name}"
+
+    def access_point_arn(self, dataset: DatasetSpec) -> str:
+        return f"arn:aws:s3:{self.region}:{self.accounts.data}:accesspoint/{dataset.access_point}"
+
+    @property
+    def kms_key_alias(self) -> str:
+        return f"alias/{self.name}-datasets"
+
+    @property
+    def kms_key_is_managed(self) -> bool:
+        return self.data.encryption.kms_key_arn is None
+
+    @property
+    def s3_service_principal_for_kms(self) -> str:
+        """The kms:ViaService value for S3 in this region."""
+        return f"s3.{self.region}.amazonaws.com"
+
+    def dataset(self, name: str) -> DatasetSpec:
+        for dataset in self.data.datasets:
+            if dataset.name == name:
+                return dataset
+        known = ", ".join(d.name for d in self.data.datasets)
+        raise KeyError(f"no dataset named {name!r} (known: {known})")
+
+    def datasets_readable_by(self, ref: str) -> list[DatasetSpec]:
+        return [d for d in self.data.datasets if ref in d.readers]
+
+    def datasets_writable_by(self, ref: str) -> list[DatasetSpec]:
+        return [d for d in self.data.datasets if ref in d.writers]
+
+    @property
+    def builtin_roles_in_use(self) -> list[str]:
+        used = {ref for d in self.data.datasets for ref in (*d.readers, *d.writers)}
+        return [role for role in BUILTIN_ROLES if role in used]
+
+    @property
+    def stack_names(self) -> dict[str, str]:
+        return {
+            "data": f"{self.name}-data",
+            "network": f"{self.name}-network",
+            "identity": f"{self.name}-identity",
+            "notebook": f"{self.name}-notebook",
+            "cluster": f"{self.name}-cluster",
+        }

@@ -28,7 +28,7 @@ def _accounts(spec: DeploymentSpec) -> Iterator[SpecProblem]:
     if spec.accounts.compute == spec.accounts.data:
         yield SpecProblem(
             "accounts.data",
-            f"equals accounts.compute; the data account must be separate from the compute account",
+            "equals accounts.compute; the data account must be separate from the compute account",
             spec.accounts.data,
         )
 
@@ -82,9 +82,7 @@ def _encryption(spec: DeploymentSpec) -> Iterator[SpecProblem]:
             "data.encryption.kms_key_arn", f"is in account {account}, not the data account {spec.accounts.data}", arn
         )
     if region != spec.region:
-        yield SpecProblem(
-            "data.encryption.kms_key_arn", f"is in region {region}; S3 needs a key in {spec.region}", arn
-        )
+        yield SpecProblem("data.encryption.kms_key_arn", f"is in region {region}; S3 needs a key in {spec.region}", arn)
 
 
 def _bucket(spec: DeploymentSpec) -> Iterator[SpecProblem]:
@@ -103,7 +101,9 @@ def _datasets(spec: DeploymentSpec) -> Iterator[SpecProblem]:
     for i, dataset in enumerate(datasets):
         path = f"data.datasets[{i}]"
         if dataset.name in seen_names:
-            yield SpecProblem(f"{path}.name", f"duplicates data.datasets[{seen_names[dataset.name]}].name", dataset.name)
+            yield SpecProblem(
+                f"{path}.name", f"duplicates data.datasets[{seen_names[dataset.name]}].name", dataset.name
+            )
         seen_names.setdefault(dataset.name, i)
         if dataset.access_point in seen_access_points:
             other = seen_access_points[dataset.access_point]

@@ -24,7 +24,7 @@ def _show(value: Any) -> str:
 
 
 class SpecProblem:
-    __slots__ = ("path", "message", "value")
+    __slots__ = ("message", "path", "value")
 
     def __init__(self, path: str, message: str, value: Any = None) -> None:
         self.path = path

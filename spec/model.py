@@ -126,9 +126,9 @@ class ExistingNetwork(StrictModel):
     subnet_ids: list[Annotated[str, _pattern(_SUBNET_ID_RE, "a subnet id such as subnet-0123456789abcdef0")]] = Field(
         min_length=1
     )
-    route_table_ids: list[
-        Annotated[str, _pattern(_RTB_ID_RE, "a route table id such as rtb-0123456789abcdef0")]
-    ] = Field(min_length=1, description="Route tables of the subnets; the S3 gateway endpoint attaches to them.")
+    route_table_ids: list[Annotated[str, _pattern(_RTB_ID_RE, "a route table id such as rtb-0123456789abcdef0")]] = (
+        Field(min_length=1, description="Route tables of the subnets; the S3 gateway endpoint attaches to them.")
+    )
     vpc_cidr: ipaddress.IPv4Network = Field(description="CIDR of the existing VPC (endpoint security group ingress).")
 
 
@@ -150,8 +150,8 @@ class NetworkSpec(StrictModel):
     internet_egress: Literal["none", "nat"] = Field(
         default="none", description="none: nothing reaches the internet; nat: a NAT gateway in a public subnet."
     )
-    s3_prefix_list_id: Annotated[str, _pattern(_PREFIX_LIST_RE, "a prefix list id such as pl-63a5400a")] | None = (
-        Field(default=None, description="Overrides the pinned per-region table.")
+    s3_prefix_list_id: Annotated[str, _pattern(_PREFIX_LIST_RE, "a prefix list id such as pl-63a5400a")] | None = Field(
+        default=None, description="Overrides the pinned per-region table."
     )
     flow_log_retention_days: int = Field(default=90, ge=1, le=3653)
 
@@ -250,9 +250,9 @@ class NotebookSpec(StrictModel):
 
 
 class DeploymentSpec(StrictModel):
-    name: Annotated[
-        str, _pattern(_NAME_RE, "3-24 lowercase letters, digits and hyphens, starting with a letter")
-    ] = Field(description="Prefix of stack and role names.")
+    name: Annotated[str, _pattern(_NAME_RE, "3-24 lowercase letters, digits and hyphens, starting with a letter")] = (
+        Field(description="Prefix of stack and role names.")
+    )
     region: str
     organization_id: Annotated[str, _pattern(_ORG_ID_RE, "an organization id such as o-a1b2c3d4e5")] | None = None
     accounts: Accounts

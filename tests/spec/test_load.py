@@ -79,7 +79,12 @@ BAD_SPECS: list[tuple[str, list[tuple[str, Any]], str, str]] = [
         "data.datasets[1].access_point",
         "ft-s3alias",
     ),
-    ("prefix without slash", [("data.datasets[0].prefix", "corpora/pretraining")], "data.datasets[0].prefix", "corpora/pretraining"),
+    (
+        "prefix without slash",
+        [("data.datasets[0].prefix", "corpora/pretraining")],
+        "data.datasets[0].prefix",
+        "corpora/pretraining",
+    ),
     ("whole bucket granted", [("data.datasets[1].prefix", "/")], "data.datasets[1].prefix", "'/'"),
     ("wildcard prefix", [("data.datasets[1].prefix", "corpora/*/")], "data.datasets[1].prefix", "corpora/*/"),
     (
@@ -101,7 +106,12 @@ BAD_SPECS: list[tuple[str, list[tuple[str, Any]], str, str]] = [
         "data.datasets[0].readers[0]",
         "333333333333",
     ),
-    ("reader that is no role", [("data.datasets[0].readers[0]", "everyone")], "data.datasets[0].readers[0]", "'everyone'"),
+    (
+        "reader that is no role",
+        [("data.datasets[0].readers[0]", "everyone")],
+        "data.datasets[0].readers[0]",
+        "'everyone'",
+    ),
     (
         "missing organization id for the perimeter",
         [("organization_id", _DELETE)],
@@ -111,8 +121,18 @@ BAD_SPECS: list[tuple[str, list[tuple[str, Any]], str, str]] = [
     ("bad organization id", [("organization_id", "org-123")], "organization_id", "'org-123'"),
     ("bucket with dots", [("data.bucket_name", "my.bucket")], "data.bucket_name", "'my.bucket'"),
     ("bucket too long for its log bucket", [("data.bucket_name", "b" * 60)], "data.bucket_name", "bbbb"),
-    ("internet-origin access point", [("data.datasets[0].network_origin", "internet")], "data.datasets[0].network_origin", "'internet'"),
-    ("writers without output prefix", [("data.datasets[1].writers", ["cluster-node"])], "data.datasets[1].output_prefix", "None"),
+    (
+        "internet-origin access point",
+        [("data.datasets[0].network_origin", "internet")],
+        "data.datasets[0].network_origin",
+        "'internet'",
+    ),
+    (
+        "writers without output prefix",
+        [("data.datasets[1].writers", ["cluster-node"])],
+        "data.datasets[1].output_prefix",
+        "None",
+    ),
     (
         "output prefix outside the dataset",
         [("data.datasets[0].output_prefix", "elsewhere/")],
@@ -128,11 +148,21 @@ BAD_SPECS: list[tuple[str, list[tuple[str, Any]], str, str]] = [
     ("existing mode without subnets", [("network.mode", "existing")], "network.existing", "None"),
     (
         "KMS key in the compute account",
-        [("data.encryption", {"kms_key_arn": "arn:aws:kms:us-east-1:111111111111:key/0f0e0d0c-0b0a-0908-0706-050403020100"})],
+        [
+            (
+                "data.encryption",
+                {"kms_key_arn": "arn:aws:kms:us-east-1:111111111111:key/0f0e0d0c-0b0a-0908-0706-050403020100"},
+            )
+        ],
         "data.encryption.kms_key_arn",
         "111111111111",
     ),
-    ("region without pinned prefix list", [("region", "eu-north-1"), ("network.availability_zone", "eu-north-1a")], "network.s3_prefix_list_id", "None"),
+    (
+        "region without pinned prefix list",
+        [("region", "eu-north-1"), ("network.availability_zone", "eu-north-1a")],
+        "network.s3_prefix_list_id",
+        "None",
+    ),
     ("dataset granting nobody", [("data.datasets[1].readers", [])], "data.datasets[1].readers", "[]"),
     ("bad notebook type", [("notebook.instance_type", "t3.medium")], "notebook.instance_type", "'t3.medium'"),
 ]

@@ -1,0 +1,122 @@
+"""Facts about the EC2 instance types this repo deploys: accelerators, EFA, network, price.
+
+This table is a contract: the cluster builder, the validators, the local SLURM cluster and the
+training planner all read it. Figures are published ones:
+
+- peak bf16 FLOP/s are dense (no 2:4 sparsity): A100 312 T, H100 and H200 989 T, Trainium1 190 T
+  per chip (a trn1.32xlarge has 16 chips, 32 NeuronCores, 3.04 PFLOP/s bf16).
+- EFA interfaces count one per network card (p4d/p4de 4, p5/p5e 32, p5en 16, trn1 8, trn1n 16).
+- network_gbps is the instance's rated bandwidth ("up to" figures for the small head-node types).
+- on_demand_usd_per_hour is a default only (Linux, us-east-1, rounded; the accelerated types after
+  AWS's mid-2025 price reduction). Prices change: the spec's `cluster.prices` overrides them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Accelerator = Literal["gpu", "neuron", "none"]
+
+
+@dataclass(frozen=True)
+class InstanceFacts:
+    name: str
+    accelerator: Accelerator
+    accelerators_per_node: int
+    accelerator_memory_gib: float  # per accelerator (GPU or Trainium chip)
+    efa_interfaces: int
+    network_gbps: float
+    peak_bf16_flops_per_accelerator: float  # dense, FLOP/s
+    on_demand_usd_per_hour: float
+    vcpus: int
+    memory_gib: float
+    # NeuronCores per Trainium chip (2); 1 for GPUs. Frameworks start one worker per core.
+    cores_per_accelerator: int = 1
+
+    @property
+    def workers_per_node(self) -> int:
+        """Processes a training launcher starts per node: one per GPU, or one per NeuronCore."""
+        return self.accelerators_per_node * self.cores_per_accelerator
+
+    @property
+    def peak_bf16_flops_per_node(self) -> float:
+        return self.accelerators_per_node * self.peak_bf16_flops_per_accelerator
+
+    @property
+    def efa_capable(self) -> bool:
+        return self.efa_interfaces > 0
+
+    @property
+    def family(self) -> str:
+        return self.name.split(".", 1)[0]
+
+
+_T = 1e12
+
+
+def _gpu(
+    name: str, gpus: int, gib: float, efa: int, gbps: float, tflops: float, usd: float, vcpus: int, mem: float
+) -> InstanceFacts:
+    return InstanceFacts(name, "gpu", gpus, gib, efa, gbps, tflops * _T, usd, vcpus, mem)
+
+
+def _trainium(name: str, efa: int, gbps: float, usd: float) -> InstanceFacts:
+    return InstanceFacts(name, "neuron", 16, 32.0, efa, gbps, 190 * _T, usd, 128, 512.0, cores_per_accelerator=2)
+
+
+def _cpu(name: str, vcpus: int, mem: float, gbps: float, usd: float) -> InstanceFacts:
+    return InstanceFacts(name, "none", 0, 0.0, 0, gbps, 0.0, usd, vcpus, mem)
+
+
+_ALL: tuple[InstanceFacts, ...] = (
+    # training nodes
+    _gpu("p4d.24xlarge", 8, 40.0, 4, 400, 312, 21.96, 96, 1152),
+    _gpu("p4de.24xlarge", 8, 80.0, 4, 400, 312, 27.45, 96, 1152),
+    _gpu("p5.48xlarge", 8, 80.0, 32, 3200, 989, 55.04, 192, 2048),
+    _gpu("p5e.48xlarge", 8, 141.0, 32, 3200, 989, 63.30, 192, 2048),
+    _gpu("p5en.48xlarge", 8, 141.0, 16, 3200, 989, 63.30, 192, 2048),
+    _trainium("trn1.32xlarge", 8, 800, 21.50),
+    _trainium("trn1n.32xlarge", 16, 1600, 24.78),
+    # head nodes
+    _cpu("c5.xlarge", 4, 8, 10, 0.17),
+    _cpu("c5.2xlarge", 8, 16, 10, 0.34),
+    _cpu("c5.4xlarge", 16, 32, 10, 0.68),
+    _cpu("c6i.xlarge", 4, 8, 12.5, 0.17),
+    _cpu("c6i.2xlarge", 8, 16, 12.5, 0.34),
+    _cpu("c6i.4xlarge", 16, 32, 12.5, 0.68),
+    _cpu("c6i.8xlarge", 32, 64, 12.5, 1.36),
+    _cpu("m5.xlarge", 4, 16, 10, 0.192),
+    _cpu("m5.2xlarge", 8, 32, 10, 0.384),
+    _cpu("m5.4xlarge", 16, 64, 10, 0.768),
+    _cpu("m5.8xlarge", 32, 128, 10, 1.536),
+    _cpu("m6i.xlarge", 4, 16, 12.5, 0.192),
+    _cpu("m6i.2xlarge", 8, 32, 12.5, 0.384),
+    _cpu("m6i.4xlarge", 16, 64, 12.5, 0.768),
+    _cpu("m6i.8xlarge", 32, 128, 12.5, 1.536),
+    _cpu("m7i.xlarge", 4, 16, 12.5, 0.2016),
+    _cpu("m7i.2xlarge", 8, 32, 12.5, 0.4032),
+    _cpu("m7i.4xlarge", 16, 64, 12.5, 0.8064),
+    _cpu("m7i.8xlarge", 32, 128, 12.5, 1.6128),
+)
+
+INSTANCE_TYPES: dict[str, InstanceFacts] = {facts.name: facts for facts in _ALL}
+
+ACCELERATED_TYPES: tuple[str, ...] = tuple(name for name, f in INSTANCE_TYPES.items() if f.accelerator != "none")
+HEAD_NODE_TYPES: tuple[str, ...] = tuple(name for name, f in INSTANCE_TYPES.items() if f.accelerator == "none")
+
+
+class UnknownInstanceType(KeyError):
+    """An instance type missing from the facts table; str() is one line."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def instance_facts(name: str) -> InstanceFacts:
+    """Facts for `name`; raises UnknownInstanceType (a KeyError) with a one-line message."""
+    try:
+        return INSTANCE_TYPES[name]
+    except (KeyError, TypeError):
+        known = ", ".join(INSTANCE_TYPES)
+        raise UnknownInstanceType(f"instance type {name!r} is not in the facts table (known: {known})") from None

@@ -1,0 +1,1 @@
+"""Training package: data preparation and loading, model, trainer and checkpoints."""

@@ -1,0 +1,1 @@
+"""Tokenized training data: Megatron indexed datasets (.bin/.idx), their manifest, verification and the loader."""

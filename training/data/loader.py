@@ -1,0 +1,269 @@
+"""The loader the trainer uses: packed fixed-length samples from a prepared dataset, resumable at any DP size.
+
+The global sample stream is one sequence for all data-parallel ranks: epoch e is a permutation of the split's
+samples seeded with seed + e, and epochs follow each other. Each step the ranks together take the next
+dp_world_size * micro_batch_size samples, rank r the r-th slice of micro_batch_size. The state is the number of
+samples taken globally, the same on every rank, so resuming is exact at any data-parallel size that keeps the
+global batch (the trainer keeps it with gradient accumulation).
+"""
+
+import queue
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from training.data.errors import DataError
+from training.data.indexed import idx_path, open_tokens, read_index
+from training.data.packing import PackedSamples, Spans, epoch_order, split_documents
+from training.data.verify import verify_dataset
+
+SPLITS = ("train", "validation")
+STATE_VERSION = 1
+_QUEUE_POLL_SECONDS = 0.1
+
+
+@dataclass(frozen=True)
+class LoaderConfig:
+    data_prefix: str  # path prefix of the .bin/.idx (without extension)
+    seq_len: int
+    micro_batch_size: int
+    seed: int = 1234
+    validation_fraction: float = 0.01  # held-out split by whole documents, deterministic from seed
+    prefetch: int = 2  # batches prepared ahead in a background thread (0: none, batches built on demand)
+    verify_checksums: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("seq_len", "micro_batch_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"LoaderConfig.{name}: {value!r} must be an integer >= 1")
+        if isinstance(self.prefetch, bool) or not isinstance(self.prefetch, int) or self.prefetch < 0:
+            raise ValueError(f"LoaderConfig.prefetch: {self.prefetch!r} must be an integer >= 0")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"LoaderConfig.seed: {self.seed!r} must be an integer >= 0")
+        if not 0.0 <= self.validation_fraction < 1.0:
+            raise ValueError(f"LoaderConfig.validation_fraction: {self.validation_fraction!r} must be in [0, 1)")
+
+
+class PackedTokenLoader:
+    """Yields {"input_ids": LongTensor[B, S], "labels": LongTensor[B, S]} for one data-parallel rank.
+
+    The train split is endless (epoch after epoch); the validation split is one pass over the held-out documents
+    in file order, from the start on every `iter()`, dropping the last incomplete global batch.
+    Only one iterator is live at a time: a new `iter()` or `load_state_dict()` stops the previous one.
+    """
+
+    def __init__(self, config: LoaderConfig, dp_rank: int, dp_world_size: int, split: str = "train") -> None:
+        if isinstance(dp_world_size, bool) or not isinstance(dp_world_size, int) or dp_world_size < 1:
+            raise ValueError(f"dp_world_size: {dp_world_size!r} must be an integer >= 1")
+        if isinstance(dp_rank, bool) or not isinstance(dp_rank, int) or not 0 <= dp_rank < dp_world_size:
+            raise ValueError(f"dp_rank: {dp_rank!r} must be an integer in [0, {dp_world_size})")
+        if split not in SPLITS:
+            raise ValueError(f"split: {split!r} must be one of {list(SPLITS)}")
+        self.config = config
+        self.dp_rank = dp_rank
+        self.dp_world_size = dp_world_size
+        self.split = split
+        self._manifest = verify_dataset(config.data_prefix, checksums=config.verify_checksums)
+        index = read_index(idx_path(config.data_prefix))
+        tokens = open_tokens(config.data_prefix, index)
+        train_docs, validation_docs = split_documents(index.document_count, config.validation_fraction, config.seed)
+        documents = train_docs if split == "train" else validation_docs
+        spans = Spans.for_documents(*index.document_token_bounds(), documents)
+        self._samples = PackedSamples(tokens, spans, config.seq_len)
+        if self._samples.num_samples == 0:
+            raise DataError(
+                f"{config.data_prefix}: the {split} split ({len(documents)} documents, {spans.total_tokens} tokens) "
+                f"is shorter than one sample of seq_len + 1 = {config.seq_len + 1} tokens"
+            )
+        if split == "validation" and self._samples.num_samples < self.global_batch_size:
+            raise DataError(
+                f"{config.data_prefix}: the validation split has {self._samples.num_samples} samples, fewer than one "
+                f"global batch of {self.global_batch_size}; raise validation_fraction (now {config.validation_fraction})"
+            )
+        self._samples_consumed = 0
+        self._order_cache: tuple[int, np.ndarray] | None = None
+        self._order_lock = threading.Lock()
+        self._active_stop: threading.Event | None = None
+
+    # -- properties the trainer reads ---------------------------------------------------------------------------
+
+    @property
+    def vocab_size(self) -> int:
+        return self._manifest.vocab_size
+
+    @property
+    def eod_id(self) -> int:
+        return self._manifest.eod_id
+
+    @property
+    def samples_consumed(self) -> int:
+        """Samples taken by all data-parallel ranks together (identical on every rank)."""
+        return self._samples_consumed
+
+    @property
+    def num_samples(self) -> int:
+        """Samples in one epoch of this split."""
+        return self._samples.num_samples
+
+    @property
+    def global_batch_size(self) -> int:
+        return self.dp_world_size * self.config.micro_batch_size
+
+    @property
+    def epoch(self) -> int:
+        return self._samples_consumed // self._samples.num_samples
+
+    # -- state ---------------------------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """Counts batches handed to the trainer, never those only prefetched."""
+        return {
+            "version": STATE_VERSION,
+            "samples_consumed": self._samples_consumed,
+            "epoch": self.epoch,
+            "split": self.split,
+            "seq_len": self.config.seq_len,
+            "seed": self.config.seed,
+            "validation_fraction": self.config.validation_fraction,
+            "num_samples": self._samples.num_samples,
+            "dataset_bin_sha256": self._manifest.bin.sha256,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume from a state saved at any data-parallel size; the dataset, split and sampling must match."""
+        expected = self.state_dict()
+        for key in ("version", "split", "seq_len", "seed", "validation_fraction", "num_samples", "dataset_bin_sha256"):
+            if key not in state:
+                raise ValueError(f"loader state: {key}: missing")
+            if state[key] != expected[key]:
+                raise ValueError(f"loader state: {key}: {state[key]!r} does not match this loader's {expected[key]!r}")
+        consumed = state.get("samples_consumed")
+        if isinstance(consumed, bool) or not isinstance(consumed, int) or consumed < 0:
+            raise ValueError(f"loader state: samples_consumed: {consumed!r} must be an integer >= 0")
+        if state.get("epoch") != consumed // self._samples.num_samples:
+            raise ValueError(
+                f"loader state: epoch: {state.get('epoch')!r} does not match samples_consumed {consumed} "
+                f"with {self._samples.num_samples} samples per epoch"
+            )
+        self._stop_active_iterator()
+        self._samples_consumed = consumed
+
+    # -- iteration -----------------------------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        self._stop_active_iterator()
+        stop = threading.Event()
+        self._active_stop = stop
+        if self.split == "validation":
+            self._samples_consumed = 0
+            batch_count: int | None = self._samples.num_samples // self.global_batch_size
+        else:
+            batch_count = None
+        return self._iterate(self._samples_consumed, batch_count, stop)
+
+    def _iterate(self, start: int, batch_count: int | None, stop: threading.Event) -> Iterator[dict[str, torch.Tensor]]:
+        positions = self._batch_starts(start, batch_count)
+        batches = self._prefetched(positions, stop) if self.config.prefetch else self._built(positions)
+        try:
+            for position, batch in batches:
+                if stop.is_set():
+                    return
+                self._samples_consumed = position + self.global_batch_size
+                yield batch
+        finally:
+            stop.set()
+
+    def _batch_starts(self, start: int, batch_count: int | None) -> Iterator[int]:
+        step = 0
+        while batch_count is None or step < batch_count:
+            yield start + step * self.global_batch_size
+            step += 1
+
+    def _built(self, positions: Iterator[int]) -> Iterator[tuple[int, dict[str, torch.Tensor]]]:
+        for position in positions:
+            yield position, self._build_batch(position)
+
+    def _prefetched(
+        self, positions: Iterator[int], stop: threading.Event
+    ) -> Iterator[tuple[int, dict[str, torch.Tensor]]]:
+        ready: queue.Queue[tuple[int, dict[str, torch.Tensor]] | BaseException | None] = queue.Queue(
+            maxsize=self.config.prefetch
+        )
+
+        def produce() -> None:
+            try:
+                for position in positions:
+                    if not _put(ready, (position, self._build_batch(position)), stop):
+                        return
+                _put(ready, None, stop)
+            except BaseException as error:  # handed to the consumer, which re-raises it
+                _put(ready, error, stop)
+
+        worker = threading.Thread(target=produce, name=f"packed-token-prefetch-rank{self.dp_rank}", daemon=True)
+        worker.start()
+        try:
+            while True:
+                try:
+                    item = ready.get(timeout=_QUEUE_POLL_SECONDS)
+                except queue.Empty:
+                    if stop.is_set():
+                        return
+                    continue
+                if item is None:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            stop.set()
+            worker.join()
+
+    def _build_batch(self, position: int) -> dict[str, torch.Tensor]:
+        """This rank's slice of the global batch that starts at global stream position `position`."""
+        first = position + self.dp_rank * self.config.micro_batch_size
+        positions = np.arange(first, first + self.config.micro_batch_size, dtype=np.int64)
+        tokens = torch.from_numpy(self._samples.batch(self._sample_ids(positions)))
+        return {"input_ids": tokens[:, :-1].contiguous(), "labels": tokens[:, 1:].contiguous()}
+
+    def _sample_ids(self, positions: np.ndarray) -> np.ndarray:
+        if self.split == "validation":
+            return positions
+        per_epoch = self._samples.num_samples
+        ids = np.empty_like(positions)
+        for i, position in enumerate(positions.tolist()):
+            epoch, offset = divmod(position, per_epoch)
+            ids[i] = self._epoch_order(epoch)[offset]
+        return ids
+
+    def _epoch_order(self, epoch: int) -> np.ndarray:
+        with self._order_lock:
+            if self._order_cache is None or self._order_cache[0] != epoch:
+                self._order_cache = (epoch, epoch_order(self._samples.num_samples, self.config.seed, epoch))
+            return self._order_cache[1]
+
+    def _stop_active_iterator(self) -> None:
+        if self._active_stop is not None:
+            self._active_stop.set()
+            self._active_stop = None
+
+
+def _put(ready: queue.Queue, item: Any, stop: threading.Event) -> bool:
+    """Block until there is room or the consumer went away; False when it did."""
+    while not stop.is_set():
+        try:
+            ready.put(item, timeout=_QUEUE_POLL_SECONDS)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
+def dataset_prefix(output_prefix: str | Path) -> str:
+    """The loader's data_prefix for what `python -m training.prepare --output-prefix OUT` wrote."""
+    return f"{output_prefix}_text_document"

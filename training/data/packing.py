@@ -1,0 +1,107 @@
+"""Pack whole documents into one token stream and cut it into fixed-length training samples.
+
+A split (train or validation) is a set of whole documents. Its stream is those documents' tokens in file order,
+EOD ids included as written; consecutive documents that sit next to each other in the .bin form one span, so a
+split costs one entry per run of neighbouring documents rather than per document.
+Sample i covers stream tokens [i * seq_len, i * seq_len + seq_len + 1): inputs are the first seq_len tokens and
+labels the last seq_len, so every token after the first is a label exactly once.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from training.data.errors import DataError
+
+# Separates the validation draw from the per-epoch shuffles, which use seed + epoch.
+_VALIDATION_STREAM = 0x5EED_7A11
+
+
+def split_documents(document_count: int, validation_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(train, validation) document ids, each sorted; the validation documents are a seeded random draw."""
+    if validation_fraction == 0.0:
+        return np.arange(document_count, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    validation_count = max(1, round(validation_fraction * document_count))
+    if validation_count >= document_count:
+        raise DataError(
+            f"validation_fraction: {validation_fraction} holds out {validation_count} of {document_count} documents, "
+            "leaving none to train on"
+        )
+    rng = np.random.default_rng([seed, _VALIDATION_STREAM])
+    validation = np.sort(rng.choice(document_count, size=validation_count, replace=False)).astype(np.int64)
+    train = np.setdiff1d(np.arange(document_count, dtype=np.int64), validation, assume_unique=True)
+    return train, validation
+
+
+@dataclass(frozen=True)
+class Spans:
+    """Token ranges of the .bin that, concatenated, make a split's stream."""
+
+    starts: np.ndarray  # int64 token offsets into the .bin
+    stream_offsets: np.ndarray  # int64, len(starts) + 1: where each span begins in the stream, then the total
+
+    @property
+    def total_tokens(self) -> int:
+        return int(self.stream_offsets[-1])
+
+    @classmethod
+    def for_documents(cls, document_starts: np.ndarray, document_ends: np.ndarray, documents: np.ndarray) -> "Spans":
+        starts = document_starts[documents]
+        ends = document_ends[documents]
+        keep = ends > starts
+        starts, ends = starts[keep], ends[keep]
+        if len(starts) == 0:
+            return cls(np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64))
+        # A document that starts where the previous one ended continues the same span.
+        new_span = np.ones(len(starts), dtype=bool)
+        new_span[1:] = starts[1:] != ends[:-1]
+        span_starts = starts[new_span]
+        span_ends = ends[np.append(np.flatnonzero(new_span)[1:] - 1, len(ends) - 1)]
+        offsets = np.zeros(len(span_starts) + 1, dtype=np.int64)
+        np.cumsum(span_ends - span_starts, out=offsets[1:])
+        return cls(span_starts.astype(np.int64), offsets)
+
+
+class PackedSamples:
+    """Random access to the fixed-length samples of one split; reads only the tokens asked for."""
+
+    def __init__(self, tokens: np.ndarray, spans: Spans, seq_len: int) -> None:
+        self._tokens = tokens
+        self._spans = spans
+        self.seq_len = seq_len
+        self.num_samples = max(0, (spans.total_tokens - 1) // seq_len)
+
+    def sample(self, index: int) -> np.ndarray:
+        """seq_len + 1 token ids (int64) of sample `index`."""
+        if not 0 <= index < self.num_samples:
+            raise IndexError(f"sample {index} outside 0..{self.num_samples - 1}")
+        begin = index * self.seq_len
+        end = begin + self.seq_len + 1
+        offsets = self._spans.stream_offsets
+        span = int(np.searchsorted(offsets, begin, side="right")) - 1
+        out = np.empty(end - begin, dtype=np.int64)
+        written = 0
+        while written < out.size:
+            take_from = begin + written - int(offsets[span])
+            available = int(offsets[span + 1] - offsets[span]) - take_from
+            count = min(available, out.size - written)
+            file_start = int(self._spans.starts[span]) + take_from
+            out[written : written + count] = self._tokens[file_start : file_start + count]
+            written += count
+            span += 1
+        return out
+
+    def batch(self, indices: np.ndarray) -> np.ndarray:
+        """[len(indices), seq_len + 1] int64."""
+        out = np.empty((len(indices), self.seq_len + 1), dtype=np.int64)
+        for row, index in enumerate(indices.tolist()):
+            out[row] = self.sample(index)
+        return out
+
+
+def epoch_order(num_samples: int, seed: int, epoch: int) -> np.ndarray:
+    """The epoch's sample permutation, seeded by seed + epoch; 4 bytes per sample below 2**32 samples."""
+    dtype = np.uint32 if num_samples < 2**32 else np.uint64
+    order = np.arange(num_samples, dtype=dtype)
+    np.random.default_rng(seed + epoch).shuffle(order)
+    return order

@@ -21,6 +21,7 @@ def cross_field_problems(spec: DeploymentSpec) -> list[SpecProblem]:
         *_encryption(spec),
         *_bucket(spec),
         *_datasets(spec),
+        *_cluster(spec),
     ]
 
 
@@ -150,3 +151,14 @@ def _role_ref_problems(spec: DeploymentSpec, path: str, ref: str) -> Iterator[Sp
         yield SpecProblem(
             path, f"is a role of account {account}, not of the compute account {spec.accounts.compute}", ref
         )
+
+
+def _cluster(spec: DeploymentSpec) -> list[SpecProblem]:
+    if spec.cluster is None:
+        return []
+    # Imported here: cluster.validators imports spec modules, and spec must stay importable on its own.
+    from cluster.validators import spec_problems
+
+    return spec_problems(
+        spec.cluster, availability_zone=spec.network.availability_zone, internet_egress=spec.network.internet_egress
+    )

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
+from spec.cluster import ClusterSpec
 from spec.regions import REGIONS, S3_PREFIX_LISTS
 
 # Roles this repo creates in the compute account; datasets name them as readers/writers.
@@ -261,7 +262,7 @@ class DeploymentSpec(StrictModel):
     perimeter: PerimeterSpec = Field(default_factory=PerimeterSpec)
     notebook: NotebookSpec = Field(default_factory=NotebookSpec)
     # The ParallelCluster section; cluster/ gives it its schema.
-    cluster: dict[str, Any] | None = None
+    cluster: ClusterSpec | None = None
 
     @field_validator("region")
     @classmethod

@@ -1,0 +1,243 @@
+"""The `cluster:` section of the deployment spec: one AWS ParallelCluster 3 cluster for training.
+
+Shapes and single-field rules live here; rules that relate fields (EFA needs a placement-group
+decision, Capacity Block sizing, reservation AZ, Neuron pins, FSx increments, ...) live in
+`cluster.validators` and run from `spec.checks`, so a bad spec fails at load, not after a
+20-minute CloudFormation rollback. Imports no CDK and no torch.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+
+DEFAULT_PARALLELCLUSTER_VERSION = "3.16.1"
+# The custom resource (cluster as a CloudFormation resource) exists from 3.6.0 on.
+MINIMUM_PARALLELCLUSTER_VERSION = (3, 6, 0)
+
+_QUEUE_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,24}$")
+_RESERVATION_ID_RE = re.compile(r"^cr-[0-9a-f]{17}$")
+_AZ_RE = re.compile(r"^[a-z]{2}(?:-[a-z]+)+-\d[a-z]$")
+_AMI_RE = re.compile(r"^ami-[0-9a-f]{8}(?:[0-9a-f]{9})?$")
+_FSX_ID_RE = re.compile(r"^fs-[0-9a-f]{17}$")
+_VERSION_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
+_MOUNT_DIR_RE = re.compile(r"^/[a-zA-Z0-9_][a-zA-Z0-9_./-]*$")
+_SSH_KEY_RE = re.compile(r"^[\x20-\x7e]{1,255}$")
+_IMAGE_RE = re.compile(r"^[a-z0-9.-]+(?::\d+)?/[a-z0-9._/-]+:[A-Za-z0-9._-]+$")
+
+# CloudWatch Logs accepts only these retention periods (ParallelCluster's schema repeats them).
+LOG_RETENTION_DAYS: tuple[int, ...] = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1827, 3653)
+
+OperatingSystem = Literal["alinux2023", "ubuntu2204", "ubuntu2404", "rhel9", "rocky9"]
+QueueUpdateStrategy = Literal["DRAIN", "COMPUTE_FLEET_STOP", "TERMINATE"]
+ScalingStrategy = Literal["all-or-nothing", "greedy-all-or-nothing", "best-effort"]
+AllocationStrategy = Literal["lowest-price", "capacity-optimized", "price-capacity-optimized", "prioritized"]
+DeletionPolicy = Literal["Retain", "Delete"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+
+def _matches(regex: re.Pattern[str], what: str) -> BeforeValidator:
+    def check(value: Any) -> Any:
+        if not isinstance(value, str) or not regex.match(value):
+            raise ValueError(f"must be {what}")
+        return value
+
+    return BeforeValidator(check)
+
+
+def parse_version(version: str) -> tuple[int, int, int]:
+    match = _VERSION_RE.match(version)
+    if match is None:
+        raise ValueError(f"{version!r} is not a MAJOR.MINOR.PATCH version")
+    major, minor, patch = (int(part) for part in match.groups())
+    return major, minor, patch
+
+
+ReservationId = Annotated[str, _matches(_RESERVATION_ID_RE, "a capacity reservation id such as cr-0123456789abcdef0")]
+AvailabilityZone = Annotated[str, _matches(_AZ_RE, "an availability zone name such as us-east-1a")]
+AmiId = Annotated[str, _matches(_AMI_RE, "an AMI id such as ami-0123456789abcdef0")]
+MountDir = Annotated[str, _matches(_MOUNT_DIR_RE, "an absolute path such as /fsx")]
+
+
+class CapacitySpec(_Strict):
+    """Where the queue's instances come from."""
+
+    type: Literal["on_demand", "odcr", "capacity_block"] = Field(
+        default="on_demand",
+        description=(
+            "on_demand: plain On-Demand; odcr: an On-Demand Capacity Reservation; "
+            "capacity_block: an EC2 Capacity Block for ML (fixed size, fixed start and end)."
+        ),
+    )
+    reservation_id: ReservationId | None = Field(default=None, description="Required for odcr and capacity_block.")
+    availability_zone: AvailabilityZone | None = Field(
+        default=None, description="The reservation's AZ; must equal network.availability_zone."
+    )
+
+
+class QueueSpec(_Strict):
+    name: Annotated[str, _matches(_QUEUE_NAME_RE, "1-25 lowercase letters, digits and hyphens, starting with a letter")]
+    instance_type: str = Field(description="A type from cluster/instances.py.")
+    min_count: int = Field(default=0, ge=0, description="Static nodes (always running and billed).")
+    max_count: int = Field(ge=1, le=10000)
+    capacity: CapacitySpec = Field(default_factory=CapacitySpec)
+    efa: bool | None = Field(default=None, description="None: on when the instance type has EFA interfaces.")
+    placement_group: bool | None = Field(
+        default=None,
+        description=(
+            "Explicit choice for EFA queues: true (a cluster placement group) or false (none; right for "
+            "Capacity Blocks and usually for ODCRs, whose capacity already sits together)."
+        ),
+    )
+    placement_group_name: str | None = Field(default=None, description="An existing placement group to use.")
+    allocation_strategy: AllocationStrategy | None = None
+    gpu_health_checks: bool = Field(default=True, description="ParallelCluster's DCGM check before each job (GPU).")
+    job_exclusive_allocation: bool = Field(default=True, description="One job per node: no sharing of accelerators.")
+    root_volume_gib: int = Field(default=200, ge=35, le=16384)
+
+    def efa_enabled(self, efa_capable: bool) -> bool:
+        return efa_capable if self.efa is None else self.efa
+
+
+class HeadNodeSpec(_Strict):
+    instance_type: str = Field(default="m6i.2xlarge", description="A head-node type from cluster/instances.py.")
+    root_volume_gib: int = Field(default=200, ge=35, le=16384)
+
+
+class FsxSpec(_Strict):
+    """A FSx for Lustre file system that ParallelCluster creates (or an existing one, by id)."""
+
+    mount_dir: MountDir = "/fsx"
+    storage_gib: int = Field(default=1200, ge=1200, description="1200 or a multiple of 2400 (SSD deployment types).")
+    deployment_type: Literal["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2"] = "PERSISTENT_2"
+    throughput_mb_per_tib: int | None = Field(
+        default=250, description="PERSISTENT_2: 125/250/500/1000; PERSISTENT_1: 50/100/200; SCRATCH_2: unset."
+    )
+    data_compression: Literal["LZ4", "NONE"] = "LZ4"
+    deletion_policy: DeletionPolicy = Field(
+        default="Retain", description="Retain keeps the file system (and its data) when the cluster is deleted."
+    )
+    file_system_id: Annotated[str, _matches(_FSX_ID_RE, "a file system id such as fs-0123456789abcdef0")] | None = (
+        Field(default=None, description="Mount an existing file system instead of creating one.")
+    )
+
+
+NEURON_PACKAGES: tuple[str, ...] = (
+    "aws-neuronx-dkms",
+    "aws-neuronx-runtime-lib",
+    "aws-neuronx-collectives",
+    "aws-neuronx-tools",
+    "torch-neuronx",
+    "neuronx-cc",
+)
+
+
+class NeuronSpec(_Strict):
+    """Neuron SDK for trn1 queues, pinned: every node runs the same driver, runtime and compiler."""
+
+    sdk_version: Annotated[str, _matches(_VERSION_RE, "a Neuron SDK release such as 2.26.1")]
+    packages: dict[str, str] | None = Field(
+        default=None,
+        description="Package pins; None: the release's pins from cluster/neuron.py (required for other releases).",
+    )
+    compile_cache_dir: MountDir = Field(
+        default="/fsx/neuron-cache", description="Neuron compile cache; on shared storage so every node reuses it."
+    )
+    custom_ami: AmiId | None = Field(
+        default=None,
+        description="Neuron AMI built from cluster/bootstrap/neuron-image.yaml; required without internet egress.",
+    )
+
+    @field_validator("packages")
+    @classmethod
+    def _known_packages(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        if value is None:
+            return None
+        unknown = sorted(set(value) - set(NEURON_PACKAGES))
+        if unknown:
+            raise ValueError(f"has unknown package(s) {', '.join(unknown)}; known: {', '.join(NEURON_PACKAGES)}")
+        missing = [name for name in NEURON_PACKAGES if name not in value]
+        if missing:
+            raise ValueError(f"must pin every Neuron package; missing: {', '.join(missing)}")
+        for name, version in value.items():
+            if not re.fullmatch(r"\d+(?:\.\d+){2,5}", version):
+                raise ValueError(f"pin for {name} must be a plain version such as 2.24.7.0, not {version!r}")
+        return value
+
+
+class ContainersSpec(_Strict):
+    """Containers on GPU queues: pyxis (srun --container-image) on enroot."""
+
+    pyxis: bool = True
+    nemo_image: Annotated[
+        str, _matches(_IMAGE_RE, "an image reference with a tag such as nvcr.io/nvidia/nemo:25.04")
+    ] = "nvcr.io/nvidia/nemo:25.04"
+    # Local NVMe (ParallelCluster mounts instance store at /scratch). Never shared storage: enroot
+    # unpacks per node, and a shared runtime path breaks multi-node srun.
+    enroot_local_dir: MountDir = "/scratch/enroot"
+
+
+class ClusterSpec(_Strict):
+    parallelcluster_version: Annotated[str, _matches(_VERSION_RE, "a version such as 3.16.1")] = (
+        DEFAULT_PARALLELCLUSTER_VERSION
+    )
+    os: OperatingSystem = "alinux2023"
+    custom_ami: AmiId | None = Field(default=None, description="Cluster-wide AMI (ParallelCluster-built).")
+    head_node: HeadNodeSpec = Field(default_factory=HeadNodeSpec)
+    ssh_key_name: Annotated[str, _matches(_SSH_KEY_RE, "an EC2 key pair name")] | None = Field(
+        default=None, description="None: no SSH key; connect through SSM Session Manager."
+    )
+    queues: list[QueueSpec] = Field(min_length=1, max_length=50)
+    scaledown_idletime_minutes: int = Field(default=10, ge=1, le=1440)
+    queue_update_strategy: QueueUpdateStrategy = Field(
+        default="DRAIN", description="How queue changes reach running nodes on update (DRAIN waits for jobs)."
+    )
+    scaling_strategy: ScalingStrategy = Field(
+        default="all-or-nothing", description="all-or-nothing: a multi-node job gets every node or none."
+    )
+    fsx: FsxSpec | None = Field(default_factory=FsxSpec)
+    neuron: NeuronSpec | None = None
+    containers: ContainersSpec = Field(default_factory=ContainersSpec)
+    deletion_policy: DeletionPolicy = Field(
+        default="Delete",
+        description="Custom::PclusterCluster DeletionPolicy: Delete removes the cluster with the stack.",
+    )
+    termination_protection: bool = Field(default=True, description="Termination protection on the cluster stack.")
+    log_retention_days: int = 30
+    bootstrap_timeout_minutes: int = Field(default=30, ge=5, le=180)
+    prices: dict[str, float] = Field(
+        default_factory=dict, description="On-demand USD per hour by instance type; overrides the facts table."
+    )
+
+    @field_validator("parallelcluster_version")
+    @classmethod
+    def _supported_version(cls, value: str) -> str:
+        if parse_version(value) < MINIMUM_PARALLELCLUSTER_VERSION:
+            raise ValueError("must be 3.6.0 or newer (the cluster custom resource arrived in 3.6.0)")
+        return value
+
+    @field_validator("log_retention_days")
+    @classmethod
+    def _retention(cls, value: int) -> int:
+        if value not in LOG_RETENTION_DAYS:
+            raise ValueError(f"must be one of CloudWatch Logs' periods: {', '.join(map(str, LOG_RETENTION_DAYS))}")
+        return value
+
+    @field_validator("prices")
+    @classmethod
+    def _positive_prices(cls, value: dict[str, float]) -> dict[str, float]:
+        for name, price in value.items():
+            if price <= 0:
+                raise ValueError(f"price for {name} must be positive, not {price}")
+        return value
+
+    def queue(self, name: str) -> QueueSpec:
+        for queue in self.queues:
+            if queue.name == name:
+                return queue
+        raise KeyError(f"no queue named {name!r} (known: {', '.join(q.name for q in self.queues)})")

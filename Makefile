@@ -8,6 +8,8 @@ SPEC ?=
 SPEC_CONTEXT := $(if $(SPEC),-c spec=$(abspath $(SPEC)),)
 CDK := npx --no-install cdk
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+# Node 20 is what this machine has; jsii would print a banner on every synth otherwise.
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
@@ -36,7 +38,7 @@ synth: setup
 
 demo: setup
 	$(CDK) synth --quiet $(SPEC_CONTEXT)
-	$(PY) -m stacks.summary cdk.out
+	$(PY) -m stacks.summary cdk.out $(if $(SPEC),--spec $(SPEC),)
 
 test: setup
 	$(PY) -m pytest

@@ -52,6 +52,12 @@ def _network(spec: DeploymentSpec) -> Iterator[SpecProblem]:
             yield SpecProblem("network.existing", "is required when network.mode is 'existing'", None)
         if net.vpc_id is None:
             yield SpecProblem("network.vpc_id", "is required when network.mode is 'existing'", None)
+        if net.existing is not None and len(net.existing.route_table_ids) != len(net.existing.subnet_ids):
+            yield SpecProblem(
+                "network.existing.route_table_ids",
+                f"must list one route table per subnet ({len(net.existing.subnet_ids)} subnets)",
+                net.existing.route_table_ids,
+            )
         if net.internet_egress != "none":
             yield SpecProblem(
                 "network.internet_egress",

@@ -35,6 +35,9 @@ _SUBNET_ID_RE = re.compile(r"^subnet-[0-9a-f]{8}(?:[0-9a-f]{9})?$")
 _RTB_ID_RE = re.compile(r"^rtb-[0-9a-f]{8}(?:[0-9a-f]{9})?$")
 _PREFIX_LIST_RE = re.compile(r"^pl-[0-9a-f]{8}(?:[0-9a-f]{9})?$")
 _AZ_RE = re.compile(r"^(?P<region>[a-z]{2}(?:-[a-z]+)+-\d)[a-z]$")
+CLOUDWATCH_RETENTION_DAYS = frozenset(
+    {1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653}
+)
 _NOTEBOOK_TYPE_RE = re.compile(r"^ml\.[a-z0-9]+\.[a-z0-9]+$")
 
 
@@ -154,13 +157,20 @@ class NetworkSpec(StrictModel):
     s3_prefix_list_id: Annotated[str, _pattern(_PREFIX_LIST_RE, "a prefix list id such as pl-63a5400a")] | None = Field(
         default=None, description="Overrides the pinned per-region table."
     )
-    flow_log_retention_days: int = Field(default=90, ge=1, le=3653)
+    flow_log_retention_days: int = Field(default=90, description="VPC flow log retention (a CloudWatch value).")
 
     @field_validator("availability_zone")
     @classmethod
     def _az_shape(cls, value: str) -> str:
         if not _AZ_RE.match(value):
             raise ValueError("must be an availability zone name such as us-east-1a")
+        return value
+
+    @field_validator("flow_log_retention_days")
+    @classmethod
+    def _cloudwatch_retention(cls, value: int) -> int:
+        if value not in CLOUDWATCH_RETENTION_DAYS:
+            raise ValueError(f"must be one of CloudWatch's retention values {sorted(CLOUDWATCH_RETENTION_DAYS)}")
         return value
 
     @field_validator("cidr")

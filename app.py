@@ -1,0 +1,28 @@
+#!/usr/bin/env python3
+"""CDK entry point: load the deployment spec (`-c spec=path.yaml`, default: the embedded one) and wire the stacks."""
+
+from __future__ import annotations
+
+import sys
+
+from aws_cdk import App
+
+from spec import SpecError, load_spec
+from stacks.assemble import assemble
+
+
+def main() -> None:
+    app = App()
+    try:
+        spec = load_spec(app.node.try_get_context("spec"))
+    except SpecError as error:
+        print(error, file=sys.stderr)
+        sys.exit(2)
+    deployment = assemble(app, spec)
+    for stack, why in deployment.skipped.items():
+        print(f"note: {stack} stack not synthesized: {why}", file=sys.stderr)
+    app.synth()
+
+
+if __name__ == "__main__":
+    main()

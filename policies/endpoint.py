@@ -1,0 +1,128 @@
+"""S3 gateway endpoint policy of the compute VPC.
+
+Requests through an access point are authorized against BOTH the access point ARN and the
+bucket ARN at the endpoint, so both are listed. Everything else the nodes need from S3 without
+internet is named explicitly, each bucket with the reason it is there, instead of falling back
+to "*" (which would let any credential in the VPC copy data to any bucket in the world).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from policies.documents import (
+    LIST_ACTIONS,
+    READ_OBJECT_ACTIONS,
+    WRITE_OBJECT_ACTIONS,
+    PolicyDocument,
+    Statement,
+    document,
+    statement,
+)
+from spec.model import DeploymentSpec
+
+
+@dataclass(frozen=True)
+class AwsOwnedBucket:
+    pattern: str  # bucket ARN with {region}
+    reason: str
+    writable: bool = False
+
+
+AWS_OWNED_BUCKETS: tuple[AwsOwnedBucket, ...] = (
+    AwsOwnedBucket(
+        "arn:aws:s3:::{region}-aws-parallelcluster/*",
+        "ParallelCluster's regional bucket: node cookbook, packages and templates fetched at boot.",
+    ),
+    AwsOwnedBucket(
+        "arn:aws:s3:::prod-{region}-starport-layer-bucket/*",
+        "ECR stores image layers here: enroot/pyxis container pulls through the ecr.dkr endpoint.",
+    ),
+    AwsOwnedBucket(
+        "arn:aws:s3:::al2023-repos-{region}-de612dc2/*",
+        "Amazon Linux 2023 package repositories (dnf) on the nodes.",
+    ),
+    AwsOwnedBucket(
+        "arn:aws:s3:::amazonlinux-2-repos-{region}/*",
+        "Amazon Linux 2 package repositories (yum) on the nodes.",
+    ),
+    AwsOwnedBucket("arn:aws:s3:::amazon-ssm-{region}/*", "SSM Agent updates (Session Manager is the way in)."),
+    AwsOwnedBucket("arn:aws:s3:::amazon-ssm-packages-{region}/*", "SSM Distributor packages used by the agent."),
+    AwsOwnedBucket("arn:aws:s3:::{region}-birdwatcher-prod/*", "SSM Distributor document downloads."),
+    AwsOwnedBucket("arn:aws:s3:::aws-ssm-{region}/*", "SSM documents and plugins for Run Command."),
+    AwsOwnedBucket("arn:aws:s3:::aws-ssm-document-attachments-{region}/*", "SSM document attachments."),
+    AwsOwnedBucket("arn:aws:s3:::patch-baseline-snapshot-{region}/*", "SSM Patch Manager baseline snapshots."),
+    AwsOwnedBucket(
+        "arn:aws:s3:::cloudformation-waitcondition-{region}/*",
+        "cfn-signal answers ParallelCluster's HeadNodeWaitCondition through a pre-signed URL here.",
+        writable=True,
+    ),
+    AwsOwnedBucket(
+        "arn:aws:s3:::cloudformation-custom-resource-response-{region}*/*",
+        "Custom resources in the VPC reply to CloudFormation through a pre-signed URL here.",
+        writable=True,
+    ),
+)
+
+
+def aws_owned_bucket_arns(region: str, writable: bool) -> list[str]:
+    return [b.pattern.format(region=region) for b in AWS_OWNED_BUCKETS if b.writable == writable]
+
+
+def compute_account_bucket_arns(spec: DeploymentSpec) -> list[str]:
+    """Buckets of the compute account that deployment tooling uses from inside the VPC."""
+    account, region = spec.accounts.compute, spec.region
+    return [
+        # ParallelCluster's per-cluster bucket (configs, templates, node scripts).
+        "arn:aws:s3:::parallelcluster-*",
+        "arn:aws:s3:::parallelcluster-*/*",
+        # CDK asset bucket: bootstrap scripts and the training package are assets.
+        f"arn:aws:s3:::cdk-*-assets-{account}-{region}",
+        f"arn:aws:s3:::cdk-*-assets-{account}-{region}/*",
+    ]
+
+
+def gateway_endpoint_policy(spec: DeploymentSpec) -> PolicyDocument:
+    access_points = [spec.access_point_arn(d) for d in spec.data.datasets]
+    dataset_resources = [
+        *access_points,
+        *(f"{ap}/object/*" for ap in access_points),
+        spec.bucket_arn,
+        f"{spec.bucket_arn}/*",
+    ]
+    has_writers = any(d.writers for d in spec.data.datasets)
+    dataset_actions = [*READ_OBJECT_ACTIONS, *LIST_ACTIONS, *(WRITE_OBJECT_ACTIONS if has_writers else ())]
+    org = {"StringEquals": {"aws:PrincipalOrgID": spec.organization_id}} if spec.perimeter.organization_bound else None
+
+    own_conditions: dict[str, dict[str, object]] = {"StringEquals": {"aws:ResourceAccount": spec.accounts.compute}}
+    if org:
+        own_conditions["StringEquals"]["aws:PrincipalOrgID"] = spec.organization_id
+
+    statements: list[Statement] = [
+        # The plain "*" principal: an endpoint policy has no other meaningful principal form, and
+        # {"AWS": "*"} is rejected by some evaluators of endpoint policies.
+        statement("DatasetsThroughAccessPoints", "Allow", dataset_actions, dataset_resources, "*", org),
+        statement(
+            "ReadAwsOwnedBucketsNodesNeed",
+            "Allow",
+            READ_OBJECT_ACTIONS,
+            aws_owned_bucket_arns(spec.region, writable=False),
+            "*",
+        ),
+        statement(
+            "SignalCloudFormation",
+            "Allow",
+            ["s3:PutObject"],
+            aws_owned_bucket_arns(spec.region, writable=True),
+            "*",
+        ),
+        statement(
+            "ComputeAccountDeploymentBuckets",
+            "Allow",
+            ["s3:GetObject", "s3:PutObject", "s3:ListBucket", "s3:GetBucketLocation"],
+            compute_account_bucket_arns(spec),
+            "*",
+            own_conditions,
+        ),
+    ]
+    return document(*statements)

@@ -1,0 +1,66 @@
+"""Builds every stack of a deployment spec into an app. app.py and the tests both call this."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from aws_cdk import App, Environment, Stack, Tags
+from cdk_nag import AwsSolutionsChecks
+
+from spec import DeploymentSpec
+from stacks.data_stack import DataStack
+from stacks.identity_stack import IdentityStack
+from stacks.network_stack import NetworkStack
+from stacks.notebook_stack import NotebookStack
+
+
+@dataclass
+class Deployment:
+    stacks: dict[str, Stack] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)  # stack key -> why it was not built
+
+
+def assemble(app: App, spec: DeploymentSpec, nag: bool = True) -> Deployment:
+    names = spec.stack_names
+    compute = Environment(account=spec.accounts.compute, region=spec.region)
+    data = Environment(account=spec.accounts.data, region=spec.region)
+    deployment = Deployment()
+    # The spec names the AZ; pre-seeding the context keeps synth from looking AZs up in the account.
+    for env in (compute, data):
+        app.node.set_context(
+            f"availability-zones:account={env.account}:region={env.region}", [spec.network.availability_zone]
+        )
+
+    network = NetworkStack(app, names["network"], spec, env=compute, description=f"{spec.name}: compute VPC")
+    deployment.stacks["network"] = network
+    identity = IdentityStack(app, names["identity"], spec, env=compute, description=f"{spec.name}: compute roles")
+    deployment.stacks["identity"] = identity
+    if spec.network.vpc_id is None:
+        deployment.skipped["data"] = (
+            f"network.vpc_id is not set: deploy {names['network']} first, copy its VpcId output into the spec, "
+            "then synthesize again (two-phase deploy)"
+        )
+    else:
+        deployment.stacks["data"] = DataStack(
+            app, names["data"], spec, env=data, description=f"{spec.name}: datasets and access points"
+        )
+    if spec.notebook.enabled:
+        notebook = NotebookStack(
+            app,
+            names["notebook"],
+            spec,
+            network.network.compute_subnets[0],
+            network.security_groups.notebook,
+            env=compute,
+            description=f"{spec.name}: VPC-only SageMaker notebook",
+        )
+        notebook.add_stack_dependency(identity, "the notebook assumes the notebook role by name")
+        deployment.stacks["notebook"] = notebook
+
+    for stack in deployment.stacks.values():
+        Tags.of(stack).add("deployment", spec.name)
+    if nag:
+        from aws_cdk import Validations
+
+        Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    return deployment

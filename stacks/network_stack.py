@@ -1,0 +1,33 @@
+"""Compute account: the VPC, its endpoints and its security groups."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack
+from constructs import Construct
+
+from spec import DeploymentSpec
+from stacks.parts.security_groups import TrainingSecurityGroups
+from stacks.parts.training_vpc import TrainingVpc
+from stacks.parts.vpc_endpoints import VpcEndpoints
+
+
+class NetworkStack(Stack):
+    def __init__(self, scope: Construct, construct_id: str, spec: DeploymentSpec, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.network = TrainingVpc(self, "Network", spec)
+        self.security_groups = TrainingSecurityGroups(self, "SecurityGroups", spec, self.network.vpc)
+        self.endpoints = VpcEndpoints(
+            self,
+            "Endpoints",
+            spec,
+            self.network.vpc,
+            self.network.route_table_ids,
+            self.network.compute_subnets,
+            self.security_groups.endpoints,
+        )
+        # Phase two of the deploy copies this into the spec (network.vpc_id) for the data account.
+        CfnOutput(self, "VpcId", value=self.network.vpc.vpc_id)
+        CfnOutput(self, "ComputeSubnetId", value=self.network.compute_subnets[0].subnet_id)
+        CfnOutput(self, "ClusterSecurityGroupId", value=self.security_groups.cluster.security_group_id)

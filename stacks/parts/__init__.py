@@ -1,0 +1,1 @@
+"""Constructs, one per concern. Stacks compose them; policy documents come from policies/."""

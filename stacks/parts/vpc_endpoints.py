@@ -1,0 +1,84 @@
+"""VPC endpoints: S3 and DynamoDB gateways, and the interface endpoints that replace the internet."""
+
+from __future__ import annotations
+
+from aws_cdk import aws_ec2 as ec2
+from constructs import Construct
+
+from policies import gateway_endpoint_policy
+from spec import DeploymentSpec
+
+# Interface endpoints every node needs without internet, and why.
+BASE_INTERFACE_ENDPOINTS: dict[str, str] = {
+    "ssm": "Session Manager and Run Command (the way in; no SSH, no bastion)",
+    "ssmmessages": "Session Manager data channel",
+    "ec2messages": "Run Command message delivery",
+    "logs": "CloudWatch Logs (ParallelCluster and job logs)",
+    "monitoring": "CloudWatch metrics from the nodes",
+    "sts": "role credentials for the SDKs",
+    "kms": "KMS for encrypted volumes and dataset keys",
+    "ecr.api": "ECR authorization for container pulls",
+    "ecr.dkr": "ECR registry for container pulls (pyxis/enroot)",
+    "cloudformation": "ParallelCluster's node bootstrap reads the cluster stack",
+    "ec2": "ParallelCluster's node daemons launch and describe instances",
+}
+NOTEBOOK_INTERFACE_ENDPOINTS: dict[str, str] = {
+    "sagemaker.api": "SageMaker API from the notebook",
+    "notebook": "SageMaker notebook UI (aws.sagemaker.<region>.notebook)",
+}
+
+
+def _service(name: str, region: str) -> ec2.IInterfaceVpcEndpointService:
+    if name == "notebook":
+        return ec2.InterfaceVpcEndpointService(f"aws.sagemaker.{region}.notebook", 443)
+    return ec2.InterfaceVpcEndpointService(f"com.amazonaws.{region}.{name}", 443)
+
+
+class VpcEndpoints(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        spec: DeploymentSpec,
+        vpc: ec2.IVpc,
+        route_table_ids: list[str],
+        subnets: list[ec2.ISubnet],
+        endpoint_security_group: ec2.ISecurityGroup,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.s3 = ec2.CfnVPCEndpoint(
+            self,
+            "S3Gateway",
+            vpc_id=vpc.vpc_id,
+            service_name=f"com.amazonaws.{spec.region}.s3",
+            vpc_endpoint_type="Gateway",
+            route_table_ids=route_table_ids,
+            # Exactly policies.gateway_endpoint_policy(spec): the access points, the bucket, and the
+            # AWS-owned buckets the nodes need, each listed with its reason.
+            policy_document=gateway_endpoint_policy(spec),
+        )
+        # ParallelCluster keeps its cluster state in DynamoDB; a gateway endpoint is free.
+        self.dynamodb = ec2.CfnVPCEndpoint(
+            self,
+            "DynamoDbGateway",
+            vpc_id=vpc.vpc_id,
+            service_name=f"com.amazonaws.{spec.region}.dynamodb",
+            vpc_endpoint_type="Gateway",
+            route_table_ids=route_table_ids,
+        )
+        wanted = dict(BASE_INTERFACE_ENDPOINTS)
+        if spec.notebook.enabled:
+            wanted.update(NOTEBOOK_INTERFACE_ENDPOINTS)
+        self.interface_endpoints: dict[str, ec2.InterfaceVpcEndpoint] = {}
+        for name in wanted:
+            construct_name = "".join(part.capitalize() for part in name.replace(".", "-").split("-"))
+            self.interface_endpoints[name] = ec2.InterfaceVpcEndpoint(
+                self,
+                construct_name,
+                vpc=vpc,
+                service=_service(name, spec.region),
+                subnets=ec2.SubnetSelection(subnets=subnets),
+                security_groups=[endpoint_security_group],
+                private_dns_enabled=True,
+                open=False,
+            )

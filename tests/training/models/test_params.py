@@ -1,0 +1,63 @@
+import pytest
+import torch
+
+from training.models import MODEL_CONFIGS, ModelArgs, ModelArgsError, count_parameters, get_model_args
+from training.models.registry import PUBLISHED_TOTAL_PARAMS
+from training.models.transformer import build_model
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED_TOTAL_PARAMS))
+def test_named_configs_match_published_sizes_within_two_percent(name: str) -> None:
+    counted = count_parameters(get_model_args(name)).total
+    published = PUBLISHED_TOTAL_PARAMS[name]
+    assert abs(counted - published) / published < 0.02, (name, counted, published)
+
+
+@pytest.mark.parametrize("name", sorted(MODEL_CONFIGS))
+def test_analytic_count_equals_the_built_module(name: str) -> None:
+    args = MODEL_CONFIGS[name]
+    model = build_model(args, device="meta")  # meta: 70B costs no memory
+    built = sum(p.numel() for p in model.parameters())
+    assert count_parameters(args).total == built
+
+
+def test_pythia_non_embedding_count_is_the_published_one() -> None:
+    # Pythia's table lists 6,444,163,072 non-embedding parameters for the 6.9B model.
+    assert count_parameters(get_model_args("pythia-6.9b")).non_embedding == 6_444_163_072
+
+
+def test_tied_embeddings_count_once_but_the_head_still_costs_flops() -> None:
+    untied = ModelArgs(flavor="llama", dim=64, n_layers=2, n_heads=4, ffn_dim=128, vocab_size=1000)
+    tied = untied.replace(tie_embeddings=True)
+    assert count_parameters(untied).total - count_parameters(tied).total == 64 * 1000
+    assert count_parameters(untied).flop_params == count_parameters(tied).flop_params
+
+
+def test_gqa_shrinks_key_value_projections() -> None:
+    args = get_model_args("llama3-8b")
+    assert args.kv_heads == 8
+    model = build_model(args, device="meta")
+    assert model.layers[0].attention.wk.weight.shape == torch.Size([1024, 4096])
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"dim": 100, "n_heads": 3}, "model.dim"),
+        ({"n_kv_heads": 3}, "model.n_kv_heads"),
+        ({"rotary_pct": 0.5}, "model.rotary_pct"),
+        ({"n_layers": 0}, "model.n_layers"),
+        ({"flavor": "gpt2"}, "model.flavor"),
+    ],
+)
+def test_bad_shapes_name_the_field_and_value(changes: dict, field: str) -> None:
+    with pytest.raises(ModelArgsError) as error:
+        get_model_args("llama2-7b").replace(**changes)
+    message = str(error.value)
+    assert message.startswith(field + ":")
+    assert "\n" not in message
+
+
+def test_unknown_model_name_lists_the_known_ones() -> None:
+    with pytest.raises(ModelArgsError, match=r"model.name: 'gpt5' is not a known model \(known: tiny, 125m"):
+        get_model_args("gpt5")

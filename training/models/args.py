@@ -1,0 +1,95 @@
+"""The shape of a decoder-only transformer, validated on construction. Imports no torch."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Flavor = Literal["llama", "neox"]
+FLAVORS: tuple[str, ...] = ("llama", "neox")
+
+
+class ModelArgsError(ValueError):
+    """A model shape that cannot be built; the message names the field and the value."""
+
+
+@dataclass(frozen=True)
+class ModelArgs:
+    """Transformer shape.
+
+    llama: RMSNorm, SwiGLU MLP (ffn_dim is the gate/up width), RoPE on all head dims, no biases, optional GQA.
+    neox: LayerNorm, GELU MLP with biases, attention and MLP in parallel off the same input, rotary on
+    `rotary_pct` of each head (the rest get zero frequencies, see rope.py).
+    """
+
+    flavor: Flavor
+    dim: int
+    n_layers: int
+    n_heads: int
+    ffn_dim: int
+    vocab_size: int
+    n_kv_heads: int | None = None
+    norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+    rotary_pct: float = 1.0
+    max_seq_len: int = 2048
+    tie_embeddings: bool = False
+    init_std: float = 0.02
+
+    def __post_init__(self) -> None:
+        problems = self.problems()
+        if problems:
+            raise ModelArgsError(problems[0])
+
+    def problems(self) -> list[str]:
+        out: list[str] = []
+        if self.flavor not in FLAVORS:
+            out.append(f"model.flavor: {self.flavor!r} is not one of {', '.join(FLAVORS)}")
+        for name in ("dim", "n_layers", "n_heads", "ffn_dim", "vocab_size", "max_seq_len"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                out.append(f"model.{name}: {value!r} must be a positive integer")
+        if out:
+            return out
+        if self.dim % self.n_heads:
+            out.append(f"model.dim: {self.dim} is not divisible by model.n_heads ({self.n_heads})")
+        elif self.head_dim % 2:
+            out.append(f"model.n_heads: {self.n_heads} gives an odd head size {self.head_dim}; rotary needs it even")
+        kv = self.kv_heads
+        if kv < 1 or self.n_heads % kv:
+            out.append(f"model.n_kv_heads: {self.n_kv_heads!r} must divide model.n_heads ({self.n_heads})")
+        if not 0.0 < self.rotary_pct <= 1.0:
+            out.append(f"model.rotary_pct: {self.rotary_pct!r} must be in (0, 1]")
+        elif out == [] and self.rotary_dim % 2:
+            out.append(f"model.rotary_pct: {self.rotary_pct!r} rotates an odd number of dims ({self.rotary_dim})")
+        if self.flavor == "llama" and self.rotary_pct != 1.0:
+            out.append(f"model.rotary_pct: {self.rotary_pct!r} partial rotary is a neox-flavor feature")
+        if self.flavor == "neox" and self.n_kv_heads not in (None, self.n_heads):
+            out.append(f"model.n_kv_heads: {self.n_kv_heads!r} grouped-query attention is a llama-flavor feature")
+        if self.norm_eps <= 0:
+            out.append(f"model.norm_eps: {self.norm_eps!r} must be positive")
+        if self.rope_theta <= 0:
+            out.append(f"model.rope_theta: {self.rope_theta!r} must be positive")
+        return out
+
+    @property
+    def head_dim(self) -> int:
+        return self.dim // self.n_heads
+
+    @property
+    def kv_heads(self) -> int:
+        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+
+    @property
+    def rotary_dim(self) -> int:
+        return int(self.head_dim * self.rotary_pct)
+
+    def replace(self, **changes: Any) -> ModelArgs:
+        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})
+        if unknown:
+            raise ModelArgsError(f"model.{unknown[0]}: {changes[unknown[0]]!r} is not a model field (misspelled?)")
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)

@@ -1,0 +1,67 @@
+"""Llama block: pre-norm RMSNorm, rotary attention with optional grouped-query heads, SwiGLU MLP, no biases."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from training.models.args import ModelArgs
+from training.models.attention import causal_attention
+from training.models.rope import apply_rotary
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, args: ModelArgs) -> None:
+        super().__init__()
+        self.n_heads, self.n_kv_heads, self.head_dim = args.n_heads, args.kv_heads, args.head_dim
+        self.wq = nn.Linear(args.dim, args.n_heads * args.head_dim, bias=False)
+        self.wk = nn.Linear(args.dim, args.kv_heads * args.head_dim, bias=False)
+        self.wv = nn.Linear(args.dim, args.kv_heads * args.head_dim, bias=False)
+        self.wo = nn.Linear(args.n_heads * args.head_dim, args.dim, bias=False)
+
+    def forward(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        batch, seq, _ = x.shape
+        q = self.wq(x).view(batch, seq, self.n_heads, self.head_dim).transpose(1, 2)
+        k = self.wk(x).view(batch, seq, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        v = self.wv(x).view(batch, seq, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        out = causal_attention(apply_rotary(q, cos, sin), apply_rotary(k, cos, sin), v)
+        return self.wo(out.transpose(1, 2).reshape(batch, seq, -1))
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, dim: int, hidden: int) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(dim, hidden, bias=False)  # gate
+        self.w3 = nn.Linear(dim, hidden, bias=False)  # up
+        self.w2 = nn.Linear(hidden, dim, bias=False)  # down
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, args: ModelArgs) -> None:
+        super().__init__()
+        self.attention_norm = nn.RMSNorm(args.dim, eps=args.norm_eps)
+        self.attention = LlamaAttention(args)
+        self.ffn_norm = nn.RMSNorm(args.dim, eps=args.norm_eps)
+        self.feed_forward = SwiGLU(args.dim, args.ffn_dim)
+
+    def forward(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        h = x + self.attention(self.attention_norm(x), cos, sin)
+        return h + self.feed_forward(self.ffn_norm(h))
+
+    @torch.no_grad()
+    def init_weights(self, std: float, n_layers: int) -> None:
+        # Projections that write into the residual stream shrink with depth (GPT-2 / Megatron scaled init).
+        residual_std = std / math.sqrt(2 * n_layers)
+        for linear in (self.attention.wq, self.attention.wk, self.attention.wv, self.feed_forward.w1):
+            nn.init.normal_(linear.weight, mean=0.0, std=std)
+        nn.init.normal_(self.feed_forward.w3.weight, mean=0.0, std=std)
+        for linear in (self.attention.wo, self.feed_forward.w2):
+            nn.init.normal_(linear.weight, mean=0.0, std=residual_std)
+        self.attention_norm.reset_parameters()
+        self.ffn_norm.reset_parameters()

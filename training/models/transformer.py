@@ -1,0 +1,65 @@
+"""The decoder-only transformer: embeddings, a stack of flavor-specific blocks, a final norm and the LM head.
+
+No parallelism here: training/parallel/ wraps `layers[i]` and the root with FSDP2, checkpointing and compile.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from training.models.args import ModelArgs
+from training.models.llama import LlamaBlock
+from training.models.neox import NeoXBlock
+from training.models.rope import inverse_frequencies, rotary_cos_sin
+
+
+def _final_norm(args: ModelArgs) -> nn.Module:
+    if args.flavor == "llama":
+        return nn.RMSNorm(args.dim, eps=args.norm_eps)
+    return nn.LayerNorm(args.dim, eps=args.norm_eps)
+
+
+class Transformer(nn.Module):
+    def __init__(self, args: ModelArgs) -> None:
+        super().__init__()
+        self.args = args
+        block = LlamaBlock if args.flavor == "llama" else NeoXBlock
+        self.tok_embeddings = nn.Embedding(args.vocab_size, args.dim)
+        self.layers = nn.ModuleList([block(args) for _ in range(args.n_layers)])
+        self.norm = _final_norm(args)
+        self.output = None if args.tie_embeddings else nn.Linear(args.dim, args.vocab_size, bias=False)
+
+    def forward(self, input_ids: Tensor) -> Tensor:
+        """input_ids [B, S] -> logits [B, S, vocab]."""
+        seq_len = input_ids.shape[1]
+        if seq_len > self.args.max_seq_len:
+            raise ValueError(f"input_ids: sequence length {seq_len} exceeds model.max_seq_len {self.args.max_seq_len}")
+        h = self.tok_embeddings(input_ids)
+        # Recomputed per call (head_dim/2 numbers): no buffer to rebuild after meta-device init or sharding.
+        inv_freq = inverse_frequencies(self.args.head_dim, self.args.rotary_dim, self.args.rope_theta, h.device)
+        cos, sin = rotary_cos_sin(inv_freq, seq_len)
+        for layer in self.layers:
+            h = layer(h, cos, sin)
+        h = self.norm(h)
+        if self.output is None:
+            return F.linear(h, self.tok_embeddings.weight)
+        return self.output(h)
+
+    @torch.no_grad()
+    def init_weights(self) -> None:
+        """Fresh weights; works on plain tensors and on FSDP2-sharded DTensors alike."""
+        std = self.args.init_std
+        nn.init.normal_(self.tok_embeddings.weight, mean=0.0, std=std)
+        for layer in self.layers:
+            layer.init_weights(std, self.args.n_layers)
+        self.norm.reset_parameters()
+        if self.output is not None:
+            nn.init.normal_(self.output.weight, mean=0.0, std=std)
+
+
+def build_model(args: ModelArgs, device: torch.device | str = "meta") -> Transformer:
+    """Build on `device` without initializing; call init_weights() (after sharding) or load weights."""
+    with torch.device(device):
+        return Transformer(args)

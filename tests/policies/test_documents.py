@@ -1,0 +1,97 @@
+"""The policy builders on their own: shapes a reviewer checks first."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from policies import access_point_policy, bucket_policy, gateway_endpoint_policy, identity_policy, key_policy
+from policies.documents import object_arns
+from spec import DeploymentSpec, load_spec
+
+
+@pytest.fixture(scope="module")
+def spec() -> DeploymentSpec:
+    return load_spec()
+
+
+def _statements(document: dict) -> dict[str, dict]:
+    return {s["Sid"]: s for s in document["Statement"]}
+
+
+def test_object_arns_use_the_access_point_object_form() -> None:
+    ap = "arn:aws:s3:us-east-1:222222222222:accesspoint/x"
+    assert object_arns(ap, "a/b/") == f"{ap}/object/a/b/*"
+    assert object_arns("arn:aws:s3:::bucket", "a/") == "arn:aws:s3:::bucket/a/*"
+
+
+def test_access_point_policy_scopes_each_role_kind(spec: DeploymentSpec) -> None:
+    dataset = spec.dataset("pretraining")
+    statements = _statements(access_point_policy(spec, dataset))
+    ap = spec.access_point_arn(dataset)
+    assert statements["ReadersGetUnderDatasetPrefix"]["Resource"] == f"{ap}/object/corpora/pretraining/*"
+    assert statements["ReadersListUnderDatasetPrefix"]["Condition"]["StringLike"] == {
+        "s3:prefix": "corpora/pretraining/*"
+    }
+    writers = statements["WritersPutUnderOutputPrefix"]
+    assert writers["Resource"] == f"{ap}/object/corpora/pretraining/tokenized/*"
+    assert writers["Condition"]["ArnLike"]["aws:PrincipalArn"] == spec.role_arn("head-node")
+    assert "s3:GetObject" not in writers["Action"]
+
+
+def test_read_only_dataset_has_no_write_statement(spec: DeploymentSpec) -> None:
+    statements = _statements(access_point_policy(spec, spec.dataset("finetuning")))
+    assert "WritersPutUnderOutputPrefix" not in statements
+    assert "s3:PutObject" not in json.dumps(statements)
+
+
+def test_bucket_policy_has_org_perimeter_and_optional_vpc_origin_deny(spec: DeploymentSpec) -> None:
+    statements = _statements(bucket_policy(spec))
+    perimeter = statements["DenyPrincipalsOutsideOrganization"]
+    assert perimeter["Condition"]["StringNotEqualsIfExists"] == {"aws:PrincipalOrgID": spec.organization_id}
+    assert "DenyObjectAccessNotFromVpcAccessPoints" not in statements
+    strict = spec.model_copy(
+        update={"perimeter": spec.perimeter.model_copy(update={"require_vpc_origin_on_bucket": True})}
+    )
+    vpc_deny = _statements(bucket_policy(strict))["DenyObjectAccessNotFromVpcAccessPoints"]
+    assert vpc_deny["Condition"] == {"StringNotEquals": {"s3:AccessPointNetworkOrigin": "VPC"}}
+
+
+def test_no_org_condition_when_perimeter_is_off(spec: DeploymentSpec) -> None:
+    open_spec = spec.model_copy(update={"perimeter": spec.perimeter.model_copy(update={"organization_bound": False})})
+    assert "aws:PrincipalOrgID" not in json.dumps(bucket_policy(open_spec))
+    assert "aws:PrincipalOrgID" not in json.dumps(gateway_endpoint_policy(open_spec))
+
+
+def test_endpoint_policy_lists_both_access_point_and_bucket_arns(spec: DeploymentSpec) -> None:
+    datasets = _statements(gateway_endpoint_policy(spec))["DatasetsThroughAccessPoints"]
+    for dataset in spec.data.datasets:
+        assert spec.access_point_arn(dataset) in datasets["Resource"]
+        assert f"{spec.access_point_arn(dataset)}/object/*" in datasets["Resource"]
+    assert {spec.bucket_arn, f"{spec.bucket_arn}/*"} <= set(datasets["Resource"])
+
+
+def test_endpoint_policy_never_writes_to_aws_owned_buckets_except_cloudformation_signals(spec: DeploymentSpec) -> None:
+    statements = _statements(gateway_endpoint_policy(spec))
+    assert statements["ReadAwsOwnedBucketsNodesNeed"]["Action"] == "s3:GetObject"
+    assert all("cloudformation" in r for r in statements["SignalCloudFormation"]["Resource"])
+    own = statements["ComputeAccountDeploymentBuckets"]["Condition"]["StringEquals"]
+    assert own["aws:ResourceAccount"] == spec.accounts.compute
+
+
+def test_identity_policy_only_for_roles_with_grants(spec: DeploymentSpec) -> None:
+    assert identity_policy(spec, "arn:aws:iam::111111111111:role/unrelated") is None
+    head = _statements(identity_policy(spec, "head-node"))
+    assert set(head) == {"ReadPretraining", "ListPretraining", "WritePretraining", "UseDatasetKeyThroughS3"}
+    notebook_key = _statements(identity_policy(spec, "notebook"))["UseDatasetKeyThroughS3"]
+    assert notebook_key["Action"] == "kms:Decrypt"
+    assert notebook_key["Condition"]["StringEquals"] == {"kms:ViaService": "s3.us-east-1.amazonaws.com"}
+
+
+def test_key_policy_decrypt_and_encrypt_principals(spec: DeploymentSpec) -> None:
+    statements = _statements(key_policy(spec))
+    readers = statements["DatasetPrincipalsDecryptThroughS3"]["Condition"]["ArnLike"]["aws:PrincipalArn"]
+    assert set(readers) == {spec.role_arn(r) for r in ("cluster-node", "head-node", "notebook")}
+    writers = statements["DatasetWritersEncryptThroughS3"]["Condition"]["ArnLike"]["aws:PrincipalArn"]
+    assert set(writers) == {spec.role_arn("head-node"), spec.role_arn("cluster-node")}

@@ -1,0 +1,59 @@
+"""Synthesizes the default deployment once per session with the real CDK CLI (npm) and cdk-nag."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spec import DeploymentSpec, load_spec
+
+REPO = Path(__file__).resolve().parents[2]
+CDK_ENV = {
+    "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
+    "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+    "CDK_DISABLE_VERSION_CHECK": "1",
+    "CDK_DISABLE_CLI_TELEMETRY": "true",
+}
+
+
+@dataclass
+class Assembly:
+    spec: DeploymentSpec
+    out: Path
+    templates: dict[str, dict[str, Any]]  # stack key (data, network, ...) -> template
+    validation_report: dict[str, Any]
+
+    def resources(self, stack: str, kind: str) -> dict[str, dict[str, Any]]:
+        return {k: v for k, v in self.templates[stack]["Resources"].items() if v["Type"] == kind}
+
+
+def cdk_synth(out: Path, spec_path: Path | None = None) -> subprocess.CompletedProcess[str]:
+    command = ["npx", "--no-install", "cdk", "synth", "--quiet", "--output", str(out)]
+    if spec_path is not None:
+        command += ["--context", f"spec={spec_path}"]
+    return subprocess.run(command, cwd=REPO, env={**os.environ, **CDK_ENV}, capture_output=True, text=True, timeout=600)
+
+
+def read_assembly(out: Path, spec: DeploymentSpec) -> Assembly:
+    templates = {}
+    for key, name in spec.stack_names.items():
+        path = out / f"{name}.template.json"
+        if path.exists():
+            templates[key] = json.loads(path.read_text())
+    report = json.loads((out / "validation-report.json").read_text())
+    return Assembly(spec, out, templates, report)
+
+
+@pytest.fixture(scope="session")
+def default_assembly(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Assembly]:
+    out = tmp_path_factory.mktemp("cdk-out")
+    result = cdk_synth(out)
+    assert result.returncode == 0, f"cdk synth failed:\n{result.stdout}\n{result.stderr}"
+    yield read_assembly(out, load_spec())

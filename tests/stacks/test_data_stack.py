@@ -1,0 +1,100 @@
+"""The data account's template: bucket, key and access points, as the spec and policies/ say."""
+
+from __future__ import annotations
+
+from aws_cdk.assertions import Match, Template
+
+from policies import access_point_policy, bucket_policy, key_policy
+from tests.stacks.conftest import Assembly
+
+
+def _bucket(assembly: Assembly) -> dict:
+    buckets = assembly.resources("data", "AWS::S3::Bucket")
+    return next(b for b in buckets.values() if b["Properties"].get("BucketName") == assembly.spec.data.bucket_name)
+
+
+def test_bucket_is_private_encrypted_with_bucket_keys_and_versioned(default_assembly: Assembly) -> None:
+    props = _bucket(default_assembly)["Properties"]
+    assert props["PublicAccessBlockConfiguration"] == {
+        "BlockPublicAcls": True,
+        "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True,
+    }
+    rule = props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]
+    assert rule["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms"
+    assert "KMSMasterKeyID" in rule["ServerSideEncryptionByDefault"]
+    assert rule["BucketKeyEnabled"] is True
+    assert props["VersioningConfiguration"] == {"Status": "Enabled"}
+    assert props["LoggingConfiguration"]["DestinationBucketName"]
+    lifecycle = props["LifecycleConfiguration"]["Rules"][0]
+    assert (
+        lifecycle["NoncurrentVersionExpiration"]["NoncurrentDays"] == default_assembly.spec.data.noncurrent_version_days
+    )
+
+
+def test_access_log_bucket_is_private_and_tls_only(default_assembly: Assembly) -> None:
+    template = Template.from_json(default_assembly.templates["data"])
+    template.has_resource_properties(
+        "AWS::S3::Bucket",
+        {
+            "BucketName": default_assembly.spec.data.log_bucket_name,
+            "PublicAccessBlockConfiguration": Match.object_like({"BlockPublicPolicy": True}),
+        },
+    )
+
+
+def test_bucket_policy_is_exactly_the_builders_and_only_delegates(default_assembly: Assembly) -> None:
+    spec = default_assembly.spec
+    policies = [
+        p["Properties"]
+        for p in default_assembly.resources("data", "AWS::S3::BucketPolicy").values()
+        if p["Properties"]["Bucket"] == spec.data.bucket_name
+    ]
+    assert len(policies) == 1
+    document = policies[0]["PolicyDocument"]
+    assert document == bucket_policy(spec)
+    tls = [s for s in document["Statement"] if s["Sid"] == "DenyRequestsWithoutTls"]
+    assert tls and tls[0]["Effect"] == "Deny" and tls[0]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    for statement in document["Statement"]:
+        if statement["Effect"] == "Allow":
+            # Delegation only: every grant depends on the request coming through this account's access points.
+            assert statement["Condition"]["StringEquals"]["s3:DataAccessPointAccount"] == spec.accounts.data
+            assert not any("Delete" in a or a.endswith("*") for a in _list(statement["Action"]))
+
+
+def test_key_policy_is_exactly_the_builders_and_key_rotates(default_assembly: Assembly) -> None:
+    keys = default_assembly.resources("data", "AWS::KMS::Key")
+    assert len(keys) == 1
+    props = next(iter(keys.values()))["Properties"]
+    assert props["EnableKeyRotation"] is True
+    assert props["KeyPolicy"] == key_policy(default_assembly.spec)
+    for statement in props["KeyPolicy"]["Statement"]:
+        if statement["Principal"] != {"AWS": f"arn:aws:iam::{default_assembly.spec.accounts.data}:root"}:
+            assert statement["Condition"]["StringEquals"]["kms:ViaService"] == "s3.us-east-1.amazonaws.com"
+
+
+def test_one_vpc_origin_access_point_per_dataset_with_scoped_policy(default_assembly: Assembly) -> None:
+    spec = default_assembly.spec
+    access_points = {
+        ap["Properties"]["Name"]: ap["Properties"]
+        for ap in default_assembly.resources("data", "AWS::S3::AccessPoint").values()
+    }
+    assert set(access_points) == {d.access_point for d in spec.data.datasets}
+    for dataset in spec.data.datasets:
+        props = access_points[dataset.access_point]
+        assert props["VpcConfiguration"] == {"VpcId": spec.network.vpc_id}
+        assert all(props["PublicAccessBlockConfiguration"].values())
+        assert len(props["PublicAccessBlockConfiguration"]) == 4
+        assert props["Policy"] == access_point_policy(spec, dataset)
+        for statement in props["Policy"]["Statement"]:
+            assert statement["Principal"] == {"AWS": f"arn:aws:iam::{spec.accounts.compute}:root"}
+            assert "aws:PrincipalArn" in statement["Condition"]["ArnLike"]
+            for resource in _list(statement["Resource"]):
+                assert resource == spec.access_point_arn(dataset) or resource.startswith(
+                    f"{spec.access_point_arn(dataset)}/object/{dataset.prefix}"
+                )
+
+
+def _list(value: str | list[str]) -> list[str]:
+    return [value] if isinstance(value, str) else value

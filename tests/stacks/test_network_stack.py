@@ -1,0 +1,80 @@
+"""The compute VPC's template: endpoints and their policy, security groups, no internet by default."""
+
+from __future__ import annotations
+
+from policies import gateway_endpoint_policy
+from tests.stacks.conftest import Assembly
+
+
+def _endpoints(assembly: Assembly) -> dict[str, dict]:
+    return {
+        e["Properties"]["ServiceName"] if isinstance(e["Properties"]["ServiceName"], str) else repr(e): e["Properties"]
+        for e in assembly.resources("network", "AWS::EC2::VPCEndpoint").values()
+    }
+
+
+def test_s3_gateway_endpoint_policy_names_access_points_and_bucket_with_org(default_assembly: Assembly) -> None:
+    spec = default_assembly.spec
+    s3 = _endpoints(default_assembly)["com.amazonaws.us-east-1.s3"]
+    assert s3["VpcEndpointType"] == "Gateway"
+    policy = s3["PolicyDocument"]
+    assert policy == gateway_endpoint_policy(spec)
+    datasets = next(s for s in policy["Statement"] if s["Sid"] == "DatasetsThroughAccessPoints")
+    for dataset in spec.data.datasets:
+        assert spec.access_point_arn(dataset) in datasets["Resource"]
+    assert spec.bucket_arn in datasets["Resource"]
+    assert datasets["Condition"] == {"StringEquals": {"aws:PrincipalOrgID": spec.organization_id}}
+    for statement in policy["Statement"]:
+        assert statement["Principal"] == "*"
+        assert statement["Resource"] != "*" and "*" not in statement["Resource"]
+
+
+def test_interface_endpoints_cover_what_nodes_need_without_internet(default_assembly: Assembly) -> None:
+    names = set(_endpoints(default_assembly))
+    for service in ("ssm", "ssmmessages", "ec2messages", "logs", "sts", "kms", "ecr.api", "ecr.dkr", "cloudformation"):
+        assert f"com.amazonaws.us-east-1.{service}" in names, service
+    assert "com.amazonaws.us-east-1.sagemaker.api" in names
+    assert "aws.sagemaker.us-east-1.notebook" in names
+    for props in _endpoints(default_assembly).values():
+        if props.get("VpcEndpointType") == "Interface":
+            assert props["PrivateDnsEnabled"] is True
+
+
+def test_no_internet_path_by_default(default_assembly: Assembly) -> None:
+    types = {r["Type"] for r in default_assembly.templates["network"]["Resources"].values()}
+    assert "AWS::EC2::InternetGateway" not in types
+    assert "AWS::EC2::NatGateway" not in types
+    assert "AWS::EC2::FlowLog" in types
+
+
+def test_security_group_egress_goes_only_to_listed_destinations(default_assembly: Assembly) -> None:
+    spec = default_assembly.spec
+    resources = default_assembly.templates["network"]["Resources"]
+    groups = {k for k, v in resources.items() if v["Type"] == "AWS::EC2::SecurityGroup"}
+    egress_rules = [v["Properties"] for v in resources.values() if v["Type"] == "AWS::EC2::SecurityGroupEgress"]
+    for group in groups:
+        egress_rules += resources[group]["Properties"].get("SecurityGroupEgress", [])
+    assert egress_rules
+    for rule in egress_rules:
+        if "DestinationPrefixListId" in rule:
+            assert rule["DestinationPrefixListId"] == spec.s3_prefix_list_id
+            assert (rule["FromPort"], rule["ToPort"], rule["IpProtocol"]) == (443, 443, "tcp")
+        elif "DestinationSecurityGroupId" in rule:
+            target = rule["DestinationSecurityGroupId"]["Fn::GetAtt"][0]
+            assert target in groups
+        else:
+            # CDK's placeholder for "no egress at all" is the only CIDR rule when there is no NAT.
+            assert rule["CidrIp"] == "255.255.255.255/32" and rule["IpProtocol"] == "icmp", rule
+
+
+def test_cluster_group_has_efa_self_rule_and_lustre_ports(default_assembly: Assembly) -> None:
+    resources = default_assembly.templates["network"]["Resources"]
+    ingress = [v["Properties"] for v in resources.values() if v["Type"] == "AWS::EC2::SecurityGroupIngress"]
+    self_rules = [
+        r
+        for r in ingress
+        if r["IpProtocol"] == "-1" and r["SourceSecurityGroupId"]["Fn::GetAtt"][0] == r["GroupId"]["Fn::GetAtt"][0]
+    ]
+    assert self_rules, "EFA needs all traffic from the group itself"
+    lustre = {(r["FromPort"], r["ToPort"]) for r in ingress if r["IpProtocol"] == "tcp" and r.get("FromPort") != 443}
+    assert {(988, 988), (1018, 1023)} <= lustre

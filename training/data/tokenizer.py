@@ -6,6 +6,7 @@ one and the data pipeline added another. Here the tokenizer never adds anything:
 (a literal "<|endoftext|>" in a web page) is encoded as ordinary text rather than as the EOD id.
 """
 
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -80,6 +81,8 @@ _worker_tokenizer: Tokenizer | None = None
 
 def init_worker(tokenizer_json: str) -> None:
     global _worker_tokenizer
+    # One process per core already; tokenizers' own thread pool inside each would oversubscribe the cores.
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
     _worker_tokenizer = without_special_token_handling(Tokenizer.from_str(tokenizer_json))
 
 

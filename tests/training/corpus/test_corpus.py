@@ -1,0 +1,38 @@
+import json
+from pathlib import Path
+
+from tests.training.corpus.test_stdlib_docstrings import fake_stdlib
+from training.corpus import build_corpus, corpus_file_name, demo_corpus_path
+from training.corpus.__main__ import main
+
+
+def test_built_on_first_use_and_reused(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    calls: list[Path] = []
+    monkeypatch.setattr("training.corpus.build_corpus", lambda path: calls.append(path) or build_small(path))
+    path = demo_corpus_path(tmp_path)
+    assert path == tmp_path / corpus_file_name() and path.is_file()
+    assert demo_corpus_path(tmp_path) == path
+    assert calls == [path]
+
+
+def build_small(path: Path) -> Path:
+    path.write_text(json.dumps({"text": "x", "source": "python-stdlib:x"}) + "\n")
+    return path
+
+
+def test_the_same_tree_gives_the_same_bytes(tmp_path: Path) -> None:
+    first = build_corpus(tmp_path / "a.jsonl", fake_stdlib(tmp_path / "one"))
+    second = build_corpus(tmp_path / "b.jsonl", fake_stdlib(tmp_path / "two"))
+    assert first.read_bytes() == second.read_bytes()
+    records = [json.loads(line) for line in first.read_text().splitlines()]
+    assert [r["source"] for r in records] == ["python-stdlib:pkg", "python-stdlib:widgets"]
+    assert not list(tmp_path.glob("*.partial"))
+
+
+def test_cli_writes_the_stdlib_corpus(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["--output", str(tmp_path / "corpus.jsonl")]) == 0
+    assert "documents" in capsys.readouterr().out
+    records = [json.loads(line) for line in (tmp_path / "corpus.jsonl").read_text().splitlines()]
+    sources = [r["source"] for r in records]
+    assert "python-stdlib:json" in sources and len(sources) == len(set(sources))
+    assert sum(len(r["text"]) for r in records) > 1_000_000

@@ -1,0 +1,186 @@
+"""Raw text -> Megatron indexed dataset `<prefix>_text_document.{bin,idx}` plus its manifest.
+
+    python -m training.prepare --input data/*.jsonl --output-prefix build/data/corpus [--tokenizer tokenizer.json]
+
+Without --tokenizer a byte-level BPE is trained on the inputs and saved as `<prefix>_tokenizer.json`.
+Every document is followed by exactly one end-of-document token; the tokenizer adds nothing of its own.
+"""
+
+import argparse
+import multiprocessing
+import os
+import sys
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from training.data.errors import DataError
+from training.data.manifest import DatasetManifest, sha256_file
+from training.data.sources import iter_documents, resolve_inputs
+from training.data.tokenizer import (
+    encode_documents,
+    encode_in_worker,
+    find_eod,
+    init_worker,
+    load_tokenizer,
+    tokenizer_json,
+    train_byte_level_bpe,
+    vocab_size,
+)
+from training.data.writer import TokenizerInfo, write_dataset
+
+DEFAULT_VOCAB_SIZE = 8192
+DOCUMENTS_PER_CHUNK = 64
+CHUNKS_IN_FLIGHT_PER_WORKER = 4  # bounds memory: input is read only this far ahead of the writer
+
+
+@dataclass(frozen=True)
+class PreparedDataset:
+    data_prefix: Path  # what LoaderConfig.data_prefix takes: `<output prefix>_text_document`
+    tokenizer_path: Path
+    manifest: DatasetManifest
+
+
+def prepare_dataset(
+    inputs: Sequence[str | Path],
+    output_prefix: str | Path,
+    *,
+    tokenizer_path: str | Path | None = None,
+    vocab_size_to_train: int = DEFAULT_VOCAB_SIZE,
+    text_field: str = "text",
+    workers: int = 1,
+    eod_token: str | None = None,
+    show_progress: bool | None = None,
+) -> PreparedDataset:
+    if workers < 1:
+        raise DataError(f"--workers: {workers} must be >= 1")
+    files = resolve_inputs(inputs)
+    output_prefix = Path(output_prefix)
+    output_prefix.parent.mkdir(parents=True, exist_ok=True)
+    if tokenizer_path is None:
+        tokenizer_path = Path(f"{output_prefix}_tokenizer.json")
+        _require_documents(files, text_field)
+        tokenizer = train_byte_level_bpe(
+            (text for _, text in iter_documents(files, text_field) if text), vocab_size_to_train
+        )
+        tokenizer.save(str(tokenizer_path))
+        tokenizer_file: str | None = tokenizer_path.name
+    else:
+        tokenizer_path = Path(tokenizer_path)
+        tokenizer = load_tokenizer(tokenizer_path)
+        tokenizer_file = None
+    eod_name, eod_id = find_eod(tokenizer, eod_token, source=str(tokenizer_path))
+    info = TokenizerInfo(
+        sha256=sha256_file(tokenizer_path),
+        vocab_size=vocab_size(tokenizer),
+        eod_id=eod_id,
+        eod_token=eod_name,
+        file_name=tokenizer_file,
+    )
+    if show_progress is None:
+        show_progress = sys.stderr.isatty()
+    chunks = _chunks(iter_documents(files, text_field))
+    encoded = (
+        _encode_parallel(tokenizer_json(tokenizer), chunks, workers) if workers > 1 else _encode(tokenizer, chunks)
+    )
+    data_prefix = Path(f"{output_prefix}_text_document")
+    with tqdm(desc="tokenizing", unit="doc", disable=not show_progress) as progress:
+        manifest = write_dataset(data_prefix, _counted(encoded, progress), info, files)
+    return PreparedDataset(data_prefix=data_prefix, tokenizer_path=tokenizer_path, manifest=manifest)
+
+
+Chunk = tuple[list[int], list[str]]
+
+
+def _require_documents(files: Sequence[Path], text_field: str) -> None:
+    if not any(text for _, text in iter_documents(files, text_field)):
+        raise DataError(f"--input: empty corpus: {[str(f) for f in files]} hold no non-empty document")
+
+
+def _chunks(documents: Iterator[tuple[int, str]]) -> Iterator[Chunk]:
+    sources: list[int] = []
+    texts: list[str] = []
+    for source, text in documents:
+        sources.append(source)
+        texts.append(text)
+        if len(texts) == DOCUMENTS_PER_CHUNK:
+            yield sources, texts
+            sources, texts = [], []
+    if texts:
+        yield sources, texts
+
+
+def _encode(tokenizer: object, chunks: Iterator[Chunk]) -> Iterator[tuple[int, np.ndarray]]:
+    for sources, texts in chunks:
+        yield from zip(sources, encode_documents(tokenizer, texts), strict=True)  # type: ignore[arg-type]
+
+
+def _encode_parallel(tokenizer_text: str, chunks: Iterator[Chunk], workers: int) -> Iterator[tuple[int, np.ndarray]]:
+    """Chunks go to a process pool and come back in input order, with a bounded number in flight."""
+    # spawn, not fork: the parent may already run tokenizers' own threads, which fork would leave broken.
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(workers, initializer=init_worker, initargs=(tokenizer_text,)) as pool:
+        in_flight: deque = deque()
+        for sources, texts in chunks:
+            in_flight.append((sources, pool.apply_async(encode_in_worker, (texts,))))
+            if len(in_flight) >= workers * CHUNKS_IN_FLIGHT_PER_WORKER:
+                done_sources, result = in_flight.popleft()
+                yield from zip(done_sources, result.get(), strict=True)
+        while in_flight:
+            done_sources, result = in_flight.popleft()
+            yield from zip(done_sources, result.get(), strict=True)
+
+
+def _counted(documents: Iterator[tuple[int, np.ndarray]], progress: tqdm) -> Iterator[tuple[int, np.ndarray]]:
+    for item in documents:
+        progress.update(1)
+        yield item
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m training.prepare", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--input", nargs="+", required=True, metavar="PATH", help=".jsonl/.json/.txt files or dirs")
+    parser.add_argument("--output-prefix", required=True, metavar="OUT", help="writes OUT_text_document.{bin,idx}")
+    parser.add_argument("--tokenizer", metavar="tokenizer.json", help="HF tokenizer.json (Llama, NeoX, ...)")
+    parser.add_argument(
+        "--vocab-size", type=int, default=DEFAULT_VOCAB_SIZE, help="BPE vocabulary to train without --tokenizer"
+    )
+    parser.add_argument("--text-field", default="text", help="JSONL field holding the document text")
+    parser.add_argument("--eod-token", help="end-of-document token (default: the first of the usual ones present)")
+    parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 1) - 1), help="tokenizer processes")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.tokenizer is not None and args.vocab_size != DEFAULT_VOCAB_SIZE:
+        print("error: --vocab-size: only applies when no --tokenizer is given", file=sys.stderr)
+        return 2
+    try:
+        prepared = prepare_dataset(
+            args.input,
+            args.output_prefix,
+            tokenizer_path=args.tokenizer,
+            vocab_size_to_train=args.vocab_size,
+            text_field=args.text_field,
+            workers=args.workers,
+            eod_token=args.eod_token,
+        )
+    except DataError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    manifest = prepared.manifest
+    print(
+        f"wrote {prepared.data_prefix}.{{bin,idx,manifest.json}}: {manifest.document_count} documents, "
+        f"{manifest.token_count} tokens ({manifest.dtype}), vocab {manifest.vocab_size}, "
+        f"EOD {manifest.eod_token!r} = {manifest.eod_id}; tokenizer {prepared.tokenizer_path}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Sharded DCP checkpoints with an atomic commit, retention, free-space checks; HF safetensors import."""

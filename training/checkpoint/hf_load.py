@@ -1,0 +1,99 @@
+"""Fine-tuning start: HF safetensors (one file or sharded with model.safetensors.index.json) into a model whose
+parameters may be FSDP2 DTensor shards. Each rank opens only the files holding tensors it needs and reads only
+the rows of its own shard (whole attention heads for NeoX's permuted query_key_value rows)."""
+
+from __future__ import annotations
+
+import json
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import safe_open
+from torch import nn
+from torch.distributed.tensor import DTensor, Shard
+
+from training.checkpoint.errors import CheckpointError
+from training.models.args import ModelArgs
+from training.models.hf import hf_name, hf_rows_to_ours, needs_row_permutation
+from training.parallel.parallelize import plain_name
+
+INDEX_FILE = "model.safetensors.index.json"
+
+
+def weight_map(directory: Path) -> dict[str, Path]:
+    """HF tensor name -> the safetensors file that holds it."""
+    index = directory / INDEX_FILE
+    if index.is_file():
+        try:
+            mapping = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        except (ValueError, KeyError) as error:
+            raise CheckpointError(f"model.hf_checkpoint: {str(index)!r} is not a safetensors index: {error}") from None
+        return {name: directory / file for name, file in mapping.items()}
+    files = sorted(directory.glob("*.safetensors"))
+    if not files:
+        raise CheckpointError(f"model.hf_checkpoint: {str(directory)!r} holds no *.safetensors files")
+    found: dict[str, Path] = {}
+    for file in files:
+        with safe_open(str(file), framework="pt") as handle:
+            found.update(dict.fromkeys(handle.keys(), file))
+    return found
+
+
+def local_row_range(param: torch.Tensor) -> tuple[int, int]:
+    """[start, end) of dim 0 this rank holds: torch.chunk semantics per sharded mesh dim, as FSDP2 shards."""
+    start, end = 0, param.shape[0]
+    if not isinstance(param, DTensor):
+        return start, end
+    coordinate = param.device_mesh.get_coordinate()
+    assert coordinate is not None, "this rank is not in the parameter's mesh"
+    for mesh_dim, placement in enumerate(param.placements):
+        if isinstance(placement, Shard):
+            if placement.dim != 0:
+                raise CheckpointError(f"parameter sharded on dim {placement.dim}; only dim-0 (FSDP2) is supported")
+            length = end - start
+            chunk = -(-length // param.device_mesh.size(mesh_dim))
+            start = min(start + coordinate[mesh_dim] * chunk, end)
+            end = min(start + chunk, end)
+    return start, end
+
+
+def _read_rows(handle: Any, args: ModelArgs, name: str, key: str, start: int, end: int) -> torch.Tensor:
+    view = handle.get_slice(key)
+    if not needs_row_permutation(args, name):
+        return view[start:end]
+    block = 3 * args.head_dim  # one head's q, k, v rows; the permutation never leaves a head
+    first, last = start // block * block, -(-end // block) * block
+    rows = hf_rows_to_ours(args, name, view[first:last])
+    return rows[start - first : end - first]
+
+
+@torch.no_grad()
+def load_hf_weights(model: nn.Module, args: ModelArgs, directory: Path) -> int:
+    """Copy HF weights into `model` in place; returns the number of tensors loaded."""
+    files = weight_map(directory)
+    loaded = 0
+    with ExitStack() as stack:
+        handles: dict[Path, Any] = {}
+        for raw_name, param in model.named_parameters():
+            name = plain_name(raw_name)
+            key = hf_name(args, name)
+            if key not in files:
+                raise CheckpointError(f"model.hf_checkpoint: {str(directory)!r} has no tensor {key!r} (for {name})")
+            if files[key] not in handles:
+                handles[files[key]] = stack.enter_context(safe_open(str(files[key]), framework="pt"))
+            handle = handles[files[key]]
+            shape = tuple(handle.get_slice(key).get_shape())
+            if shape != tuple(param.shape):
+                raise CheckpointError(
+                    f"model.hf_checkpoint: tensor {key!r} has shape {list(shape)}, the model expects {list(param.shape)}"
+                )
+            start, end = local_row_range(param)
+            local = param.to_local() if isinstance(param, DTensor) else param
+            if local.shape[0] != end - start:
+                raise CheckpointError(f"{name}: local shard has {local.shape[0]} rows, expected {end - start}")
+            if end > start:
+                local.copy_(_read_rows(handle, args, name, key, start, end))
+            loaded += 1
+    return loaded

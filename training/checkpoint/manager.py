@@ -1,0 +1,218 @@
+"""Save and load sharded checkpoints with torch.distributed.checkpoint (DCP), committed atomically.
+
+Contents of ROOT/step-N/: DCP shards of the model and optimizer (resharded on load, so a run may resume at
+another world size), trainer_state.json (step, the data loader's global position, guard history, model shape)
+and rng/rank{r}.pt. Every failure is turned into CheckpointError on every rank at the same point, so all ranks
+stop together and the previous committed checkpoint is left untouched.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import shutil
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint import FileSystemWriter
+from torch.distributed.checkpoint.api import CheckpointException
+
+from training.checkpoint.errors import CheckpointError, CheckpointSpaceError
+from training.checkpoint.layout import (
+    MARKER,
+    RNG_DIR,
+    TRAINER_STATE,
+    complete_checkpoints,
+    fsync_dir,
+    fsync_tree,
+    incomplete_entries,
+    latest_complete,
+    remove_checkpoint,
+    step_dir,
+    tmp_dir,
+    write_durably,
+)
+from training.checkpoint.space import check_free_space
+from training.config import CheckpointSection
+
+log = logging.getLogger("training")
+
+
+def describe_failure(error: BaseException) -> str:
+    """One line: DCP's per-rank exceptions reduced to 'rank r: message'."""
+    if isinstance(error, CheckpointException):
+        parts = []
+        for rank, failure in sorted(error.failures.items()):
+            cause = failure[0] if isinstance(failure, tuple) else failure
+            parts.append(f"rank {rank}: {cause}")
+        return "; ".join(parts) or str(error).splitlines()[0]
+    return f"{type(error).__name__}: {error}" if not isinstance(error, OSError) else str(error)
+
+
+@dataclass
+class _PendingSave:
+    step: int
+    future: Future
+    started: float
+
+
+class CheckpointManager:
+    def __init__(self, root: Path, section: CheckpointSection, rank: int, world_size: int, param_count: int) -> None:
+        self.root = root
+        self.section = section
+        self.rank = rank
+        self.world_size = world_size
+        self.param_count = param_count
+        self._pending: _PendingSave | None = None
+        # Background saves run their collectives on their own gloo group, never interleaved with training's.
+        self._async_group = dist.new_group(backend="gloo") if section.async_save else None
+
+    # -- agreement across ranks ------------------------------------------------------------------------------------
+
+    def _agree(self, error: str | None) -> str | None:
+        """Every rank learns the first failure anywhere (or None), so all of them stop at the same point."""
+        gathered: list[str | None] = [None] * self.world_size
+        dist.all_gather_object(gathered, error)
+        for rank, message in enumerate(gathered):
+            if message is not None:
+                return message if self.world_size == 1 else f"rank {rank}: {message}"
+        return None
+
+    def _last_good(self) -> str:
+        latest = latest_complete(self.root)
+        return str(latest[1]) if latest else "none"
+
+    def _fail(self, step: int, what: str, reason: str) -> CheckpointError:
+        if self.rank == 0:
+            shutil.rmtree(tmp_dir(self.root, step), ignore_errors=True)  # frees the space it took
+        return CheckpointError(
+            f"checkpoint step-{step}: {what} failed: {reason}; the last good checkpoint is {self._last_good()}"
+        )
+
+    # -- discovery -------------------------------------------------------------------------------------------------
+
+    def prepare(self) -> tuple[int, Path] | None:
+        """Create ROOT, clean leftovers of interrupted saves (rank 0), and return the latest committed checkpoint."""
+        error = None
+        if self.rank == 0:
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+                for leftover in incomplete_entries(self.root):
+                    log.warning("checkpoint: removing incomplete %s (no %s marker)", leftover, MARKER)
+                    shutil.rmtree(leftover)
+            except OSError as failure:
+                error = f"checkpoint.dir: {str(self.root)!r} cannot be prepared: {failure}"
+        agreed = self._agree(error)
+        if agreed is not None:
+            raise CheckpointError(agreed)
+        return latest_complete(self.root)
+
+    # -- saving ----------------------------------------------------------------------------------------------------
+
+    def save(self, step: int, dcp_state: dict[str, Any], trainer_state: dict[str, Any], rng: dict[str, Any]) -> None:
+        self.wait()
+        final = step_dir(self.root, step)
+        if final.joinpath(MARKER).is_file():
+            return  # this exact step is already committed (e.g. a stop right after a periodic save)
+
+        space_error = None
+        if self.rank == 0:
+            try:
+                check_free_space(self.root, self.param_count, self.section.free_space_margin)
+            except CheckpointSpaceError as error:
+                space_error = str(error)
+        agreed = self._agree(space_error)
+        if agreed is not None:
+            raise CheckpointSpaceError(agreed.removeprefix("rank 0: "))
+
+        staging = tmp_dir(self.root, step)
+        error = None
+        if self.rank == 0:
+            try:
+                shutil.rmtree(staging, ignore_errors=True)
+                (staging / RNG_DIR).mkdir(parents=True)
+            except OSError as failure:
+                error = describe_failure(failure)
+        if (agreed := self._agree(error)) is not None:
+            raise self._fail(step, "creating the directory", agreed)
+
+        try:
+            buffer = io.BytesIO()
+            torch.save(rng, buffer)
+            write_durably(staging / RNG_DIR / f"rank{self.rank}.pt", buffer.getvalue())
+            if self.rank == 0:
+                write_durably(staging / TRAINER_STATE, json.dumps(trainer_state, indent=1).encode())
+            error = None
+        except OSError as failure:
+            error = describe_failure(failure)
+        if (agreed := self._agree(error)) is not None:
+            raise self._fail(step, "writing trainer state", agreed)
+
+        writer = FileSystemWriter(staging, sync_files=True)
+        try:
+            if self._async_group is not None:
+                future = dcp.async_save(dcp_state, storage_writer=writer, process_group=self._async_group)
+                self._pending = _PendingSave(step, future, time.monotonic())
+                return
+            dcp.save(dcp_state, storage_writer=writer)
+        except (CheckpointException, OSError, RuntimeError) as failure:
+            raise self._fail(step, "writing shards", describe_failure(failure)) from None
+        self._commit(step)
+
+    def wait(self) -> None:
+        """Finish a pending async save: wait for its shards, then commit it. Call on every rank."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        try:
+            pending.future.result()
+        except (CheckpointException, OSError, RuntimeError) as failure:
+            raise self._fail(pending.step, "writing shards (async)", describe_failure(failure)) from None
+        self._commit(pending.step)
+
+    def _commit(self, step: int) -> None:
+        staging, final = tmp_dir(self.root, step), step_dir(self.root, step)
+        error = None
+        if self.rank == 0:
+            try:
+                fsync_tree(staging)
+                staging.rename(final)
+                fsync_dir(self.root)
+                write_durably(final / MARKER, json.dumps({"step": step}).encode())
+                fsync_dir(final)
+            except OSError as failure:
+                shutil.rmtree(final, ignore_errors=True)
+                error = describe_failure(failure)
+        if (agreed := self._agree(error)) is not None:
+            raise self._fail(step, "committing", agreed)
+        if self.rank == 0:
+            log.info("checkpoint: committed %s", final)
+            self._prune()
+
+    def _prune(self) -> None:
+        committed = complete_checkpoints(self.root)
+        for _, path in committed[: max(0, len(committed) - self.section.keep_last)]:
+            try:
+                remove_checkpoint(path)
+            except OSError as failure:
+                log.warning("checkpoint: could not remove old %s: %s", path, failure)
+
+    # -- loading ---------------------------------------------------------------------------------------------------
+
+    def load(self, path: Path, dcp_state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """Load model/optimizer shards into dcp_state's Statefuls; return (trainer state, this rank's RNG or None)."""
+        try:
+            dcp.load(dcp_state, checkpoint_id=str(path))
+            trainer_state = json.loads((path / TRAINER_STATE).read_text(encoding="utf-8"))
+        except (CheckpointException, OSError, RuntimeError, ValueError, KeyError) as failure:
+            raise CheckpointError(f"checkpoint {path}: loading failed: {describe_failure(failure)}") from None
+        rng_path = path / RNG_DIR / f"rank{self.rank}.pt"
+        rng = torch.load(rng_path, weights_only=False) if rng_path.is_file() else None  # our own file
+        return trainer_state, rng

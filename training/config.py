@@ -1,0 +1,234 @@
+"""The job config: one YAML file validated into typed sections, with one-line errors naming field and value.
+
+Each component (model, data, optim, parallel, checkpoint, guards, metrics, profile) owns one section, so a
+component can be read without the others. Paths in the file are taken relative to the working directory.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from spec.errors import SpecProblem, problems_from_pydantic
+from training.models.args import ModelArgs, ModelArgsError
+from training.models.registry import get_model_args
+
+PositiveInt = Annotated[int, Field(ge=1)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+
+
+class ConfigError(ValueError):
+    """A job config that must not run; str() gives one line per problem."""
+
+    def __init__(self, problems: list[SpecProblem] | list[str], source: str = "config") -> None:
+        self.lines = [f"{source}: {p}" for p in problems]
+        super().__init__("\n".join(self.lines))
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelSection(_Section):
+    """A named shape (training/models/registry.py), any field overridden; or the shape of an HF checkpoint."""
+
+    name: str | None = None
+    hf_checkpoint: str | None = None  # directory with config.json and *.safetensors: fine-tune from it
+    vocab_size: PositiveInt | Literal["data"] | None = None  # "data": the dataset's tokenizer, padded to 64
+    flavor: Literal["llama", "neox"] | None = None
+    dim: PositiveInt | None = None
+    n_layers: PositiveInt | None = None
+    n_heads: PositiveInt | None = None
+    n_kv_heads: PositiveInt | None = None
+    ffn_dim: PositiveInt | None = None
+    norm_eps: float | None = None
+    rope_theta: float | None = None
+    rotary_pct: float | None = None
+    max_seq_len: PositiveInt | None = None
+    tie_embeddings: bool | None = None
+    init_std: float | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelSection:
+        if (self.name is None) == (self.hf_checkpoint is None):
+            raise ValueError("give exactly one of model.name or model.hf_checkpoint")
+        return self
+
+    def overrides(self) -> dict[str, Any]:
+        skip = {"name", "hf_checkpoint", "vocab_size"}
+        return {k: v for k, v in self.model_dump().items() if k not in skip and v is not None}
+
+
+class DataSection(_Section):
+    prefix: str  # the loader's data_prefix: <output-prefix>_text_document
+    seq_len: PositiveInt
+    micro_batch_size: PositiveInt
+    global_batch_size: PositiveInt  # samples per optimizer step; gradient accumulation makes up the rest
+    seed: NonNegativeInt = 1234
+    validation_fraction: float = Field(default=0.01, ge=0.0, lt=1.0)
+    prefetch: NonNegativeInt = 2
+    verify_checksums: bool = False
+
+
+class TrainSection(_Section):
+    max_steps: PositiveInt
+    seed: NonNegativeInt = 0
+    grad_clip: float | None = Field(default=1.0, gt=0.0)  # null: report the norm, never clip
+    log_every: PositiveInt = 1
+    eval_every: NonNegativeInt = 0  # 0: no validation
+    eval_batches: PositiveInt = 4
+    deterministic: bool = True  # deterministic kernels where torch has them (exact resume on CPU and GPU)
+
+
+class OptimSection(_Section):
+    """AdamW; linear warmup to `lr`, then cosine to `lr * min_lr_ratio` at `decay_steps` (default max_steps)."""
+
+    lr: float = Field(default=3e-4, gt=0.0)
+    min_lr_ratio: float = Field(default=0.1, ge=0.0, le=1.0)
+    warmup_steps: NonNegativeInt = 100
+    decay_steps: PositiveInt | None = None
+    beta1: float = Field(default=0.9, ge=0.0, lt=1.0)
+    beta2: float = Field(default=0.95, ge=0.0, lt=1.0)
+    eps: float = Field(default=1e-8, gt=0.0)
+    weight_decay: float = Field(default=0.1, ge=0.0)
+    fused: Literal["auto", True, False] = "auto"  # auto: fused kernel on GPU
+
+
+class ActivationCheckpointSection(_Section):
+    mode: Literal["none", "full", "every_n", "selective"] = "none"
+    every_n: PositiveInt = 2  # every_n: wrap blocks 0, n, 2n, ...
+
+
+class ParallelSection(_Section):
+    dp_replicate: PositiveInt = 1  # > 1: HSDP, replicate across this many groups, shard within each
+    dp_shard: int = Field(default=-1, ge=-1)  # -1: world size / dp_replicate
+    mixed_precision: Literal["auto", "bf16", "fp32"] = "auto"  # auto: bf16 on GPU, fp32 on CPU
+    reshard_after_forward: bool = True
+    activation_checkpoint: ActivationCheckpointSection = ActivationCheckpointSection()
+    compile: bool = False  # torch.compile each block
+    compile_backend: str = "inductor"
+
+    @model_validator(mode="after")
+    def _shard_not_zero(self) -> ParallelSection:
+        if self.dp_shard == 0:
+            raise ValueError("dp_shard must be >= 1, or -1 for world size / dp_replicate")
+        return self
+
+
+class CheckpointSection(_Section):
+    dir: str = "checkpoints"  # relative paths are inside the run directory
+    every: NonNegativeInt = 0  # 0: only at the end and on a stop signal
+    keep_last: PositiveInt = 2
+    async_save: bool = False
+    # Refuse to save unless free space >= margin x the estimated checkpoint size (0 turns the check off).
+    free_space_margin: float = Field(default=1.2, ge=0.0)
+
+
+class GuardsSection(_Section):
+    stop_on_nonfinite: bool = True
+    loss_spike_factor: float | None = Field(default=3.0, gt=1.0)  # stop if loss > factor x running mean
+    loss_spike_window: PositiveInt = 20
+    loss_spike_min_history: PositiveInt = 10
+
+
+class MetricsSection(_Section):
+    tensorboard: bool = True
+    plot: bool = True
+    peak_flops: float | None = Field(default=None, gt=0.0)  # per device; None: table on GPU, measured on CPU
+
+
+class ProfileSection(_Section):
+    start_step: PositiveInt | None = None  # None: no profiling
+    steps: PositiveInt = 3
+
+
+class JobConfig(_Section):
+    model: ModelSection
+    data: DataSection
+    train: TrainSection
+    optim: OptimSection = OptimSection()
+    parallel: ParallelSection = ParallelSection()
+    checkpoint: CheckpointSection = CheckpointSection()
+    guards: GuardsSection = GuardsSection()
+    metrics: MetricsSection = MetricsSection()
+    profile: ProfileSection = ProfileSection()
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> JobConfig:
+        if self.data.global_batch_size % self.data.micro_batch_size:
+            raise ValueError(
+                f"data.global_batch_size {self.data.global_batch_size} is not a multiple of "
+                f"data.micro_batch_size {self.data.micro_batch_size}"
+            )
+        return self
+
+    def with_overrides(self, **dotted: Any) -> JobConfig:
+        """Copy with `section.field=value` overrides (from the command line), validated like the file."""
+        data = self.model_dump()
+        for key, value in dotted.items():
+            section, field = key.split(".", 1)
+            data[section][field] = value
+        return parse_job_config(data)
+
+
+def parse_job_config(data: Any, source: str = "config") -> JobConfig:
+    if not isinstance(data, dict):
+        raise ConfigError([SpecProblem("<config>", "must be a mapping of sections", type(data).__name__)], source)
+    try:
+        return JobConfig.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(problems_from_pydantic(error), source) from None
+
+
+def load_job_config(path: str | Path) -> JobConfig:
+    config_path = Path(path)
+    try:
+        text = config_path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError([SpecProblem("--config", f"cannot be read: {error.strerror}", str(config_path))]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
+        raise ConfigError([SpecProblem("--config", f"is not valid YAML at {where}", str(config_path))]) from None
+    return parse_job_config(data, source=str(config_path))
+
+
+def pad_vocab(vocab_size: int, multiple: int = 64) -> int:
+    return -(-vocab_size // multiple) * multiple
+
+
+def resolve_model_args(section: ModelSection, data_vocab_size: int | None) -> ModelArgs:
+    """The model shape: named or from the HF config.json, overrides applied, vocabulary checked against the data."""
+    try:
+        if section.hf_checkpoint is not None:
+            config_path = Path(section.hf_checkpoint) / "config.json"
+            from training.models.hf import args_from_hf_config  # imports torch: only when fine-tuning
+
+            try:
+                args = args_from_hf_config(json.loads(config_path.read_text(encoding="utf-8")))
+            except OSError as error:
+                raise ModelArgsError(
+                    f"model.hf_checkpoint: {str(config_path)!r} cannot be read: {error.strerror}"
+                ) from None
+        else:
+            args = get_model_args(section.name or "")
+        args = args.replace(**section.overrides())
+        if section.vocab_size == "data":
+            if data_vocab_size is None:
+                raise ModelArgsError("model.vocab_size: 'data' needs a dataset to read the vocabulary from")
+            args = args.replace(vocab_size=pad_vocab(data_vocab_size))
+        elif section.vocab_size is not None:
+            args = args.replace(vocab_size=section.vocab_size)
+    except ModelArgsError as error:
+        raise ConfigError([str(error)]) from None
+    if data_vocab_size is not None and data_vocab_size > args.vocab_size:
+        raise ConfigError(
+            [f"model.vocab_size: {args.vocab_size} is smaller than the dataset's vocabulary ({data_vocab_size})"]
+        )
+    return args

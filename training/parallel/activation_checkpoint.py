@@ -1,0 +1,68 @@
+"""Activation checkpointing per transformer block: none, full, every n-th block (seed 000), or per-op selective.
+
+Per-op selective keeps the outputs of matmuls and attention kernels and recomputes only the cheap elementwise
+ops and norms in backward: most of full checkpointing's memory saving on large activations of pointwise ops,
+almost none of its recompute FLOPs.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+from training.config import ActivationCheckpointSection
+
+_aten = torch.ops.aten
+_SAVED_OPS = {
+    _aten.mm.default,
+    _aten.addmm.default,
+    _aten.bmm.default,
+    _aten._scaled_dot_product_flash_attention.default,
+    _aten._scaled_dot_product_efficient_attention.default,
+    _aten._scaled_dot_product_cudnn_attention.default,
+    _aten._scaled_dot_product_flash_attention_for_cpu.default,
+    torch.ops._c10d_functional.reduce_scatter_tensor.default,
+}
+
+
+def _save_matmuls(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
+    return CheckpointPolicy.MUST_SAVE if op in _SAVED_OPS else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def _selective_context() -> Any:
+    return create_selective_checkpoint_contexts(_save_matmuls)
+
+
+def checkpointed_blocks(section: ActivationCheckpointSection, n_layers: int) -> list[int]:
+    """Indices of blocks wrapped in full checkpointing (selective wraps every block but recomputes no matmul)."""
+    if section.mode == "full":
+        return list(range(n_layers))
+    if section.mode == "every_n":
+        return list(range(0, n_layers, section.every_n))
+    return []
+
+
+def recomputed_fraction(section: ActivationCheckpointSection, n_layers: int) -> float:
+    """Share of block forward FLOPs run twice; HFU counts them, MFU does not."""
+    if section.mode == "every_n":
+        return math.ceil(n_layers / section.every_n) / n_layers
+    return 1.0 if section.mode == "full" else 0.0
+
+
+def apply_activation_checkpointing(layers: nn.ModuleList, section: ActivationCheckpointSection) -> None:
+    if section.mode == "none":
+        return
+    if section.mode == "selective":
+        for index, block in enumerate(layers):
+            layers[index] = checkpoint_wrapper(block, context_fn=_selective_context, preserve_rng_state=False)
+        return
+    for index in checkpointed_blocks(section, len(layers)):
+        layers[index] = checkpoint_wrapper(layers[index], preserve_rng_state=False)
+
+
+__all__ = ["apply_activation_checkpointing", "checkpointed_blocks", "recomputed_fraction"]

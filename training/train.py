@@ -1,0 +1,103 @@
+"""`python -m training.train --config FILE --run-dir DIR [--max-steps N] [--checkpoint-every N]`
+
+Runs the same under torchrun (env://), srun (SLURM_* variables) or as one process. Running the same command
+again resumes from the latest committed checkpoint in DIR. Exit codes: training/signals.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+from training.checkpoint.errors import CheckpointError
+from training.config import ConfigError, JobConfig, load_job_config
+from training.data.errors import DataError
+from training.guards import LossGuardError
+from training.models.args import ModelArgsError
+from training.signals import (
+    EXIT_CHECKPOINT_FAILED,
+    EXIT_CONFIG_ERROR,
+    EXIT_LOSS_GUARD,
+    EXIT_OK,
+    EXIT_REQUEUE,
+    write_exit_status,
+)
+
+log = logging.getLogger("training")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m training.train", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, help="job config YAML (see training/configs/)")
+    parser.add_argument("--run-dir", required=True, help="run directory: checkpoints, metrics, plots, traces")
+    parser.add_argument("--max-steps", type=int, help="override train.max_steps")
+    parser.add_argument("--checkpoint-every", type=int, help="override checkpoint.every (0: only at the end)")
+    return parser.parse_args(argv)
+
+
+def _configure_logging(rank: int) -> None:
+    logging.basicConfig(
+        level=logging.INFO if rank == 0 else logging.WARNING,
+        format=f"%(asctime)s rank{rank} %(levelname)s %(message)s",
+        stream=sys.stdout,
+        force=True,
+    )
+
+
+def load_config(args: argparse.Namespace) -> JobConfig:
+    config = load_job_config(args.config)
+    overrides = {}
+    if args.max_steps is not None:
+        overrides["train.max_steps"] = args.max_steps
+    if args.checkpoint_every is not None:
+        overrides["checkpoint.every"] = args.checkpoint_every
+    return config.with_overrides(**overrides) if overrides else config
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    rank = int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")))
+    _configure_logging(rank)
+    run_dir = Path(args.run_dir)
+    try:
+        config = load_config(args)
+    except ConfigError as error:
+        log.error("%s", error)
+        return EXIT_CONFIG_ERROR
+    # cuBLAS needs this before its first call to run deterministically.
+    if config.train.deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+    # Imported here so a config error is reported without paying for torch.distributed start-up.
+    from training.parallel.dist import init_distributed, shutdown_distributed
+    from training.trainer import Trainer
+
+    ctx = init_distributed()
+    trainer = None
+    code, reason = EXIT_OK, "finished"
+    try:
+        trainer = Trainer(config, run_dir, ctx)
+        outcome = trainer.run()
+        if outcome == "stopped":
+            code = EXIT_REQUEUE
+            reason = f"stopped on request ({trainer.stop_request.signal_name or 'signal on another rank'})"
+    except (ConfigError, ModelArgsError, DataError) as error:
+        code, reason = EXIT_CONFIG_ERROR, str(error)
+    except LossGuardError as error:
+        code, reason = EXIT_LOSS_GUARD, str(error)
+    except CheckpointError as error:
+        code, reason = EXIT_CHECKPOINT_FAILED, str(error)
+    step = trainer.step if trainer is not None else None
+    if code != EXIT_OK:
+        (log.warning if code == EXIT_REQUEUE else log.error)("exit %d: %s", code, reason)
+    if ctx.is_main:
+        write_exit_status(run_dir, code, reason, step)
+    shutdown_distributed()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

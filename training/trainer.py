@@ -1,0 +1,382 @@
+"""The training loop: FSDP2 model, AdamW, gradient accumulation from a global batch, validation, guards,
+checkpoints, metrics and profiling. One Trainer per process; every rank runs the same code in lockstep."""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.distributed.tensor import DTensor
+
+from training.checkpoint.hf_load import load_hf_weights
+from training.checkpoint.manager import CheckpointManager
+from training.checkpoint.state import training_state
+from training.config import ConfigError, JobConfig, resolve_model_args
+from training.data.loader import LoaderConfig, PackedTokenLoader
+from training.guards import LossGuard
+from training.metrics.flops import (
+    device_peak_flops,
+    megatron_flops_per_iteration,
+    model_flops_per_token,
+    recompute_flops_per_token,
+)
+from training.metrics.logger import MetricsLogger
+from training.metrics.memory import memory_gib, reset_peak
+from training.metrics.plot import plot_run
+from training.models.params import count_parameters
+from training.models.transformer import build_model
+from training.optim import build_optimizer, learning_rate, set_learning_rate
+from training.parallel.activation_checkpoint import recomputed_fraction
+from training.parallel.dist import DistContext
+from training.parallel.fsdp import mixed_precision_policy
+from training.parallel.mesh import build_mesh, data_parallel_shape
+from training.parallel.parallelize import parallelize
+from training.profiling import StepProfiler
+from training.signals import StopRequest
+
+log = logging.getLogger("training")
+IGNORE_INDEX = -100
+_CHECKSUM_MODULUS = 2**31 - 1
+
+
+def batch_checksum(input_ids: torch.Tensor) -> int:
+    """Order-independent fingerprint of the samples in a batch: equal sums mean the same samples were used."""
+    weights = torch.arange(1, input_ids.shape[1] + 1, dtype=torch.int64)
+    per_sample = (input_ids.to(torch.int64).cpu() * weights).sum(dim=1) % _CHECKSUM_MODULUS
+    return int(per_sample.sum().item()) % _CHECKSUM_MODULUS
+
+
+def _rng_state(device: torch.device) -> dict[str, Any]:
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+    }
+
+
+def _restore_rng(state: dict[str, Any], device: torch.device) -> None:
+    torch.set_rng_state(state["torch"])
+    if device.type == "cuda" and state.get("cuda") is not None:
+        torch.cuda.set_rng_state(state["cuda"], device)
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+class Trainer:
+    def __init__(self, config: JobConfig, run_dir: Path, ctx: DistContext) -> None:
+        self.config = config
+        self.run_dir = run_dir
+        self.ctx = ctx
+        self.device = ctx.device
+        self.step = 0
+        self.stop_request = StopRequest()
+        _seed_everything(config.train.seed)
+        if config.train.deterministic:
+            torch.use_deterministic_algorithms(True, warn_only=True)
+
+        try:
+            self.dp_shape = data_parallel_shape(config.parallel, ctx.world_size)
+        except ValueError as error:
+            raise ConfigError([str(error)]) from None
+        data = config.data
+        per_micro_step = data.micro_batch_size * ctx.world_size
+        if data.global_batch_size % per_micro_step:
+            raise ConfigError(
+                [
+                    f"data.global_batch_size: {data.global_batch_size} is not a multiple of data.micro_batch_size "
+                    f"{data.micro_batch_size} x {ctx.world_size} data-parallel ranks"
+                ]
+            )
+        self.grad_accum = data.global_batch_size // per_micro_step
+        loader_config = LoaderConfig(
+            data_prefix=data.prefix,
+            seq_len=data.seq_len,
+            micro_batch_size=data.micro_batch_size,
+            seed=data.seed,
+            validation_fraction=data.validation_fraction,
+            prefetch=data.prefetch,
+            verify_checksums=data.verify_checksums,
+        )
+        self.train_loader = PackedTokenLoader(loader_config, ctx.rank, ctx.world_size, split="train")
+        self.val_loader = (
+            PackedTokenLoader(loader_config, ctx.rank, ctx.world_size, split="validation")
+            if config.train.eval_every
+            else None
+        )
+
+        self.model_args = resolve_model_args(config.model, self.train_loader.vocab_size)
+        if data.seq_len > self.model_args.max_seq_len:
+            raise ConfigError([f"data.seq_len: {data.seq_len} exceeds model.max_seq_len {self.model_args.max_seq_len}"])
+        self.params = count_parameters(self.model_args)
+
+        self.mesh = build_mesh(self.dp_shape, self.device.type)
+        self.mp_policy = mixed_precision_policy(config.parallel.mixed_precision, self.device)
+        self.model = build_model(self.model_args, device="meta")
+        parallelize(self.model, config.parallel, self.mesh, self.mp_policy)
+        self.model.to_empty(device=self.device)
+        with warnings.catch_warnings():
+            # init on CPU DTensors works; torch only warns that its RNG tracker is not tuned for CPU meshes.
+            warnings.filterwarnings("ignore", message="DTensor random operators may not have complete support")
+            self.model.init_weights()
+        self.optimizer = build_optimizer(self.model, config.optim, self.device)
+        self.guard = LossGuard(config.guards)
+
+        checkpoint_root = Path(config.checkpoint.dir)
+        if not checkpoint_root.is_absolute():
+            checkpoint_root = run_dir / checkpoint_root
+        self.checkpoints = CheckpointManager(
+            checkpoint_root, config.checkpoint, ctx.rank, ctx.world_size, self.params.total
+        )
+        self.resumed_from = self._restore()
+
+        self.metrics = MetricsLogger(
+            run_dir,
+            enabled=ctx.is_main,
+            tensorboard=config.metrics.tensorboard,
+            total_steps=config.train.max_steps,
+            start_step=self.step,
+        )
+        self.profiler = StepProfiler(config.profile, run_dir, ctx.rank, self.device)
+        self._init_flops()
+
+    # -- setup -----------------------------------------------------------------------------------------------------
+
+    def _restore(self) -> Path | None:
+        latest = self.checkpoints.prepare()
+        if latest is None:
+            if self.config.model.hf_checkpoint is not None:
+                count = load_hf_weights(self.model, self.model_args, Path(self.config.model.hf_checkpoint))
+                log.info("fine-tuning: loaded %d tensors from %s", count, self.config.model.hf_checkpoint)
+            return None
+        step, path = latest
+        state, rng = self.checkpoints.load(path, training_state(self.model, self.optimizer))
+        saved_batch = state.get("global_batch_size")
+        if saved_batch != self.config.data.global_batch_size:
+            raise ConfigError(
+                [
+                    f"data.global_batch_size: {self.config.data.global_batch_size} differs from {saved_batch} in "
+                    f"{path}; an exact resume needs the same global batch (any world size is fine)"
+                ]
+            )
+        self.train_loader.load_state_dict(state["loader"])
+        self.guard.load_state_dict(state.get("guard", {}))
+        self.step = int(state["step"])
+        if rng is not None and state.get("world_size") == self.ctx.world_size:
+            _restore_rng(rng, self.device)
+        else:  # another world size: fresh, still deterministic, streams per rank
+            _seed_everything(self.config.train.seed + 1000 * self.step + self.ctx.rank)
+        log.info("resumed from %s at step %d (%d samples consumed)", path, step, self.train_loader.samples_consumed)
+        return path
+
+    def _init_flops(self) -> None:
+        args, seq_len = self.model_args, self.config.data.seq_len
+        fraction = recomputed_fraction(self.config.parallel.activation_checkpoint, args.n_layers)
+        self.model_flops_per_token = model_flops_per_token(args, seq_len)
+        self.hardware_flops_per_token = self.model_flops_per_token + recompute_flops_per_token(args, seq_len, fraction)
+        self.megatron_flops_per_step = megatron_flops_per_iteration(args, self.config.data.global_batch_size, seq_len)
+        self.peak_flops, self.peak_source = (
+            device_peak_flops(self.device, self.config.metrics.peak_flops) if self.ctx.is_main else (float("nan"), "")
+        )
+
+    # -- the loop --------------------------------------------------------------------------------------------------
+
+    def run(self) -> str:
+        """Train to max_steps; returns "done", or "stopped" after a stop signal (a checkpoint was written)."""
+        config, ctx = self.config, self.ctx
+        self.stop_request.install()
+        self._announce()
+        if self.resumed_from is None and self.step == 0 and config.train.eval_every:
+            self._evaluate()
+        batches = iter(self.train_loader)
+        try:
+            while self.step < config.train.max_steps:
+                stop = self._train_step(batches)
+                if config.train.eval_every and self.step % config.train.eval_every == 0:
+                    self._evaluate()
+                if stop:
+                    self.metrics.log_event("stop", step=self.step, signal=self.stop_request.signal_name or "peer")
+                    self._save()
+                    self.checkpoints.wait()
+                    return "stopped"
+                every = config.checkpoint.every
+                if every and self.step % every == 0 and self.step < config.train.max_steps:
+                    self._save()
+            self._save()
+            self.checkpoints.wait()
+        finally:
+            self.profiler.close(self.step)
+            self.metrics.close()
+        if ctx.is_main and config.metrics.plot:
+            plot = plot_run(self.run_dir)
+            if plot is not None:
+                log.info("plot: %s", plot)
+        return "done"
+
+    def _announce(self) -> None:
+        args, config = self.model_args, self.config
+        if self.ctx.is_main:
+            log.info(
+                "model %s: %s params (%s non-embedding), %d layers, dim %d; world %d (replicate %d x shard %d), "
+                "micro batch %d, grad accumulation %d, global batch %d x %d tokens",
+                config.model.name or config.model.hf_checkpoint,
+                f"{self.params.total:,}",
+                f"{self.params.non_embedding:,}",
+                args.n_layers,
+                args.dim,
+                self.ctx.world_size,
+                self.dp_shape.replicate,
+                self.dp_shape.shard,
+                config.data.micro_batch_size,
+                self.grad_accum,
+                config.data.global_batch_size,
+                config.data.seq_len,
+            )
+            log.info("MFU/HFU peak: %.4g FLOP/s per device (%s)", self.peak_flops, self.peak_source)
+        event = "resume" if self.resumed_from is not None else "start"
+        self.metrics.log_event(
+            event,
+            step=self.step,
+            checkpoint=str(self.resumed_from) if self.resumed_from else None,
+            samples_consumed=self.train_loader.samples_consumed,
+            world_size=self.ctx.world_size,
+            peak_flops=self.peak_flops,
+            peak_source=self.peak_source,
+            params=self.params.total,
+        )
+
+    def _train_step(self, batches: Iterator[dict[str, torch.Tensor]]) -> bool:
+        """One optimizer step; returns True when any rank has been asked to stop."""
+        self.step += 1
+        step, world = self.step, self.ctx.world_size
+        self.profiler.before_step(step)
+        reset_peak(self.device)
+        start = time.perf_counter()
+
+        micro_batches = [next(batches) for _ in range(self.grad_accum)]
+        local_tokens = sum(int((mb["labels"] != IGNORE_INDEX).sum()) for mb in micro_batches)
+        local_checksum = sum(batch_checksum(mb["input_ids"]) for mb in micro_batches) % _CHECKSUM_MODULUS
+        counts = torch.tensor([local_tokens, local_checksum], dtype=torch.float64, device=self.device)
+        dist.all_reduce(counts)
+        global_tokens = counts[0].item()
+        checksum = int(counts[1].item()) % _CHECKSUM_MODULUS
+
+        loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+        for micro in micro_batches:
+            input_ids = micro["input_ids"].to(self.device, non_blocking=True)
+            labels = micro["labels"].to(self.device, non_blocking=True)
+            logits = self.model(input_ids)
+            summed = F.cross_entropy(
+                logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
+            )
+            # FSDP averages gradients over ranks, so scale by world / global tokens for a per-token mean overall.
+            (summed * (world / global_tokens)).backward()
+            loss_sum += summed.detach().double()
+
+        reduced = torch.stack([loss_sum, torch.tensor(float(self.stop_request.requested), device=self.device)])
+        reduced = reduced.to(torch.float64)
+        dist.all_reduce(reduced)
+        loss = reduced[0].item() / global_tokens
+        stop = reduced[1].item() > 0
+
+        self.guard.check_loss(step, loss)
+        grad_norm = self._clip_gradients()
+        self.guard.check_grad_norm(step, grad_norm)
+        lr = learning_rate(self.config.optim, step, self.config.train.max_steps)
+        set_learning_rate(self.optimizer, lr)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.guard.accept(loss)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        step_time = time.perf_counter() - start
+
+        if step % self.config.train.log_every == 0 or step == self.config.train.max_steps:
+            self._log_step(step, loss, lr, grad_norm, step_time, global_tokens, checksum)
+        self.profiler.after_step(step)
+        return stop
+
+    def _clip_gradients(self) -> float:
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        total = torch.nn.utils.get_total_norm([p.grad for p in params], norm_type=2.0, foreach=True)
+        if isinstance(total, DTensor):
+            total = total.full_tensor()
+        if self.config.train.grad_clip is not None:
+            torch.nn.utils.clip_grads_with_norm_(params, self.config.train.grad_clip, total, foreach=True)
+        return float(total.item())
+
+    def _log_step(
+        self, step: int, loss: float, lr: float, grad_norm: float, step_time: float, tokens: float, checksum: int
+    ) -> None:
+        if not self.ctx.is_main:
+            return
+        world = self.ctx.world_size
+        tokens_per_s = tokens / step_time / world
+        record = {
+            "step": step,
+            "loss": loss,
+            "lr": lr,
+            "grad_norm": grad_norm,
+            "tokens_per_s": tokens_per_s,
+            "mfu": self.model_flops_per_token * tokens_per_s / self.peak_flops,
+            "hfu": self.hardware_flops_per_token * tokens_per_s / self.peak_flops,
+            "megatron_util": self.megatron_flops_per_step / step_time / world / self.peak_flops,
+            "mem_gib": memory_gib(self.device),
+            "step_time_s": step_time,
+            "samples_consumed": self.train_loader.samples_consumed,
+            "batch_checksum": checksum,
+        }
+        self.metrics.log_train(record)
+
+    @torch.no_grad()
+    def _evaluate(self) -> None:
+        assert self.val_loader is not None
+        sums = torch.zeros(2, dtype=torch.float64, device=self.device)
+        batches = 0
+        iterator = iter(self.val_loader)
+        for batch in iterator:
+            if batches == self.config.train.eval_batches:
+                break
+            labels = batch["labels"].to(self.device)
+            logits = self.model(batch["input_ids"].to(self.device))
+            sums[0] += F.cross_entropy(
+                logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
+            ).double()
+            sums[1] += (labels != IGNORE_INDEX).sum()
+            batches += 1
+        iterator.close()  # stops the loader's prefetch thread now rather than at garbage collection
+        dist.all_reduce(sums)
+        val_loss = (sums[0] / sums[1]).item() if sums[1] > 0 else math.nan
+        self.metrics.log_validation(self.step, val_loss, batches)
+
+    # -- checkpoints -----------------------------------------------------------------------------------------------
+
+    def _save(self) -> None:
+        trainer_state = {
+            "step": self.step,
+            "loader": self.train_loader.state_dict(),
+            "guard": self.guard.state_dict(),
+            "global_batch_size": self.config.data.global_batch_size,
+            "world_size": self.ctx.world_size,
+            "model_args": self.model_args.to_dict(),
+            "tokens_seen": self.step * self.config.data.global_batch_size * self.config.data.seq_len,
+        }
+        self.checkpoints.save(
+            self.step, training_state(self.model, self.optimizer), trainer_state, _rng_state(self.device)
+        )

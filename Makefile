@@ -4,6 +4,7 @@ SHELL := /bin/bash
 
 VENV := .venv
 PY := $(VENV)/bin/python
+PCLUSTER_VENV := .pcluster-venv
 SPEC ?=
 SPEC_CONTEXT := $(if $(SPEC),-c spec=$(abspath $(SPEC)),)
 CDK := npx --no-install cdk
@@ -14,7 +15,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup synth demo test lint format clean
+.PHONY: help setup synth demo test lint format clean pcluster-venv
 
 help:
 	@echo "make demo    synthesize the default deployment and run a training job (does all setup)"
@@ -40,7 +41,16 @@ demo: setup
 	$(CDK) synth --quiet $(SPEC_CONTEXT)
 	$(PY) -m stacks.summary cdk.out $(if $(SPEC),--spec $(SPEC),)
 
-test: setup
+# aws-parallelcluster pins CDK v1 and jsii 1.85, so it gets its own environment; the tests use it
+# only to validate cluster configs with ParallelCluster's own schema (about a minute to build).
+pcluster-venv: $(PCLUSTER_VENV)/.installed
+
+$(PCLUSTER_VENV)/.installed: cluster/pcluster/requirements.txt cluster/pcluster/constraints.txt
+	test -x $(PCLUSTER_VENV)/bin/python || python3 -m venv $(PCLUSTER_VENV)
+	$(PCLUSTER_VENV)/bin/pip install --quiet -r cluster/pcluster/requirements.txt -c cluster/pcluster/constraints.txt
+	touch $@
+
+test: setup pcluster-venv
 	$(PY) -m pytest
 
 lint: setup

@@ -79,6 +79,7 @@ def _queues(cluster: ClusterSpec, availability_zone: str, prefix: str) -> Iterat
 def _efa(queue: QueueSpec, facts: InstanceFacts, path: str) -> Iterator[SpecProblem]:
     if queue.efa and not facts.efa_capable:
         yield SpecProblem(f"{path}.efa", f"is true, but {facts.name} has no EFA interfaces", queue.efa)
+        return
     efa = queue.efa_enabled(facts.efa_capable)
     if efa and queue.placement_group is None and queue.capacity.type != "capacity_block":
         yield SpecProblem(
@@ -335,11 +336,11 @@ def _config_efa_security_group(
     queue: Mapping[str, Any], qpath: str, security_groups: Mapping[str, Mapping[str, Any]]
 ) -> list[SpecProblem]:
     networking = queue.get("Networking", {})
-    group_ids: Sequence[str] = [*networking.get("SecurityGroups", []), *networking.get("AdditionalSecurityGroups", [])]
-    key = "SecurityGroups" if "SecurityGroups" in networking else "AdditionalSecurityGroups"
-    if not group_ids:
-        # ParallelCluster's own managed compute security group carries the self rule.
+    if not networking.get("SecurityGroups"):
+        # Without SecurityGroups, ParallelCluster creates its managed compute group, which has the self rule.
         return []
+    group_ids: Sequence[str] = [*networking["SecurityGroups"], *networking.get("AdditionalSecurityGroups", [])]
+    key = "SecurityGroups"
     unknown = [group for group in group_ids if group not in security_groups]
     if unknown:
         return [SpecProblem(f"{qpath}.Networking.{key}", "names security groups with no description to check", unknown)]

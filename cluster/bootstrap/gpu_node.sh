@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# OnNodeConfigured for GPU queues (p4d/p4de/p5/p5e/p5en), run as root by ParallelCluster.
+#
+#   gpu_node.sh --gpus 8 --efa-devices 32 --pyxis true --enroot-dir /scratch/enroot \
+#               --container-image nvcr.io/nvidia/nemo:25.04
+#
+# 1. Sanity: the node has the GPUs and EFA devices its instance type promises (facts table), and
+#    libfabric's EFA provider answers (`fi_info -p efa`). A short node fails its bootstrap here instead
+#    of hanging the first NCCL job.
+# 2. enroot/pyxis: runtime, data and cache paths on node-local disk. Never on shared storage: each
+#    node unpacks images itself, and a shared runtime path breaks multi-node srun.
+# 3. Job environment for EFA/NCCL (/etc/profile.d) and the health-check settings the SLURM prolog reads.
+#
+# Every system path can be redirected (NODE_ROOT, SYSFS_ROOT, NVIDIA_SMI, FI_INFO) for tests.
+set -euo pipefail
+
+NODE_ROOT="${NODE_ROOT:-}"
+SYSFS_ROOT="${SYSFS_ROOT:-/sys}"
+NVIDIA_SMI="${NVIDIA_SMI:-nvidia-smi}"
+FI_INFO="${FI_INFO:-/opt/amazon/efa/bin/fi_info}"
+
+die() {
+	echo "gpu_node: $*" >&2
+	exit 1
+}
+log() { echo "gpu_node: $*" >&2; }
+
+gpus="" efa_devices="" pyxis="true" enroot_dir="/scratch/enroot" container_image=""
+while [[ $# -gt 0 ]]; do
+	[[ $# -ge 2 ]] || die "argument $1 needs a value"
+	case "$1" in
+	--gpus) gpus="$2" ;;
+	--efa-devices) efa_devices="$2" ;;
+	--pyxis) pyxis="$2" ;;
+	--enroot-dir) enroot_dir="$2" ;;
+	--container-image) container_image="$2" ;;
+	*) die "unknown argument $1 (expected --gpus, --efa-devices, --pyxis, --enroot-dir, --container-image)" ;;
+	esac
+	shift 2
+done
+[[ "$gpus" =~ ^[0-9]+$ ]] || die "--gpus must be a whole number, not '$gpus'"
+[[ "$efa_devices" =~ ^[0-9]+$ ]] || die "--efa-devices must be a whole number, not '$efa_devices'"
+[[ "$pyxis" == true || "$pyxis" == false ]] || die "--pyxis must be true or false, not '$pyxis'"
+[[ "$enroot_dir" == /* ]] || die "--enroot-dir must be an absolute path, not '$enroot_dir'"
+
+# ---- 1. hardware sanity -------------------------------------------------------------------------
+found_gpus=$("$NVIDIA_SMI" --query-gpu=index --format=csv,noheader | grep -c . || true)
+[[ "$found_gpus" -eq "$gpus" ]] || die "found $found_gpus GPUs, expected $gpus (nvidia-smi); replace this node"
+
+if [[ "$efa_devices" -gt 0 ]]; then
+	found_efa=0
+	if [[ -d "$SYSFS_ROOT/class/infiniband" ]]; then
+		found_efa=$(find "$SYSFS_ROOT/class/infiniband" -mindepth 1 -maxdepth 1 | grep -c . || true)
+	fi
+	[[ "$found_efa" -eq "$efa_devices" ]] ||
+		die "found $found_efa EFA devices in $SYSFS_ROOT/class/infiniband, expected $efa_devices; check the launch template's network cards"
+	"$FI_INFO" -p efa -t FI_EP_RDM >/dev/null 2>&1 ||
+		die "fi_info -p efa finds no EFA provider: libfabric cannot use EFA (is the EFA driver loaded?)"
+	log "EFA ok: $found_efa devices, provider efa"
+fi
+
+# ---- 2. enroot and pyxis ------------------------------------------------------------------------
+if [[ "$pyxis" == true ]]; then
+	install -d -m 1777 "$NODE_ROOT$enroot_dir" "$NODE_ROOT$enroot_dir/data" "$NODE_ROOT$enroot_dir/cache" "$NODE_ROOT$enroot_dir/tmp"
+	install -d -m 0755 "$NODE_ROOT/etc/enroot" "$NODE_ROOT/run/pyxis"
+	cat >"$NODE_ROOT/etc/enroot/enroot.conf" <<CONF
+# Written by gpu_node.sh: everything on node-local disk, per user.
+ENROOT_RUNTIME_PATH /run/enroot/user-\$(id -u)
+ENROOT_DATA_PATH $enroot_dir/data/user-\$(id -u)
+ENROOT_CACHE_PATH $enroot_dir/cache/group-\$(id -g)
+ENROOT_TEMP_PATH $enroot_dir/tmp
+ENROOT_SQUASH_OPTIONS -noI -noD -noF -noX -no-duplicates
+ENROOT_MOUNT_HOME y
+ENROOT_RESTRICT_DEV y
+ENROOT_ROOTFS_WRITABLE y
+CONF
+	log "enroot paths under $enroot_dir (node-local)"
+fi
+
+# ---- 3. job environment and health settings -----------------------------------------------------
+install -d -m 0755 "$NODE_ROOT/etc/profile.d" "$NODE_ROOT/etc/llm-health" "$NODE_ROOT/etc/llm-cluster"
+cat >"$NODE_ROOT/etc/profile.d/llm-efa.sh" <<'CONF'
+# Written by gpu_node.sh: NCCL over EFA (libfabric >= 1.18 and aws-ofi-nccl >= 1.7 need no more).
+export FI_PROVIDER=efa
+export FI_EFA_USE_HUGE_PAGE=0
+export FI_EFA_SET_CUDA_SYNC_MEMOPS=0
+export NCCL_SOCKET_IFNAME=^docker,lo,veth
+export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+export TORCH_NCCL_ASYNC_ERROR_HANDLING=1
+CONF
+cat >"$NODE_ROOT/etc/llm-health/health.env" <<CONF
+HEALTH_EXPECTED_GPUS=$gpus
+HEALTH_EXPECTED_NEURON=0
+HEALTH_EXPECTED_EFA=$efa_devices
+CONF
+if [[ -n "$container_image" ]]; then
+	echo "$container_image" >"$NODE_ROOT/etc/llm-cluster/container-image"
+fi
+log "configured: $gpus GPUs, $efa_devices EFA devices, pyxis=$pyxis"

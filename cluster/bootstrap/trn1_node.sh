@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# OnNodeConfigured for Trainium queues (trn1/trn1n), run as root by ParallelCluster.
+#
+#   trn1_node.sh --neuron-sdk 2.26.1 --pins aws-neuronx-dkms=2.24.7.0,... --devices 16 \
+#                --efa-devices 8 --compile-cache /fsx/neuron-cache --offline true \
+#                [--installer s3://bucket/bootstrap/neuron_install.sh]
+#
+# 1. Neuron packages at the spec's pins. Offline nodes (no internet egress) cannot install anything:
+#    the pins must already be in the AMI (cluster/bootstrap/neuron-image.yaml), and a mismatch fails
+#    the bootstrap with the package named. Nodes with egress install the pins (neuron_install.sh).
+# 2. Sanity: Neuron devices and EFA devices match the facts table.
+# 3. Compile cache on shared storage (every node reuses compiled graphs), job environment, health settings.
+#
+# System paths can be redirected (NODE_ROOT, SYSFS_ROOT, DEV_ROOT, NEURON_VENV, INSTALLED_VERSION) for tests.
+set -euo pipefail
+
+NODE_ROOT="${NODE_ROOT:-}"
+SYSFS_ROOT="${SYSFS_ROOT:-/sys}"
+DEV_ROOT="${DEV_ROOT:-/dev}"
+NEURON_VENV="${NEURON_VENV:-/opt/neuron-venv}"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
+die() {
+	echo "trn1_node: $*" >&2
+	exit 1
+}
+log() { echo "trn1_node: $*" >&2; }
+
+# The installed version of a system or Python package, or nothing.
+installed_version() {
+	local name="$1"
+	if [[ -n "${INSTALLED_VERSION:-}" ]]; then
+		"$INSTALLED_VERSION" "$name"
+	elif [[ "$name" == torch-neuronx || "$name" == neuronx-cc ]]; then
+		"$NEURON_VENV/bin/pip" show "$name" 2>/dev/null | sed -n 's/^Version: //p'
+	elif command -v dpkg-query >/dev/null; then
+		dpkg-query -W -f='${Version}' "$name" 2>/dev/null || true
+	else
+		rpm -q --qf '%{VERSION}' "$name" 2>/dev/null || true
+	fi
+}
+
+sdk="" pins="" devices="" efa_devices="" compile_cache="" offline="true" installer=""
+while [[ $# -gt 0 ]]; do
+	[[ $# -ge 2 ]] || die "argument $1 needs a value"
+	case "$1" in
+	--neuron-sdk) sdk="$2" ;;
+	--pins) pins="$2" ;;
+	--devices) devices="$2" ;;
+	--efa-devices) efa_devices="$2" ;;
+	--compile-cache) compile_cache="$2" ;;
+	--offline) offline="$2" ;;
+	--installer) installer="$2" ;;
+	*) die "unknown argument $1 (expected --neuron-sdk, --pins, --devices, --efa-devices, --compile-cache, --offline, --installer)" ;;
+	esac
+	shift 2
+done
+[[ -n "$sdk" && -n "$pins" ]] || die "--neuron-sdk and --pins are required"
+[[ "$devices" =~ ^[0-9]+$ ]] || die "--devices must be a whole number, not '$devices'"
+[[ "$efa_devices" =~ ^[0-9]+$ ]] || die "--efa-devices must be a whole number, not '$efa_devices'"
+[[ "$compile_cache" == /* ]] || die "--compile-cache must be an absolute path, not '$compile_cache'"
+[[ "$offline" == true || "$offline" == false ]] || die "--offline must be true or false, not '$offline'"
+
+# ---- 1. pinned Neuron packages ------------------------------------------------------------------
+mismatches=()
+IFS=',' read -r -a pairs <<<"$pins"
+for pair in "${pairs[@]}"; do
+	name="${pair%%=*}" want="${pair#*=}"
+	have="$(installed_version "$name")"
+	# Repository versions may carry a suffix (2.28.23.0-1a2b3c4d); the pin is the prefix.
+	if [[ "$have" != "$want" && "$have" != "$want"[-+.~]* ]]; then
+		mismatches+=("$name ${have:-missing} (pinned $want)")
+	fi
+done
+if [[ ${#mismatches[@]} -gt 0 ]]; then
+	if [[ "$offline" == true ]]; then
+		die "Neuron SDK $sdk not in this AMI: ${mismatches[*]}; without internet egress rebuild the AMI from cluster/bootstrap/neuron-image.yaml"
+	fi
+	log "installing Neuron SDK $sdk: ${mismatches[*]}"
+	# ParallelCluster downloads only this script; the installer comes beside it (tests, AMI) or from S3.
+	install_script="$HERE/neuron_install.sh"
+	if [[ ! -f "$install_script" ]]; then
+		[[ -n "$installer" ]] || die "neuron_install.sh is not beside this script and no --installer URI was given"
+		install_script="$(mktemp)"
+		aws s3 cp --quiet "$installer" "$install_script"
+	fi
+	NEURON_PINS="$pins" NEURON_VENV="$NEURON_VENV" bash "$install_script"
+fi
+
+# ---- 2. device sanity ---------------------------------------------------------------------------
+found_devices=$(find "$DEV_ROOT" -maxdepth 1 -name 'neuron[0-9]*' | grep -c . || true)
+[[ "$found_devices" -eq "$devices" ]] || die "found $found_devices Neuron devices in $DEV_ROOT, expected $devices; replace this node"
+found_efa=0
+if [[ -d "$SYSFS_ROOT/class/infiniband" ]]; then
+	found_efa=$(find "$SYSFS_ROOT/class/infiniband" -mindepth 1 -maxdepth 1 | grep -c . || true)
+fi
+[[ "$found_efa" -eq "$efa_devices" ]] || die "found $found_efa EFA devices in $SYSFS_ROOT/class/infiniband, expected $efa_devices"
+
+# ---- 3. compile cache, job environment, health settings -----------------------------------------
+install -d -m 1777 "$NODE_ROOT$compile_cache"
+install -d -m 0755 "$NODE_ROOT/etc/profile.d" "$NODE_ROOT/etc/llm-health"
+cat >"$NODE_ROOT/etc/profile.d/llm-neuron.sh" <<CONF
+# Written by trn1_node.sh for Neuron SDK $sdk.
+export PATH="$NEURON_VENV/bin:/opt/aws/neuron/bin:\$PATH"
+export NEURON_COMPILE_CACHE_URL="$compile_cache"
+export FI_PROVIDER=efa
+export FI_EFA_USE_DEVICE_RDMA=1
+export FI_EFA_FORK_SAFE=1
+export MALLOC_ARENA_MAX=128
+CONF
+cat >"$NODE_ROOT/etc/llm-health/health.env" <<CONF
+HEALTH_EXPECTED_GPUS=0
+HEALTH_EXPECTED_NEURON=$devices
+HEALTH_EXPECTED_EFA=$efa_devices
+CONF
+log "configured: Neuron SDK $sdk, $devices devices, $efa_devices EFA devices, cache $compile_cache"

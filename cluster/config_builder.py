@@ -1,0 +1,309 @@
+"""Spec + deployment references -> the ParallelCluster 3 ClusterConfiguration (a plain dict).
+
+The references (subnets, security groups, roles, bootstrap script URIs) may be CDK token strings
+such as '${Token[TOKEN.123]}': the builder never parses or checks them, it only places them.
+Everything else comes from the validated spec and the instance facts table.
+
+    python -m cluster.config_builder [SPEC.yaml] [--json]
+
+prints the config for a spec with example references (what the cluster stack would pass).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from cluster.instances import instance_facts
+from cluster.neuron import neuron_pins
+from spec.cluster import ClusterSpec, QueueSpec
+from spec.errors import SpecError
+from spec.load import load_spec
+from spec.model import DeploymentSpec
+
+CAPACITY_TYPES = {"on_demand": "ONDEMAND", "odcr": "ONDEMAND", "capacity_block": "CAPACITY_BLOCK"}
+FSX_NAME = "fsx"
+
+
+@dataclass(frozen=True)
+class ClusterRefs:
+    """What the deployment supplies; any field may be an unresolved CDK token."""
+
+    head_subnet_id: str
+    compute_subnet_id: str
+    head_instance_role_arn: str
+    compute_instance_role_arn: str
+    head_bootstrap_uri: str
+    gpu_bootstrap_uri: str
+    trn1_bootstrap_uri: str
+    # Added to ParallelCluster's managed groups (which carry the EFA self rule and the head<->compute
+    # rules); typically the group that reaches the VPC endpoints and FSx.
+    additional_security_group_ids: tuple[str, ...] = ()
+    # S3 URI of the head node's payload: the training package and cluster/health's prolog/epilog.
+    head_payload_uri: str | None = None
+    # S3 URI of neuron_install.sh, for trn1 nodes with internet egress whose AMI lacks the pins.
+    neuron_install_uri: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+def example_refs(spec: DeploymentSpec) -> ClusterRefs:
+    """Realistic stand-ins for offline use (docs, tests, `python -m cluster.config_builder`).
+
+    Role ARNs are the real deterministic ones; subnet and group ids are examples.
+    """
+    assets = f"s3://{spec.name}-cluster-assets-{spec.accounts.compute}"
+    return ClusterRefs(
+        head_subnet_id="subnet-0123456789abcdef0",
+        compute_subnet_id="subnet-0123456789abcdef0",
+        head_instance_role_arn=spec.role_arn("head-node"),
+        compute_instance_role_arn=spec.role_arn("cluster-node"),
+        head_bootstrap_uri=f"{assets}/bootstrap/head_node.sh",
+        gpu_bootstrap_uri=f"{assets}/bootstrap/gpu_node.sh",
+        trn1_bootstrap_uri=f"{assets}/bootstrap/trn1_node.sh",
+        additional_security_group_ids=("sg-0123456789abcdef0",),
+        head_payload_uri=f"{assets}/payload/head_node_payload.tar.gz",
+        neuron_install_uri=f"{assets}/bootstrap/neuron_install.sh",
+    )
+
+
+def cluster_name(spec: DeploymentSpec) -> str:
+    """The ParallelCluster name: the deployment name (the stack is '<name>-cluster', and they must differ)."""
+    return spec.name
+
+
+def build_cluster_config(spec: DeploymentSpec, refs: ClusterRefs) -> dict[str, Any]:
+    """The ClusterConfiguration for `spec.cluster`; raises ValueError when the spec has no cluster."""
+    cluster = spec.cluster
+    if cluster is None:
+        raise ValueError("cluster: the spec has no cluster section")
+    no_egress = spec.network.internet_egress == "none"
+    config: dict[str, Any] = {
+        "Region": spec.region,
+        "Image": _image(cluster),
+        "Imds": {"ImdsSupport": "v2.0"},
+        "HeadNode": _head_node(cluster, refs),
+        "Scheduling": {
+            "Scheduler": "slurm",
+            "ScalingStrategy": cluster.scaling_strategy,
+            "SlurmSettings": _slurm_settings(cluster, no_egress),
+            "SlurmQueues": [_queue(spec, cluster, queue, refs) for queue in cluster.queues],
+        },
+        "Monitoring": {
+            "DetailedMonitoring": False,
+            "Logs": {
+                "CloudWatch": {
+                    "Enabled": True,
+                    "RetentionInDays": cluster.log_retention_days,
+                    "DeletionPolicy": "Retain",
+                }
+            },
+            "Dashboards": {"CloudWatch": {"Enabled": True}},
+            "Alarms": {"Enabled": True},
+        },
+        "DevSettings": {
+            "Timeouts": {
+                "HeadNodeBootstrapTimeout": cluster.bootstrap_timeout_minutes * 60,
+                "ComputeNodeBootstrapTimeout": cluster.bootstrap_timeout_minutes * 60,
+            }
+        },
+        "Tags": [{"Key": key, "Value": value} for key, value in {"deployment": spec.name, **refs.tags}.items()],
+    }
+    if cluster.fsx is not None:
+        config["SharedStorage"] = [_fsx(cluster)]
+    return config
+
+
+def custom_resource_properties(spec: DeploymentSpec, refs: ClusterRefs) -> dict[str, Any]:
+    """Properties of the Custom::PclusterCluster resource (DeletionPolicy is a property, not the CFN attribute)."""
+    assert spec.cluster is not None
+    return {
+        "ClusterName": cluster_name(spec),
+        "ClusterConfiguration": build_cluster_config(spec, refs),
+        "DeletionPolicy": spec.cluster.deletion_policy,
+    }
+
+
+def _image(cluster: ClusterSpec) -> dict[str, Any]:
+    image: dict[str, Any] = {"Os": cluster.os}
+    if cluster.custom_ami:
+        image["CustomAmi"] = cluster.custom_ami
+    return image
+
+
+def _networking_groups(refs: ClusterRefs) -> dict[str, Any]:
+    return (
+        {"AdditionalSecurityGroups": list(refs.additional_security_group_ids)}
+        if refs.additional_security_group_ids
+        else {}
+    )
+
+
+def _head_node(cluster: ClusterSpec, refs: ClusterRefs) -> dict[str, Any]:
+    args = ["--cluster-name-tag", "deployment"]
+    if cluster.fsx is not None:
+        args += ["--shared-dir", cluster.fsx.mount_dir]
+    if refs.head_payload_uri:
+        args += ["--payload", refs.head_payload_uri]
+    if cluster.containers.pyxis and any(instance_facts(q.instance_type).accelerator == "gpu" for q in cluster.queues):
+        args += ["--pyxis", "true"]
+    head: dict[str, Any] = {
+        "InstanceType": cluster.head_node.instance_type,
+        "Networking": {"SubnetId": refs.head_subnet_id, **_networking_groups(refs)},
+        "LocalStorage": {
+            "RootVolume": {"Size": cluster.head_node.root_volume_gib, "Encrypted": True, "VolumeType": "gp3"}
+        },
+        "Iam": {"InstanceRole": refs.head_instance_role_arn},
+        "Imds": {"Secured": True},
+        "CustomActions": {"OnNodeConfigured": {"Sequence": [{"Script": refs.head_bootstrap_uri, "Args": args}]}},
+    }
+    if cluster.ssh_key_name:
+        head["Ssh"] = {"KeyName": cluster.ssh_key_name}
+    return head
+
+
+def _slurm_settings(cluster: ClusterSpec, no_egress: bool) -> dict[str, Any]:
+    settings: dict[str, Any] = {
+        "ScaledownIdletime": cluster.scaledown_idletime_minutes,
+        "QueueUpdateStrategy": cluster.queue_update_strategy,
+    }
+    if no_egress:
+        # Route 53 has no VPC endpoint: without egress the nodes resolve each other by EC2 hostnames.
+        settings["Dns"] = {"DisableManagedDns": True, "UseEc2Hostnames": True}
+    return settings
+
+
+def compute_resource_name(queue: QueueSpec) -> str:
+    return queue.instance_type.replace(".", "-")
+
+
+def _queue(spec: DeploymentSpec, cluster: ClusterSpec, queue: QueueSpec, refs: ClusterRefs) -> dict[str, Any]:
+    facts = instance_facts(queue.instance_type)
+    resource: dict[str, Any] = {
+        "Name": compute_resource_name(queue),
+        "InstanceType": queue.instance_type,
+        "MinCount": queue.min_count,
+        "MaxCount": queue.max_count,
+    }
+    if queue.efa_enabled(facts.efa_capable):
+        resource["Efa"] = {"Enabled": True}
+    if queue.capacity.reservation_id is not None:
+        resource["CapacityReservationTarget"] = {"CapacityReservationId": queue.capacity.reservation_id}
+    if queue.placement_group is not None:
+        placement: dict[str, Any] = {"Enabled": queue.placement_group}
+        if queue.placement_group and queue.placement_group_name:
+            placement["Name"] = queue.placement_group_name
+        resource["Networking"] = {"PlacementGroup": placement}
+    if facts.accelerator == "gpu":
+        resource["HealthChecks"] = {"Gpu": {"Enabled": queue.gpu_health_checks}}
+
+    if facts.accelerator == "neuron":
+        script = refs.trn1_bootstrap_uri
+        args = _trn1_args(spec, cluster, facts.efa_interfaces, facts.accelerators_per_node, refs.neuron_install_uri)
+    else:
+        script, args = refs.gpu_bootstrap_uri, _gpu_args(cluster, facts.efa_interfaces, facts.accelerators_per_node)
+
+    out: dict[str, Any] = {
+        "Name": queue.name,
+        "CapacityType": CAPACITY_TYPES[queue.capacity.type],
+        "Networking": {"SubnetIds": [refs.compute_subnet_id], **_networking_groups(refs)},
+        "ComputeSettings": {
+            "LocalStorage": {"RootVolume": {"Size": queue.root_volume_gib, "Encrypted": True, "VolumeType": "gp3"}}
+        },
+        "Iam": {"InstanceRole": refs.compute_instance_role_arn},
+        "JobExclusiveAllocation": queue.job_exclusive_allocation,
+        "CustomActions": {"OnNodeConfigured": {"Sequence": [{"Script": script, "Args": args}]}},
+        "ComputeResources": [resource],
+    }
+    if queue.allocation_strategy is not None:
+        out["AllocationStrategy"] = queue.allocation_strategy
+    if facts.accelerator == "neuron" and cluster.neuron is not None and cluster.neuron.custom_ami:
+        out["Image"] = {"CustomAmi": cluster.neuron.custom_ami}
+    return out
+
+
+def _gpu_args(cluster: ClusterSpec, efa_devices: int, gpus: int) -> list[str]:
+    containers = cluster.containers
+    return [
+        "--gpus",
+        str(gpus),
+        "--efa-devices",
+        str(efa_devices),
+        "--pyxis",
+        "true" if containers.pyxis else "false",
+        "--enroot-dir",
+        containers.enroot_local_dir,
+        "--container-image",
+        containers.nemo_image,
+    ]
+
+
+def _trn1_args(
+    spec: DeploymentSpec, cluster: ClusterSpec, efa_devices: int, chips: int, installer: str | None
+) -> list[str]:
+    neuron = cluster.neuron
+    assert neuron is not None  # cluster.validators requires it for Trainium queues
+    pins = neuron_pins(neuron)
+    offline = spec.network.internet_egress == "none"
+    args = [
+        "--neuron-sdk",
+        neuron.sdk_version,
+        "--pins",
+        ",".join(f"{name}={version}" for name, version in pins.items()),
+        "--devices",
+        str(chips),
+        "--efa-devices",
+        str(efa_devices),
+        "--compile-cache",
+        neuron.compile_cache_dir,
+        "--offline",
+        "true" if offline else "false",
+    ]
+    if not offline and installer:
+        args += ["--installer", installer]
+    return args
+
+
+def _fsx(cluster: ClusterSpec) -> dict[str, Any]:
+    fsx = cluster.fsx
+    assert fsx is not None
+    settings: dict[str, Any]
+    if fsx.file_system_id is not None:
+        settings = {"FileSystemId": fsx.file_system_id}
+    else:
+        settings = {
+            "StorageCapacity": fsx.storage_gib,
+            "DeploymentType": fsx.deployment_type,
+            "DeletionPolicy": fsx.deletion_policy,
+        }
+        if fsx.throughput_mb_per_tib is not None:
+            settings["PerUnitStorageThroughput"] = fsx.throughput_mb_per_tib
+        if fsx.data_compression != "NONE":
+            settings["DataCompressionType"] = fsx.data_compression
+    return {"Name": FSX_NAME, "StorageType": "FsxLustre", "MountDir": fsx.mount_dir, "FsxLustreSettings": settings}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Print the ParallelCluster config of a spec (example references).")
+    parser.add_argument("spec", nargs="?", help="spec YAML (default: the embedded default spec)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of YAML")
+    args = parser.parse_args(argv)
+    try:
+        spec = load_spec(args.spec)
+    except SpecError as error:
+        print(error, file=sys.stderr)
+        return 2
+    if spec.cluster is None:
+        print(f"{args.spec or 'default spec'}: cluster: None has no cluster section", file=sys.stderr)
+        return 2
+    config = build_cluster_config(spec, example_refs(spec))
+    print(json.dumps(config, indent=2) if args.json else yaml.safe_dump(config, sort_keys=False), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

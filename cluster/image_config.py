@@ -1,0 +1,108 @@
+"""A ParallelCluster build-image config for a Neuron AMI (for trn1 queues without internet egress).
+
+Nodes with no route to the internet cannot reach Neuron's apt/yum and pip repositories, so the pinned
+packages must already be in the AMI. `pcluster build-image` bakes them in once, in a build subnet
+that does have egress:
+
+    python -m cluster.image_config SPEC.yaml --parent-image ami-... --component-uri s3://.../neuron.sh > image.yaml
+    python -m cluster.image_config SPEC.yaml --component > neuron.sh     # upload to the component URI
+    pcluster build-image --image-id llm-neuron-2-26-1 --image-configuration image.yaml
+
+and the AMI id goes into `cluster.neuron.custom_ami`. cluster/bootstrap/neuron-image.yaml is this
+output for spec/examples/trn1-neuron.yaml (a test keeps them equal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cluster.neuron import neuron_pins
+from spec.errors import SpecError
+from spec.load import load_spec
+from spec.model import DeploymentSpec
+
+BOOTSTRAP_DIR = Path(__file__).resolve().parent / "bootstrap"
+NEURON_INSTALL_SCRIPT = BOOTSTRAP_DIR / "neuron_install.sh"
+PLACEHOLDER_PARENT_IMAGE = "ami-00000000000000000"
+PLACEHOLDER_COMPONENT_URI = "s3://REPLACE-ME-assets-bucket/bootstrap/neuron_component.sh"
+
+
+def image_id(spec: DeploymentSpec) -> str:
+    assert spec.cluster is not None and spec.cluster.neuron is not None
+    return f"{spec.name}-neuron-{spec.cluster.neuron.sdk_version.replace('.', '-')}"
+
+
+def build_image_config(
+    spec: DeploymentSpec,
+    *,
+    parent_image: str = PLACEHOLDER_PARENT_IMAGE,
+    component_uri: str = PLACEHOLDER_COMPONENT_URI,
+    build_instance_type: str = "trn1.2xlarge",
+) -> dict[str, Any]:
+    """The build-image config; parent_image should be a ParallelCluster AMI for the spec's OS."""
+    if spec.cluster is None or spec.cluster.neuron is None:
+        raise ValueError("cluster.neuron: None is required to build a Neuron image")
+    return {
+        "Image": {
+            "Name": image_id(spec),
+            "RootVolume": {"Size": 200, "Encrypted": True},
+            "Tags": [
+                {"Key": "deployment", "Value": spec.name},
+                {"Key": "neuron-sdk", "Value": spec.cluster.neuron.sdk_version},
+            ],
+        },
+        "Build": {
+            "InstanceType": build_instance_type,
+            "ParentImage": parent_image,
+            "Components": [{"Type": "script", "Value": component_uri}],
+            "UpdateOsPackages": {"Enabled": False},  # the kernel must stay the one aws-neuronx-dkms builds for
+            "Imds": {"ImdsSupport": "v2.0"},
+        },
+    }
+
+
+def render_component(spec: DeploymentSpec) -> str:
+    """neuron_install.sh with the spec's pins set: Image Builder runs script components without arguments."""
+    assert spec.cluster is not None
+    if spec.cluster.neuron is None:
+        raise ValueError("cluster.neuron: None is required to build a Neuron image")
+    pins = ",".join(f"{name}={version}" for name, version in neuron_pins(spec.cluster.neuron).items())
+    body = NEURON_INSTALL_SCRIPT.read_text()
+    shebang, _, rest = body.partition("\n")
+    header = f"# Rendered by cluster.image_config for Neuron SDK {spec.cluster.neuron.sdk_version}.\n"
+    return f"{shebang}\n{header}NEURON_PINS=${{NEURON_PINS:-{pins}}}\n{rest}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Print the Neuron AMI build-image config (or its component).")
+    parser.add_argument("spec", help="a spec with a cluster.neuron section")
+    parser.add_argument("--parent-image", default=PLACEHOLDER_PARENT_IMAGE, help="ParallelCluster AMI id to start from")
+    parser.add_argument("--component-uri", default=PLACEHOLDER_COMPONENT_URI, help="S3 URI of the rendered component")
+    parser.add_argument("--build-instance-type", default="trn1.2xlarge")
+    parser.add_argument("--component", action="store_true", help="print the install script component instead")
+    args = parser.parse_args(argv)
+    try:
+        spec = load_spec(args.spec)
+        if args.component:
+            print(render_component(spec), end="")
+        else:
+            config = build_image_config(
+                spec,
+                parent_image=args.parent_image,
+                component_uri=args.component_uri,
+                build_instance_type=args.build_instance_type,
+            )
+            print(yaml.safe_dump(config, sort_keys=False), end="")
+    except (SpecError, ValueError) as error:
+        print(error, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

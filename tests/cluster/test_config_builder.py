@@ -1,0 +1,210 @@
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from cluster.config_builder import (
+    ClusterRefs,
+    build_cluster_config,
+    cluster_name,
+    custom_resource_properties,
+    example_refs,
+    main,
+)
+from cluster.neuron import NEURON_RELEASES
+from spec import load_spec, parse_spec
+from tests.cluster.conftest import ALL_SPECS, spec_dict, with_cluster
+
+
+def example(name: str) -> Path:
+    return next(p for p in ALL_SPECS if p.name == name)
+
+
+def config_of(path: Path) -> dict[str, Any]:
+    spec = load_spec(path)
+    return build_cluster_config(spec, example_refs(spec))
+
+
+def only_queue(config: dict[str, Any]) -> dict[str, Any]:
+    (queue,) = config["Scheduling"]["SlurmQueues"]
+    return queue
+
+
+def test_default_p5_on_demand() -> None:
+    config = config_of(ALL_SPECS[0])
+    queue = only_queue(config)
+    (resource,) = queue["ComputeResources"]
+    assert queue["CapacityType"] == "ONDEMAND"
+    assert resource == {
+        "Name": "p5-48xlarge",
+        "InstanceType": "p5.48xlarge",
+        "MinCount": 0,
+        "MaxCount": 2,
+        "Efa": {"Enabled": True},
+        "Networking": {"PlacementGroup": {"Enabled": True}},
+        "HealthChecks": {"Gpu": {"Enabled": True}},
+    }
+    assert queue["JobExclusiveAllocation"] is True
+    assert queue["Iam"] == {"InstanceRole": "arn:aws:iam::111111111111:role/llm-demo-cluster-node"}
+    assert config["HeadNode"]["Iam"] == {"InstanceRole": "arn:aws:iam::111111111111:role/llm-demo-head-node"}
+    assert config["Imds"] == {"ImdsSupport": "v2.0"}
+    assert config["HeadNode"]["Imds"] == {"Secured": True}
+    assert "Ssh" not in config["HeadNode"]  # SSM is the way in
+    assert config["Scheduling"]["SlurmSettings"] == {
+        "ScaledownIdletime": 10,
+        "QueueUpdateStrategy": "DRAIN",
+        "Dns": {"DisableManagedDns": True, "UseEc2Hostnames": True},  # internet_egress: none
+    }
+    assert config["SharedStorage"] == [
+        {
+            "Name": "fsx",
+            "StorageType": "FsxLustre",
+            "MountDir": "/fsx",
+            "FsxLustreSettings": {
+                "StorageCapacity": 1200,
+                "DeploymentType": "PERSISTENT_2",
+                "DeletionPolicy": "Retain",
+                "PerUnitStorageThroughput": 250,
+                "DataCompressionType": "LZ4",
+            },
+        }
+    ]
+
+
+def test_gpu_bootstrap_sequence_carries_the_facts() -> None:
+    queue = only_queue(config_of(ALL_SPECS[0]))
+    (action,) = queue["CustomActions"]["OnNodeConfigured"]["Sequence"]
+    assert action["Script"].endswith("/bootstrap/gpu_node.sh")
+    args = action["Args"]
+    assert args[args.index("--gpus") + 1] == "8"
+    assert args[args.index("--efa-devices") + 1] == "32"
+    assert args[args.index("--enroot-dir") + 1] == "/scratch/enroot"
+    assert args[args.index("--container-image") + 1] == "nvcr.io/nvidia/nemo:25.04"
+
+
+def test_p4d_odcr() -> None:
+    queue = only_queue(config_of(example("p4d-odcr.yaml")))
+    (resource,) = queue["ComputeResources"]
+    assert queue["CapacityType"] == "ONDEMAND"
+    assert resource["CapacityReservationTarget"] == {"CapacityReservationId": "cr-0a1b2c3d4e5f67890"}
+    assert resource["Networking"] == {"PlacementGroup": {"Enabled": False}}
+    args = queue["CustomActions"]["OnNodeConfigured"]["Sequence"][0]["Args"]
+    assert args[args.index("--efa-devices") + 1] == "4"
+
+
+def test_p5_capacity_block() -> None:
+    queue = only_queue(config_of(example("p5-capacity-block.yaml")))
+    (resource,) = queue["ComputeResources"]
+    assert queue["CapacityType"] == "CAPACITY_BLOCK"
+    assert "AllocationStrategy" not in queue
+    assert (resource["MinCount"], resource["MaxCount"]) == (2, 2)
+    assert resource["CapacityReservationTarget"] == {"CapacityReservationId": "cr-0fedcba9876543210"}
+    assert resource["Networking"] == {"PlacementGroup": {"Enabled": False}}
+
+
+def test_trn1_neuron() -> None:
+    config = config_of(example("trn1-neuron.yaml"))
+    queue = only_queue(config)
+    (resource,) = queue["ComputeResources"]
+    assert config["Image"] == {"Os": "ubuntu2204"}
+    assert queue["Image"] == {"CustomAmi": "ami-0123456789abcdef0"}
+    assert "HealthChecks" not in resource  # the GPU check has nothing to check on Trainium
+    assert resource["Efa"] == {"Enabled": True}
+    (action,) = queue["CustomActions"]["OnNodeConfigured"]["Sequence"]
+    assert action["Script"].endswith("/bootstrap/trn1_node.sh")
+    args = action["Args"]
+    pins = dict(item.split("=") for item in args[args.index("--pins") + 1].split(","))
+    assert pins == NEURON_RELEASES["2.26.1"]
+    assert args[args.index("--devices") + 1] == "16"
+    assert args[args.index("--efa-devices") + 1] == "8"
+    assert args[args.index("--compile-cache") + 1] == "/fsx/neuron-cache"
+    assert args[args.index("--offline") + 1] == "true"
+
+
+def test_refs_are_placed_verbatim_even_as_cdk_tokens() -> None:
+    spec = load_spec()
+    refs = ClusterRefs(
+        head_subnet_id="${Token[TOKEN.101]}",
+        compute_subnet_id="${Token[TOKEN.102]}",
+        head_instance_role_arn="${Token[TOKEN.103]}",
+        compute_instance_role_arn="${Token[TOKEN.104]}",
+        head_bootstrap_uri="s3://${Token[TOKEN.105]}/head.sh",
+        gpu_bootstrap_uri="s3://${Token[TOKEN.105]}/gpu.sh",
+        trn1_bootstrap_uri="s3://${Token[TOKEN.105]}/trn1.sh",
+        additional_security_group_ids=("${Token[TOKEN.106]}",),
+    )
+    config = build_cluster_config(spec, refs)
+    queue = only_queue(config)
+    assert config["HeadNode"]["Networking"] == {
+        "SubnetId": "${Token[TOKEN.101]}",
+        "AdditionalSecurityGroups": ["${Token[TOKEN.106]}"],
+    }
+    assert queue["Networking"]["SubnetIds"] == ["${Token[TOKEN.102]}"]
+    assert queue["Iam"]["InstanceRole"] == "${Token[TOKEN.104]}"
+    assert config["HeadNode"]["CustomActions"]["OnNodeConfigured"]["Sequence"][0]["Script"] == (
+        "s3://${Token[TOKEN.105]}/head.sh"
+    )
+    assert "--payload" not in config["HeadNode"]["CustomActions"]["OnNodeConfigured"]["Sequence"][0]["Args"]
+
+
+def test_internet_egress_keeps_managed_dns() -> None:
+    data = spec_dict()
+    data["network"]["internet_egress"] = "nat"
+    spec = parse_spec(data)
+    settings = build_cluster_config(spec, example_refs(spec))["Scheduling"]["SlurmSettings"]
+    assert "Dns" not in settings
+
+
+def test_ssh_key_and_existing_file_system() -> None:
+    def edit(cluster: dict[str, Any]) -> None:
+        cluster["ssh_key_name"] = "ops-key"
+        cluster["fsx"] = {"file_system_id": "fs-0123456789abcdef0", "mount_dir": "/shared"}
+
+    spec = parse_spec(with_cluster(edit))
+    config = build_cluster_config(spec, example_refs(spec))
+    assert config["HeadNode"]["Ssh"] == {"KeyName": "ops-key"}
+    assert config["SharedStorage"][0]["FsxLustreSettings"] == {"FileSystemId": "fs-0123456789abcdef0"}
+    assert config["SharedStorage"][0]["MountDir"] == "/shared"
+
+
+def test_custom_resource_properties() -> None:
+    spec = load_spec()
+    properties = custom_resource_properties(spec, example_refs(spec))
+    assert properties["ClusterName"] == "llm-demo" == cluster_name(spec)
+    assert properties["ClusterName"] != spec.stack_names["cluster"]
+    assert properties["DeletionPolicy"] == "Delete"
+    assert properties["ClusterConfiguration"]["HeadNode"]["InstanceType"] == "m6i.2xlarge"
+
+
+def test_spec_without_cluster_is_refused() -> None:
+    data = spec_dict()
+    del data["cluster"]
+    spec = parse_spec(data)
+    with pytest.raises(ValueError, match=r"^cluster: the spec has no cluster section$"):
+        build_cluster_config(spec, example_refs(spec))
+
+
+def test_cli_prints_yaml_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([str(example("p5-capacity-block.yaml"))]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["Scheduling"]["SlurmQueues"][0]["CapacityType"] == "CAPACITY_BLOCK"
+    assert main(["--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["HeadNode"]["InstanceType"] == "m6i.2xlarge"
+
+
+def test_cli_reports_a_bad_spec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = with_cluster(lambda c: c["queues"][0].update(instance_type="p9.96xlarge"))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    assert main([str(bad)]) == 2
+    assert "cluster.queues[0].instance_type: 'p9.96xlarge' is not in the facts table" in capsys.readouterr().err
+
+
+def test_refs_dataclass_is_frozen() -> None:
+    refs = example_refs(load_spec())
+    assert replace(refs, head_payload_uri=None).head_payload_uri is None

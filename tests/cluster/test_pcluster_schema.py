@@ -1,0 +1,66 @@
+"""Every config the builder makes, checked by aws-parallelcluster 3.16.1's own schema (isolated venv)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cluster.config_builder import build_cluster_config, cluster_name, example_refs
+from cluster.image_config import build_image_config
+from cluster.pcluster.runner import schema_errors
+from spec import load_spec, parse_spec
+from tests.cluster.conftest import ALL_SPECS, spec_dict, with_cluster
+
+pytestmark = pytest.mark.pcluster
+
+
+def variant_configs() -> dict[str, dict[str, Any]]:
+    """The shipped specs plus variants that switch on the optional keys."""
+    specs = {path.stem: load_spec(path) for path in ALL_SPECS}
+    nat = spec_dict(next(p for p in ALL_SPECS if p.name == "trn1-neuron.yaml"))
+    nat["network"]["internet_egress"] = "nat"
+    del nat["cluster"]["neuron"]["custom_ami"]
+    specs["trn1-with-egress"] = parse_spec(nat)
+
+    def extras(cluster: dict[str, Any]) -> None:
+        cluster["ssh_key_name"] = "ops-key"
+        cluster["custom_ami"] = "ami-0fedcba9876543210"
+        cluster["fsx"] = {"file_system_id": "fs-0123456789abcdef0"}
+        cluster["queues"][0].update(placement_group_name="llm-demo-pg", allocation_strategy="lowest-price")
+        cluster["queues"].append(
+            {"name": "a100", "instance_type": "p4de.24xlarge", "max_count": 2, "placement_group": False}
+        )
+
+    specs["ssh-ami-existing-fsx-two-queues"] = parse_spec(with_cluster(extras))
+    return {name: build_cluster_config(spec, example_refs(spec)) for name, spec in specs.items()}
+
+
+def test_every_variant_passes_parallelclusters_schema(pcluster_venv: Path) -> None:
+    configs = variant_configs()
+    assert len(configs) == 7
+    errors = schema_errors(configs)
+    assert errors == dict.fromkeys(configs)
+
+
+def test_the_schema_check_can_fail(pcluster_venv: Path) -> None:
+    spec = load_spec()
+    config = build_cluster_config(spec, example_refs(spec))
+    config["HeadNode"]["Imds"]["Secure"] = True  # misspelled key
+    config["Scheduling"]["SlurmQueues"][0]["CapacityType"] = "RESERVED"
+    config["SharedStorage"][0]["FsxLustreSettings"]["DeploymentType"] = "PERSISTENT_3"
+    errors = schema_errors({cluster_name(spec): config})[cluster_name(spec)]
+    assert errors["HeadNode"]["Imds"] == {"Secure": ["Unknown field."]}
+    assert errors["Scheduling"]["SlurmQueues"]["0"]["CapacityType"] == [
+        "Must be one of: CAPACITY_BLOCK, ONDEMAND, SPOT."
+    ]
+    assert "DeploymentType" in errors["SharedStorage"]["0"]["FsxLustreSettings"]
+
+
+def test_neuron_image_config_passes_the_image_builder_schema(pcluster_venv: Path) -> None:
+    spec = load_spec(next(p for p in ALL_SPECS if p.name == "trn1-neuron.yaml"))
+    config = build_image_config(spec, parent_image="ami-0123456789abcdef0", component_uri="s3://bucket/neuron.sh")
+    assert schema_errors({"neuron-image": config}, kind="image") == {"neuron-image": None}
+    config["Build"]["Components"][0]["Type"] = "ansible"
+    assert schema_errors({"neuron-image": config}, kind="image")["neuron-image"] is not None

@@ -1,7 +1,8 @@
 """Run ParallelCluster's own ConfigPatch over config pairs. Runs under .pcluster-venv's Python.
 
 stdin: JSON list of {"name": str, "old": {...}, "new": {...}}.
-stdout: JSON list of {"name": str, "changes": [[path, policy, check result], ...]}; the check
+stdout: JSON list of {"name": str, "changes": [[path, policy, kind, check result], ...]} where kind is
+"added"/"removed" for a list item and "changed" otherwise; the check
 assumes a running compute fleet and no login nodes (the state `cluster.update_plan` plans for).
 """
 
@@ -20,6 +21,7 @@ class RunningCluster:
     class _HeadNode:
         state = "running"
 
+    name = "llm-demo"
     head_node_instance = _HeadNode()
 
     def has_running_capacity(self):
@@ -37,7 +39,10 @@ def main():
         for change in patch.changes:
             result = change.update_policy.check(change, patch)[0]
             path = ".".join([*change.path, change.key])
-            changes.append([path, change.update_policy.name, result.value])
+            kind = "changed"
+            if change.is_list:
+                kind = "added" if change.old_value is None else "removed" if change.new_value is None else kind
+            changes.append([path, change.update_policy.name, kind, result.value])
         out.append({"name": item["name"], "changes": sorted(changes)})
     json.dump(out, sys.stdout, indent=1)
     sys.stdout.write("\n")

@@ -1,0 +1,239 @@
+"""The node bootstrap scripts: shellcheck-clean, and run for real against fixture trees
+(sysfs/dev directories and a node root in tmp_path) where hardware would be."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cluster.image_config import BOOTSTRAP_DIR, build_image_config, main, render_component
+from cluster.neuron import NEURON_RELEASES
+from spec import load_spec
+from tests.cluster.conftest import ALL_SPECS
+
+SCRIPTS = sorted(BOOTSTRAP_DIR.glob("*.sh"))
+TRN1_SPEC = next(p for p in ALL_SPECS if p.name == "trn1-neuron.yaml")
+PINS = ",".join(f"{name}={version}" for name, version in NEURON_RELEASES["2.26.1"].items())
+
+
+@pytest.fixture(scope="module")
+def shellcheck() -> str:
+    found = shutil.which("shellcheck")
+    if found is None:  # Debian's package; the tests run as root
+        subprocess.run(["apt-get", "install", "-y", "-q", "shellcheck"], check=True, capture_output=True)
+        found = shutil.which("shellcheck")
+    assert found, "shellcheck is not installed and apt-get could not install it"
+    return found
+
+
+def test_scripts_are_shellcheck_clean(shellcheck: str) -> None:
+    assert {p.name for p in SCRIPTS} == {"gpu_node.sh", "head_node.sh", "neuron_install.sh", "trn1_node.sh"}
+    result = subprocess.run([shellcheck, "-x", *map(str, SCRIPTS)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
+
+
+def test_rendered_neuron_component_is_shellcheck_clean(shellcheck: str, tmp_path: Path) -> None:
+    component = tmp_path / "neuron_component.sh"
+    component.write_text(render_component(load_spec(TRN1_SPEC)))
+    result = subprocess.run([shellcheck, str(component)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
+    assert f"NEURON_PINS=${{NEURON_PINS:-{PINS}}}" in component.read_text()
+
+
+def executable(path: Path, body: str) -> Path:
+    path.write_text("#!/usr/bin/env bash\n" + body)
+    path.chmod(0o755)
+    return path
+
+
+def fixture_node(tmp_path: Path, efa: int, gpus: int = 0, neuron: int = 0) -> dict[str, str]:
+    sysfs, dev, root = tmp_path / "sys", tmp_path / "dev", tmp_path / "root"
+    for i in range(efa):
+        (sysfs / "class" / "infiniband" / f"rdmap{i}s0").mkdir(parents=True)
+    dev.mkdir()
+    for i in range(neuron):
+        (dev / f"neuron{i}").touch()
+    root.mkdir()
+    lines = "".join(f"echo {i}\n" for i in range(gpus))
+    env = {
+        **os.environ,
+        "NODE_ROOT": str(root),
+        "SYSFS_ROOT": str(sysfs),
+        "DEV_ROOT": str(dev),
+        "NVIDIA_SMI": str(executable(tmp_path / "nvidia-smi", lines)),
+        "FI_INFO": str(executable(tmp_path / "fi_info", 'echo "provider: efa"\n')),
+    }
+    return env
+
+
+def run(script: str, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(BOOTSTRAP_DIR / script), *args], env=env, capture_output=True, text=True)
+
+
+GPU_ARGS = ["--gpus", "8", "--efa-devices", "32", "--pyxis", "true", "--enroot-dir", "/scratch/enroot"]
+
+
+def test_gpu_node_configures_enroot_on_local_disk(tmp_path: Path) -> None:
+    env = fixture_node(tmp_path, efa=32, gpus=8)
+    result = run("gpu_node.sh", [*GPU_ARGS, "--container-image", "nvcr.io/nvidia/nemo:25.04"], env)
+    assert result.returncode == 0, result.stderr
+    root = tmp_path / "root"
+    enroot = (root / "etc/enroot/enroot.conf").read_text()
+    assert "ENROOT_RUNTIME_PATH /run/enroot/user-$(id -u)" in enroot
+    assert "ENROOT_DATA_PATH /scratch/enroot/data/user-$(id -u)" in enroot
+    assert "/fsx" not in enroot
+    assert (root / "scratch/enroot/cache").is_dir()
+    assert (root / "etc/llm-health/health.env").read_text().splitlines() == [
+        "HEALTH_EXPECTED_GPUS=8",
+        "HEALTH_EXPECTED_NEURON=0",
+        "HEALTH_EXPECTED_EFA=32",
+    ]
+    assert "export FI_PROVIDER=efa" in (root / "etc/profile.d/llm-efa.sh").read_text()
+    assert (root / "etc/llm-cluster/container-image").read_text().strip() == "nvcr.io/nvidia/nemo:25.04"
+
+
+def test_gpu_node_fails_on_missing_efa_devices(tmp_path: Path) -> None:
+    env = fixture_node(tmp_path, efa=16, gpus=8)
+    result = run("gpu_node.sh", GPU_ARGS, env)
+    assert result.returncode == 1
+    assert result.stderr.strip().startswith("gpu_node: found 16 EFA devices in ")
+    assert "expected 32" in result.stderr
+
+
+def test_gpu_node_fails_without_the_efa_provider(tmp_path: Path) -> None:
+    env = fixture_node(tmp_path, efa=32, gpus=8)
+    env["FI_INFO"] = str(executable(tmp_path / "fi_info_none", "exit 61\n"))
+    result = run("gpu_node.sh", GPU_ARGS, env)
+    assert result.returncode == 1
+    assert "fi_info -p efa finds no EFA provider" in result.stderr
+
+
+def test_gpu_node_fails_on_missing_gpus_and_bad_arguments(tmp_path: Path) -> None:
+    env = fixture_node(tmp_path, efa=32, gpus=7)
+    assert "found 7 GPUs, expected 8" in run("gpu_node.sh", GPU_ARGS, env).stderr
+    assert "unknown argument --gpu " in run("gpu_node.sh", ["--gpu", "8"], env).stderr
+    assert "--gpus must be a whole number, not 'eight'" in run("gpu_node.sh", ["--gpus", "eight"], env).stderr
+
+
+def trn1_args(offline: str = "true") -> list[str]:
+    return [
+        "--neuron-sdk",
+        "2.26.1",
+        "--pins",
+        PINS,
+        "--devices",
+        "16",
+        "--efa-devices",
+        "8",
+        "--compile-cache",
+        "/fsx/neuron-cache",
+        "--offline",
+        offline,
+    ]
+
+
+def installed(tmp_path: Path, versions: dict[str, str]) -> str:
+    cases = "".join(f'{name}) echo "{version}" ;;\n' for name, version in versions.items())
+    return str(executable(tmp_path / "installed_version", f'case "$1" in\n{cases}esac\n'))
+
+
+def test_trn1_node_with_the_pins_in_the_ami(tmp_path: Path) -> None:
+    env = fixture_node(tmp_path, efa=8, neuron=16)
+    # apt versions carry a build suffix after the pinned version
+    versions = {**NEURON_RELEASES["2.26.1"], "aws-neuronx-runtime-lib": "2.28.23.0-1a2b3c4d5"}
+    env["INSTALLED_VERSION"] = installed(tmp_path, versions)
+    result = run("trn1_node.sh", trn1_args(), env)
+    assert result.returncode == 0, result.stderr
+    root = tmp_path / "root"
+    assert (root / "fsx/neuron-cache").is_dir()
+    profile = (root / "etc/profile.d/llm-neuron.sh").read_text()
+    assert 'export NEURON_COMPILE_CACHE_URL="/fsx/neuron-cache"' in profile
+    assert "HEALTH_EXPECTED_NEURON=16" in (root / "etc/llm-health/health.env").read_text()
+
+
+def test_trn1_node_offline_names_the_wrong_package(tmp_path: Path) -> None:
+    env = fixture_node(tmp_path, efa=8, neuron=16)
+    env["INSTALLED_VERSION"] = installed(tmp_path, {**NEURON_RELEASES["2.26.1"], "aws-neuronx-dkms": "2.23.9.0"})
+    result = run("trn1_node.sh", trn1_args(), env)
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        "trn1_node: Neuron SDK 2.26.1 not in this AMI: aws-neuronx-dkms 2.23.9.0 (pinned 2.24.7.0); without "
+        "internet egress rebuild the AMI from cluster/bootstrap/neuron-image.yaml"
+    )
+
+
+def test_trn1_node_counts_neuron_devices(tmp_path: Path) -> None:
+    env = fixture_node(tmp_path, efa=8, neuron=15)
+    env["INSTALLED_VERSION"] = installed(tmp_path, NEURON_RELEASES["2.26.1"])
+    result = run("trn1_node.sh", trn1_args(), env)
+    assert result.returncode == 1
+    assert "found 15 Neuron devices" in result.stderr and "expected 16" in result.stderr
+
+
+def test_neuron_install_refuses_incomplete_pins(tmp_path: Path) -> None:
+    env = {**os.environ, "NEURON_PINS": "aws-neuronx-dkms=2.24.7.0"}
+    result = run("neuron_install.sh", [], env)
+    assert result.returncode == 1
+    assert result.stderr.strip() == "neuron_install: no pin for aws-neuronx-runtime-lib in NEURON_PINS"
+
+
+def make_payload(tmp_path: Path, with_training: bool = True) -> Path:
+    source = tmp_path / "payload-src"
+    health = source / "cluster" / "health"
+    health.mkdir(parents=True)
+    for name in ("prolog.sh", "epilog.sh", "lib.sh"):
+        (health / name).write_text(f"# {name}\n")
+    if with_training:
+        (source / "training").mkdir()
+        (source / "training" / "__init__.py").write_text("VERSION = 2\n")
+    archive = tmp_path / "payload.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for entry in sorted(source.iterdir()):
+            tar.add(entry, arcname=entry.name)
+    return archive
+
+
+def test_head_node_installs_checks_training_and_pyxis(tmp_path: Path) -> None:
+    slurm_etc, shared = tmp_path / "slurm-etc", tmp_path / "fsx"
+    shared.mkdir()
+    (shared / "llm-training").mkdir()
+    (shared / "llm-training" / "stale.txt").write_text("old release")
+    plugin = tmp_path / "spank_pyxis.so"
+    plugin.write_bytes(b"\x7fELF")
+    env = {**os.environ, "SLURM_ETC": str(slurm_etc), "PYXIS_PLUGIN": str(plugin)}
+    args = ["--cluster-name-tag", "deployment", "--shared-dir", str(shared), "--payload", str(make_payload(tmp_path))]
+    result = run("head_node.sh", [*args, "--pyxis", "true"], env)
+    assert result.returncode == 0, result.stderr
+    checks = slurm_etc / "scripts" / "llm-health"
+    assert sorted(p.name for p in checks.iterdir()) == ["epilog.sh", "lib.sh", "prolog.sh"]
+    wrapper = (slurm_etc / "scripts" / "prolog.d" / "90-llm-health.sh").read_text()
+    assert f"exec {checks}/prolog.sh" in wrapper
+    assert os.access(slurm_etc / "scripts" / "epilog.d" / "90-llm-health.sh", os.X_OK)
+    assert (shared / "llm-training" / "training" / "__init__.py").read_text() == "VERSION = 2\n"
+    assert not (shared / "llm-training" / "stale.txt").exists()  # swapped in whole
+    assert (slurm_etc / "plugstack.conf.d" / "pyxis.conf").read_text().strip() == (
+        f"required {plugin} runtime_path=/run/pyxis"
+    )
+
+
+def test_head_node_refuses_an_incomplete_payload(tmp_path: Path) -> None:
+    env = {**os.environ, "SLURM_ETC": str(tmp_path / "etc")}
+    payload = str(make_payload(tmp_path, with_training=False))
+    result = run("head_node.sh", ["--shared-dir", str(tmp_path), "--payload", payload], env)
+    assert result.returncode == 1
+    assert result.stderr.strip().endswith(f"head_node: payload {payload} lacks training/")
+
+
+def test_shipped_neuron_image_config_matches_the_generator(capsys: pytest.CaptureFixture[str]) -> None:
+    shipped = yaml.safe_load((BOOTSTRAP_DIR / "neuron-image.yaml").read_text())
+    assert shipped == build_image_config(load_spec(TRN1_SPEC))
+    assert main([str(TRN1_SPEC), "--parent-image", "ami-0123456789abcdef0"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["Build"]["ParentImage"] == "ami-0123456789abcdef0"
+    assert main([str(ALL_SPECS[0])]) == 2
+    assert capsys.readouterr().err.strip() == "cluster.neuron: None is required to build a Neuron image"

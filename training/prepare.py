@@ -1,6 +1,7 @@
 """Raw text -> Megatron indexed dataset `<prefix>_text_document.{bin,idx}` plus its manifest.
 
     python -m training.prepare --input data/*.jsonl --output-prefix build/data/corpus [--tokenizer tokenizer.json]
+    python -m training.prepare --demo-corpus --output-prefix build/data/demo
 
 Without --tokenizer a byte-level BPE is trained on the inputs and saved as `<prefix>_tokenizer.json`.
 Every document is followed by exactly one end-of-document token; the tokenizer adds nothing of its own.
@@ -18,6 +19,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from training.corpus import demo_corpus_path
 from training.data.errors import DataError
 from training.data.manifest import DatasetManifest, sha256_file
 from training.data.sources import iter_documents, resolve_inputs
@@ -143,11 +145,15 @@ def _counted(documents: Iterator[tuple[int, np.ndarray]], progress: tqdm) -> Ite
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m training.prepare", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--input", nargs="+", required=True, metavar="PATH", help=".jsonl/.json/.txt files or dirs")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--input", nargs="+", metavar="PATH", help=".jsonl/.json/.txt files or directories")
+    source.add_argument(
+        "--demo-corpus", action="store_true", help="use the standard-library docstring corpus (built on first use)"
+    )
     parser.add_argument("--output-prefix", required=True, metavar="OUT", help="writes OUT_text_document.{bin,idx}")
     parser.add_argument("--tokenizer", metavar="tokenizer.json", help="HF tokenizer.json (Llama, NeoX, ...)")
     parser.add_argument(
-        "--vocab-size", type=int, default=DEFAULT_VOCAB_SIZE, help="BPE vocabulary to train without --tokenizer"
+        "--vocab-size", type=int, help=f"BPE vocabulary to train without --tokenizer (default {DEFAULT_VOCAB_SIZE})"
     )
     parser.add_argument("--text-field", default="text", help="JSONL field holding the document text")
     parser.add_argument("--eod-token", help="end-of-document token (default: the first of the usual ones present)")
@@ -157,15 +163,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.tokenizer is not None and args.vocab_size != DEFAULT_VOCAB_SIZE:
+    if args.tokenizer is not None and args.vocab_size is not None:
         print("error: --vocab-size: only applies when no --tokenizer is given", file=sys.stderr)
         return 2
     try:
+        inputs = [demo_corpus_path()] if args.demo_corpus else args.input
         prepared = prepare_dataset(
-            args.input,
+            inputs,
             args.output_prefix,
             tokenizer_path=args.tokenizer,
-            vocab_size_to_train=args.vocab_size,
+            vocab_size_to_train=DEFAULT_VOCAB_SIZE if args.vocab_size is None else args.vocab_size,
             text_field=args.text_field,
             workers=args.workers,
             eod_token=args.eod_token,

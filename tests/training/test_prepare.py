@@ -165,3 +165,13 @@ def test_cli_success_prints_a_summary_and_no_progress_bar_off_a_terminal(
     out, err = capsys.readouterr()
     assert "5 documents" in out and "vocab" in out
     assert err == ""
+
+
+def test_cli_demo_corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    small = tmp_path / "demo.jsonl"
+    small.write_text("".join(json.dumps({"text": text}) + "\n" for text in DOCUMENTS))
+    monkeypatch.setattr("training.prepare.demo_corpus_path", lambda: small)
+    argv = ["--demo-corpus", "--output-prefix", str(tmp_path / "demo"), "--vocab-size", "300", "--workers", "1"]
+    assert main(argv) == 0
+    assert read_manifest(tmp_path / "demo_text_document.manifest.json").sources[0].path == str(small)
+    capsys.readouterr()

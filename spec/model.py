@@ -238,6 +238,22 @@ class DataSpec(StrictModel):
         return f"{self.bucket_name}-logs"
 
 
+def _policy_source(value: Any) -> Any:
+    if isinstance(value, str):
+        if not value.endswith(".json"):
+            raise ValueError("must be a path to a .json policy document or an inline policy document")
+        return value
+    if isinstance(value, dict):
+        if not value.get("Statement"):
+            raise ValueError("must be a policy document with a Statement")
+        return value
+    raise ValueError("must be a path to a .json policy document or an inline policy document")
+
+
+# An organization policy: a JSON file path (relative to the working directory) or an inline document.
+PolicySource = Annotated[str | dict[str, Any], BeforeValidator(_policy_source)]
+
+
 class PerimeterSpec(StrictModel):
     organization_bound: bool = Field(
         default=True,
@@ -249,6 +265,14 @@ class PerimeterSpec(StrictModel):
             "Also deny object access on the bucket itself unless it came through a VPC access point. "
             "Off by default: it blocks the data account's own direct uploads and replication."
         ),
+    )
+    scps: list[PolicySource] = Field(
+        default_factory=list,
+        description="Service control policies over both accounts; the policy tests evaluate them as a layer.",
+    )
+    rcps: list[PolicySource] = Field(
+        default_factory=list,
+        description="Resource control policies over the data account; the policy tests evaluate them as a layer.",
     )
 
 

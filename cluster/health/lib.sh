@@ -1,0 +1,254 @@
+# shellcheck shell=bash
+# Node health checks shared by prolog.sh and epilog.sh. Sourced, never executed.
+#
+# Every root, tool and threshold comes from the environment so the same checks run on a trn1/p5 node,
+# on the local SLURM cluster and against fixture trees in the tests:
+#   HEALTH_CONFIG                 file of KEY=value lines (rendered by `python -m cluster.health.facts`),
+#                                 read first; variables already set in the environment win
+#   HEALTH_EXPECTED_GPUS          GPUs the instance type has (0: skip the GPU checks)
+#   HEALTH_EXPECTED_NEURON        Neuron devices (Trainium chips) the instance type has (0: skip)
+#   HEALTH_EXPECTED_EFA           EFA interfaces (0: skip)
+#   HEALTH_FSX_PATH               shared file system to check ("" skips), HEALTH_MIN_FSX_FREE_GIB
+#   HEALTH_SCRATCH_PATH           node-local scratch ("" skips), HEALTH_MIN_SCRATCH_FREE_GIB
+#   HEALTH_SYSFS_ROOT=/sys        HEALTH_DEV_ROOT=/dev
+#   NVIDIA_SMI, NEURON_LS         the tools (default: found on PATH; absent: fall back to /dev and sysfs)
+#   SCONTROL=scontrol             used to drain the node
+#   HEALTH_TIMEOUT_S=15           a tool that hangs (nvidia-smi on a wedged GPU, df on a hung Lustre) fails
+#   HEALTH_DRAIN=1                0: report only (for running the checks by hand)
+
+# SLURM runs prolog/epilog with no PATH at all.
+export PATH="${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+HEALTH_FAILURES=()
+
+health_load_config() {
+	local file="${HEALTH_CONFIG:-/etc/llm-health/health.env}"
+	[[ -r "$file" ]] || return 0
+	local line key value
+	local -A from_file=()
+	while IFS= read -r line || [[ -n "$line" ]]; do
+		[[ "$line" =~ ^[[:space:]]*(#|$) ]] && continue
+		if [[ ! "$line" =~ ^([A-Z_][A-Z0-9_]*)=(.*)$ ]]; then
+			echo "health: ignoring malformed line in $file: $line" >&2
+			continue
+		fi
+		key="${BASH_REMATCH[1]}"
+		value="${BASH_REMATCH[2]}"
+		# Strip one level of quotes; the file is data, never evaluated.
+		[[ "$value" =~ ^\"(.*)\"$ || "$value" =~ ^\'(.*)\'$ ]] && value="${BASH_REMATCH[1]}"
+		# The environment wins over the file; within the file the last line wins.
+		if [[ -z "${!key+set}" || -n "${from_file[$key]:-}" ]]; then
+			printf -v "$key" '%s' "$value"
+			export "${key?}"
+			from_file[$key]=1
+		fi
+	done <"$file"
+}
+
+health_defaults() {
+	: "${HEALTH_EXPECTED_GPUS:=0}" "${HEALTH_EXPECTED_NEURON:=0}" "${HEALTH_EXPECTED_EFA:=0}"
+	: "${HEALTH_FSX_PATH:=}" "${HEALTH_MIN_FSX_FREE_GIB:=0}"
+	: "${HEALTH_SCRATCH_PATH:=}" "${HEALTH_MIN_SCRATCH_FREE_GIB:=0}"
+	: "${HEALTH_SYSFS_ROOT:=/sys}" "${HEALTH_DEV_ROOT:=/dev}"
+	: "${HEALTH_TIMEOUT_S:=15}" "${HEALTH_DRAIN:=1}" "${SCONTROL:=scontrol}"
+	if [[ -z "${NVIDIA_SMI+set}" ]]; then NVIDIA_SMI="$(command -v nvidia-smi || true)"; fi
+	if [[ -z "${NEURON_LS+set}" ]]; then NEURON_LS="$(command -v neuron-ls || true)"; fi
+	local name
+	for name in HEALTH_EXPECTED_GPUS HEALTH_EXPECTED_NEURON HEALTH_EXPECTED_EFA HEALTH_MIN_FSX_FREE_GIB \
+		HEALTH_MIN_SCRATCH_FREE_GIB HEALTH_TIMEOUT_S; do
+		if [[ ! "${!name}" =~ ^[0-9]+$ ]]; then
+			health_fail "config: $name=${!name} is not a non-negative integer"
+			printf -v "$name" '%s' 0
+		fi
+	done
+}
+
+health_ok() { echo "health: ok   $*"; }
+
+health_fail() {
+	echo "health: FAIL $*"
+	HEALTH_FAILURES+=("$*")
+}
+
+# Runs a tool with the timeout; prints its stdout. Non-zero status when it fails or hangs.
+health_run() {
+	timeout --kill-after=2 "$HEALTH_TIMEOUT_S" "$@" 2>/dev/null
+}
+
+health_count_glob() {
+	local pattern="$1" count=0 entry
+	for entry in $pattern; do
+		[[ -e "$entry" ]] && count=$((count + 1))
+	done
+	echo "$count"
+}
+
+check_gpus() {
+	local expected="$HEALTH_EXPECTED_GPUS"
+	((expected > 0)) || return 0
+	local count source
+	if [[ -n "$NVIDIA_SMI" ]]; then
+		local listing
+		if ! listing="$(health_run "$NVIDIA_SMI" --query-gpu=index --format=csv,noheader)"; then
+			health_fail "gpu: $NVIDIA_SMI failed or hung (driver not loaded or a GPU is wedged)"
+			return 0
+		fi
+		count="$(grep -c '[0-9]' <<<"$listing" || true)"
+		source="nvidia-smi"
+	else
+		count="$(health_count_glob "$HEALTH_DEV_ROOT/nvidia[0-9]*")"
+		source="$HEALTH_DEV_ROOT/nvidia*"
+	fi
+	if ((count != expected)); then
+		health_fail "gpu count $count, expected $expected ($source)"
+	else
+		health_ok "gpu count $count ($source)"
+	fi
+}
+
+check_gpu_ecc() {
+	((HEALTH_EXPECTED_GPUS > 0)) && [[ -n "$NVIDIA_SMI" ]] || return 0
+	local report
+	if ! report="$(health_run "$NVIDIA_SMI" --query-gpu=index,ecc.errors.uncorrected.volatile.total \
+		--format=csv,noheader,nounits)"; then
+		health_fail "gpu ecc: $NVIDIA_SMI failed or hung"
+		return 0
+	fi
+	local index errors bad=0
+	while IFS=', ' read -r index errors; do
+		[[ -n "$index" ]] || continue
+		# "[N/A]" means ECC reporting is off on that GPU: nothing to count.
+		if [[ "$errors" =~ ^[0-9]+$ ]] && ((errors > 0)); then
+			health_fail "gpu $index: $errors uncorrected ECC errors (volatile)"
+			bad=1
+		fi
+	done <<<"$report"
+	((bad)) || health_ok "gpu ecc: no uncorrected errors"
+}
+
+check_neuron() {
+	local expected="$HEALTH_EXPECTED_NEURON"
+	((expected > 0)) || return 0
+	local count source
+	if [[ -n "$NEURON_LS" ]]; then
+		local listing
+		if ! listing="$(health_run "$NEURON_LS" --json-output)"; then
+			health_fail "neuron: $NEURON_LS failed or hung (driver not loaded?)"
+			return 0
+		fi
+		count="$(grep -o '"neuron_device"' <<<"$listing" | grep -c . || true)"
+		source="neuron-ls"
+	else
+		count="$(health_count_glob "$HEALTH_DEV_ROOT/neuron[0-9]*")"
+		source="$HEALTH_DEV_ROOT/neuron*"
+	fi
+	if ((count != expected)); then
+		health_fail "neuron device count $count, expected $expected ($source)"
+	else
+		health_ok "neuron device count $count ($source)"
+	fi
+}
+
+check_neuron_ecc() {
+	((HEALTH_EXPECTED_NEURON > 0)) || return 0
+	local device counter value name bad=0
+	for device in "$HEALTH_SYSFS_ROOT"/devices/virtual/neuron_device/neuron[0-9]*; do
+		[[ -d "$device" ]] || continue
+		for name in mem_ecc_uncorrected sram_ecc_uncorrected; do
+			counter="$device/stats/hardware/$name"
+			# The driver exposes each counter as a directory holding `total` (and `present`).
+			[[ -d "$counter" ]] && counter="$counter/total"
+			[[ -r "$counter" ]] || continue
+			value="$(<"$counter")"
+			if [[ "$value" =~ ^[0-9]+$ ]] && ((value > 0)); then
+				health_fail "${device##*/}: $value ${name//_/ } errors"
+				bad=1
+			fi
+		done
+	done
+	((bad)) || health_ok "neuron ecc: no uncorrected errors"
+}
+
+check_efa() {
+	local expected="$HEALTH_EXPECTED_EFA"
+	((expected > 0)) || return 0
+	local class="$HEALTH_SYSFS_ROOT/class/infiniband"
+	local count down=() device state
+	count="$(health_count_glob "$class/*")"
+	for device in "$class"/*; do
+		[[ -r "$device/ports/1/state" ]] || continue
+		state="$(<"$device/ports/1/state")"
+		[[ "$state" == *ACTIVE* ]] || down+=("${device##*/}")
+	done
+	if ((count != expected)); then
+		health_fail "efa count $count, expected $expected ($class)"
+	elif ((${#down[@]} > 0)); then
+		health_fail "efa port not ACTIVE on ${down[*]}"
+	else
+		health_ok "efa count $count"
+	fi
+}
+
+# check_free_space LABEL PATH MIN_GIB
+check_free_space() {
+	local label="$1" path="$2" min_gib="$3"
+	[[ -n "$path" ]] || return 0
+	if [[ ! -d "$path" ]]; then
+		health_fail "$label: $path is missing (not mounted?)"
+		return 0
+	fi
+	local line avail_kib
+	if ! line="$(health_run df -Pk "$path" | tail -n 1)"; then
+		health_fail "$label: df $path failed or hung"
+		return 0
+	fi
+	avail_kib="$(awk '{print $4}' <<<"$line")"
+	if [[ ! "$avail_kib" =~ ^[0-9]+$ ]]; then
+		health_fail "$label: cannot read free space of $path"
+		return 0
+	fi
+	local avail_gib=$((avail_kib / 1048576))
+	if ((avail_gib < min_gib)); then
+		health_fail "$label: $path has ${avail_gib} GiB free, below ${min_gib} GiB"
+	else
+		health_ok "$label: $path ${avail_gib} GiB free"
+	fi
+}
+
+# The cheap invariants both scripts check.
+health_run_checks() {
+	check_gpus
+	check_gpu_ecc
+	check_neuron
+	check_neuron_ecc
+	check_efa
+	check_free_space fsx "$HEALTH_FSX_PATH" "$HEALTH_MIN_FSX_FREE_GIB"
+	check_free_space scratch "$HEALTH_SCRATCH_PATH" "$HEALTH_MIN_SCRATCH_FREE_GIB"
+}
+
+# Drains this node with the failures as the reason; returns 1 when there were failures.
+health_drain_on_failure() {
+	local stage="$1"
+	((${#HEALTH_FAILURES[@]} == 0)) && return 0
+	local reason
+	reason="health-$stage: $(printf '%s; ' "${HEALTH_FAILURES[@]}")"
+	reason="${reason%; }"
+	# scontrol keeps reasons short in listings; the full text stays in the slurmd log.
+	reason="${reason:0:200}"
+	if [[ "$HEALTH_DRAIN" == 1 && -n "${SLURMD_NODENAME:-}" ]]; then
+		# A job whose prolog failed still runs the epilog: keep the first health reason, it names the cause.
+		local current
+		current="$(health_run "$SCONTROL" show node "$SLURMD_NODENAME" || true)"
+		if [[ "$current" =~ State=[A-Z+_]*DRAIN && "$current" =~ Reason=(health-[^[]*) ]]; then
+			echo "health: $SLURMD_NODENAME already drained: ${BASH_REMATCH[1]% }"
+			return 1
+		fi
+		if ! health_run "$SCONTROL" update nodename="$SLURMD_NODENAME" state=drain reason="$reason" >/dev/null; then
+			echo "health: could not drain $SLURMD_NODENAME with $SCONTROL" >&2
+		fi
+		echo "health: drained ${SLURMD_NODENAME}: $reason"
+	else
+		echo "health: not drained (HEALTH_DRAIN=0 or not under SLURM): $reason"
+	fi
+	return 1
+}

@@ -1,0 +1,90 @@
+"""The local SLURM harness: a real slurmctld and two slurmd on this host."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cluster.local_slurm import LocalSlurm
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _wait_for_job(cluster: LocalSlurm, job_id: str, timeout_s: float = 60) -> str:
+    deadline = time.monotonic() + timeout_s
+    state = ""
+    while time.monotonic() < deadline:
+        state = cluster.job(job_id)["JobState"]
+        if state in {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"}:
+            return state
+        time.sleep(0.3)
+    raise AssertionError(f"job {job_id} still {state} after {timeout_s} s")
+
+
+@pytest.mark.slurm
+def test_a_second_cluster_starts_runs_a_two_node_job_and_stops_cleanly(tmp_path: Path) -> None:
+    # Its own cluster (not the session's): this test is about the lifecycle itself.
+    cluster = LocalSlurm(tmp_path / "c")
+    try:
+        cluster.up()
+        first = cluster.running_daemons()
+        assert set(first) == {"slurmd-n1", "slurmd-n2", "slurmctld", "munged"}
+        cluster.up()  # idempotent: the running daemons are kept
+        assert cluster.running_daemons() == first
+        assert [(s.name, s.state) for s in cluster.node_states()] == [("n1", "idle"), ("n2", "idle")]
+
+        out = tmp_path / "job.out"
+        submitted = cluster.run(
+            ["sbatch", "--parsable", "-N", "2", "-o", str(out), "--wrap", "srun bash -c 'echo $SLURMD_NODENAME'"]
+        )
+        job_id = submitted.stdout.strip()
+        assert _wait_for_job(cluster, job_id) == "COMPLETED"
+        assert sorted(out.read_text().split()) == ["n1", "n2"]
+
+        # A job still running when the cluster goes down must not outlive it.
+        cluster.run(["sbatch", "-N", "2", "-o", "/dev/null", "--wrap", "srun sleep 600"])
+        deadline = time.monotonic() + 30
+        while not cluster._step_daemons() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert cluster._step_daemons()
+    finally:
+        cluster.down()
+    assert cluster.running_daemons() == {}
+    assert cluster._step_daemons() == []
+    assert not (cluster.state_dir / "spool").exists()
+
+
+@pytest.mark.slurm
+def test_session_cluster_answers_client_commands(local_slurm: LocalSlurm) -> None:
+    info = local_slurm.run(["sinfo", "-N", "-h", "-o", "%N %P %T"]).stdout.splitlines()
+    assert info == ["n1 local* idle", "n2 local* idle"]
+    status = local_slurm.status()
+    assert status["up"] is True
+
+
+def test_cli_status_of_a_stopped_cluster_exits_non_zero(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "cluster.local_slurm", "status", "--state-dir", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 3
+    assert '"up": false' in result.stdout
+
+
+def test_cli_rejects_a_bad_timeout(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "cluster.local_slurm", "wait", "--state-dir", str(tmp_path), "--timeout", "0"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "--timeout: 0.0 must be positive" in result.stderr

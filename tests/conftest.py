@@ -1,0 +1,37 @@
+"""Fixtures shared by more than one test package."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from cluster.local_slurm import LocalSlurm
+
+
+@pytest.fixture(scope="session")
+def local_slurm_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSlurm]:
+    """The local SLURM cluster (n1, n2 in partition 'local'): started once per session, always stopped."""
+    from cluster.local_slurm import LocalSlurm
+
+    if os.geteuid() != 0:
+        pytest.skip("the local SLURM cluster needs root (it installs slurm-wlm and runs slurmd)")
+    cluster = LocalSlurm(tmp_path_factory.mktemp("slurm"))
+    try:
+        cluster.up()
+        yield cluster
+    finally:
+        cluster.down()
+
+
+@pytest.fixture
+def local_slurm(local_slurm_session: LocalSlurm) -> LocalSlurm:
+    """The session's cluster with every node healthy and idle before the test."""
+    for node in local_slurm_session.nodes:
+        local_slurm_session.reset_health(node)
+    local_slurm_session.resume_all()
+    local_slurm_session.wait_idle(timeout_s=120)
+    return local_slurm_session

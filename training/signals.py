@@ -12,6 +12,7 @@ import signal
 import time
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 EXIT_OK = 0
 EXIT_CONFIG_ERROR = 2
@@ -28,10 +29,17 @@ class StopRequest:
 
     def __init__(self) -> None:
         self.signal_name: str | None = None
+        self._previous: dict[int, Any] = {}
 
     def install(self) -> None:
         for signum in STOP_SIGNALS:
-            signal.signal(signum, self._handle)
+            self._previous[signum] = signal.signal(signum, self._handle)
+
+    def uninstall(self) -> None:
+        """Put back the handlers that were there before (the trainer may run inside a larger program)."""
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.signal_name is None:

@@ -199,13 +199,13 @@ class Trainer:
 
     def run(self) -> str:
         """Train to max_steps; returns "done", or "stopped" after a stop signal (a checkpoint was written)."""
-        config, ctx = self.config, self.ctx
+        config = self.config
         self.stop_request.install()
-        self._announce()
-        if self.resumed_from is None and self.step == 0 and config.train.eval_every:
-            self._evaluate()
         batches = iter(self.train_loader)
         try:
+            self._announce()
+            if self.resumed_from is None and self.step == 0 and config.train.eval_every:
+                self._evaluate()
             while self.step < config.train.max_steps:
                 stop = self._train_step(batches)
                 if config.train.eval_every and self.step % config.train.eval_every == 0:
@@ -221,9 +221,11 @@ class Trainer:
             self._save()
             self.checkpoints.wait()
         finally:
+            batches.close()  # type: ignore[attr-defined]  # the loader's generator: stops its prefetch thread
+            self.stop_request.uninstall()
             self.profiler.close(self.step)
             self.metrics.close()
-        if ctx.is_main and config.metrics.plot:
+        if self.ctx.is_main and config.metrics.plot:
             plot = plot_run(self.run_dir)
             if plot is not None:
                 log.info("plot: %s", plot)

@@ -1,0 +1,95 @@
+"""`python -m training.export --run-dir DIR --output OUT [--step N] [--dtype bfloat16] [--tokenizer FILE]`
+
+Writes the model of a committed checkpoint as one HF-style directory: OUT/model.safetensors (HF parameter names,
+LlamaForCausalLM or GPTNeoXForCausalLM layout) and OUT/config.json. A job config with
+`model: {hf_checkpoint: OUT}` fine-tunes from it. Runs in one process on CPU; DCP reassembles the shards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import warnings
+from pathlib import Path
+
+import torch
+import torch.distributed.checkpoint as dcp
+from safetensors.torch import save_file
+
+from training.checkpoint.errors import CheckpointError
+from training.checkpoint.layout import TRAINER_STATE, complete_checkpoints, latest_complete, step_dir
+from training.models.args import ModelArgs
+from training.models.hf import hf_config, to_hf_state_dict
+from training.models.transformer import Transformer, build_model
+
+WEIGHTS_FILE = "model.safetensors"
+CONFIG_FILE = "config.json"
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def find_checkpoint(checkpoint_root: Path, step: int | None) -> Path:
+    if step is None:
+        latest = latest_complete(checkpoint_root)
+        if latest is None:
+            raise CheckpointError(f"--run-dir: no committed checkpoint under {checkpoint_root}")
+        return latest[1]
+    if (step, step_dir(checkpoint_root, step)) not in complete_checkpoints(checkpoint_root):
+        raise CheckpointError(f"--step: {step} has no committed checkpoint under {checkpoint_root}")
+    return step_dir(checkpoint_root, step)
+
+
+def load_checkpoint_model(checkpoint: Path) -> Transformer:
+    """The full (unsharded) model of a checkpoint, on CPU in float32."""
+    state = json.loads((checkpoint / TRAINER_STATE).read_text(encoding="utf-8"))
+    model = build_model(ModelArgs(**state["model_args"]), device="meta").to_empty(device="cpu")
+    weights = model.state_dict()
+    with warnings.catch_warnings():
+        # One process reading a multi-rank checkpoint is the intent here, not a mistake worth a warning.
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
+        dcp.load({"model": weights}, checkpoint_id=str(checkpoint), no_dist=True)
+    model.load_state_dict(weights)
+    return model
+
+
+def export_checkpoint(checkpoint: Path, output: Path, dtype: torch.dtype, tokenizer: Path | None = None) -> Path:
+    model = load_checkpoint_model(checkpoint)
+    args = model.args
+    tensors = {
+        name: tensor.detach().to(dtype).contiguous()
+        for name, tensor in to_hf_state_dict(args, model.state_dict()).items()
+    }
+    output.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(output / WEIGHTS_FILE), metadata={"format": "pt", "source": str(checkpoint)})
+    dtype_name = next(name for name, value in DTYPES.items() if value == dtype)
+    (output / CONFIG_FILE).write_text(json.dumps(hf_config(args, dtype_name), indent=2) + "\n", encoding="utf-8")
+    if tokenizer is not None:
+        shutil.copyfile(tokenizer, output / "tokenizer.json")
+    return output
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m training.export", description=__doc__.splitlines()[0])
+    parser.add_argument("--run-dir", required=True, help="the training run directory")
+    parser.add_argument("--output", required=True, help="directory to write model.safetensors and config.json to")
+    parser.add_argument("--checkpoint-dir", help="checkpoint root if not RUN_DIR/checkpoints")
+    parser.add_argument("--step", type=int, help="export this step instead of the latest")
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
+    parser.add_argument("--tokenizer", help="tokenizer.json to copy alongside (e.g. the dataset's)")
+    args = parser.parse_args(argv)
+    root = Path(args.checkpoint_dir) if args.checkpoint_dir else Path(args.run_dir) / "checkpoints"
+    try:
+        checkpoint = find_checkpoint(root, args.step)
+        out = export_checkpoint(
+            checkpoint, Path(args.output), DTYPES[args.dtype], Path(args.tokenizer) if args.tokenizer else None
+        )
+    except (CheckpointError, OSError) as error:
+        print(f"export: {error}", file=sys.stderr)
+        return 1
+    print(f"exported {checkpoint} -> {out / WEIGHTS_FILE} and {out / CONFIG_FILE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,732 @@
+"""The access matrix: every (principal, action, resource, context) the design promises to allow or
+to deny, generated from the spec, each with the layers expected to deny it.
+
+Grant cases come from the datasets (every reader and writer: what they may do, and the nearest
+things they may not). Perimeter cases are fixed threats: other accounts, other organizations,
+no TLS, Internet origin, exfiltration through the endpoint, keys used outside S3. A case holds
+when the overall decision AND the set of denying layers (with their explicit Deny statements)
+are exactly as expected, so weakening one layer shows even where another still denies.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from policies.extract import ExtractedPolicies
+from policies.harness.engine import ALLOWED, EXPLICITLY_DENIED, IMPLICITLY_DENIED, Decision, Engine
+from policies.harness.layers import (
+    ACCESS_POINT,
+    BUCKET,
+    ENDPOINT,
+    ENDPOINT_BUCKET,
+    IDENTITY,
+    KEY,
+    KMS_IDENTITY,
+    LAYER_ORDER,
+    Layer,
+    LayerOutcome,
+    layers_for,
+    outcome,
+)
+from policies.harness.model import (
+    AccessPointTarget,
+    KmsRequest,
+    Network,
+    PolicyDocument,
+    PolicySet,
+    Principal,
+    Request,
+    S3Request,
+)
+from spec import DatasetSpec, DeploymentSpec, SpecError, SpecProblem
+
+OUTSIDE_ACCOUNT = "333333333333"  # an account outside the organization
+OTHER_ORG_ACCOUNT = "444444444444"
+OTHER_ORG_ID = "o-zz9yx8wv7u6t"
+
+Denials = Mapping[str, frozenset[str]]  # layer -> its explicit Deny statements (empty: implicit deny)
+
+
+def implicit(*layers: str) -> dict[str, frozenset[str]]:
+    return {layer: frozenset() for layer in layers}
+
+
+def explicit(layer: str, *sids: str) -> dict[str, frozenset[str]]:
+    return {layer: frozenset(sids)}
+
+
+@dataclass(frozen=True)
+class Case:
+    case_id: str
+    group: str  # "grant": generated from the datasets; "perimeter": fixed threats; "platform": endpoint needs
+    title: str
+    request: Request
+    denials: Denials  # empty: expected to be allowed
+    variant: Callable[[PolicySet], PolicySet] | None = field(default=None, compare=False)
+    why: str = ""  # the invariant the case holds the design to
+
+    @property
+    def expect_allowed(self) -> bool:
+        return not self.denials
+
+
+@dataclass(frozen=True)
+class MatrixContext:
+    """What every case needs beyond the request: the dataset key S3 uses on the caller's behalf."""
+
+    key_arn: str
+    key_aliases: tuple[str, ...]
+    via_service: str
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    case: Case
+    layers: tuple[LayerOutcome, ...]
+
+    @property
+    def decision(self) -> Decision:
+        decisions = {layer.decision for layer in self.layers}
+        if EXPLICITLY_DENIED in decisions:
+            return EXPLICITLY_DENIED
+        return IMPLICITLY_DENIED if IMPLICITLY_DENIED in decisions else ALLOWED
+
+    @property
+    def denials(self) -> dict[str, frozenset[str]]:
+        return {layer.layer: denial for layer in self.layers if (denial := layer.denial) is not None}
+
+    def mismatches(self) -> list[str]:
+        expected, actual = dict(self.case.denials), self.denials
+        problems = []
+        if (self.decision == ALLOWED) != self.case.expect_allowed:
+            problems.append(f"decision {self.decision}, expected {'Allowed' if self.case.expect_allowed else 'denied'}")
+        for layer in LAYER_ORDER:
+            if expected.get(layer) != actual.get(layer):
+                problems.append(f"{layer}: {_show(actual.get(layer))}, expected {_show(expected.get(layer))}")
+        for layer in set(expected) - {evaluated.layer for evaluated in self.layers}:
+            problems.append(f"{layer}: expected to deny but not evaluated")
+        return problems
+
+    @property
+    def as_expected(self) -> bool:
+        return not self.mismatches()
+
+
+def _show(denial: frozenset[str] | None) -> str:
+    if denial is None:
+        return "allows"
+    return f"denies explicitly ({', '.join(sorted(denial))})" if denial else "denies implicitly"
+
+
+# ---- the policy set, from the templates ------------------------------------------------------
+
+
+def load_control_policies(spec: DeploymentSpec, base: Path | None = None) -> dict[str, PolicyDocument]:
+    """scp:<n> / rcp:<n> -> document, from the spec's perimeter (files are read relative to `base`)."""
+    documents: dict[str, PolicyDocument] = {}
+    for kind, sources in (("scp", spec.perimeter.scps), ("rcp", spec.perimeter.rcps)):
+        for index, source in enumerate(sources):
+            if isinstance(source, dict):
+                documents[f"{kind}:{index}"] = source
+                continue
+            path = (base or Path.cwd()) / source
+            try:
+                documents[f"{kind}:{index}"] = json.loads(path.read_text())
+            except (OSError, json.JSONDecodeError) as error:
+                problem = SpecProblem(f"perimeter.{kind}s[{index}]", f"cannot be read as JSON: {error}", source)
+                raise SpecError([problem]) from None
+    return documents
+
+
+def policy_set(extracted: ExtractedPolicies, spec: DeploymentSpec, base: Path | None = None) -> PolicySet:
+    documents: dict[str, PolicyDocument] = {
+        "bucket": extracted.bucket_policy,
+        "endpoint": extracted.endpoint_policy,
+    }
+    for name, facts in extracted.access_points.items():
+        documents[f"access-point:{name}"] = facts.policy
+    role_arns: dict[str, str] = {}
+    for role, policies in extracted.roles.items():
+        role_arns[role] = f"arn:aws:iam::{spec.accounts.compute}:role/{role}"
+        for policy_name, document in policies.inline.items():
+            documents[f"identity:{role}/{policy_name}"] = document
+    if extracted.key_policy is not None:
+        documents["key"] = extracted.key_policy
+    documents.update(load_control_policies(spec, base))
+    return PolicySet(documents=documents, role_arns=role_arns, organization_id=spec.organization_id)
+
+
+def matrix_context(spec: DeploymentSpec, extracted: ExtractedPolicies) -> MatrixContext:
+    aliases = (spec.kms_key_alias,) if spec.kms_key_is_managed else ()
+    return MatrixContext(extracted.key_arn, aliases, spec.s3_service_principal_for_kms)
+
+
+# ---- the cases ------------------------------------------------------------------------------
+
+
+def _role(spec: DeploymentSpec, ref: str) -> Principal:
+    arn = spec.role_arn(ref)
+    return Principal(label=ref, arn=arn, org_id=spec.organization_id, role=arn.rsplit("/", 1)[-1])
+
+
+def _ap(spec: DeploymentSpec, dataset: DatasetSpec) -> AccessPointTarget:
+    return AccessPointTarget(spec.access_point_arn(dataset), owned=True)
+
+
+def _through_ap(
+    spec: DeploymentSpec,
+    principal: Principal,
+    action: str,
+    dataset: DatasetSpec,
+    key: str | None = None,
+    list_prefix: str | None = None,
+) -> S3Request:
+    return S3Request(
+        principal=principal,
+        action=action,
+        bucket=spec.data.bucket_name,
+        bucket_account=spec.accounts.data,
+        key=key,
+        list_prefix=list_prefix,
+        access_point=_ap(spec, dataset),
+    )
+
+
+def _sibling(prefix: str) -> str:
+    """A prefix that shares the string but not the folder: 'data/' -> 'data-private/'."""
+    return prefix.rstrip("/") + "-private/"
+
+
+ALL_S3_LAYERS: tuple[str, ...] = (IDENTITY, ENDPOINT, ENDPOINT_BUCKET, ACCESS_POINT, BUCKET)
+
+
+def dataset_cases(spec: DeploymentSpec) -> list[Case]:
+    cases: list[Case] = []
+    has_writers = any(d.writers for d in spec.data.datasets)
+    for dataset in spec.data.datasets:
+        prefix = dataset.prefix
+        sample = f"{prefix}shard-00000.bin"
+        for ref in dataset.readers:
+            who = _role(spec, ref)
+            tag = f"{dataset.name}/{ref}"
+            cases += [
+                Case(
+                    f"read/{tag}",
+                    "grant",
+                    f"{ref} reads {dataset.name} under {prefix} through its access point",
+                    _through_ap(spec, who, "s3:GetObject", dataset, key=sample),
+                    {},
+                    why="readers read their dataset: every layer allows, the key decrypts through S3",
+                ),
+                Case(
+                    f"list/{tag}",
+                    "grant",
+                    f"{ref} lists {dataset.name} under {prefix}",
+                    _through_ap(spec, who, "s3:ListBucket", dataset, list_prefix=prefix),
+                    {},
+                    why="readers list their dataset's prefix",
+                ),
+                Case(
+                    f"read-sibling-prefix/{tag}",
+                    "grant",
+                    f"{ref} reads {_sibling(prefix)} through {dataset.name}'s access point",
+                    _through_ap(spec, who, "s3:GetObject", dataset, key=f"{_sibling(prefix)}shard-00000.bin"),
+                    implicit(IDENTITY, ACCESS_POINT),
+                    why="a grant stops at its folder: 'data/' does not cover 'data-private/'",
+                ),
+                Case(
+                    f"list-sibling-prefix/{tag}",
+                    "grant",
+                    f"{ref} lists {_sibling(prefix)} through {dataset.name}'s access point",
+                    _through_ap(spec, who, "s3:ListBucket", dataset, list_prefix=_sibling(prefix)),
+                    implicit(IDENTITY, ACCESS_POINT),
+                    why="listing is scoped by s3:prefix to the dataset's folder",
+                ),
+                Case(
+                    f"delete/{tag}",
+                    "grant",
+                    f"{ref} deletes under {prefix}",
+                    _through_ap(spec, who, "s3:DeleteObject", dataset, key=sample),
+                    implicit(*ALL_S3_LAYERS),
+                    why="no layer grants deletes: datasets are immutable from the compute side",
+                ),
+                Case(
+                    f"list-versions/{tag}",
+                    "grant",
+                    f"{ref} lists object versions under {prefix}",
+                    _through_ap(spec, who, "s3:ListBucketVersions", dataset, list_prefix=prefix),
+                    implicit(*ALL_S3_LAYERS),
+                    why="old versions of replaced objects are not part of the grant",
+                ),
+            ]
+            if ref not in dataset.writers:
+                denials = implicit(IDENTITY, ACCESS_POINT)
+                if not spec.datasets_writable_by(ref):
+                    denials.update(implicit(KMS_IDENTITY, KEY))
+                if not has_writers:
+                    denials.update(implicit(ENDPOINT, ENDPOINT_BUCKET, BUCKET))
+                cases.append(
+                    Case(
+                        f"write-through-read-grant/{tag}",
+                        "grant",
+                        f"{ref} writes under {prefix} with its read grant",
+                        _through_ap(spec, who, "s3:PutObject", dataset, key=f"{prefix}upload.bin"),
+                        denials,
+                        why="a read grant never writes",
+                    )
+                )
+        for ref in dataset.writers:
+            assert dataset.output_prefix is not None
+            who = _role(spec, ref)
+            tag = f"{dataset.name}/{ref}"
+            output = dataset.output_prefix
+            cases += [
+                Case(
+                    f"write/{tag}",
+                    "grant",
+                    f"{ref} writes {dataset.name} under {output}",
+                    _through_ap(spec, who, "s3:PutObject", dataset, key=f"{output}shard-00000.bin"),
+                    {},
+                    why="writers put under their output prefix; the key generates data keys through S3",
+                ),
+                Case(
+                    f"write-beside-output/{tag}",
+                    "grant",
+                    f"{ref} writes {_sibling(output)}, beside its output prefix",
+                    _through_ap(spec, who, "s3:PutObject", dataset, key=f"{_sibling(output)}shard-00000.bin"),
+                    implicit(IDENTITY, ACCESS_POINT),
+                    why="writes stop at the output folder",
+                ),
+                Case(
+                    f"delete-output/{tag}",
+                    "grant",
+                    f"{ref} deletes under its output prefix {output}",
+                    _through_ap(spec, who, "s3:DeleteObject", dataset, key=f"{output}shard-00000.bin"),
+                    implicit(*ALL_S3_LAYERS),
+                    why="writers add objects; they do not delete them",
+                ),
+            ]
+        for ref in spec.builtin_roles_in_use:
+            if ref in dataset.readers or ref in dataset.writers:
+                continue
+            cases.append(
+                Case(
+                    f"read-other-dataset/{dataset.name}/{ref}",
+                    "grant",
+                    f"{ref}, not a reader of {dataset.name}, reads it through its access point",
+                    _through_ap(spec, _role(spec, ref), "s3:GetObject", dataset, key=sample),
+                    implicit(IDENTITY, ACCESS_POINT),
+                    why="a role reads only the datasets that name it",
+                )
+            )
+    return cases
+
+
+def key_cases(spec: DeploymentSpec, context: MatrixContext) -> list[Case]:
+    """Per role: the dataset key only through S3, only this key."""
+    cases: list[Case] = []
+    managed = spec.kms_key_is_managed
+    other_key = f"arn:aws:kms:{spec.region}:{spec.accounts.data}:key/0a0a0a0a-1b1b-2c2c-3d3d-4e4e4e4e4e4e"
+    foreign_key = f"arn:aws:kms:{spec.region}:{OUTSIDE_ACCOUNT}:key/5f5f5f5f-6a6a-7b7b-8c8c-9d9d9d9d9d9d"
+    for ref in spec.builtin_roles_in_use:
+        who = _role(spec, ref)
+        cases += [
+            Case(
+                f"decrypt-outside-s3/{ref}",
+                "perimeter",
+                f"{ref} calls kms:Decrypt on the dataset key directly, not through S3",
+                KmsRequest(who, "kms:Decrypt", context.key_arn, context.key_aliases, None),
+                implicit(KMS_IDENTITY, KEY) if managed else implicit(KMS_IDENTITY),
+                why="the data key never leaves S3: kms:ViaService on both sides",
+            ),
+            Case(
+                f"foreign-key-same-alias/{ref}",
+                "perimeter",
+                f"{ref} uses a key of account {OUTSIDE_ACCOUNT} that carries the same alias name, through S3",
+                KmsRequest(who, "kms:Decrypt", foreign_key, context.key_aliases, context.via_service, ours=False),
+                implicit(KMS_IDENTITY),
+                why="the identity policy names the data account's keys, not any key with the alias",
+            ),
+        ]
+        if managed:
+            cases.append(
+                Case(
+                    f"other-data-account-key/{ref}",
+                    "perimeter",
+                    f"{ref} uses another key of the data account through S3",
+                    KmsRequest(who, "kms:Decrypt", other_key, ("alias/another-team",), context.via_service, ours=False),
+                    implicit(KMS_IDENTITY),
+                    why="kms:ResourceAliases pins the identity grant to the dataset key",
+                )
+            )
+    if managed:
+        cases += [
+            Case(
+                "key-admin-manages-key",
+                "perimeter",
+                "an administrator of the data account updates the key policy",
+                KmsRequest(
+                    Principal(
+                        "data-account key admin",
+                        f"arn:aws:iam::{spec.accounts.data}:role/key-admin",
+                        spec.organization_id,
+                    ),
+                    "kms:PutKeyPolicy",
+                    context.key_arn,
+                    context.key_aliases,
+                    None,
+                ),
+                {},
+                why="the key stays manageable: the data account's IAM decides who administers it",
+            ),
+            Case(
+                "compute-admin-decrypts-key",
+                "perimeter",
+                "a compute-account administrator (kms:* on *) decrypts with the dataset key directly",
+                KmsRequest(
+                    Principal(
+                        "compute admin", f"arn:aws:iam::{spec.accounts.compute}:role/ops-admin", spec.organization_id
+                    ),
+                    "kms:Decrypt",
+                    context.key_arn,
+                    context.key_aliases,
+                    None,
+                ),
+                implicit(KEY),
+                why="the key policy trusts only the dataset roles, whatever the compute account's IAM says",
+            ),
+        ]
+    return cases
+
+
+def perimeter_cases(spec: DeploymentSpec) -> list[Case]:
+    dataset = next(d for d in spec.data.datasets if d.readers)
+    reader_ref = dataset.readers[0]
+    reader = _role(spec, reader_ref)
+    sample = f"{dataset.prefix}shard-00000.bin"
+    bucket, data, compute, region = spec.data.bucket_name, spec.accounts.data, spec.accounts.compute, spec.region
+    org = spec.organization_id
+    read = _through_ap(spec, reader, "s3:GetObject", dataset, key=sample)
+    org_deny = explicit(BUCKET, "DenyPrincipalsOutsideOrganization") if spec.perimeter.organization_bound else {}
+    endpoint_org = implicit(ENDPOINT, ENDPOINT_BUCKET) if spec.perimeter.organization_bound else {}
+    admin = Principal("compute admin (s3:*, kms:* on *)", f"arn:aws:iam::{compute}:role/ops-admin", org)
+    intruder = Principal("other organization's role", f"arn:aws:iam::{OTHER_ORG_ACCOUNT}:role/intruder", OTHER_ORG_ID)
+    same_name = Principal(
+        f"{reader_ref} name in account {OUTSIDE_ACCOUNT}",
+        f"arn:aws:iam::{OUTSIDE_ACCOUNT}:role/{spec.role_name(reader_ref)}",
+        None,
+        role=spec.role_name(reader_ref),
+    )
+    shadow_ap = AccessPointTarget(
+        f"arn:aws:s3:{region}:{compute}:accesspoint/shadow-{dataset.access_point}", owned=False
+    )
+    outside_ap = AccessPointTarget(f"arn:aws:s3:{region}:{OUTSIDE_ACCOUNT}:accesspoint/drop", owned=False)
+    no_endpoint = Network(through_endpoint=False)
+
+    def direct(principal: Principal, action: str, key: str | None, **changes: object) -> S3Request:
+        return S3Request(principal, action, bucket, data, key=key, **changes)  # type: ignore[arg-type]
+
+    return [
+        Case(
+            "same-role-name-other-account",
+            "perimeter",
+            f"a role named {spec.role_name(reader_ref)} in account {OUTSIDE_ACCOUNT}, with the same identity "
+            "policy, reads through the access point from the compute VPC",
+            S3Request(same_name, "s3:GetObject", bucket, data, key=sample, access_point=_ap(spec, dataset)),
+            {**endpoint_org, **implicit(ACCESS_POINT, KEY), **org_deny},
+            why="names are not identities: the data account trusts the compute account's roles only",
+        ),
+        Case(
+            "direct-bucket-read",
+            "perimeter",
+            f"{reader_ref} reads the bucket directly, without an access point",
+            direct(reader, "s3:GetObject", sample),
+            implicit(IDENTITY, BUCKET),
+            why="the bucket delegates to its access points only",
+        ),
+        Case(
+            "direct-bucket-list",
+            "perimeter",
+            f"{reader_ref} lists the bucket directly, without an access point",
+            direct(reader, "s3:ListBucket", None, list_prefix=dataset.prefix),
+            implicit(IDENTITY, BUCKET),
+            why="listing is delegated to the access points too",
+        ),
+        Case(
+            "compute-account-access-point",
+            "perimeter",
+            f"{reader_ref} reads through an access point the compute account created on the bucket",
+            S3Request(reader, "s3:GetObject", bucket, data, key=sample, access_point=shadow_ap),
+            implicit(IDENTITY, ENDPOINT, BUCKET),
+            why="only the data account's access points are delegated to (s3:DataAccessPointAccount)",
+        ),
+        Case(
+            "compute-account-access-point-outside-vpc",
+            "perimeter",
+            "a compute-account administrator reads through its own access point on the bucket, outside the VPC",
+            S3Request(admin, "s3:GetObject", bucket, data, key=sample, access_point=shadow_ap, network=no_endpoint),
+            implicit(BUCKET, KEY),
+            why="the bucket policy alone stops access points of other accounts",
+        ),
+        Case(
+            "outside-account-access-point",
+            "perimeter",
+            f"account {OUTSIDE_ACCOUNT} reads through an access point it created on the bucket",
+            S3Request(
+                Principal("outside admin", f"arn:aws:iam::{OUTSIDE_ACCOUNT}:role/admin", None),
+                "s3:GetObject",
+                bucket,
+                data,
+                key=sample,
+                access_point=AccessPointTarget(
+                    f"arn:aws:s3:{region}:{OUTSIDE_ACCOUNT}:accesspoint/shadow", owned=False
+                ),
+                network=no_endpoint,
+            ),
+            {**implicit(KEY), **org_deny} if org_deny else implicit(BUCKET, KEY),
+            why="an access point of another account is no way in",
+        ),
+        Case(
+            "no-tls",
+            "perimeter",
+            f"{reader_ref} reads through the access point without TLS",
+            read.with_network(tls=False),
+            explicit(BUCKET, "DenyRequestsWithoutTls"),
+            why="TLS only, whoever asks",
+        ),
+        Case(
+            "internet-origin",
+            "perimeter",
+            f"{reader_ref}'s credentials read through the access point from the Internet",
+            read.with_network(origin="Internet", through_endpoint=False),
+            implicit(ACCESS_POINT),
+            why="the access point serves the compute VPC only (its VpcConfiguration, and its policy)",
+        ),
+        Case(
+            "list-whole-access-point",
+            "perimeter",
+            f"{reader_ref} lists the whole access point (no prefix)",
+            _through_ap(spec, reader, "s3:ListBucket", dataset),
+            implicit(IDENTITY, ACCESS_POINT),
+            why="a listing without s3:prefix is a listing of everything",
+        ),
+        Case(
+            "exfiltration-outside-bucket",
+            "perimeter",
+            f"{reader_ref} copies data to a bucket of account {OUTSIDE_ACCOUNT} through the endpoint",
+            S3Request(reader, "s3:PutObject", "exfil-drop-333333333333", OUTSIDE_ACCOUNT, key="loot.bin", ours=False),
+            implicit(IDENTITY, ENDPOINT),
+            why="the endpoint names every bucket the VPC may use",
+        ),
+        Case(
+            "exfiltration-by-admin",
+            "perimeter",
+            "a compute-account administrator (s3:* on *) copies data to an outside bucket through the endpoint",
+            S3Request(admin, "s3:PutObject", "exfil-drop-333333333333", OUTSIDE_ACCOUNT, key="loot.bin", ours=False),
+            implicit(ENDPOINT),
+            why="the endpoint holds even when an identity policy is too broad",
+        ),
+        Case(
+            "exfiltration-outside-access-point",
+            "perimeter",
+            f"a compute-account administrator writes through an access point of account {OUTSIDE_ACCOUNT}",
+            S3Request(
+                admin,
+                "s3:PutObject",
+                "drop-bucket-333333333333",
+                OUTSIDE_ACCOUNT,
+                key="loot.bin",
+                access_point=outside_ap,
+                ours=False,
+            ),
+            implicit(ENDPOINT, ENDPOINT_BUCKET),
+            why="access points of other accounts are not listed at the endpoint",
+        ),
+        Case(
+            "ingress-outside-bucket",
+            "perimeter",
+            "a compute-account administrator reads from an unvetted outside bucket through the endpoint",
+            S3Request(admin, "s3:GetObject", "tools-333333333333", OUTSIDE_ACCOUNT, key="payload.sh", ours=False),
+            implicit(ENDPOINT),
+            why="the nodes read only the AWS-owned buckets they need",
+        ),
+        Case(
+            "outside-organization-credentials",
+            "perimeter",
+            f"credentials of another organization (account {OTHER_ORG_ACCOUNT}, s3:* on *) read through the "
+            "access point from the compute VPC",
+            S3Request(intruder, "s3:GetObject", bucket, data, key=sample, access_point=_ap(spec, dataset)),
+            {**endpoint_org, **implicit(ACCESS_POINT, KEY), **org_deny},
+            why="the organization is the perimeter: endpoint and bucket both check aws:PrincipalOrgID",
+        ),
+        Case(
+            "unrelated-role-same-account",
+            "perimeter",
+            "an unrelated compute-account role with s3:* and kms:* on * reads through the access point",
+            S3Request(admin, "s3:GetObject", bucket, data, key=sample, access_point=_ap(spec, dataset)),
+            implicit(ACCESS_POINT, KEY),
+            why="the access point and the key trust named roles, not the whole compute account",
+        ),
+        Case(
+            "aws-service-writes-bucket",
+            "perimeter",
+            "an AWS service principal (S3 server access logging) writes into the dataset bucket",
+            S3Request(
+                Principal("logging.s3.amazonaws.com", "logging.s3.amazonaws.com", None, is_aws_service=True),
+                "s3:PutObject",
+                bucket,
+                data,
+                key="logs/entry.log",
+                network=no_endpoint,
+            ),
+            implicit(BUCKET, KEY),
+            why="no statement grants a service; the organization Deny leaves services to the grants",
+        ),
+        Case(
+            "endpoint-lists-only-bucket-arns",
+            "perimeter",
+            f"regression: with an endpoint policy naming only the bucket ARNs, {reader_ref} reads through the access point",
+            read,
+            implicit(ENDPOINT),
+            variant=endpoint_without_access_points,
+            why="the endpoint authorizes the access point ARN too, so both must be listed",
+        ),
+    ]
+
+
+def endpoint_without_access_points(policies: PolicySet) -> PolicySet:
+    """The endpoint policy with every access point ARN removed (the regression of the notes)."""
+    document = json.loads(json.dumps(policies.documents["endpoint"]))
+    for statement in document["Statement"]:
+        resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        statement["Resource"] = [r for r in resources if ":accesspoint/" not in r] or ["arn:aws:s3:::none"]
+    return policies.with_document("endpoint", document)
+
+
+def platform_cases(spec: DeploymentSpec) -> list[Case]:
+    """What the nodes need through the endpoint besides the datasets, and where that stops."""
+    region, compute, org = spec.region, spec.accounts.compute, spec.organization_id
+    node = Principal("cluster node (ParallelCluster's own policies)", spec.role_arn("cluster-node"), org)
+    intruder = Principal("other organization's role", f"arn:aws:iam::{OTHER_ORG_ACCOUNT}:role/intruder", OTHER_ORG_ID)
+    cluster_bucket = "parallelcluster-a1b2c3d4e5f6g7h8-v1-do-not-delete"
+    squatted = "parallelcluster-squatted-v1-do-not-delete"
+
+    def via_endpoint(who: Principal, action: str, bucket: str, account: str, key: str) -> S3Request:
+        return S3Request(who, action, bucket, account, key=key, ours=False)
+
+    return [
+        Case(
+            "node-reads-parallelcluster-bucket",
+            "platform",
+            "a node fetches ParallelCluster's cookbook from AWS's regional bucket",
+            via_endpoint(
+                node, "s3:GetObject", f"{region}-aws-parallelcluster", "000000000000", "archives/cookbook.tgz"
+            ),
+            {},
+            why="the nodes boot without internet",
+        ),
+        Case(
+            "node-writes-aws-owned-bucket",
+            "platform",
+            "a node writes into ParallelCluster's AWS-owned regional bucket",
+            via_endpoint(node, "s3:PutObject", f"{region}-aws-parallelcluster", "000000000000", "loot.bin"),
+            implicit(ENDPOINT),
+            why="AWS-owned buckets are read-only from the VPC",
+        ),
+        Case(
+            "head-node-signals-cloudformation",
+            "platform",
+            "the head node answers its CloudFormation wait condition",
+            via_endpoint(node, "s3:PutObject", f"cloudformation-waitcondition-{region}", "000000000000", "signal/abc"),
+            {},
+            why="cfn-signal writes through a pre-signed URL",
+        ),
+        Case(
+            "node-reads-cloudformation-bucket",
+            "platform",
+            "a node reads from CloudFormation's signal bucket",
+            via_endpoint(node, "s3:GetObject", f"cloudformation-waitcondition-{region}", "000000000000", "signal/abc"),
+            implicit(ENDPOINT),
+            why="the signal buckets are write-only from the VPC",
+        ),
+        Case(
+            "node-reads-cluster-bucket",
+            "platform",
+            "a node reads the cluster configuration from the cluster's ParallelCluster bucket",
+            via_endpoint(node, "s3:GetObject", cluster_bucket, compute, "configs/cluster-config.yaml"),
+            {},
+            why="the compute account's deployment buckets are usable from the VPC",
+        ),
+        Case(
+            "node-deletes-cluster-bucket",
+            "platform",
+            "a node deletes from the cluster's ParallelCluster bucket",
+            via_endpoint(node, "s3:DeleteObject", cluster_bucket, compute, "configs/cluster-config.yaml"),
+            implicit(ENDPOINT),
+            why="deployment buckets are cleaned up by the CLI, not from the nodes",
+        ),
+        Case(
+            "node-writes-squatted-cluster-bucket",
+            "platform",
+            f"a node writes into a parallelcluster-* bucket owned by account {OUTSIDE_ACCOUNT}",
+            via_endpoint(node, "s3:PutObject", squatted, OUTSIDE_ACCOUNT, "loot.bin"),
+            implicit(ENDPOINT),
+            why="a bucket name pattern is not an owner: aws:ResourceAccount pins it",
+        ),
+        Case(
+            "outside-credentials-write-cluster-bucket",
+            "platform",
+            "credentials of another organization write into the cluster bucket through the endpoint",
+            via_endpoint(intruder, "s3:PutObject", cluster_bucket, compute, "configs/cluster-config.yaml"),
+            implicit(ENDPOINT) if spec.perimeter.organization_bound else {},
+            why="the organization perimeter covers the deployment buckets too",
+        ),
+    ]
+
+
+def build_cases(spec: DeploymentSpec, context: MatrixContext) -> list[Case]:
+    cases = [*dataset_cases(spec), *key_cases(spec, context), *perimeter_cases(spec), *platform_cases(spec)]
+    ids = [case.case_id for case in cases]
+    duplicates = {i for i in ids if ids.count(i) > 1}
+    if duplicates:
+        raise ValueError(f"duplicate case ids: {sorted(duplicates)}")
+    return cases
+
+
+# ---- evaluation -----------------------------------------------------------------------------
+
+
+def plan(cases: Sequence[Case], policies: PolicySet, context: MatrixContext) -> list[list[Layer]]:
+    planned = []
+    for case in cases:
+        effective = case.variant(policies) if case.variant else policies
+        planned.append(layers_for(case.request, effective, context.key_arn, context.key_aliases, context.via_service))
+    return planned
+
+
+def evaluate_many(
+    cases: Sequence[Case], policy_sets: Sequence[PolicySet], context: MatrixContext, engine: Engine
+) -> list[list[CaseResult]]:
+    """Every case under every policy set, in one engine batch."""
+    plans = [plan(cases, policies, context) for policies in policy_sets]
+    simulations = {
+        f"{s}/{c}/{layer.name}": layer.simulation
+        for s, planned in enumerate(plans)
+        for c, layers in enumerate(planned)
+        for layer in layers
+    }
+    results = engine.run_batch(simulations)
+    return [
+        [
+            CaseResult(case, tuple(outcome(layer, results[f"{s}/{c}/{layer.name}"]) for layer in layers))
+            for c, (case, layers) in enumerate(zip(cases, planned, strict=True))
+        ]
+        for s, planned in enumerate(plans)
+    ]
+
+
+def evaluate(cases: Sequence[Case], policies: PolicySet, context: MatrixContext, engine: Engine) -> list[CaseResult]:
+    return evaluate_many(cases, [policies], context, engine)[0]

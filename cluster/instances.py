@@ -13,6 +13,7 @@ training planner all read it. Figures are published ones:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -120,3 +121,10 @@ def instance_facts(name: str) -> InstanceFacts:
     except (KeyError, TypeError):
         known = ", ".join(INSTANCE_TYPES)
         raise UnknownInstanceType(f"instance type {name!r} is not in the facts table (known: {known})") from None
+
+
+def on_demand_usd_per_hour(name: str, overrides: Mapping[str, float] | None = None) -> float:
+    """The price a plan should use: the spec's override (`cluster.prices`) when given, else the table's default."""
+    if overrides and name in overrides:
+        return float(overrides[name])
+    return instance_facts(name).on_demand_usd_per_hour

@@ -7,6 +7,7 @@ from cluster.instances import (
     InstanceFacts,
     UnknownInstanceType,
     instance_facts,
+    on_demand_usd_per_hour,
 )
 
 
@@ -91,3 +92,9 @@ def test_unknown_type_is_a_one_line_error() -> None:
     assert "\n" not in message
     assert message.startswith("instance type 'p9.96xlarge' is not in the facts table (known: p4d.24xlarge, ")
     assert isinstance(caught.value, KeyError)
+
+
+def test_price_overrides_win_over_the_table() -> None:
+    assert on_demand_usd_per_hour("p5.48xlarge") == instance_facts("p5.48xlarge").on_demand_usd_per_hour
+    assert on_demand_usd_per_hour("p5.48xlarge", {"p5.48xlarge": 40.0}) == 40.0
+    assert on_demand_usd_per_hour("trn1.32xlarge", {"p5.48xlarge": 40.0}) == 21.50

@@ -39,7 +39,7 @@ from training.checkpoint.layout import (
     tmp_dir,
     write_durably,
 )
-from training.checkpoint.space import check_free_space
+from training.checkpoint.space import check_free_space, out_of_space_hint
 from training.config import CheckpointSection
 
 log = logging.getLogger("training")
@@ -90,10 +90,13 @@ class CheckpointManager:
         return str(latest[1]) if latest else "none"
 
     def _fail(self, step: int, what: str, reason: str) -> CheckpointError:
+        """Called on every rank at the same point: diagnose, then rank 0 removes the partial directory."""
+        hint = "" if "No space left" in reason else out_of_space_hint(self.root, self.param_count)
+        dist.barrier()  # every rank has looked at the disk before the partial checkpoint frees its space
         if self.rank == 0:
-            shutil.rmtree(tmp_dir(self.root, step), ignore_errors=True)  # frees the space it took
+            shutil.rmtree(tmp_dir(self.root, step), ignore_errors=True)
         return CheckpointError(
-            f"checkpoint step-{step}: {what} failed: {reason}; the last good checkpoint is {self._last_good()}"
+            f"checkpoint step-{step}: {what} failed: {reason}{hint}; the last good checkpoint is {self._last_good()}"
         )
 
     # -- discovery -------------------------------------------------------------------------------------------------

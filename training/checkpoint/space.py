@@ -32,3 +32,16 @@ def check_free_space(root: Path, param_count: int, margin: float) -> None:
             f"{margin * needed / _GIB:.3f} GiB ({basis}, x{margin} margin); free space, lower checkpoint.keep_last "
             f"or point checkpoint.dir elsewhere"
         )
+
+
+def out_of_space_hint(root: Path, param_count: int) -> str:
+    """After a failed write: say so when the filesystem cannot hold another checkpoint. Writers often hide the
+    ENOSPC behind their own error (torch.save reports only a short zip record), so look at the disk itself."""
+    try:
+        free = shutil.disk_usage(root).free
+    except OSError:
+        return ""
+    needed, _ = estimate_checkpoint_bytes(root, param_count)
+    if free >= needed:
+        return ""
+    return f" ([Errno 28] No space left on device: {free / (1 << 20):.1f} MiB free on the checkpoint filesystem)"

@@ -1,0 +1,164 @@
+"""The training loop in one process (gloo, world size 1): learning, artifacts, guards and checkpoint failures."""
+
+import errno
+import json
+import os
+import subprocess
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch.distributed.checkpoint.filesystem as dcp_filesystem
+
+from tests.training.jobs import records, tiny_job, write_job
+from training.checkpoint.layout import complete_checkpoints
+from training.export import load_checkpoint_model
+from training.signals import EXIT_CHECKPOINT_FAILED, EXIT_LOSS_GUARD, EXIT_OK, EXIT_STATUS_FILE
+from training.train import main
+
+REQUIRED_KEYS = {"step", "loss", "lr", "grad_norm", "tokens_per_s", "mfu", "hfu", "mem_gib", "step_time_s"}
+
+
+def _train(tmp_path: Path, job: dict[str, Any], name: str = "run", *extra: str) -> tuple[int, Path]:
+    config = write_job(tmp_path / f"{name}.yaml", job)
+    run_dir = tmp_path / "run"
+    return main(["--config", str(config), "--run-dir", str(run_dir), *extra]), run_dir
+
+
+def _status(run_dir: Path) -> dict[str, Any]:
+    return json.loads((run_dir / EXIT_STATUS_FILE).read_text())
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_loss_falls_on_real_text_and_every_artifact_is_written(demo_data_prefix: str, tmp_path: Path) -> None:
+    job = tiny_job(
+        demo_data_prefix,
+        train={"max_steps": 30, "eval_every": 15},
+        metrics={"tensorboard": True, "plot": True},
+        profile={"start_step": 3, "steps": 2},
+        checkpoint={"every": 0},
+    )
+    code, run_dir = _train(tmp_path, job)
+    assert code == EXIT_OK
+
+    train = records(run_dir, "train")
+    assert [r["step"] for r in train] == list(range(1, 31))
+    for record in train:
+        assert record.keys() >= REQUIRED_KEYS
+        assert record["hfu"] == pytest.approx(record["mfu"])  # no activation checkpointing: nothing recomputed
+    first, last = train[0]["loss"], sum(r["loss"] for r in train[-5:]) / 5
+    assert first == pytest.approx(6.24, abs=0.15)  # ln(512): a fresh model guesses uniformly
+    assert last < first - 0.8, (first, last)
+
+    validation = records(run_dir, "validation")
+    assert [r["step"] for r in validation] == [0, 15, 30]
+    assert validation[-1]["val_loss"] < validation[0]["val_loss"] - 0.5
+
+    assert (run_dir / "metrics.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
+    trace = json.loads((run_dir / "profile" / "rank0_steps3-4.json").read_text())
+    assert trace["traceEvents"]
+    assert [step for step, _ in complete_checkpoints(run_dir / "checkpoints")] == [30]
+    assert _status(run_dir)["exit_code"] == EXIT_OK
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_a_diverging_loss_stops_the_run_and_keeps_the_last_good_checkpoint(
+    demo_data_prefix: str, tmp_path: Path
+) -> None:
+    guards = {"loss_spike_min_history": 2}
+    code, run_dir = _train(tmp_path, tiny_job(demo_data_prefix, train={"max_steps": 4}, guards=guards))
+    assert code == EXIT_OK
+    good = load_checkpoint_model(run_dir / "checkpoints" / "step-4").state_dict()
+
+    # The same run continued with a learning rate that blows it up.
+    diverging = tiny_job(
+        demo_data_prefix, train={"max_steps": 12}, optim={"lr": 50.0, "warmup_steps": 0}, guards=guards
+    )
+    code, run_dir = _train(tmp_path, diverging, "diverging")
+    assert code == EXIT_LOSS_GUARD
+    reason = _status(run_dir)["reason"]
+    assert "stopping before the optimizer step" in reason
+    assert "loss" in reason
+    assert [step for step, _ in complete_checkpoints(run_dir / "checkpoints")] == [4]
+    kept = load_checkpoint_model(run_dir / "checkpoints" / "step-4").state_dict()
+    assert all(kept[name].equal(tensor) for name, tensor in good.items())
+
+
+@contextmanager
+def _small_filesystem(path: Path, size_bytes: int) -> Iterator[bool]:
+    """A tmpfs of `size_bytes` at `path` (needs root); yields False where mounting is not allowed."""
+    path.mkdir()
+    command = ["mount", "-t", "tmpfs", "-o", f"size={size_bytes}", "tmpfs", str(path)]
+    try:
+        mounted = subprocess.run(command, capture_output=True, check=False).returncode == 0
+    except FileNotFoundError:  # no mount(8) at all
+        mounted = False
+    try:
+        yield mounted
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(path)], check=True)
+
+
+def _fail_writes_into(step_name: str) -> Callable[..., Any]:
+    """Fallback without a mountable tmpfs: DCP's storage layer raises ENOSPC for files of one checkpoint."""
+    original = dcp_filesystem._write_item
+
+    def write_item(transforms: Any, stream: Any, *args: Any, **kwargs: Any) -> Any:
+        if f"{step_name}.tmp" in str(getattr(stream, "name", "")):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return original(transforms, stream, *args, **kwargs)
+
+    return write_item
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_no_space_left_while_saving_stops_the_job_and_the_last_checkpoint_still_loads(
+    demo_data_prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkpoints = tmp_path / "small-disk"
+    # One checkpoint of this model is about 1.7 MB: the first fits, the second runs out of space mid-write.
+    with _small_filesystem(checkpoints, 2_600_000) as real_disk:
+        if not real_disk:
+            monkeypatch.setattr(dcp_filesystem, "_write_item", _fail_writes_into("step-4"))
+        job = tiny_job(
+            demo_data_prefix,
+            train={"max_steps": 8},
+            checkpoint={"every": 2, "keep_last": 1, "dir": str(checkpoints), "free_space_margin": 0.0},
+        )
+        code, run_dir = _train(tmp_path, job)
+
+        assert code == EXIT_CHECKPOINT_FAILED
+        reason = _status(run_dir)["reason"]
+        assert "checkpoint step-4: writing shards failed" in reason
+        assert "No space left on device" in reason
+        assert f"the last good checkpoint is {checkpoints / 'step-2'}" in reason
+        assert sorted(p.name for p in checkpoints.iterdir()) == ["step-2"]  # the partial step-4.tmp is gone
+        assert max(r["step"] for r in records(run_dir, "train")) == 4  # stopped right there, no training unsaved
+        model = load_checkpoint_model(checkpoints / "step-2")
+        assert sum(p.numel() for p in model.parameters()) > 0
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_the_free_space_check_refuses_a_save_that_cannot_fit(
+    demo_data_prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkpoints = tmp_path / "small-disk"
+    with _small_filesystem(checkpoints, 1_000_000) as real_disk:
+        if not real_disk:
+            import shutil
+
+            from training.checkpoint import space
+
+            monkeypatch.setattr(space.shutil, "disk_usage", lambda _: shutil._ntuple_diskusage(10**6, 0, 10**6))
+        job = tiny_job(demo_data_prefix, train={"max_steps": 3}, checkpoint={"every": 2, "dir": str(checkpoints)})
+        code, run_dir = _train(tmp_path, job)
+
+        assert code == EXIT_CHECKPOINT_FAILED
+        reason = _status(run_dir)["reason"]
+        assert reason.startswith(f"checkpoint.dir: {str(checkpoints)!r} has 0.00")
+        assert "bytes x 139,584 parameters, x1.2 margin" in reason
+        assert not any(checkpoints.iterdir())  # refused before writing anything

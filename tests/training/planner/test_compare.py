@@ -1,0 +1,32 @@
+"""Each published row is reproduced within its table's tolerance (15 %), fitted and held-out rows alike."""
+
+import pytest
+
+from training.planner.calibration import CALIBRATED
+from training.planner.compare import compare_all
+from training.planner.fit import fit, loss
+
+COMPARISONS = compare_all()
+
+
+@pytest.mark.parametrize("comparison", COMPARISONS, ids=lambda c: f"{c.row.key}:{c.metric}")
+def test_published_row_is_reproduced_within_tolerance(comparison) -> None:
+    assert comparison.within_tolerance, (
+        f"{comparison.row.key} {comparison.metric}: predicted {comparison.predicted:.4g}, "
+        f"published {comparison.published:.4g} ({comparison.error:+.1%}, tolerance {comparison.tolerance:.0%})"
+    )
+
+
+def test_held_out_rows_are_predicted_within_tolerance_too() -> None:
+    held = [c for c in COMPARISONS if c.row.holdout]
+    assert len(held) >= 15
+    assert max(abs(c.error) for c in held) <= 0.15
+
+
+def test_committed_parameters_are_the_fitted_optimum() -> None:
+    refitted = fit(CALIBRATED, restarts=1)
+    assert loss(CALIBRATED) <= loss(refitted) + 1e-3
+    for die, value in CALIBRATED.matmul_fraction.items():
+        assert 0.2 < value < 0.95, die  # physical: no accelerator runs at or near its peak
+    assert 0.1 < CALIBRATED.network_efficiency <= 1.0
+    assert 0.0 <= CALIBRATED.overlap_fraction <= 1.0

@@ -1,0 +1,86 @@
+import pytest
+
+from training.models.params import count_parameters
+from training.models.registry import get_model_args
+from training.planner.job import PlanError
+from training.planner.memory import GIB, block_activation_bytes_per_token, fits, job_memory, memory_per_device
+from training.planner.published import ALL_ROWS
+
+LLAMA_7B = get_model_args("llama2-7b")
+
+
+def test_training_state_is_16_bytes_per_parameter_sharded_over_every_rank() -> None:
+    estimate = memory_per_device(LLAMA_7B, "p5.48xlarge", 4, 4096, 1, "full")
+    state = estimate.weights_gib + estimate.gradients_gib + estimate.optimizer_gib
+    assert state == pytest.approx(16 * count_parameters(LLAMA_7B).total / 32 / GIB)
+
+
+def test_sharding_modes_divide_the_state_differently() -> None:
+    def state(sharding: str) -> tuple[float, float, float]:
+        e = memory_per_device(LLAMA_7B, "p5.48xlarge", 2, 4096, 1, "full", sharding=sharding)  # type: ignore[arg-type]
+        return e.weights_gib, e.gradients_gib, e.optimizer_gib
+
+    fsdp, hsdp, ddp, zero1 = state("fsdp"), state("hsdp"), state("ddp"), state("zero1")
+    assert hsdp[2] == pytest.approx(2 * fsdp[2])  # sharded over 8 instead of 16
+    assert ddp[2] == pytest.approx(16 * fsdp[2])
+    assert zero1[2] == pytest.approx(fsdp[2]) and zero1[0] == pytest.approx(ddp[0])
+
+
+def test_checkpointing_orders_activation_memory() -> None:
+    def activations(mode: str) -> float:
+        return memory_per_device(LLAMA_7B, "p5.48xlarge", 1, 4096, 2, mode).activations_gib  # type: ignore[arg-type]
+
+    assert activations("none") > activations("selective") > activations("every_n") > activations("full")
+
+
+def test_full_checkpointing_keeps_the_block_inputs_plus_one_block() -> None:
+    tokens = 2 * 4096
+    expected = tokens * (32 * 2 * 4096 + block_activation_bytes_per_token(LLAMA_7B, "none"))
+    got = memory_per_device(LLAMA_7B, "p5.48xlarge", 1, 4096, 2, "full").activations_gib
+    assert got == pytest.approx(expected / GIB)
+
+
+def test_tensor_parallel_splits_activations() -> None:
+    one = memory_per_device(LLAMA_7B, "p5.48xlarge", 1, 4096, 1, "none")
+    eight = memory_per_device(LLAMA_7B, "p5.48xlarge", 1, 4096, 1, "none", tensor_parallel=8)
+    assert eight.activations_gib == pytest.approx(one.activations_gib / 8)
+
+
+@pytest.mark.parametrize("row", ALL_ROWS, ids=lambda row: row.key)
+def test_every_published_configuration_fits(row) -> None:  # they all ran
+    estimate = job_memory(row.job)
+    assert estimate.fits, (row.key, estimate.total_gib, estimate.capacity_gib)
+
+
+def test_seed_000_needed_checkpointing_for_70b_but_not_for_7b() -> None:
+    seventy = get_model_args("llama2-70b")
+    assert fits(LLAMA_7B, "p4de.24xlarge", 16, 4096, 2, "none")[0]
+    ok, message = fits(seventy, "p4de.24xlarge", 16, 4096, 2, "none")
+    assert not ok
+    assert message.startswith("does not fit: needs ") and "'full'" in message and "\n" not in message
+    assert fits(seventy, "p4de.24xlarge", 16, 4096, 2, "full")[0]
+
+
+def test_fits_message_for_a_fitting_job_is_one_line() -> None:
+    ok, message = fits(get_model_args("1b"), "p5.48xlarge", 1, 2048, 4)
+    assert ok and message.startswith("fits: ") and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"nodes": 0}, "nodes: 0 must be an integer >= 1"),
+        ({"seq_len": -5}, "seq_len: -5"),
+        ({"micro_batch": 1.5}, "micro_batch: 1.5"),
+        ({"activation_checkpointing": "most"}, "activation_checkpointing: 'most'"),
+        ({"tensor_parallel": 3}, "tensor_parallel: 3 must divide the 8 devices"),
+        ({"tensor_parallel": 8, "pipeline_parallel": 3}, "pipeline_parallel: 3"),
+        ({"sharding": "zero3"}, "sharding: 'zero3'"),
+        ({"global_batch": 12}, "global_batch: 12 must be a multiple"),
+    ],
+)
+def test_bad_input_is_one_line_naming_the_argument(kwargs: dict, needle: str) -> None:
+    arguments = {"nodes": 1, "seq_len": 2048, "micro_batch": 1, **kwargs}
+    with pytest.raises(PlanError) as caught:
+        memory_per_device(LLAMA_7B, "p5.48xlarge", **arguments)
+    assert needle in str(caught.value) and "\n" not in str(caught.value)

@@ -1,0 +1,33 @@
+from pathlib import Path
+
+from training.planner.compare import compare_all
+from training.planner.plot import TABLE_END, TABLE_START, markdown_table, plot, update_doc
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_plot_writes_a_png(tmp_path: Path) -> None:
+    path = plot(tmp_path / "plot.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_markdown_table_has_a_line_per_compared_value() -> None:
+    table = markdown_table()
+    assert table.count("\n") == len(compare_all()) + 1
+
+
+def test_update_doc_replaces_only_the_marked_block(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"intro\n{TABLE_START}\nold\n{TABLE_END}\noutro\n", encoding="utf-8")
+    assert update_doc(doc, "new")
+    assert doc.read_text(encoding="utf-8") == f"intro\n{TABLE_START}\nnew\n{TABLE_END}\noutro\n"
+    (tmp_path / "bare.md").write_text("no markers\n", encoding="utf-8")
+    assert not update_doc(tmp_path / "bare.md", "new")
+
+
+def test_docs_table_is_current() -> None:
+    # docs/planner.md carries the predicted-vs-published table; regenerate with `python -m training.planner.plot`.
+    text = (ROOT / "docs" / "planner.md").read_text(encoding="utf-8")
+    block = text.split(TABLE_START, 1)[1].split(TABLE_END, 1)[0].strip()
+    assert block == markdown_table()
+    assert (ROOT / "docs" / "planner-vs-published.png").exists()

@@ -1,0 +1,66 @@
+import dataclasses
+
+import pytest
+
+from training.models.registry import get_model_args
+from training.planner.calibration import CALIBRATED
+from training.planner.hardware import hardware
+from training.planner.job import Job, Software
+from training.planner.step_time import estimate_step
+
+LLAMA_8B = get_model_args("llama3-8b")
+
+
+def job(**changes) -> Job:
+    base = {"model": LLAMA_8B, "hardware": hardware("p5.48xlarge"), "nodes": 4, "seq_len": 8192, "micro_batch": 1}
+    return Job(**{**base, **changes})
+
+
+def test_throughput_and_utilization_follow_from_the_step_time() -> None:
+    step = estimate_step(job())
+    assert step.tokens_per_s_per_device == pytest.approx(32 * 8192 / step.step_s / 32)
+    assert step.mfu == pytest.approx(step.tokens_per_s_per_device * step.model_flops_per_token / 989e12)
+    assert 0.2 < step.mfu < 0.6
+
+
+def test_recompute_costs_time_and_raises_hfu_over_mfu() -> None:
+    none, full = estimate_step(job()), estimate_step(job(checkpointing="full"))
+    assert full.step_s > none.step_s
+    assert full.hfu / full.mfu == pytest.approx(full.hardware_flops_per_token / full.model_flops_per_token)
+    assert none.hfu == pytest.approx(none.mfu)
+
+
+def test_more_network_bandwidth_is_never_slower_and_overlap_helps() -> None:
+    slow = estimate_step(job(hardware=hardware("p5.48xlarge", network_gbps=100)))
+    fast = estimate_step(job())
+    assert fast.step_s <= slow.step_s
+    assert slow.data_parallel.network_bytes_per_node == pytest.approx(fast.data_parallel.network_bytes_per_node)
+    hidden = estimate_step(job(hardware=hardware("p5.48xlarge", network_gbps=100)))
+    exposed = estimate_step(
+        job(hardware=hardware("p5.48xlarge", network_gbps=100), software=Software(dp_overlap=False))
+    )
+    assert exposed.step_s > hidden.step_s
+
+
+def test_fsdp_moves_two_gathers_and_one_reduce_of_the_model_per_micro_batch() -> None:
+    step = estimate_step(job(software=Software(grad_reduce_bytes=2)))
+    from training.models.params import count_parameters
+
+    params = count_parameters(LLAMA_8B).total
+    assert step.data_parallel.network_bytes_per_node == pytest.approx(3 * 2 * params * 3 / 4)
+
+
+def test_the_pipeline_bubble_shrinks_with_more_micro_batches() -> None:
+    megatron = get_model_args("llama2-70b")
+    small = estimate_step(job(model=megatron, tensor_parallel=8, pipeline_parallel=4, global_batch=4))
+    large = estimate_step(job(model=megatron, tensor_parallel=8, pipeline_parallel=4, global_batch=64))
+    assert small.pipeline_bubble_s / small.step_s > large.pipeline_bubble_s / large.step_s
+
+
+def test_a_higher_matmul_fraction_is_faster() -> None:
+    better = dataclasses.replace(CALIBRATED, matmul_fraction={**CALIBRATED.matmul_fraction, "H100": 0.7})
+    assert estimate_step(job(), better).step_s < estimate_step(job()).step_s
+
+
+def test_h200_is_not_slower_than_h100() -> None:
+    assert estimate_step(job(hardware=hardware("p5e.48xlarge"))).step_s <= estimate_step(job()).step_s

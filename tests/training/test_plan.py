@@ -1,0 +1,95 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from training.plan import main, parse_tokens
+
+REQUIRED = ("tokens_per_s_per_device", "mfu", "memory_gib_per_device", "step_time_s", "cost_per_hour_usd")
+REQUIRED += ("tokens_per_usd", "days")
+BASE = ["--model", "llama3-8b", "--instance", "p5.48xlarge", "--nodes", "4", "--seq", "8192", "--micro-batch", "1"]
+
+
+def run(capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str, str]:
+    try:
+        code = main([*BASE, *extra])
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_json_has_the_promised_fields(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--activation-checkpointing", "selective", "--tokens", "1T", "--json")
+    report = json.loads(out)
+    assert code == 0
+    assert all(report[key] is not None for key in REQUIRED)
+    assert report["days"] == pytest.approx(1e12 / report["tokens_per_s"] / 86400)
+    assert report["cost_per_hour_usd"] == pytest.approx(4 * 55.04)
+    assert report["tokens_per_usd"] == pytest.approx(report["tokens_per_s"] * 3600 / report["cost_per_hour_usd"])
+    assert report["fits"] is True and report["layout"]["data_parallel"] == 32
+
+
+def test_price_override_changes_only_the_money(capsys: pytest.CaptureFixture[str]) -> None:
+    _, on_demand, _ = run(capsys, "--json")
+    _, reserved, _ = run(capsys, "--json", "--price-per-hour", "30")
+    a, b = json.loads(on_demand), json.loads(reserved)
+    assert a["tokens_per_s"] == b["tokens_per_s"] and b["cost_per_hour_usd"] == 120
+
+
+def test_text_report_names_memory_flops_communication_and_cost(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--tokens", "300B")
+    assert code == 0
+    for needle in ("memory per device", "6N + 12 l h s", "96 B s l h^2", "Gbps", "GB/s", "exposed"):
+        assert needle in out
+    assert "tokens per $" in out and "days" in out
+
+
+def test_a_job_that_cannot_fit_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = main_with(capsys, "--model", "llama2-70b", "--instance", "p4d.24xlarge", "--nodes", "1", "--json")
+    assert code == 0 and json.loads(out)["fits"] is False
+
+
+def main_with(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--nodes", "0"], "--nodes: 0"),
+        (["--seq", "0"], "--seq: 0"),
+        (["--micro-batch", "-1"], "--micro-batch: -1"),
+        (["--model", "gpt-9"], "--model: 'gpt-9' is not a known model"),
+        (["--instance", "p9.big"], "'p9.big'"),
+        (["--instance", "c5.xlarge"], "--instance: 'c5.xlarge'"),
+        (["--tensor-parallel", "3"], "--tensor-parallel: 3"),
+        (["--global-batch", "33"], "--global-batch: 33"),
+        (["--tokens", "lots"], "--tokens: 'lots'"),
+        (["--activation-checkpointing", "most"], "--activation-checkpointing"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], needle: str) -> None:
+    code, _, err = run(capsys, *argv)
+    assert code == 2
+    assert needle in err and err.count("\n") == 1, err
+
+
+def test_token_counts() -> None:
+    assert parse_tokens("2T") == 2e12 and parse_tokens("300B") == 3e11 and parse_tokens("1_000") == 1000
+    assert parse_tokens("2e12") == 2e12
+
+
+def test_the_planner_imports_no_torch() -> None:
+    # The submit command runs it on the head node: it must import fast.
+    code = "import sys, training.plan, training.planner.memory; print('torch' in sys.modules)"
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root).stdout
+    assert out.strip() == "False"

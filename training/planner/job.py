@@ -1,0 +1,163 @@
+"""A training job as the planner sees it: model, nodes, batch, parallel layout and the framework's habits.
+
+Layout: tensor parallel (TP) inside a node, pipeline parallel (PP) across nodes, data parallel (DP) over the rest.
+DP is one of: fsdp (params, grads and optimizer sharded over every DP rank), hsdp (sharded inside a node,
+replicated across nodes), ddp (everything replicated, gradients all-reduced) or zero1 (optimizer states sharded,
+weights and gradients replicated: Megatron's distributed optimizer, Neuron NeMo).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from training.models.args import ModelArgs
+from training.planner.flops import CHECKPOINTING_MODES, Checkpointing, recomputed_block_fraction
+from training.planner.hardware import Hardware
+
+Sharding = Literal["fsdp", "hsdp", "ddp", "zero1"]
+SHARDINGS: tuple[str, ...] = ("fsdp", "hsdp", "ddp", "zero1")
+Attention = Literal["flash", "materialized"]
+ATTENTIONS: tuple[str, ...] = ("flash", "materialized")
+
+
+class PlanError(ValueError):
+    """A job the planner cannot model. str() is one line: the argument, its value, what is wrong."""
+
+    def __init__(self, argument: str, value: Any, message: str) -> None:
+        self.argument, self.value, self.reason = argument, value, message
+        super().__init__(f"{argument}: {value!r} {message}")
+
+
+@dataclass(frozen=True)
+class Software:
+    """What the framework does that changes time or memory. Defaults describe this repo's trainer: FSDP2 over
+    every rank, SDPA flash attention, gradients reduced in fp32, collectives overlapped with compute."""
+
+    sharding: Sharding = "fsdp"
+    attention: Attention = "flash"  # materialized: the s x s scores go through HBM (unfused softmax, dropout)
+    grad_reduce_bytes: int = 4  # bytes per gradient element on the wire (4 fp32, 2 bf16)
+    dp_overlap: bool = True  # DP collectives run behind compute (FSDP prefetch, DDP buckets)
+    pipeline_interleave: int = 1  # model chunks per pipeline stage (Megatron's interleaved schedule)
+
+    def problems(self) -> list[PlanError]:
+        out: list[PlanError] = []
+        if self.sharding not in SHARDINGS:
+            out.append(PlanError("sharding", self.sharding, f"is not one of {', '.join(SHARDINGS)}"))
+        if self.attention not in ATTENTIONS:
+            out.append(PlanError("attention", self.attention, f"is not one of {', '.join(ATTENTIONS)}"))
+        if self.grad_reduce_bytes not in (2, 4):
+            out.append(PlanError("grad_reduce_bytes", self.grad_reduce_bytes, "must be 2 (bf16) or 4 (fp32)"))
+        if self.pipeline_interleave < 1:
+            out.append(PlanError("pipeline_interleave", self.pipeline_interleave, "must be >= 1"))
+        return out
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+@dataclass(frozen=True)
+class Job:
+    model: ModelArgs
+    hardware: Hardware
+    nodes: int
+    seq_len: int
+    micro_batch: int
+    checkpointing: Checkpointing = "none"
+    every_n: int = 2  # for checkpointing="every_n": blocks 0, n, 2n, ... are checkpointed
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    global_batch: int | None = None  # sequences per optimizer step; None: one micro-batch per DP rank
+    software: Software = field(default_factory=Software)
+
+    def __post_init__(self) -> None:
+        problems = self.problems()
+        if problems:
+            raise problems[0]
+
+    def problems(self) -> list[PlanError]:
+        out: list[PlanError] = []
+        for name in ("nodes", "seq_len", "micro_batch", "every_n", "tensor_parallel", "pipeline_parallel"):
+            value = getattr(self, name)
+            if not _positive_int(value):
+                out.append(PlanError(name, value, "must be an integer >= 1"))
+        if self.checkpointing not in CHECKPOINTING_MODES:
+            out.append(
+                PlanError("activation_checkpointing", self.checkpointing, f"is not one of {CHECKPOINTING_MODES}")
+            )
+        if self.global_batch is not None and not _positive_int(self.global_batch):
+            out.append(PlanError("global_batch", self.global_batch, "must be an integer >= 1"))
+        out.extend(self.software.problems())
+        if out:
+            return out
+        per_node = self.hardware.devices_per_node
+        tp, pp = self.tensor_parallel, self.pipeline_parallel
+        if per_node % tp:
+            out.append(PlanError("tensor_parallel", tp, f"must divide the {per_node} devices of a node"))
+        elif self.world_size % (tp * pp):
+            out.append(PlanError("pipeline_parallel", pp, f"x tensor_parallel {tp} must divide {self.world_size}"))
+        elif pp > self.model.n_layers:
+            out.append(PlanError("pipeline_parallel", pp, f"exceeds the model's {self.model.n_layers} layers"))
+        elif self.global_batch is not None and self.global_batch % (self.data_parallel * self.micro_batch):
+            unit = self.data_parallel * self.micro_batch
+            out.append(
+                PlanError(
+                    "global_batch",
+                    self.global_batch,
+                    f"must be a multiple of data-parallel size x micro-batch ({self.data_parallel} x "
+                    f"{self.micro_batch} = {unit})",
+                )
+            )
+        return out
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.hardware.devices_per_node
+
+    @property
+    def data_parallel(self) -> int:
+        return self.world_size // (self.tensor_parallel * self.pipeline_parallel)
+
+    @property
+    def global_batch_sequences(self) -> int:
+        return self.global_batch or self.data_parallel * self.micro_batch
+
+    @property
+    def micro_batches_per_step(self) -> int:
+        """Micro-batches each DP rank runs per optimizer step (gradient accumulation or pipeline depth)."""
+        return self.global_batch_sequences // (self.data_parallel * self.micro_batch)
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.global_batch_sequences * self.seq_len
+
+    @property
+    def recomputed_fraction(self) -> float:
+        return recomputed_block_fraction(self.checkpointing, self.model.n_layers, self.every_n)
+
+    @property
+    def devices_per_node_in_dp_group(self) -> int:
+        """DP ranks of one DP group that share a node. Ranks are ordered TP fastest, then DP, then PP (Megatron's
+        order): TP stays on NVLink, DP fills the rest of the node, pipeline stages go across nodes."""
+        return max(1, min(self.data_parallel, self.hardware.devices_per_node // self.tensor_parallel))
+
+    @property
+    def pipeline_crosses_nodes(self) -> bool:
+        return (
+            self.pipeline_parallel > 1 and self.tensor_parallel * self.data_parallel >= self.hardware.devices_per_node
+        )
+
+    @property
+    def state_shard_size(self) -> int:
+        """Ranks the sharded training state (weights, gradients, optimizer) is split over."""
+        sharding = self.software.sharding
+        if sharding == "fsdp":
+            return self.data_parallel
+        if sharding == "hsdp":
+            return min(self.data_parallel, self.devices_per_node_in_dp_group)
+        return 1
+
+    @property
+    def optimizer_shard_size(self) -> int:
+        return self.data_parallel if self.software.sharding == "zero1" else self.state_shard_size

@@ -1,0 +1,347 @@
+"""The published tables the planner is calibrated on, as data: every row, its source file and its own words.
+
+Sources (background documents, see docs/planner.md for what each table compares):
+- seed 000 (000_4119ab8e5c6b8d9a.txt), "Table 1: Model and Hardware FLOPS utilization of various model sizes on
+  A100 and H100 GPUs": FSDP, Llama 2 shapes, 4k sequences, batch 2 per GPU; 128 A100 80GB with 400 Gbps, 96 H100
+  80GB with 800 Gbps.
+- seed 001 (001_8693a47929ae89b3.txt), SageMaker distributed data parallel: training time on 1 to 8 instances.
+- seed 003 (003_afd1b48cb2b55e57.txt), "Weak scaling throughput for GPT models ranging from 1 billion to 1
+  trillion parameters" (Megatron-LM on DGX A100).
+- seed 004 (004_f98fec2840be2532.txt), "Table 1. Comparing mean throughput of GPT NeoX and Pythia models": Neuron
+  NeMo on trn1.32xlarge at the 3-year reserved rate.
+
+What the tables do not say is an assumption here, written next to the row and in docs/planner.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from training.models.args import ModelArgs
+from training.models.registry import get_model_args
+from training.planner.hardware import Hardware, hardware
+from training.planner.job import Job, Software
+
+SEED_000 = "000_4119ab8e5c6b8d9a.txt"
+SEED_001 = "001_8693a47929ae89b3.txt"
+SEED_003 = "003_afd1b48cb2b55e57.txt"
+SEED_004 = "004_f98fec2840be2532.txt"
+
+# --- model shapes the tables use that the registry does not hold (table inputs, not training configs) ---------
+
+
+def megatron_gpt(hidden: int, layers: int, heads: int) -> ModelArgs:
+    """Seed 003's GPT shapes: 4h MLP with GELU, LayerNorm, biases, 51,200 tied vocabulary, 2048 tokens."""
+    return ModelArgs(
+        flavor="neox",
+        dim=hidden,
+        n_layers=layers,
+        n_heads=heads,
+        ffn_dim=4 * hidden,
+        vocab_size=51200,
+        max_seq_len=2048,
+        tie_embeddings=True,
+    )
+
+
+# Llama 2 34B was never released as a base model; this is the shape Code Llama 34B and the FSDP recipe use.
+LLAMA2_34B = ModelArgs(
+    flavor="llama",
+    dim=8192,
+    n_layers=48,
+    n_heads=64,
+    n_kv_heads=8,
+    ffn_dim=22016,
+    vocab_size=32000,
+    norm_eps=1e-5,
+    max_seq_len=4096,
+)
+
+# Seed 003's GPT shapes by size label: (hidden, layers, heads).
+MEGATRON_SHAPES: dict[str, tuple[int, int, int]] = {
+    "1.7b": (2304, 24, 24),
+    "3.6b": (3072, 30, 32),
+    "7.5b": (4096, 36, 32),
+    "18b": (6144, 40, 48),
+    "39b": (8192, 48, 64),
+    "76b": (10240, 60, 80),
+    "145b": (12288, 80, 96),
+    "310b": (16384, 96, 128),
+    "530b": (20480, 105, 128),
+    "1t": (25600, 128, 160),
+}
+
+# Shapes the planner knows beyond the registry (so `--model megatron-gpt-1t` plans a published configuration).
+PLANNER_MODELS: dict[str, ModelArgs] = {
+    "llama2-34b": LLAMA2_34B,
+    **{f"megatron-gpt-{size}": megatron_gpt(*shape) for size, shape in MEGATRON_SHAPES.items()},
+}
+
+# --- the clusters behind the tables -------------------------------------------------------------------------
+
+A100_400G = hardware("p4de.24xlarge", label="A100 80GB, 400 Gbps (seed 000; facts of p4de.24xlarge)")
+H100_800G = hardware("p5.48xlarge", network_gbps=800, label="H100 80GB, 800 Gbps (seed 000; p5 with 800 Gbps)")
+DGX_A100 = hardware(
+    "p4de.24xlarge", network_gbps=1600, label="DGX A100 80GB, 8 x 200 Gb/s HDR InfiniBand (seed 003; Selene)"
+)
+TRN1_RESERVED = hardware("trn1.32xlarge", usd_per_hour=7.59, label="trn1.32xlarge at $7.59/h 3-year reserved")
+P4D = hardware("p4d.24xlarge", label="ml.p4d.24xlarge (seed 001's examples)")
+
+# --- how each framework ran --------------------------------------------------------------------------------
+
+# fms-fsdp (seed 000): SDPA flash attention, bf16 mixed precision with bf16 gradient reduction, overlap on.
+FMS_FSDP = Software(sharding="fsdp", attention="flash", grad_reduce_bytes=2, dp_overlap=True)
+# The 7B run was hybrid-sharded (the run chronicle switches to "HSDP checkpointing"); the others need full shard.
+FMS_HSDP = Software(sharding="hsdp", attention="flash", grad_reduce_bytes=2, dp_overlap=True)
+# Megatron-LM 2021 (seed 003): fused but materialized softmax with dropout, fp32 gradient all-reduce after the
+# backward pass (no overlap), interleaved 1F1B pipeline schedule.
+MEGATRON_2021 = Software(sharding="ddp", attention="materialized", grad_reduce_bytes=4, dp_overlap=False)
+# Neuron NeMo (seed 004): ZeRO-1 optimizer, bf16 with stochastic rounding (bf16 gradients), no overlap of the
+# gradient reduction, attention scores materialized by the compiler.
+NEURON_NEMO = Software(sharding="zero1", attention="materialized", grad_reduce_bytes=2, dp_overlap=False)
+# SageMaker distributed data parallel (seed 001): gradient all-reduce overlapped with backward.
+SMDDP = Software(sharding="ddp", attention="flash", grad_reduce_bytes=4, dp_overlap=True)
+
+
+@dataclass(frozen=True)
+class PublishedRow:
+    key: str
+    table: str
+    source: str
+    words: str  # the row as the document prints it
+    job: Job
+    published: dict[str, float]  # metric -> published value
+    holdout: bool = False  # not used to fit the parameters; its error is reported as a prediction
+    notes: str = ""
+
+
+@dataclass(frozen=True)
+class PublishedTable:
+    name: str
+    source: str
+    title: str
+    compared: tuple[str, ...]  # metrics compared, in PublishedRow.published
+    tolerance: float  # relative
+    rows: tuple[PublishedRow, ...] = field(default=())
+
+
+def _fsdp_row(
+    key: str,
+    model: ModelArgs,
+    node: Hardware,
+    nodes: int,
+    checkpointing: str,
+    words: str,
+    tokens: float,
+    mfu: float,
+    hfu: float,
+    holdout: bool,
+    software: Software = FMS_FSDP,
+    notes: str = "",
+) -> PublishedRow:
+    job = Job(
+        model=model,
+        hardware=node,
+        nodes=nodes,
+        seq_len=4096,
+        micro_batch=2,
+        checkpointing=checkpointing,  # type: ignore[arg-type]
+        software=software,
+    )
+    published = {"tokens_per_s_per_device": tokens, "mfu": mfu, "hfu": hfu}
+    return PublishedRow(key, "fsdp", SEED_000, words, job, published, holdout, notes)
+
+
+SELECTIVE_000 = (
+    "seed 000's 'Selective' checkpoints every n-th block; HFU/MFU = 0.59/0.51 = 1 + r/3 gives r = 0.47, "
+    "so every 2nd block (every_n, n = 2)"
+)
+
+FSDP_ROWS: tuple[PublishedRow, ...] = (
+    # Columns: Model size | Batch size | Activation checkpoint | tokens/s/GPU A100 | MFU | HFU | tokens/s/GPU H100 |
+    # MFU | HFU. A100 cluster: 128 GPUs (16 nodes), H100 cluster: 96 GPUs (12 nodes).
+    _fsdp_row(
+        "000/a100/7b", get_model_args("llama2-7b"), A100_400G, 16, "none",
+        "7B | 2 | No | 3700 | 0.57 | 0.57 (A100)", 3700, 0.57, 0.57, False, FMS_HSDP,
+    ),
+    _fsdp_row(
+        "000/a100/13b", get_model_args("llama2-13b"), A100_400G, 16, "every_n",
+        "13B | 2 | Selective | 1800 | 0.51 | 0.59 (A100)", 1800, 0.51, 0.59, True, notes=SELECTIVE_000,
+    ),
+    _fsdp_row(
+        "000/a100/34b", LLAMA2_34B, A100_400G, 16, "full",
+        "34B | 2 | Yes | 700 | 0.47 | 0.64 (A100)", 700, 0.47, 0.64, True,
+    ),
+    _fsdp_row(
+        "000/a100/70b", get_model_args("llama2-70b"), A100_400G, 16, "full",
+        "70B | 2 | Yes | 370 | 0.50 | 0.67 (A100)", 370, 0.50, 0.67, False,
+    ),
+    _fsdp_row(
+        "000/h100/7b", get_model_args("llama2-7b"), H100_800G, 12, "none",
+        "7B | 2 | No | 7500 | 0.37 | 0.37 (H100)", 7500, 0.37, 0.37, False, FMS_HSDP,
+    ),
+    _fsdp_row(
+        "000/h100/13b", get_model_args("llama2-13b"), H100_800G, 12, "every_n",
+        "13B | 2 | Selective | 3800 | 0.35 | 0.40 (H100)", 3800, 0.35, 0.40, True, notes=SELECTIVE_000,
+    ),
+    _fsdp_row(
+        "000/h100/34b", LLAMA2_34B, H100_800G, 12, "full",
+        "34B | 2 | Yes | 1550 | 0.32 | 0.44 (H100)", 1550, 0.32, 0.44, False,
+    ),
+    _fsdp_row(
+        "000/h100/70b", get_model_args("llama2-70b"), H100_800G, 12, "full",
+        "70B | 2 | Yes | 800 | 0.34 | 0.45 (H100)", 800, 0.34, 0.45, True,
+    ),
+)  # fmt: skip
+
+
+def _megatron_row(
+    size: str,
+    heads: int,
+    hidden: int,
+    layers: int,
+    params_b: float,
+    model_parallel: int,
+    gpus: int,
+    micro_batch: int,
+    batch: int,
+    tflops: float,
+    percent: int,
+    petaflops: float,
+    holdout: bool,
+    interleave: int,
+) -> PublishedRow:
+    tp = min(model_parallel, 8)
+    pp = model_parallel // tp
+    job = Job(
+        model=PLANNER_MODELS[f"megatron-gpt-{size.lower()}"],
+        hardware=DGX_A100,
+        nodes=gpus // 8,
+        seq_len=2048,
+        micro_batch=micro_batch,
+        checkpointing="full",
+        tensor_parallel=tp,
+        pipeline_parallel=pp,
+        global_batch=batch,
+        software=Software(**{**MEGATRON_2021.__dict__, "pipeline_interleave": interleave}),
+    )
+    words = (
+        f"{size} | {heads} | {hidden} | {layers} | {params_b} | {model_parallel} | {gpus} | {micro_batch} | "
+        f"{batch} | {tflops:g} | {percent}% | {petaflops}"
+    )
+    published = {"tflops_per_device": tflops, "params_billion": params_b, "percent_of_peak": percent}
+    notes = f"model-parallel {model_parallel} = TP {tp} x PP {pp}; interleave {interleave}"
+    return PublishedRow(f"003/{size}", "megatron", SEED_003, words, job, published, holdout, notes)
+
+
+# Columns: Model size | Attention heads | Hidden size | Number of layers | Number of parameters (billion) |
+# Model-parallel size | Number of GPUs | Microbatch size | Batch size | Achieved teraFLOP/s per GPU | Percentage of
+# theoretical peak FLOP/s | Achieved aggregate petaFLOP/s. Sequence 2048, vocabulary 51,200 (the paper's setup).
+# The table does not give the pipeline schedule; plain 1F1B (no interleaving) is assumed, which if anything
+# overstates the bubble of the pipelined rows.
+MEGATRON_ROWS: tuple[PublishedRow, ...] = (
+    _megatron_row("1.7B", 24, 2304, 24, 1.7, 1, 32, 16, 512, 137, 44, 4.4, False, 1),
+    _megatron_row("3.6B", 32, 3072, 30, 3.6, 2, 64, 16, 512, 138, 44, 8.8, True, 1),
+    _megatron_row("7.5B", 32, 4096, 36, 7.5, 4, 128, 16, 512, 142, 46, 18.2, False, 1),
+    _megatron_row("18B", 48, 6144, 40, 18.4, 8, 256, 8, 1024, 135, 43, 34.6, True, 1),
+    _megatron_row("39B", 64, 8192, 48, 39.1, 16, 512, 4, 1536, 138, 44, 70.8, False, 1),
+    _megatron_row("76B", 80, 10240, 60, 76.1, 32, 1024, 2, 1792, 140, 45, 143.8, True, 1),
+    _megatron_row("145B", 96, 12288, 80, 145.6, 64, 1536, 2, 2304, 148, 47, 227.1, False, 1),
+    _megatron_row("310B", 128, 16384, 96, 310.1, 128, 1920, 1, 2160, 155, 50, 297.4, True, 1),
+    _megatron_row("530B", 128, 20480, 105, 529.6, 280, 2520, 1, 2520, 163, 52, 410.2, False, 1),
+    _megatron_row("1T", 160, 25600, 128, 1008.0, 512, 3072, 1, 3072, 163, 52, 502.0, True, 1),
+)
+
+
+def _neuron_row(
+    model: str, pp: int, nodes: int, cost: float, batch: int, seq_per_s: float, tokens_per_usd: int, holdout: bool
+) -> PublishedRow:
+    job = Job(
+        model=get_model_args(model),
+        hardware=TRN1_RESERVED,
+        nodes=nodes,
+        seq_len=2048,
+        micro_batch=1,
+        checkpointing="full",
+        tensor_parallel=8,
+        pipeline_parallel=pp,
+        global_batch=batch,
+        software=NEURON_NEMO,
+    )
+    name = "Pythia 6.9B" if model == "pythia-6.9b" else "NeoX 20B"
+    words = f"{name} | 8 | {pp} | {nodes} | {cost} | 2048 | {batch} | {seq_per_s} | {tokens_per_usd:,}"
+    published = {"sequences_per_s": seq_per_s, "tokens_per_usd": tokens_per_usd, "cluster_usd_per_hour": cost}
+    return PublishedRow(f"004/{model}/{nodes}n", "trainium", SEED_004, words, job, published, holdout)
+
+
+# Columns: Model | Tensor Parallel | Pipeline Parallel | Number of instances | Cost ($/hour) | Sequence length |
+# Global batch size | Throughput (seq/sec) | Cost-throughput ratio (tokens/$). Micro-batch 1 and full activation
+# checkpointing are Neuron NeMo's defaults for these models (assumed; the table does not say).
+TRAINIUM_ROWS: tuple[PublishedRow, ...] = (
+    _neuron_row("pythia-6.9b", 1, 1, 7.59, 256, 10.4, 10_102_387, False),
+    _neuron_row("pythia-6.9b", 1, 4, 30.36, 256, 35.8, 8_693_881, True),
+    _neuron_row("neox-20b", 4, 4, 30.36, 16384, 13.60, 3_302_704, False),
+    _neuron_row("neox-20b", 4, 8, 60.72, 16384, 26.80, 3_254_134, True),
+    _neuron_row("neox-20b", 4, 16, 121.44, 16384, 54.30, 3_296_632, True),
+    _neuron_row("neox-20b", 4, 32, 242.88, 16384, 107.50, 3_263_241, True),
+    _neuron_row("neox-20b", 4, 64, 485.76, 16384, 212.00, 3_217_708, False),
+)
+
+
+def _ddp_row(nodes: int, minutes: float, improvement: str) -> PublishedRow:
+    job = Job(model=get_model_args("125m"), hardware=P4D, nodes=nodes, seq_len=2048, micro_batch=8, software=SMDDP)
+    published = {"training_minutes": minutes}
+    if nodes > 1:
+        published["speedup"] = float(improvement.rstrip("x"))
+    return PublishedRow(
+        f"001/{nodes}n", "ddp-scaling", SEED_001, f"{nodes} | {minutes:g} | {improvement}", job, published, True
+    )
+
+
+# Columns: Number of Instances | Training Time (minutes) | Improvement. The slide names neither model nor instance
+# type. Assumed: the instance its examples use (ml.p4d.24xlarge, 400 Gbps EFA) and a model data parallelism is
+# for, one that fits a GPU: the registry's 1b (Llama 3.2 1B shape), 2 x 2048 tokens per GPU. Only the speedup is
+# compared (time depends on the unknown dataset size); every row is a prediction.
+DDP_ROWS: tuple[PublishedRow, ...] = (
+    _ddp_row(1, 99, "Baseline"),
+    _ddp_row(2, 55, "1.8x"),
+    _ddp_row(4, 27, "3.7x"),
+    _ddp_row(8, 13.5, "7.3x"),
+)
+
+TABLES: tuple[PublishedTable, ...] = (
+    PublishedTable(
+        "fsdp",
+        SEED_000,
+        "FSDP throughput, Llama 2 7B-70B on 128 A100 / 96 H100",
+        ("tokens_per_s_per_device", "mfu", "hfu"),
+        0.15,
+        FSDP_ROWS,
+    ),
+    PublishedTable(
+        "megatron",
+        SEED_003,
+        "Megatron-LM weak scaling, GPT 1.7B-1T on DGX A100",
+        ("tflops_per_device",),
+        0.15,
+        MEGATRON_ROWS,
+    ),
+    PublishedTable(
+        "trainium",
+        SEED_004,
+        "Neuron NeMo, Pythia 6.9B and NeoX 20B on trn1.32xlarge",
+        ("sequences_per_s", "tokens_per_usd"),
+        0.15,
+        TRAINIUM_ROWS,
+    ),
+    PublishedTable(
+        "ddp-scaling",
+        SEED_001,
+        "SageMaker data parallel, 1-8 instances (speedup over one)",
+        ("speedup",),
+        0.15,
+        DDP_ROWS,
+    ),
+)
+
+ALL_ROWS: tuple[PublishedRow, ...] = tuple(row for table in TABLES for row in table.rows)

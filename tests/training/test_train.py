@@ -111,13 +111,13 @@ def _shard_export(exported: Path, out: Path) -> Path:
 
 
 @pytest.mark.distributed
-def test_fine_tuning_from_a_sharded_export_under_hsdp_starts_from_the_same_model(
+def test_fine_tuning_from_a_sharded_export_starts_from_the_same_model(
     demo_data_prefix: str, reference_run: tuple[Path, Path], tmp_path: Path
 ) -> None:
     _, reference = reference_run
     assert export.main(["--run-dir", str(reference), "--output", str(tmp_path / "export")]) == 0
     sharded = _shard_export(tmp_path / "export", tmp_path / "sharded")
-    job = tiny_job(demo_data_prefix, train={"max_steps": 3, "eval_every": 3}, parallel={"dp_replicate": 2})
+    job = tiny_job(demo_data_prefix, train={"max_steps": 3, "eval_every": 3})
     job["model"] = {"hf_checkpoint": str(sharded)}
     result = run_training(write_job(tmp_path / "finetune.yaml", job), tmp_path / "run", ranks=2)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -126,13 +126,14 @@ def test_fine_tuning_from_a_sharded_export_under_hsdp_starts_from_the_same_model
     end_of_reference = records(reference, "validation")[-1]
     assert (start["step"], end_of_reference["step"]) == (0, STEPS)
     assert abs(start["val_loss"] - end_of_reference["val_loss"]) <= 1e-5
-    assert "replicate 2 x shard 1" in result.stdout
+    assert "replicate 1 x shard 2" in result.stdout  # each rank read its half of every tensor
     assert all(math.isfinite(r["loss"]) for r in records(tmp_path / "run", "train"))
 
 
 @pytest.mark.distributed
-def test_sigusr1_on_one_rank_stops_both_after_a_checkpoint(demo_data_prefix: str, tmp_path: Path) -> None:
-    config = write_job(tmp_path / "job.yaml", tiny_job(demo_data_prefix, train={"max_steps": 500}))
+def test_sigusr1_on_one_rank_stops_both_hsdp_ranks_after_a_checkpoint(demo_data_prefix: str, tmp_path: Path) -> None:
+    job = tiny_job(demo_data_prefix, train={"max_steps": 500}, parallel={"dp_replicate": 2})
+    config = write_job(tmp_path / "job.yaml", job)
     run_dir = tmp_path / "run"
     process = start_training(config, run_dir, ranks=2)
     try:
@@ -144,6 +145,7 @@ def test_sigusr1_on_one_rank_stops_both_after_a_checkpoint(demo_data_prefix: str
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
+    assert "replicate 2 x shard 1" in output
     status = json.loads((run_dir / EXIT_STATUS_FILE).read_text())
     assert status["exit_code"] == EXIT_REQUEUE, output[-3000:]
     stopped_at = status["step"]

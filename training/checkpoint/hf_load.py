@@ -52,11 +52,17 @@ def local_row_range(param: torch.Tensor) -> tuple[int, int]:
         if isinstance(placement, Shard):
             if placement.dim != 0:
                 raise CheckpointError(f"parameter sharded on dim {placement.dim}; only dim-0 (FSDP2) is supported")
-            length = end - start
-            chunk = -(-length // param.device_mesh.size(mesh_dim))
-            start = min(start + coordinate[mesh_dim] * chunk, end)
-            end = min(start + chunk, end)
+            offset, length = chunk_range(end - start, param.device_mesh.size(mesh_dim), coordinate[mesh_dim])
+            start, end = start + offset, start + offset + length
     return start, end
+
+
+def chunk_range(length: int, parts: int, index: int) -> tuple[int, int]:
+    """(offset, length) of part `index` when torch.chunk splits `length` rows into `parts` (the last may be short
+    or empty)."""
+    size = -(-length // parts)
+    offset = min(index * size, length)
+    return offset, min(size, length - offset)
 
 
 def _read_rows(handle: Any, args: ModelArgs, name: str, key: str, start: int, end: int) -> torch.Tensor:

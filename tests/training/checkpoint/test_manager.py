@@ -1,0 +1,171 @@
+"""CheckpointManager on a one-rank gloo group with a real FSDP2 model and AdamW state."""
+
+import errno
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.distributed.checkpoint.filesystem as dcp_filesystem
+from torch.distributed.tensor import DTensor
+
+from training.checkpoint.errors import CheckpointError, CheckpointSpaceError
+from training.checkpoint.layout import MARKER, complete_checkpoints, step_dir, tmp_dir
+from training.checkpoint.manager import CheckpointManager
+from training.checkpoint.state import training_state
+from training.config import CheckpointSection, ParallelSection
+from training.models import ModelArgs
+from training.models.transformer import build_model
+from training.parallel.fsdp import mixed_precision_policy
+from training.parallel.mesh import DataParallelShape, build_mesh
+from training.parallel.parallelize import parallelize
+
+pytestmark = [
+    pytest.mark.usefixtures("process_group"),
+    pytest.mark.filterwarnings("ignore:DTensor random operators may not have complete support"),
+]
+ARGS = ModelArgs(flavor="neox", dim=32, n_layers=2, n_heads=4, ffn_dim=64, vocab_size=50, rotary_pct=0.25)
+
+
+def _trained(seed: int) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    torch.manual_seed(seed)
+    model = build_model(ARGS)
+    parallelize(
+        model,
+        ParallelSection(),
+        build_mesh(DataParallelShape(1, 1), "cpu"),
+        mixed_precision_policy("fp32", torch.device("cpu")),
+    )
+    model.to_empty(device="cpu")
+    model.init_weights()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    ids = torch.randint(0, ARGS.vocab_size, (2, 8))
+    model(ids).square().mean().backward()
+    optimizer.step()
+    return model, optimizer
+
+
+def _manager(root: Path, **section: Any) -> CheckpointManager:
+    return CheckpointManager(root, CheckpointSection(**section), rank=0, world_size=1, param_count=10_000)
+
+
+def _weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {n: (p.full_tensor() if isinstance(p, DTensor) else p).detach().clone() for n, p in model.named_parameters()}
+
+
+def _save(manager: CheckpointManager, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    manager.save(step, training_state(model, optimizer), {"step": step, "note": "x"}, {"torch": torch.get_rng_state()})
+
+
+def test_round_trip_restores_weights_optimizer_and_trainer_state(tmp_path: Path) -> None:
+    model, optimizer = _trained(seed=0)
+    manager = _manager(tmp_path)
+    assert manager.prepare() is None
+    rng_at_save = torch.get_rng_state()
+    _save(manager, 7, model, optimizer)
+    assert sorted(p.name for p in step_dir(tmp_path, 7).iterdir()) == [
+        ".metadata",
+        MARKER,
+        "__0_0.distcp",
+        "rng",
+        "trainer_state.json",
+    ]
+
+    other, other_optimizer = _trained(seed=1)
+    latest = manager.prepare()
+    assert latest == (7, step_dir(tmp_path, 7))
+    state, rng = manager.load(latest[1], training_state(other, other_optimizer))
+    assert state == {"step": 7, "note": "x"}
+    assert rng is not None
+    assert torch.equal(rng["torch"], rng_at_save)
+    assert not torch.equal(torch.get_rng_state(), rng_at_save)
+    for name, weight in _weights(model).items():
+        assert torch.equal(_weights(other)[name], weight), name
+    first = next(iter(optimizer.state.values()))
+    restored = next(iter(other_optimizer.state.values()))
+    assert torch.equal(restored["step"], first["step"])
+    assert torch.equal(restored["exp_avg"].full_tensor(), first["exp_avg"].full_tensor())
+
+
+def test_partial_checkpoints_are_ignored_and_removed_at_start(tmp_path: Path) -> None:
+    model, optimizer = _trained(seed=0)
+    manager = _manager(tmp_path)
+    manager.prepare()
+    _save(manager, 2, model, optimizer)
+    # A crash during a save (tmp dir) and one between rename and marker (no marker).
+    tmp_dir(tmp_path, 4).mkdir()
+    (tmp_dir(tmp_path, 4) / "__0_0.distcp").write_bytes(b"half")
+    step_dir(tmp_path, 6).mkdir()
+    (step_dir(tmp_path, 6) / ".metadata").write_bytes(b"")
+    assert manager.prepare() == (2, step_dir(tmp_path, 2))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-2"]
+
+
+def test_keeps_only_the_last_k(tmp_path: Path) -> None:
+    model, optimizer = _trained(seed=0)
+    manager = _manager(tmp_path, keep_last=2)
+    manager.prepare()
+    for step in (1, 2, 3, 4):
+        _save(manager, step, model, optimizer)
+    assert [step for step, _ in complete_checkpoints(tmp_path)] == [3, 4]
+
+
+def test_async_save_commits_when_waited_for(tmp_path: Path) -> None:
+    model, optimizer = _trained(seed=0)
+    expected = _weights(model)
+    manager = _manager(tmp_path, async_save=True)
+    manager.prepare()
+    _save(manager, 5, model, optimizer)
+    with torch.no_grad():  # training goes on while the shards are written: the checkpoint must not see this
+        for param in model.parameters():
+            param.add_(1.0)
+    manager.wait()
+    assert (step_dir(tmp_path, 5) / MARKER).is_file()
+    other, other_optimizer = _trained(seed=1)
+    manager.load(step_dir(tmp_path, 5), training_state(other, other_optimizer))
+    for name, weight in expected.items():
+        assert torch.equal(_weights(other)[name], weight), name
+
+
+def test_a_failed_write_raises_on_every_rank_cleans_up_and_keeps_the_last_good(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, optimizer = _trained(seed=0)
+    manager = _manager(tmp_path)
+    manager.prepare()
+    _save(manager, 1, model, optimizer)
+
+    def failing_write(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(dcp_filesystem, "_write_item", failing_write)
+    with pytest.raises(CheckpointError) as error:
+        _save(manager, 2, model, optimizer)
+    message = str(error.value)
+    assert message.startswith("checkpoint step-2: writing shards failed: rank 0: [Errno 5] Input/output error")
+    assert message.endswith(f"the last good checkpoint is {step_dir(tmp_path, 1)}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-1"]
+
+
+def test_refusal_for_space_happens_before_anything_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    from training.checkpoint import space
+
+    monkeypatch.setattr(space.shutil, "disk_usage", lambda _: shutil._ntuple_diskusage(1000, 1000, 0))
+    model, optimizer = _trained(seed=0)
+    manager = _manager(tmp_path)
+    manager.prepare()
+    with pytest.raises(CheckpointSpaceError, match=r"^checkpoint.dir: .* has 0.000 GiB free"):
+        _save(manager, 1, model, optimizer)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_trainer_state_is_readable_json(tmp_path: Path) -> None:
+    model, optimizer = _trained(seed=0)
+    manager = _manager(tmp_path)
+    manager.prepare()
+    _save(manager, 3, model, optimizer)
+    assert json.loads((step_dir(tmp_path, 3) / "trainer_state.json").read_text())["step"] == 3

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from policies.extract import ExtractedPolicies
@@ -156,7 +156,13 @@ def policy_set(extracted: ExtractedPolicies, spec: DeploymentSpec, base: Path | 
     if extracted.key_policy is not None:
         documents["key"] = extracted.key_policy
     documents.update(load_control_policies(spec, base))
-    return PolicySet(documents=documents, role_arns=role_arns, organization_id=spec.organization_id)
+    org_accounts = frozenset({spec.accounts.compute, spec.accounts.data}) if spec.organization_id else frozenset()
+    return PolicySet(
+        documents=documents,
+        role_arns=role_arns,
+        organization_id=spec.organization_id,
+        organization_accounts=org_accounts,
+    )
 
 
 def matrix_context(spec: DeploymentSpec, extracted: ExtractedPolicies) -> MatrixContext:
@@ -260,6 +266,25 @@ def dataset_cases(spec: DeploymentSpec) -> list[Case]:
                     _through_ap(spec, who, "s3:ListBucketVersions", dataset, list_prefix=prefix),
                     implicit(*ALL_S3_LAYERS),
                     why="old versions of replaced objects are not part of the grant",
+                ),
+            ]
+            direct = S3Request(who, "s3:GetObject", spec.data.bucket_name, spec.accounts.data, key=sample)
+            cases += [
+                Case(
+                    f"read-bucket-directly/{tag}",
+                    "grant",
+                    f"{ref} reads {dataset.name} on the bucket directly, without its access point",
+                    direct,
+                    implicit(IDENTITY, BUCKET),
+                    why="the bucket delegates to its access points only",
+                ),
+                Case(
+                    f"list-bucket-directly/{tag}",
+                    "grant",
+                    f"{ref} lists {prefix} on the bucket directly, without its access point",
+                    replace(direct, action="s3:ListBucket", key=None, list_prefix=prefix),
+                    implicit(IDENTITY, BUCKET),
+                    why="listing is delegated to the access points too",
                 ),
             ]
             if ref not in dataset.writers:
@@ -440,22 +465,6 @@ def perimeter_cases(spec: DeploymentSpec) -> list[Case]:
             why="names are not identities: the data account trusts the compute account's roles only",
         ),
         Case(
-            "direct-bucket-read",
-            "perimeter",
-            f"{reader_ref} reads the bucket directly, without an access point",
-            direct(reader, "s3:GetObject", sample),
-            implicit(IDENTITY, BUCKET),
-            why="the bucket delegates to its access points only",
-        ),
-        Case(
-            "direct-bucket-list",
-            "perimeter",
-            f"{reader_ref} lists the bucket directly, without an access point",
-            direct(reader, "s3:ListBucket", None, list_prefix=dataset.prefix),
-            implicit(IDENTITY, BUCKET),
-            why="listing is delegated to the access points too",
-        ),
-        Case(
             "compute-account-access-point",
             "perimeter",
             f"{reader_ref} reads through an access point the compute account created on the bucket",
@@ -496,14 +505,6 @@ def perimeter_cases(spec: DeploymentSpec) -> list[Case]:
             read.with_network(tls=False),
             explicit(BUCKET, "DenyRequestsWithoutTls"),
             why="TLS only, whoever asks",
-        ),
-        Case(
-            "internet-origin",
-            "perimeter",
-            f"{reader_ref}'s credentials read through the access point from the Internet",
-            read.with_network(origin="Internet", through_endpoint=False),
-            implicit(ACCESS_POINT),
-            why="the access point serves the compute VPC only (its VpcConfiguration, and its policy)",
         ),
         Case(
             "list-whole-access-point",
@@ -563,14 +564,6 @@ def perimeter_cases(spec: DeploymentSpec) -> list[Case]:
             why="the organization is the perimeter: endpoint and bucket both check aws:PrincipalOrgID",
         ),
         Case(
-            "unrelated-role-same-account",
-            "perimeter",
-            "an unrelated compute-account role with s3:* and kms:* on * reads through the access point",
-            S3Request(admin, "s3:GetObject", bucket, data, key=sample, access_point=_ap(spec, dataset)),
-            implicit(ACCESS_POINT, KEY),
-            why="the access point and the key trust named roles, not the whole compute account",
-        ),
-        Case(
             "aws-service-writes-bucket",
             "perimeter",
             "an AWS service principal (S3 server access logging) writes into the dataset bucket",
@@ -595,6 +588,49 @@ def perimeter_cases(spec: DeploymentSpec) -> list[Case]:
             why="the endpoint authorizes the access point ARN too, so both must be listed",
         ),
     ]
+
+
+def dataset_perimeter_cases(spec: DeploymentSpec) -> list[Case]:
+    """Per dataset and per access point statement: callers the statement must not admit."""
+    admin = Principal(
+        "compute admin (s3:*, kms:* on *)", f"arn:aws:iam::{spec.accounts.compute}:role/ops-admin", spec.organization_id
+    )
+    cases: list[Case] = []
+    for dataset in spec.data.datasets:
+        requests: list[tuple[str, str, str, str | None, str | None]] = []  # verb, role, action, key, list prefix
+        if dataset.readers:
+            requests += [
+                ("read", dataset.readers[0], "s3:GetObject", f"{dataset.prefix}shard-00000.bin", None),
+                ("list", dataset.readers[0], "s3:ListBucket", None, dataset.prefix),
+            ]
+        if dataset.writers:
+            assert dataset.output_prefix is not None
+            requests.append(
+                ("write", dataset.writers[0], "s3:PutObject", f"{dataset.output_prefix}shard-00000.bin", None)
+            )
+        for verb, ref, action, key, list_prefix in requests:
+            reaches_key = action != "s3:ListBucket"
+            cases += [
+                Case(
+                    f"unrelated-role-{verb}/{dataset.name}",
+                    "perimeter",
+                    f"an unrelated compute-account role with s3:* and kms:* on * tries to {verb} {dataset.name}",
+                    _through_ap(spec, admin, action, dataset, key=key, list_prefix=list_prefix),
+                    implicit(ACCESS_POINT, KEY) if reaches_key else implicit(ACCESS_POINT),
+                    why="the access point and the key trust named roles, not the whole compute account",
+                ),
+                Case(
+                    f"internet-origin-{verb}/{dataset.name}",
+                    "perimeter",
+                    f"{ref}'s credentials {verb} {dataset.name} through its access point from the Internet",
+                    _through_ap(spec, _role(spec, ref), action, dataset, key=key, list_prefix=list_prefix).with_network(
+                        origin="Internet", through_endpoint=False
+                    ),
+                    implicit(ACCESS_POINT),
+                    why="the access point serves the compute VPC only (its VpcConfiguration, and its policy)",
+                ),
+            ]
+    return cases
 
 
 def endpoint_without_access_points(policies: PolicySet) -> PolicySet:
@@ -688,7 +724,13 @@ def platform_cases(spec: DeploymentSpec) -> list[Case]:
 
 
 def build_cases(spec: DeploymentSpec, context: MatrixContext) -> list[Case]:
-    cases = [*dataset_cases(spec), *key_cases(spec, context), *perimeter_cases(spec), *platform_cases(spec)]
+    cases = [
+        *dataset_cases(spec),
+        *key_cases(spec, context),
+        *dataset_perimeter_cases(spec),
+        *perimeter_cases(spec),
+        *platform_cases(spec),
+    ]
     ids = [case.case_id for case in cases]
     duplicates = {i for i in ids if ids.count(i) > 1}
     if duplicates:
@@ -707,24 +749,39 @@ def plan(cases: Sequence[Case], policies: PolicySet, context: MatrixContext) -> 
     return planned
 
 
+def _changed_documents(policies: PolicySet, baseline: PolicySet) -> set[str]:
+    ids = set(policies.documents) | set(baseline.documents)
+    return {pid for pid in ids if policies.documents.get(pid) is not baseline.documents.get(pid)}
+
+
 def evaluate_many(
     cases: Sequence[Case], policy_sets: Sequence[PolicySet], context: MatrixContext, engine: Engine
 ) -> list[list[CaseResult]]:
-    """Every case under every policy set, in one engine batch."""
-    plans = [plan(cases, policies, context) for policies in policy_sets]
-    simulations = {
-        f"{s}/{c}/{layer.name}": layer.simulation
-        for s, planned in enumerate(plans)
-        for c, layers in enumerate(planned)
-        for layer in layers
-    }
-    results = engine.run_batch(simulations)
+    """Every case under every policy set, in one engine batch.
+
+    The first set is the baseline; a case is planned again under a later set only if one of its
+    layers reads a document that set replaced, so a mutant costs only the simulations it changes.
+    """
+    baseline = plan(cases, policy_sets[0], context)
+    plans = [baseline]
+    for policies in policy_sets[1:]:
+        changed = _changed_documents(policies, policy_sets[0])
+        if not changed:
+            plans.append(baseline)
+            continue
+        planned = []
+        for case, layers in zip(cases, baseline, strict=True):
+            touched = any(pid in changed for layer in layers for pid in layer.policy_ids)
+            planned.append(plan([case], policies, context)[0] if touched else layers)
+        plans.append(planned)
+    simulations = {layer.key: layer.simulation for planned in plans for layers in planned for layer in layers}
+    results = engine.run_keyed(simulations)
     return [
         [
-            CaseResult(case, tuple(outcome(layer, results[f"{s}/{c}/{layer.name}"]) for layer in layers))
-            for c, (case, layers) in enumerate(zip(cases, planned, strict=True))
+            CaseResult(case, tuple(outcome(layer, results[layer.key]) for layer in layers))
+            for case, layers in zip(cases, planned, strict=True)
         ]
-        for s, planned in enumerate(plans)
+        for planned in plans
     ]
 
 

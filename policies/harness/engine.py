@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,21 +122,60 @@ def _node() -> str:
     return node
 
 
-def _invoke(payload: Mapping[str, Any]) -> dict[str, Any]:
-    completed = subprocess.run(
+def _start(payload: Mapping[str, Any]) -> tuple[subprocess.Popen[str], str]:
+    process = subprocess.Popen(
         [_node(), str(ENTRY)],
-        input=json.dumps(payload),
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         cwd=REPO,
         env={**os.environ, "NODE_NO_WARNINGS": "1"},
-        timeout=600,
-        check=False,
     )
-    if completed.returncode != 0:
-        tail = completed.stderr.strip().splitlines()[-1:] or ["no output"]
-        raise EngineError(f"{ENTRY.name}: exited with {completed.returncode}: {tail[0]}")
-    return json.loads(completed.stdout)
+    return process, json.dumps(payload)
+
+
+def _finish(process: subprocess.Popen[str], payload: str | None) -> dict[str, Any]:
+    stdout, stderr = process.communicate(payload, timeout=900)
+    if process.returncode != 0:
+        tail = stderr.strip().splitlines()[-1:] or ["no output"]
+        raise EngineError(f"{ENTRY.name}: exited with {process.returncode}: {tail[0]}")
+    return json.loads(stdout)
+
+
+def _invoke(payload: Mapping[str, Any]) -> dict[str, Any]:
+    process, text = _start(payload)
+    return _finish(process, text)
+
+
+def _invoke_parallel(payloads: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Several batches at once, one Node process each (the engine is single-threaded)."""
+    started = [_start(payload) for payload in payloads]
+    # Feed every process before reading any, so that they all compute at the same time.
+    threads = []
+    results: list[dict[str, Any] | BaseException] = [RuntimeError("not run")] * len(started)
+
+    def finish(index: int) -> None:
+        try:
+            results[index] = _finish(*started[index])
+        except BaseException as error:  # re-raised below, in the caller's thread
+            results[index] = error
+
+    for index in range(len(started)):
+        thread = threading.Thread(target=finish, args=(index,))
+        thread.start()
+        threads.append(thread)
+    for thread in threads:
+        thread.join()
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results  # type: ignore[return-value]
+
+
+# Batches larger than this are split over PARALLEL_PROCESSES Node processes.
+SPLIT_ABOVE = 1500
+PARALLEL_PROCESSES = max(1, min(2, os.cpu_count() or 1))
 
 
 @dataclass
@@ -150,28 +190,33 @@ class Engine:
     def run_batch(self, simulations: Mapping[str, Mapping[str, Any]]) -> dict[str, EngineResult]:
         """`simulations`: id -> iam-simulate Simulation. One Node process for everything not cached."""
         keys = {sid: simulation_key(sim) for sid, sim in simulations.items()}
-        missing: dict[str, Mapping[str, Any]] = {}
-        for sid, sim in simulations.items():
-            if keys[sid] not in self.cache and keys[sid] not in missing:
-                missing[keys[sid]] = sim
+        results = self.run_keyed({keys[sid]: sim for sid, sim in simulations.items()}, names=keys)
+        return {sid: results[keys[sid]] for sid in simulations}
+
+    def run_keyed(
+        self, simulations: Mapping[str, Mapping[str, Any]], names: Mapping[str, str] | None = None
+    ) -> dict[str, EngineResult]:
+        """`simulations`: simulation_key(sim) -> sim. `names` (id -> key) only makes errors readable."""
+        missing = {key: sim for key, sim in simulations.items() if key not in self.cache}
         if missing:
-            payload = {"simulations": [{"id": key, "simulation": sim} for key, sim in missing.items()]}
-            response = _invoke(payload)
-            self.processes += 1
+            entries = [{"id": key, "simulation": sim} for key, sim in missing.items()]
+            chunks = PARALLEL_PROCESSES if len(entries) > SPLIT_ABOVE else 1
+            responses = _invoke_parallel([{"simulations": entries[i::chunks]} for i in range(chunks)])
+            self.processes += chunks
             self.simulations_run += len(missing)
-            self.version = response["engine"]["version"]
-            errors = [r for r in response["results"] if r["resultType"] != "single"]
+            self.version = responses[0]["engine"]["version"]
+            raw_results = [raw for response in responses for raw in response["results"]]
+            errors = [r for r in raw_results if r["resultType"] != "single"]
             if errors:
-                by_key = {keys[sid]: sid for sid in simulations}
+                by_key = {key: name for name, key in (names or {}).items()}
                 first = errors[0]
-                message = first.get("errors", {})
                 raise EngineError(
                     f"simulation {by_key.get(first['id'], first['id'])}: rejected by the engine: "
-                    f"{json.dumps(message, sort_keys=True)[:400]}"
+                    f"{json.dumps(first.get('errors', {}), sort_keys=True)[:400]}"
                 )
-            for raw in response["results"]:
+            for raw in raw_results:
                 self.cache[raw["id"]] = EngineResult.parse(raw)
-        return {sid: self.cache[keys[sid]] for sid in simulations}
+        return {key: self.cache[key] for key in simulations}
 
     def lint(self, actions: Iterable[str], condition_keys: Iterable[str]) -> LintResult:
         response = _invoke({"lint": {"actions": sorted(set(actions)), "conditionKeys": sorted(set(condition_keys))}})

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from policies.harness.conditions import ContextValue, Decided, blind_keys_for, decide_policy, expected_ignored_keys
@@ -31,6 +32,7 @@ from policies.harness.engine import (
     Decision,
     EngineResult,
     PolicyAnalysis,
+    simulation_key,
 )
 from policies.harness.model import KmsRequest, PolicyDocument, PolicySet, Request, S3Request
 
@@ -101,6 +103,10 @@ class Layer:
     decided: tuple[Decided, ...]  # conditions the harness decided (engine-blind keys)
     expected_ignored: frozenset[str]
     expected_resource_type: str
+
+    @cached_property
+    def key(self) -> str:
+        return simulation_key(self.simulation)
 
 
 @dataclass(frozen=True)
@@ -216,10 +222,13 @@ def _layer(
     )
 
 
-def s3_context(request: S3Request, resource_account: str) -> dict[str, ContextValue]:
+def s3_context(request: S3Request, resource_account: str, policies: PolicySet) -> dict[str, ContextValue]:
     context: dict[str, ContextValue] = dict(request.principal.context())
     context["aws:SecureTransport"] = "true" if request.network.tls else "false"
     context["aws:ResourceAccount"] = resource_account
+    resource_org = policies.resource_org_id(resource_account)
+    if resource_org is not None:
+        context["aws:ResourceOrgID"] = resource_org
     if request.access_point is not None:
         context["s3:DataAccessPointAccount"] = request.access_point.account
         context["s3:DataAccessPointArn"] = request.access_point.arn
@@ -229,10 +238,13 @@ def s3_context(request: S3Request, resource_account: str) -> dict[str, ContextVa
     return context
 
 
-def kms_context(request: KmsRequest) -> dict[str, ContextValue]:
+def kms_context(request: KmsRequest, policies: PolicySet) -> dict[str, ContextValue]:
     context: dict[str, ContextValue] = dict(request.principal.context())
     context["aws:SecureTransport"] = "true"
     context["aws:ResourceAccount"] = request.key_account
+    resource_org = policies.resource_org_id(request.key_account)
+    if resource_org is not None:
+        context["aws:ResourceOrgID"] = resource_org
     if request.principal.account is not None:
         context["kms:CallerAccount"] = request.principal.account
     if request.via_service is not None:
@@ -256,8 +268,8 @@ def s3_layers(request: S3Request, policies: PolicySet) -> list[Layer]:
     org = policies.organization_id
     ap = request.access_point
     resource, account = request.request_resource, request.request_account
-    context = s3_context(request, account)
-    bucket_context = s3_context(request, request.bucket_account)
+    context = s3_context(request, account, policies)
+    bucket_context = s3_context(request, request.bucket_account, policies)
     layers: list[Layer] = []
     identity = _identity(policies, request)
     if identity is not None:
@@ -348,7 +360,7 @@ def _ids(policies: PolicySet, kind: str) -> tuple[str, ...]:
 
 
 def kms_layers(request: KmsRequest, policies: PolicySet) -> list[Layer]:
-    context = kms_context(request)
+    context = kms_context(request, policies)
     layers: list[Layer] = []
     identity = _identity(policies, request)
     if identity is not None:

@@ -126,6 +126,10 @@ class PolicySet:
     documents: Mapping[str, PolicyDocument]
     role_arns: Mapping[str, str]  # role name -> ARN (the identity documents belong to these roles)
     organization_id: str | None
+    organization_accounts: frozenset[str] = frozenset()  # accounts known to be in the organization
+
+    def resource_org_id(self, account: str) -> str | None:
+        return self.organization_id if account in self.organization_accounts else None
 
     def get(self, policy_id: str) -> PolicyDocument | None:
         return self.documents.get(policy_id)

@@ -243,6 +243,11 @@ def render_text(job: Job, memory: MemoryEstimate, step: StepEstimate, cost: Cost
         f"in all; MFU {step.mfu:.1%}, HFU {step.hfu:.1%}",
         f"cost: ${cost.usd_per_hour:,.2f}/h for {job.nodes} nodes, {cost.tokens_per_usd:,.0f} tokens per $",
     ]
+    if step.pipeline_bubble_s > 0.2 * step.step_s:
+        lines.append(
+            f"note: the pipeline bubble is {step.pipeline_bubble_s / step.step_s:.0%} of the step; more micro-batches "
+            "per step (--global-batch) shrink it"
+        )
     if tokens is not None and cost.days is not None and cost.usd is not None:
         lines.append(f"{tokens:.3g} tokens: {cost.days:,.1f} days, ${cost.usd:,.0f}")
     return "\n".join(lines)

@@ -36,9 +36,31 @@ def _format(value: float) -> str:
     return f"{value:.3g}"
 
 
+def error_summary(comparisons: Sequence[Comparison]) -> list[str]:
+    """Mean and max absolute error: fitted vs held out, then per table."""
+
+    def stats(chosen: list[Comparison]) -> str:
+        errors = [abs(c.error) for c in chosen]
+        return f"mean {sum(errors) / len(errors):.1%}, max {max(errors):.1%} ({len(errors)} values)"
+
+    lines = [
+        f"- fitted rows: {stats([c for c in comparisons if not c.row.holdout])}",
+        f"- held-out rows: {stats([c for c in comparisons if c.row.holdout])}",
+    ]
+    for table in PRIMARY:
+        chosen = [c for c in comparisons if c.row.table == table]
+        if chosen:
+            lines.append(f"- {LABELS[table].split(':')[0]}: {stats(chosen)}")
+    return lines
+
+
 def markdown_table(comparisons: Sequence[Comparison] | None = None) -> str:
     comparisons = compare_all() if comparisons is None else comparisons
     lines = [
+        "Absolute error of predicted against published:",
+        "",
+        *error_summary(comparisons),
+        "",
         "| row | published (as printed) | metric | published | predicted | error | fitted / held out |",
         "|---|---|---|---:|---:|---:|---|",
     ]

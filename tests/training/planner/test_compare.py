@@ -30,3 +30,22 @@ def test_committed_parameters_are_the_fitted_optimum() -> None:
         assert 0.2 < value < 0.95, die  # physical: no accelerator runs at or near its peak
     assert 0.1 < CALIBRATED.network_efficiency <= 1.0
     assert 0.0 <= CALIBRATED.overlap_fraction <= 1.0
+
+
+def _ddp_speedups(model: str, micro_batch: int) -> list[float]:
+    from training.models.registry import get_model_args
+    from training.planner.job import Job
+    from training.planner.published import P4D, SMDDP
+    from training.planner.step_time import estimate_step
+
+    def rate(nodes: int) -> float:
+        job = Job(get_model_args(model), P4D, nodes, 2048, micro_batch, software=SMDDP)
+        return estimate_step(job).tokens_per_s
+
+    return [round(rate(nodes) / rate(1), 2) for nodes in (2, 4, 8)]
+
+
+def test_seed_001_sensitivity_stated_in_the_docs() -> None:
+    # docs/planner.md quotes these to show how much the unnamed workload matters.
+    assert _ddp_speedups("125m", 4) == pytest.approx([1.94, 3.27, 5.99], abs=0.02)
+    assert _ddp_speedups("1b", 2) == pytest.approx([1.18, 1.77, 3.15], abs=0.02)

@@ -1,5 +1,9 @@
+import re
 from pathlib import Path
 
+import pytest
+
+from training.planner.calibration import CALIBRATED
 from training.planner.compare import compare_all
 from training.planner.plot import TABLE_END, TABLE_START, markdown_table, plot, update_doc
 
@@ -13,7 +17,9 @@ def test_plot_writes_a_png(tmp_path: Path) -> None:
 
 def test_markdown_table_has_a_line_per_compared_value() -> None:
     table = markdown_table()
-    assert table.count("\n") == len(compare_all()) + 1
+    rows = [line for line in table.splitlines() if line.startswith("| 00")]
+    assert len(rows) == len(compare_all())
+    assert "held-out rows: mean" in table
 
 
 def test_update_doc_replaces_only_the_marked_block(tmp_path: Path) -> None:
@@ -31,3 +37,11 @@ def test_docs_table_is_current() -> None:
     block = text.split(TABLE_START, 1)[1].split(TABLE_END, 1)[0].strip()
     assert block == markdown_table()
     assert (ROOT / "docs" / "planner-vs-published.png").exists()
+
+
+def test_docs_parameter_table_matches_the_calibration() -> None:
+    text = (ROOT / "docs" / "planner.md").read_text(encoding="utf-8")
+    for name, value in CALIBRATED.as_flat_dict().items():
+        match = re.search(rf"^\| `{re.escape(name)}` \| ([0-9.]+) \|", text, re.MULTILINE)
+        assert match, name
+        assert float(match.group(1)) == pytest.approx(value, abs=0.06), name

@@ -64,3 +64,9 @@ def test_a_higher_matmul_fraction_is_faster() -> None:
 
 def test_h200_is_not_slower_than_h100() -> None:
     assert estimate_step(job(hardware=hardware("p5e.48xlarge"))).step_s <= estimate_step(job()).step_s
+
+
+def test_p5_is_well_ahead_of_p4de_on_the_same_job() -> None:
+    a100 = estimate_step(job(hardware=hardware("p4de.24xlarge"), checkpointing="full"))
+    h100 = estimate_step(job(checkpointing="full"))
+    assert h100.tokens_per_s > 1.5 * a100.tokens_per_s

@@ -10,6 +10,7 @@ import pytest
 
 if TYPE_CHECKING:
     from cluster.local_slurm import LocalSlurm
+    from tests.stacks.conftest import Assembly
 
 
 @pytest.fixture(scope="session")
@@ -35,3 +36,18 @@ def local_slurm(local_slurm_session: LocalSlurm) -> LocalSlurm:
     local_slurm_session.resume_all()
     local_slurm_session.wait_idle(timeout_s=120)
     return local_slurm_session
+
+
+@pytest.fixture(scope="session")
+def default_assembly(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Assembly]:
+    """The default deployment synthesized once per session by the real CDK CLI (with cdk-nag).
+
+    Here rather than in tests/stacks so that the stack tests and the policy tests share one synth.
+    """
+    from spec import load_spec
+    from tests.stacks.conftest import cdk_synth, read_assembly
+
+    out = tmp_path_factory.mktemp("cdk-out")
+    result = cdk_synth(out)
+    assert result.returncode == 0, f"cdk synth failed:\n{result.stdout}\n{result.stderr}"
+    yield read_assembly(out, load_spec())

@@ -1,18 +1,15 @@
-"""Synthesizes the default deployment once per session with the real CDK CLI (npm) and cdk-nag."""
+"""Synthesis helpers for the stack tests; the session fixture `default_assembly` lives in tests/conftest.py."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from spec import DeploymentSpec, load_spec
+from spec import DeploymentSpec
 
 REPO = Path(__file__).resolve().parents[2]
 CDK_ENV = {
@@ -49,11 +46,3 @@ def read_assembly(out: Path, spec: DeploymentSpec) -> Assembly:
             templates[key] = json.loads(path.read_text())
     report = json.loads((out / "validation-report.json").read_text())
     return Assembly(spec, out, templates, report)
-
-
-@pytest.fixture(scope="session")
-def default_assembly(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Assembly]:
-    out = tmp_path_factory.mktemp("cdk-out")
-    result = cdk_synth(out)
-    assert result.returncode == 0, f"cdk synth failed:\n{result.stdout}\n{result.stderr}"
-    yield read_assembly(out, load_spec())

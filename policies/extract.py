@@ -346,3 +346,66 @@ def _role_policies(resolver: Resolver, stack_name: str, sources: dict[str, str])
 
 def extract_from_assembly(cdk_out: Path, spec: DeploymentSpec) -> ExtractedPolicies:
     return extract_policies(load_templates(cdk_out, spec), spec, stack_environments(cdk_out))
+
+
+def from_builders(spec: DeploymentSpec) -> ExtractedPolicies:
+    """The same documents straight from the builders in policies/, for spec variants the tests do not
+    synthesize (the default spec's templates are checked against these by `drift_from_builders`)."""
+    from policies import access_point_policy, bucket_policy, gateway_endpoint_policy, identity_policy, key_policy
+
+    access_points = {
+        d.access_point: AccessPointFacts(
+            name=d.access_point,
+            bucket=spec.data.bucket_name,
+            vpc_id=spec.network.vpc_id,
+            block_public_access={
+                "BlockPublicAcls": True,
+                "BlockPublicPolicy": True,
+                "IgnorePublicAcls": True,
+                "RestrictPublicBuckets": True,
+            },
+            policy=access_point_policy(spec, d),
+        )
+        for d in spec.data.datasets
+    }
+    roles = {}
+    for role in spec.builtin_roles_in_use:
+        document = identity_policy(spec, role)
+        if document is not None:
+            roles[spec.role_name(role)] = RolePolicies(spec.role_name(role), {"datasets": document}, ())
+    managed = spec.kms_key_is_managed
+    key_arn = spec.data.encryption.kms_key_arn or (
+        f"arn:aws:kms:{spec.region}:{spec.accounts.data}:key/{spec.stack_names['data']}-DatasetKey"
+    )
+    return ExtractedPolicies(
+        bucket_policy=bucket_policy(spec),
+        access_points=access_points,
+        endpoint_policy=gateway_endpoint_policy(spec),
+        roles=roles,
+        key_policy=key_policy(spec) if managed else None,
+        key_arn=key_arn,
+        sources={"builders": "policies/"},
+    )
+
+
+def drift_from_builders(extracted: ExtractedPolicies, spec: DeploymentSpec) -> list[str]:
+    """Where the templates attach something other than the builders produce (empty: no drift)."""
+    built = from_builders(spec)
+    drift = []
+    if extracted.bucket_policy != built.bucket_policy:
+        drift.append(f"bucket policy ({extracted.sources.get('bucket')}) differs from policies.bucket_policy")
+    if extracted.endpoint_policy != built.endpoint_policy:
+        drift.append(
+            f"endpoint policy ({extracted.sources.get('endpoint')}) differs from policies.gateway_endpoint_policy"
+        )
+    if built.key_policy is not None and extracted.key_policy != built.key_policy:
+        drift.append(f"key policy ({extracted.sources.get('key')}) differs from policies.key_policy")
+    for name, facts in built.access_points.items():
+        found = extracted.access_points.get(name)
+        if found is None or found.policy != facts.policy:
+            drift.append(f"access point {name}: policy differs from policies.access_point_policy")
+    for role, policies in built.roles.items():
+        found_role = extracted.roles.get(role)
+        if found_role is None or found_role.inline.get("datasets") != policies.inline["datasets"]:
+            drift.append(f"role {role}: inline policy 'datasets' differs from policies.identity_policy")
+    return drift

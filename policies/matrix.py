@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from policies.documents import READ_OBJECT_ACTIONS, WRITE_OBJECT_ACTIONS
 from policies.extract import ExtractedPolicies
 from policies.harness.engine import ALLOWED, EXPLICITLY_DENIED, IMPLICITLY_DENIED, Decision, Engine
 from policies.harness.layers import (
@@ -41,13 +42,22 @@ from policies.harness.model import (
     Request,
     S3Request,
 )
-from spec import DatasetSpec, DeploymentSpec, SpecError, SpecProblem
+from spec import BUILTIN_ROLES, DatasetSpec, DeploymentSpec, SpecError, SpecProblem
 
 OUTSIDE_ACCOUNT = "333333333333"  # an account outside the organization
 OTHER_ORG_ACCOUNT = "444444444444"
 OTHER_ORG_ID = "o-zz9yx8wv7u6t"
 
 Denials = Mapping[str, frozenset[str]]  # layer -> its explicit Deny statements (empty: implicit deny)
+
+
+def merge(*parts: Denials) -> dict[str, frozenset[str]]:
+    """Denials of several reasons together: per layer, an explicit Deny outweighs an implicit one."""
+    merged: dict[str, frozenset[str]] = {}
+    for part in parts:
+        for layer, sids in part.items():
+            merged[layer] = merged.get(layer, frozenset()) | sids
+    return merged
 
 
 def implicit(*layers: str) -> dict[str, frozenset[str]]:
@@ -103,10 +113,11 @@ class CaseResult:
         problems = []
         if (self.decision == ALLOWED) != self.case.expect_allowed:
             problems.append(f"decision {self.decision}, expected {'Allowed' if self.case.expect_allowed else 'denied'}")
+        evaluated = {layer.layer for layer in self.layers}
         for layer in LAYER_ORDER:
-            if expected.get(layer) != actual.get(layer):
+            if layer in evaluated and expected.get(layer) != actual.get(layer):
                 problems.append(f"{layer}: {_show(actual.get(layer))}, expected {_show(expected.get(layer))}")
-        for layer in set(expected) - {evaluated.layer for evaluated in self.layers}:
+        for layer in sorted(set(expected) - evaluated):
             problems.append(f"{layer}: expected to deny but not evaluated")
         return problems
 
@@ -174,8 +185,10 @@ def matrix_context(spec: DeploymentSpec, extracted: ExtractedPolicies) -> Matrix
 
 
 def _role(spec: DeploymentSpec, ref: str) -> Principal:
-    arn = spec.role_arn(ref)
-    return Principal(label=ref, arn=arn, org_id=spec.organization_id, role=arn.rsplit("/", 1)[-1])
+    """A reader/writer; only the built-in roles' identity policies are in the templates (a role given
+    by ARN belongs to someone else: its identity policies are assumed to allow)."""
+    role = spec.role_name(ref) if ref in BUILTIN_ROLES else None
+    return Principal(label=ref, arn=spec.role_arn(ref), org_id=spec.organization_id, role=role)
 
 
 def _ap(spec: DeploymentSpec, dataset: DatasetSpec) -> AccessPointTarget:
@@ -449,7 +462,7 @@ def perimeter_cases(spec: DeploymentSpec) -> list[Case]:
         f"arn:aws:s3:{region}:{compute}:accesspoint/shadow-{dataset.access_point}", owned=False
     )
     outside_ap = AccessPointTarget(f"arn:aws:s3:{region}:{OUTSIDE_ACCOUNT}:accesspoint/drop", owned=False)
-    no_endpoint = Network(through_endpoint=False)
+    no_endpoint = Network(through_endpoint=False, origin="Internet")
 
     def direct(principal: Principal, action: str, key: str | None, **changes: object) -> S3Request:
         return S3Request(principal, action, bucket, data, key=key, **changes)  # type: ignore[arg-type]
@@ -723,6 +736,27 @@ def platform_cases(spec: DeploymentSpec) -> list[Case]:
     ]
 
 
+def _adjusted(case: Case, spec: DeploymentSpec) -> Case:
+    """Expectations that depend on options of the spec rather than on the case itself."""
+    denials = dict(case.denials)
+    if case.request.principal.role is None:
+        # Not our identity policies: not evaluated, so not expected to deny.
+        denials.pop(IDENTITY, None)
+        denials.pop(KMS_IDENTITY, None)
+    if not spec.kms_key_is_managed:
+        denials.pop(KEY, None)  # the spec's own key: its policy is the owner's, not in the templates
+    request = case.request
+    if spec.perimeter.require_vpc_origin_on_bucket and isinstance(request, S3Request) and request.ours:
+        has_writers = any(d.writers for d in spec.data.datasets)
+        object_actions = {*READ_OBJECT_ACTIONS, *(WRITE_OBJECT_ACTIONS if has_writers else ())}
+        from_vpc_access_point = request.access_point is not None and request.network.origin == "VPC"
+        if request.action in object_actions and not from_vpc_access_point:
+            denials = merge(denials, explicit(BUCKET, "DenyObjectAccessNotFromVpcAccessPoints"))
+    if case.denials and not denials:
+        raise ValueError(f"case {case.case_id}: no layer of ours is left to deny it under this spec")
+    return replace(case, denials=denials) if denials != case.denials else case
+
+
 def build_cases(spec: DeploymentSpec, context: MatrixContext) -> list[Case]:
     cases = [
         *dataset_cases(spec),
@@ -731,6 +765,7 @@ def build_cases(spec: DeploymentSpec, context: MatrixContext) -> list[Case]:
         *perimeter_cases(spec),
         *platform_cases(spec),
     ]
+    cases = [_adjusted(case, spec) for case in cases]
     ids = [case.case_id for case in cases]
     duplicates = {i for i in ids if ids.count(i) > 1}
     if duplicates:

@@ -9,7 +9,8 @@
 // The lint covers what the engine does not report: a misspelled action or condition key inside a
 // policy is accepted silently and simply never matches.
 //
-// Every simulation runs in Strict mode. The output keeps what the Python harness needs to say why a
+// Simulations run in Strict mode unless an entry says "mode": "Discovery" (the engine tests use it to
+// show what Strict mode cannot see; the matrix never does). The output keeps what the Python harness needs to say why a
 // decision holds: per policy type, the statements that allowed, the ones that denied, and the ones
 // that nearly applied (action and resource matched) with the conditions that failed.
 
@@ -72,7 +73,8 @@ function controlPolicySummary(analysis) {
 }
 
 async function evaluate(entry) {
-  const response = await runSimulation(entry.simulation, { simulationMode: 'Strict' })
+  const mode = entry.mode ?? 'Strict'
+  const response = await runSimulation(entry.simulation, { simulationMode: mode })
   if (response.resultType === 'error') {
     return { id: entry.id, resultType: 'error', errors: response.errors }
   }
@@ -89,6 +91,10 @@ async function evaluate(entry) {
     ignoredContextKeys: response.result.ignoredContextKeys ?? [],
     resourceType: response.result.resourceType ?? null,
     blockedBy: analysis.blockedBy ?? [],
+    discovery:
+      mode === 'Discovery'
+        ? { conditions: analysis.conditions ?? null, ignoredConditions: analysis.ignoredConditions ?? null }
+        : undefined,
     analyses: {
       identity: layerSummary(analysis.identityAnalysis),
       resource: layerSummary(analysis.resourceAnalysis),

@@ -91,6 +91,7 @@ class EngineResult:
     ignored_context_keys: frozenset[str]
     resource_type: str | None
     analyses: Mapping[str, PolicyAnalysis]
+    discovery: Mapping[str, Any] | None = None  # Discovery mode only: the conditions it could not decide
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> EngineResult:
@@ -100,6 +101,7 @@ class EngineResult:
             ignored_context_keys=frozenset(raw.get("ignoredContextKeys", ())),
             resource_type=raw.get("resourceType"),
             analyses=analyses,
+            discovery=raw.get("discovery"),
         )
 
 
@@ -225,9 +227,13 @@ class Engine:
         return LintResult(tuple(lint["unknownActions"]), tuple(lint["unknownConditionKeys"]))
 
 
-def run_one(simulation: Mapping[str, Any]) -> EngineResult:
-    """One simulation in its own process: for tests of the engine itself, not for the matrix."""
-    return Engine().run_batch({"one": simulation})["one"]
+def run_discovery(simulation: Mapping[str, Any]) -> EngineResult:
+    """One simulation in Discovery mode (what Strict mode cannot see); for the engine's own tests."""
+    response = _invoke({"simulations": [{"id": "discovery", "simulation": simulation, "mode": "Discovery"}]})
+    raw = response["results"][0]
+    if raw["resultType"] != "single":
+        raise EngineError(f"simulation discovery: rejected by the engine: {json.dumps(raw.get('errors'))[:400]}")
+    return EngineResult.parse(raw)
 
 
 def policy_actions_and_keys(documents: Sequence[Mapping[str, Any]]) -> tuple[set[str], set[str]]:

@@ -104,7 +104,8 @@ class ActivationCheckpointSection(_Section):
 
 
 class ParallelSection(_Section):
-    dp_replicate: PositiveInt = 1  # > 1: HSDP, replicate across this many groups, shard within each
+    # HSDP when dp_replicate > 1: replicate across groups, shard within each (e.g. dp_shard 8 = one node each).
+    dp_replicate: int = Field(default=1, ge=-1)  # -1: world size / dp_shard
     dp_shard: int = Field(default=-1, ge=-1)  # -1: world size / dp_replicate
     mixed_precision: Literal["auto", "bf16", "fp32"] = "auto"  # auto: bf16 on GPU, fp32 on CPU
     reshard_after_forward: bool = True
@@ -113,9 +114,13 @@ class ParallelSection(_Section):
     compile_backend: str = "inductor"
 
     @model_validator(mode="after")
-    def _shard_not_zero(self) -> ParallelSection:
+    def _sizes(self) -> ParallelSection:
         if self.dp_shard == 0:
             raise ValueError("dp_shard must be >= 1, or -1 for world size / dp_replicate")
+        if self.dp_replicate == 0:
+            raise ValueError("dp_replicate must be >= 1, or -1 for world size / dp_shard")
+        if self.dp_replicate == -1 and self.dp_shard == -1:
+            raise ValueError("dp_replicate and dp_shard cannot both be -1; fix one of them")
         return self
 
 

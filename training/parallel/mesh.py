@@ -20,17 +20,21 @@ class DataParallelShape:
 
 
 def data_parallel_shape(section: ParallelSection, world_size: int) -> DataParallelShape:
-    if world_size % section.dp_replicate:
-        raise ValueError(
-            f"parallel.dp_replicate: {section.dp_replicate} does not divide the world size ({world_size} processes)"
-        )
-    shard = world_size // section.dp_replicate if section.dp_shard == -1 else section.dp_shard
-    if section.dp_replicate * shard != world_size:
+    replicate, shard = section.dp_replicate, section.dp_shard
+    if replicate == -1:
+        if world_size % shard:
+            raise ValueError(f"parallel.dp_shard: {shard} does not divide the world size ({world_size} processes)")
+        replicate = world_size // shard
+    if world_size % replicate:
+        raise ValueError(f"parallel.dp_replicate: {replicate} does not divide the world size ({world_size} processes)")
+    if shard == -1:
+        shard = world_size // replicate
+    if replicate * shard != world_size:
         raise ValueError(
             f"parallel.dp_shard: {section.dp_shard} x parallel.dp_replicate {section.dp_replicate} "
             f"must equal the world size ({world_size} processes)"
         )
-    return DataParallelShape(replicate=section.dp_replicate, shard=shard)
+    return DataParallelShape(replicate=replicate, shard=shard)
 
 
 def build_mesh(shape: DataParallelShape, device_type: str) -> DeviceMesh:

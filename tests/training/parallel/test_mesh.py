@@ -12,6 +12,8 @@ def test_fsdp_shards_over_the_whole_world_by_default() -> None:
 def test_hsdp_replicates_across_groups_and_shards_within() -> None:
     shape = data_parallel_shape(ParallelSection(dp_replicate=2), 16)
     assert (shape.replicate, shape.shard) == (2, 8)
+    per_node = data_parallel_shape(ParallelSection(dp_replicate=-1, dp_shard=8), 32)
+    assert (per_node.replicate, per_node.shard) == (4, 8)
 
 
 @pytest.mark.parametrize(
@@ -19,6 +21,7 @@ def test_hsdp_replicates_across_groups_and_shards_within() -> None:
     [
         (ParallelSection(dp_replicate=3), r"parallel.dp_replicate: 3 does not divide the world size \(8 processes\)"),
         (ParallelSection(dp_replicate=2, dp_shard=2), r"parallel.dp_shard: 2 x parallel.dp_replicate 2 must equal"),
+        (ParallelSection(dp_replicate=-1, dp_shard=3), r"parallel.dp_shard: 3 does not divide the world size"),
     ],
 )
 def test_shapes_that_do_not_fit_the_world_name_the_field(section: ParallelSection, message: str) -> None:

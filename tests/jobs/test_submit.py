@@ -1,0 +1,275 @@
+"""The submit command without a cluster: rendering, files, one-line errors (sbatch itself: the slurm tests)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cluster.local_slurm.install import ensure_shellcheck
+from tests.jobs.conftest import write_job
+from training.launch.errors import SubmitError
+from training.submit import build_parser, main, parse_time, render, write
+
+REPO = Path(__file__).resolve().parents[2]
+TRN1_SPEC = REPO / "spec" / "examples" / "trn1-neuron.yaml"
+P4D_SPEC = REPO / "spec" / "examples" / "p4d-odcr.yaml"
+NEURON_CONFIGS = REPO / "training" / "jobs" / "configs"
+
+
+def _args(*argv: str):
+    return build_parser().parse_args(list(argv))
+
+
+def _base(config: Path, data: str, run_dir: Path, backend: str = "fsdp", nodes: int = 2) -> list[str]:
+    return [
+        "--backend",
+        backend,
+        "--model",
+        str(config),
+        "--nodes",
+        str(nodes),
+        "--data-prefix",
+        data,
+        "--run-dir",
+        str(run_dir),
+    ]
+
+
+def _fails(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    return err.strip()
+
+
+def _assert_clean_bash(script: str, tmp_path: Path) -> None:
+    path = tmp_path / "job.sbatch"
+    path.write_text(script)
+    assert subprocess.run(["bash", "-n", str(path)], capture_output=True, check=False).returncode == 0
+    result = subprocess.run([ensure_shellcheck(), str(path)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout
+
+
+def test_dry_run_prints_the_local_fsdp_script_and_writes_nothing(
+    tiny_config: Path, demo_data: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "runs" / "tiny"
+    assert main([*_base(tiny_config, demo_data, run_dir), "--local", "--time", "00:30:00", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    for line in (
+        "#SBATCH --job-name=fsdp-tiny",
+        "#SBATCH --partition=local",
+        "#SBATCH --nodes=2",
+        "#SBATCH --ntasks-per-node=1",
+        "#SBATCH --time=00:30:00",
+        f"#SBATCH --output={run_dir}/logs/%x-%j.out",
+        "#SBATCH --open-mode=append",
+        "#SBATCH --requeue",
+        "#SBATCH --signal=B:USR1@300",
+        "NPROC_PER_NODE=1",
+        "export OMP_NUM_THREADS=1",
+        f"EXIT_STATUS_FILE={run_dir}/exit_status.json",
+    ):
+        assert line in out.splitlines(), line
+    assert "--rdzv_backend c10d" in out and "--exclusive" not in out and "NCCL" not in out
+    assert not (tmp_path / "runs").exists()
+
+
+def test_rendered_scripts_pass_bash_and_shellcheck(tiny_config: Path, demo_data: str, tmp_path: Path) -> None:
+    neuron = NEURON_CONFIGS / "neuron-pythia-6.9b.yaml"
+    cases = [
+        [*_base(tiny_config, demo_data, tmp_path / "a"), "--local"],
+        _base(tiny_config, demo_data, tmp_path / "b"),
+        _base(
+            write_job(tmp_path / "gbs64.yaml", data={"global_batch_size": 64}),
+            demo_data,
+            tmp_path / "c",
+            backend="nemo",
+        ),
+        [*_base(neuron, demo_data, tmp_path / "d", backend="neuron"), "--spec", str(TRN1_SPEC)],
+    ]
+    scripts = [script.text for argv in cases for script in render(_args(*argv), "test").scripts]
+    assert len(scripts) == 5  # the Neuron backend renders a compile job and a training job
+    for script in scripts:
+        _assert_clean_bash(script, tmp_path)
+
+
+def test_gpu_queue_gets_eight_ranks_whole_nodes_and_the_efa_environment(
+    tiny_config: Path, demo_data: str, tmp_path: Path
+) -> None:
+    (script,) = render(_args(*_base(tiny_config, demo_data, tmp_path / "r")), "test").scripts
+    lines = script.text.splitlines()
+    assert "#SBATCH --partition=gpu" in lines and "#SBATCH --exclusive" in lines
+    assert "NPROC_PER_NODE=8" in lines
+    for env in (
+        "export FI_PROVIDER=efa",
+        "export FI_EFA_USE_HUGE_PAGE=0",
+        "export FI_EFA_SET_CUDA_SYNC_MEMOPS=0",
+        "export NCCL_SOCKET_IFNAME='^docker,lo,veth'",
+        "export NCCL_DEBUG=WARN",
+        "export TORCH_NCCL_ASYNC_ERROR_HANDLING=1",
+    ):
+        assert env in lines, env
+    assert not any("FI_EFA_USE_DEVICE_RDMA" in line or "NCCL_PROTO" in line for line in lines)
+    assert "export OMP_NUM_THREADS=1" not in lines
+
+
+def test_older_efa_stacks_get_the_variables_they_need(tiny_config: Path, demo_data: str, tmp_path: Path) -> None:
+    argv = [*_base(tiny_config, demo_data, tmp_path / "r"), "--spec", str(P4D_SPEC)]
+    (script,) = render(_args(*argv, "--libfabric-version", "1.16.1", "--aws-ofi-nccl-version", "1.5.0"), "t").scripts
+    lines = script.text.splitlines()
+    assert "export FI_EFA_USE_DEVICE_RDMA=1" in lines and "export NCCL_PROTO=simple" in lines
+
+
+def test_write_puts_the_script_beside_the_run_dir_and_the_config_inside(
+    tiny_config: Path, demo_data: str, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "runs" / "tiny"
+    rendered = render(_args(*_base(tiny_config, demo_data, run_dir), "--local", "--max-steps", "7"), "t")
+    write(rendered)
+    assert (tmp_path / "runs" / "tiny.fsdp.sbatch").stat().st_mode & 0o111
+    assert (run_dir / "logs").is_dir()  # SLURM opens the log before the script runs
+    config = yaml.safe_load((run_dir / "job-config.yaml").read_text())
+    assert config["data"]["prefix"] == str(Path(demo_data).resolve())
+    assert config["train"]["max_steps"] == 7
+
+
+def test_nemo_job_writes_its_config_and_a_tokenizer_directory(demo_data: str, tmp_path: Path) -> None:
+    run_dir = tmp_path / "nemo"
+    job = write_job(tmp_path / "gbs64.yaml", data={"global_batch_size": 64})
+    rendered = render(_args(*_base(job, demo_data, run_dir, backend="nemo")), "t")
+    write(rendered)
+    config = yaml.safe_load((run_dir / "nemo-config.yaml").read_text())
+    assert config["data"]["tokenizer"] == str(run_dir / "tokenizer")
+    assert (run_dir / "tokenizer" / "tokenizer.json").read_bytes() == (
+        Path(demo_data).parent / "demo_tokenizer.json"
+    ).read_bytes()
+    (script,) = rendered.scripts
+    assert "CONTAINER_IMAGE=nvcr.io/nvidia/nemo:25.04" in script.text.splitlines()
+    assert "export NVTE_ASYNC_AMAX_REDUCTION=1" in script.text.splitlines()
+
+
+def test_neuron_renders_a_compile_job_and_a_dependent_training_job(demo_data: str, tmp_path: Path) -> None:
+    config = NEURON_CONFIGS / "neuron-neox-20b.yaml"
+    argv = [*_base(config, demo_data, tmp_path / "neox", backend="neuron", nodes=4), "--spec", str(TRN1_SPEC)]
+    compile_job, train_job = render(_args(*argv), "t").scripts
+    assert (compile_job.name, compile_job.depends_on) == ("neuron-compile", None)
+    assert (train_job.name, train_job.depends_on) == ("neuron-train", "neuron-compile")
+    assert "#SBATCH --no-requeue" in compile_job.text and "#SBATCH --requeue" in train_job.text
+    assert "NEURON_MODE=compile" in compile_job.text and "NEURON_MODE=train" in train_job.text
+    assert "NPROC_PER_NODE=32" in train_job.text
+    assert "export NEURON_COMPILE_CACHE_URL=/fsx/neuron-cache" in train_job.text
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--queue", "cpu"], "error: --queue: no queue named 'cpu' (known: gpu)"),
+        (["--nodes", "0"], "error: --nodes: 0 must be at least 1"),
+        (["--time", "90"], "error: --time: '90' is not [D-]HH:MM:SS"),
+        (["--time", "00:04:00"], "error: --signal-lead: 300 s is not shorter than --time 00:04:00"),
+        (["--job-name", "bad name"], "error: --job-name: 'bad name' must be letters, digits, '.', '_' or '-'"),
+        (["--max-requeues", "-1"], "error: --max-requeues: -1 must be 0 or more"),
+        (["--spec", "/nonexistent.yaml"], "error: --spec: "),
+        (["--aws-ofi-nccl-version", "1.6.0"], "error: --aws-ofi-nccl-version: 1.6.0 is too old for p5.48xlarge"),
+        (["--libfabric-version", "new"], "error: --libfabric-version: 'new' is not a version such as 1.18.0"),
+    ],
+)
+def test_bad_arguments_are_one_line_errors(
+    extra: list[str],
+    message: str,
+    tiny_config: Path,
+    demo_data: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = [*_base(tiny_config, demo_data, tmp_path / "r"), "--dry-run"]
+    # the last occurrence of an option wins in argparse
+    assert _fails(capsys, [*argv, *extra]).startswith(message)
+
+
+def test_missing_data_is_named(tiny_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    err = _fails(capsys, [*_base(tiny_config, str(tmp_path / "nope"), tmp_path / "r"), "--local", "--dry-run"])
+    assert err == f"error: --data-prefix: {str(tmp_path / 'nope')!r} has no .bin or .idx file ({tmp_path / 'nope'}.bin)"
+
+
+def test_a_bad_job_config_is_named(demo_data: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = write_job(tmp_path / "bad.yaml", train={"max_steps": 0})
+    err = _fails(capsys, [*_base(config, demo_data, tmp_path / "r"), "--local", "--dry-run"])
+    assert err.startswith("error: --model: ") and "train.max_steps" in err
+
+
+def test_a_model_that_cannot_fit_is_refused_before_any_node_is_allocated(
+    demo_data: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_job(
+        tmp_path / "70b.yaml",
+        model={
+            "name": "llama2-70b",
+            "vocab_size": None,
+            "n_layers": None,
+            "dim": None,
+            "n_heads": None,
+            "ffn_dim": None,
+        },
+    )
+    argv = [*_base(config, demo_data, tmp_path / "r", nodes=1), "--spec", str(P4D_SPEC), "--dry-run"]
+    err = _fails(capsys, argv)
+    assert err.startswith("error: --nodes: llama2-70b does not fit on 1 x p4d.24xlarge: 68.98 B params")
+    assert err.endswith("use at least 5 nodes")
+
+
+@pytest.mark.parametrize(
+    ("backend", "extra", "message"),
+    [
+        ("nemo", ["--local"], "error: --local: --backend nemo needs GPU or Trainium nodes"),
+        ("neuron", [], "error: --queue: no neuron queue in the spec for --backend neuron (queues: gpu (p5.48xlarge))"),
+        (
+            "neuron",
+            ["--spec", str(TRN1_SPEC), "--tensor-parallel", "3"],
+            "error: --tensor-parallel x --pipeline-parallel: 3 x 1 does not divide 64 workers",
+        ),
+        (
+            "fsdp",
+            ["--spec", str(TRN1_SPEC)],
+            "error: --queue: no gpu queue in the spec for --backend fsdp (queues: trn1 (trn1.32xlarge))",
+        ),
+    ],
+)
+def test_backend_and_queue_must_match(
+    backend: str,
+    extra: list[str],
+    message: str,
+    tiny_config: Path,
+    demo_data: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert _fails(
+        capsys, [*_base(tiny_config, demo_data, tmp_path / "r", backend=backend), *extra, "--dry-run"]
+    ).startswith(message)
+
+
+def test_nemo_needs_a_tokenizer_when_the_dataset_names_none(
+    demo_data: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "copy_text_document"
+    for suffix in (".bin", ".idx"):
+        shutil.copyfile(demo_data + suffix, str(data) + suffix)
+    config = write_job(tmp_path / "gbs64.yaml", data={"global_batch_size": 64})
+    err = _fails(capsys, [*_base(config, str(data), tmp_path / "r", backend="nemo"), "--dry-run"])
+    assert err.startswith("error: --tokenizer: needed for --backend nemo")
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("00:01:00", 60), ("2:30:00", 9000), ("1-00:00:05", 86405)])
+def test_time_limits_parse(text: str, seconds: int) -> None:
+    assert parse_time(text) == seconds
+
+
+def test_time_limit_under_a_minute_is_refused() -> None:
+    with pytest.raises(SubmitError, match=r"under a minute"):
+        parse_time("00:00:30")

@@ -1,0 +1,24 @@
+#!/bin/bash
+# shellcheck shell=bash
+# FSDP: one torchrun per node (srun), c10d rendezvous on the first node, the trainer under it.
+# Settings: WORKDIR, PYTHON, TORCHRUN, NPROC_PER_NODE, JOB_CONFIG, RUN_DIR, TRAIN_ARGS, SHUTDOWN_TIMEOUT_S.
+job_start
+mkdir -p "$RUN_DIR"
+RDZV_ADDR="$(first_node_addr)"
+RDZV_PORT="$(free_port)"
+job_log "rendezvous at $RDZV_ADDR:$RDZV_PORT"
+rm -f "$EXIT_STATUS_FILE" # a stale status from the last attempt must not decide this one
+
+export PYTHONPATH="$WORKDIR${PYTHONPATH:+:$PYTHONPATH}"
+run_step srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=1 --chdir="$WORKDIR" \
+	"$TORCHRUN" \
+	--nnodes "$SLURM_JOB_NUM_NODES" \
+	--nproc_per_node "$NPROC_PER_NODE" \
+	--rdzv_id "$SLURM_JOB_ID" \
+	--rdzv_backend c10d \
+	--rdzv_endpoint "$RDZV_ADDR:$RDZV_PORT" \
+	--max-restarts 0 \
+	--signals-to-handle SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1 \
+	--shutdown-timeout "$SHUTDOWN_TIMEOUT_S" \
+	-m training.train --config "$JOB_CONFIG" --run-dir "$RUN_DIR" "${TRAIN_ARGS[@]}"
+finish_job "$?"

@@ -1,0 +1,463 @@
+"""Render and submit a training job to SLURM, the same way on the head node and on the local cluster.
+
+    python -m training.submit --backend fsdp|nemo|neuron --model CONFIG --nodes N --data-prefix P --run-dir DIR
+        [--queue Q | --local] [--spec SPEC.yaml] [--time HH:MM:SS] [--dry-run] ...
+
+The deployment spec picks the node type (queue -> instance type -> accelerators, EFA, shared storage, container
+image, Neuron SDK); the job config (the trainer's YAML) picks the model and schedule. The sbatch script is
+written beside the run directory (DIR.<backend>.sbatch) and submitted; the job ids are printed one per line as
+`<id> <script>`. --dry-run prints the script(s) instead and writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from spec import SpecError, load_spec
+from training.config import ConfigError, JobConfig, load_job_config, resolve_model_args
+from training.launch import netenv
+from training.launch.errors import SubmitError
+from training.launch.fit import check_fits
+from training.launch.nemo import nemo_config
+from training.launch.neuron import default_parallelism, nxdt_config
+from training.launch.render import SettingValue, assemble
+from training.launch.target import BACKENDS, Target, local_target, resolve_target
+from training.models.args import ModelArgs
+from training.signals import EXIT_CHECKPOINT_FAILED, EXIT_CONFIG_ERROR, EXIT_LOSS_GUARD, EXIT_REQUEUE, EXIT_STATUS_FILE
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+LOCAL_SLURM_CONF = REPO_ROOT / ".local-slurm" / "slurm.conf"
+_TIME_RE = re.compile(r"^(?:(\d+)-)?(\d{1,2}):(\d{2}):(\d{2})$")
+_JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+NO_REQUEUE_CODES = (EXIT_CONFIG_ERROR, EXIT_LOSS_GUARD, EXIT_CHECKPOINT_FAILED)
+
+
+@dataclass(frozen=True)
+class JobScript:
+    name: str  # e.g. "fsdp", "neuron-compile"
+    path: Path
+    text: str
+    depends_on: str | None = None  # name of the script whose job must succeed first
+
+
+@dataclass
+class Rendered:
+    scripts: list[JobScript]
+    files: dict[Path, str] = field(default_factory=dict)  # configs written into the run directory
+    copies: dict[Path, Path] = field(default_factory=dict)  # destination -> source
+    notes: list[str] = field(default_factory=list)
+
+
+def parse_time(text: str) -> int:
+    """Seconds in a SLURM time limit written [D-]HH:MM:SS."""
+    match = _TIME_RE.match(text)
+    if match is None:
+        raise SubmitError(f"--time: {text!r} is not [D-]HH:MM:SS")
+    days, hours, minutes, seconds = (int(part or 0) for part in match.groups())
+    if minutes > 59 or seconds > 59:
+        raise SubmitError(f"--time: {text!r} has minutes or seconds above 59")
+    total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    if total < 60:
+        raise SubmitError(f"--time: {text!r} is under a minute, SLURM's resolution")
+    return total
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m training.submit",
+        description="Render an sbatch script for a training job from the deployment spec and submit it.",
+    )
+    parser.add_argument("--backend", required=True, choices=BACKENDS)
+    parser.add_argument("--model", required=True, type=Path, help="the job config YAML (model, data, schedule)")
+    parser.add_argument("--nodes", required=True, type=int)
+    parser.add_argument("--data-prefix", required=True, help="dataset prefix: PREFIX.bin and PREFIX.idx")
+    parser.add_argument("--run-dir", required=True, type=Path, help="checkpoints, metrics and logs (shared storage)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--queue", help="queue from the spec's cluster section (default: the first that fits)")
+    where.add_argument(
+        "--local",
+        action="store_true",
+        help="the local CPU cluster (python -m cluster.local_slurm): partition 'local', 1 rank per node, gloo",
+    )
+    parser.add_argument("--spec", type=Path, help="deployment spec YAML (default: the embedded spec/default.yaml)")
+    parser.add_argument("--partition", help="send the script to this partition instead of the queue's")
+    parser.add_argument("--time", help="time limit [D-]HH:MM:SS (default: the partition's)")
+    parser.add_argument("--job-name", help="default: <backend>-<run dir name>")
+    parser.add_argument("--max-steps", type=int, help="override train.max_steps")
+    parser.add_argument("--checkpoint-every", type=int, help="override checkpoint.every")
+    parser.add_argument("--max-requeues", type=int, default=10, help="requeues before giving up (default 10)")
+    parser.add_argument(
+        "--signal-lead",
+        type=int,
+        default=300,
+        help="seconds before the time limit that SLURM sends USR1 to checkpoint and requeue (default 300)",
+    )
+    parser.add_argument("--python", default=sys.executable, help="python of the training env on the nodes")
+    parser.add_argument("--workdir", type=Path, default=REPO_ROOT, help="the repository on shared storage")
+    parser.add_argument("--tensor-parallel", type=int, help="nemo/neuron (neuron default: seed 004's for the model)")
+    parser.add_argument("--pipeline-parallel", type=int, help="nemo/neuron")
+    parser.add_argument("--tokenizer", help="nemo/neuron: Hugging Face tokenizer directory (default: the dataset's)")
+    parser.add_argument("--container-image", help="nemo: image (default: the spec's cluster.containers.nemo_image)")
+    parser.add_argument("--neuron-venv", default="/opt/neuron-venv", help="neuron: the Neuron python env on nodes")
+    parser.add_argument(
+        "--nxdt-dir",
+        help="neuron: NeuronX Distributed Training's examples/ (default: <shared>/neuronx-distributed-training/examples)",
+    )
+    parser.add_argument("--compile-steps", type=int, default=3, help="neuron: steps traced by the compile job")
+    parser.add_argument("--master-port", type=int, default=41000, help="neuron: rendezvous port (reserved on nodes)")
+    parser.add_argument("--libfabric-version", default=netenv.DEFAULT_LIBFABRIC)
+    parser.add_argument("--aws-ofi-nccl-version", default=netenv.DEFAULT_AWS_OFI_NCCL)
+    parser.add_argument("--dry-run", action="store_true", help="print the script(s); write and submit nothing")
+    return parser
+
+
+def _positive(value: int | None, option: str) -> None:
+    if value is not None and value < 1:
+        raise SubmitError(f"{option}: {value} must be at least 1")
+
+
+def _load_job(args: argparse.Namespace, data_prefix: str) -> JobConfig:
+    try:
+        job = load_job_config(args.model)
+        overrides: dict[str, Any] = {"data.prefix": data_prefix}
+        if args.max_steps is not None:
+            overrides["train.max_steps"] = args.max_steps
+        if args.checkpoint_every is not None:
+            overrides["checkpoint.every"] = args.checkpoint_every
+        return job.with_overrides(**overrides)
+    except ConfigError as error:
+        raise SubmitError(f"--model: {str(error).splitlines()[0]}") from None
+
+
+def _dataset_manifest(data_prefix: str) -> dict[str, Any] | None:
+    path = Path(f"{data_prefix}.manifest.json")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _model_args(job: JobConfig, manifest: dict[str, Any] | None) -> ModelArgs:
+    vocab = manifest.get("vocab_size") if manifest else None
+    section = job.model
+    if section.vocab_size == "data" and vocab is None:
+        # Without the manifest the named shape's own vocabulary sizes the estimate.
+        section = section.model_copy(update={"vocab_size": None})
+    try:
+        return resolve_model_args(section, vocab if isinstance(vocab, int) else None)
+    except ConfigError as error:
+        raise SubmitError(f"--model: {str(error).splitlines()[0]}") from None
+
+
+def _check_data(data_prefix: str) -> None:
+    missing = [suffix for suffix in (".bin", ".idx") if not Path(data_prefix + suffix).is_file()]
+    if missing:
+        raise SubmitError(
+            f"--data-prefix: {data_prefix!r} has no {' or '.join(missing)} file ({data_prefix}{missing[0]})"
+        )
+
+
+def _directives(
+    args: argparse.Namespace, target: Target, job_name: str, run_dir: Path, tasks_per_node: int, requeue: bool
+) -> list[tuple[str, str | None]]:
+    directives: list[tuple[str, str | None]] = [
+        ("job-name", job_name),
+        ("partition", target.partition),
+        ("nodes", str(args.nodes)),
+        ("ntasks-per-node", str(tasks_per_node)),
+    ]
+    if not target.local:
+        directives.append(("exclusive", None))  # whole nodes: every accelerator and EFA interface
+    if args.time:
+        directives.append(("time", args.time))
+    directives += [("output", str(run_dir / "logs" / "%x-%j.out")), ("open-mode", "append")]
+    if requeue:
+        directives += [("requeue", None), ("signal", f"B:USR1@{args.signal_lead}")]
+    else:
+        directives.append(("no-requeue", None))
+    return directives
+
+
+def _common_settings(
+    args: argparse.Namespace, run_dir: Path, stop_signal: str, status_file: str
+) -> dict[str, SettingValue]:
+    return {
+        "RUN_DIR": str(run_dir),
+        "MAX_REQUEUES": args.max_requeues,
+        "STEP_STOP_SIGNAL": stop_signal,
+        "EXIT_REQUEUE": EXIT_REQUEUE,
+        "NO_REQUEUE_CODES": " ".join(str(code) for code in NO_REQUEUE_CODES),
+        "EXIT_STATUS_FILE": status_file,
+        "PYTHON": args.python,
+    }
+
+
+def _tokenizer_dir(args: argparse.Namespace, run_dir: Path, manifest: dict[str, Any] | None, rendered: Rendered) -> str:
+    """A Hugging Face tokenizer directory for NeMo/NxDT: --tokenizer, or the dataset's tokenizer.json made into one."""
+    if args.tokenizer:
+        return args.tokenizer
+    tokenizer_file = manifest.get("tokenizer_file") if manifest else None
+    if not tokenizer_file:
+        raise SubmitError(
+            f"--tokenizer: needed for --backend {args.backend} (a Hugging Face tokenizer directory); the dataset "
+            f"manifest {args.data_prefix}.manifest.json names no tokenizer file"
+        )
+    source = Path(args.data_prefix).parent / tokenizer_file
+    directory = run_dir / "tokenizer"
+    rendered.copies[directory / "tokenizer.json"] = source
+    rendered.files[directory / "tokenizer_config.json"] = json.dumps(
+        {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": manifest.get("eod_token") if manifest else None},
+        indent=2,
+    )
+    return str(directory)
+
+
+def _yaml(data: dict[str, Any]) -> str:
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+
+
+def render(args: argparse.Namespace, command_line: str) -> Rendered:
+    for value, option in (
+        (args.nodes, "--nodes"),
+        (args.max_steps, "--max-steps"),
+        (args.tensor_parallel, "--tensor-parallel"),
+        (args.pipeline_parallel, "--pipeline-parallel"),
+        (args.compile_steps, "--compile-steps"),
+        (args.signal_lead, "--signal-lead"),
+    ):
+        _positive(value, option)
+    if args.max_requeues < 0:
+        raise SubmitError(f"--max-requeues: {args.max_requeues} must be 0 or more")
+    if not 1 <= args.master_port <= 65535:
+        raise SubmitError(f"--master-port: {args.master_port} is not a TCP port")
+    if args.time and parse_time(args.time) <= args.signal_lead:
+        raise SubmitError(f"--signal-lead: {args.signal_lead} s is not shorter than --time {args.time}")
+    if args.job_name is not None and not _JOB_NAME_RE.match(args.job_name):
+        raise SubmitError(f"--job-name: {args.job_name!r} must be letters, digits, '.', '_' or '-'")
+    if args.local and args.backend != "fsdp":
+        raise SubmitError(
+            f"--local: --backend {args.backend} needs GPU or Trainium nodes; render it for a spec queue and pass "
+            "--partition to send the script elsewhere"
+        )
+    if args.local:
+        target = local_target()
+    else:
+        try:
+            spec = load_spec(args.spec)
+        except SpecError as error:
+            raise SubmitError(f"--spec: {str(error).splitlines()[0]}") from None
+        target = resolve_target(spec, args.backend, args.queue, args.partition)
+    if args.partition and args.local:
+        target = dataclasses.replace(target, partition=args.partition)
+
+    data_prefix = str(Path(args.data_prefix).resolve())
+    _check_data(data_prefix)
+    job = _load_job(args, data_prefix)
+    manifest = _dataset_manifest(data_prefix)
+    model = _model_args(job, manifest)
+    fit = check_fits(model, target, args.nodes, model_name=job.model.name or str(job.model.hf_checkpoint))
+
+    run_dir = args.run_dir.resolve()
+    job_name = args.job_name or f"{args.backend}-{run_dir.name}"
+    workdir = args.workdir.resolve()
+    rendered = Rendered(scripts=[], notes=[f"fits: {fit.summary()}"])
+    script_base = run_dir.parent / run_dir.name
+
+    if args.backend == "fsdp":
+        env = {**netenv.common_env(), **(netenv.cpu_env() if target.local else {})}
+        if target.instance.accelerator == "gpu":
+            env.update(netenv.gpu_env(target, args.libfabric_version, args.aws_ofi_nccl_version))
+        config_path = run_dir / "job-config.yaml"
+        rendered.files[config_path] = _yaml(job.model_dump(mode="json"))
+        torchrun = str(Path(args.python).parent / "torchrun")
+        settings = {
+            **_common_settings(args, run_dir, "USR1", str(run_dir / EXIT_STATUS_FILE)),
+            "WORKDIR": str(workdir),
+            "TORCHRUN": torchrun,
+            "NPROC_PER_NODE": target.workers_per_node,
+            "JOB_CONFIG": str(config_path),
+            # torchrun waits this long for ranks to checkpoint after forwarding a stop signal, then kills them.
+            "SHUTDOWN_TIMEOUT_S": args.signal_lead,
+        }
+        text = assemble(
+            _directives(args, target, job_name, run_dir, 1, requeue=True),
+            command_line,
+            settings,
+            env,
+            ["common.sh", "fsdp.sh"],
+        )
+        rendered.scripts.append(JobScript("fsdp", Path(f"{script_base}.fsdp.sbatch"), text))
+    elif args.backend == "nemo":
+        tokenizer = _tokenizer_dir(args, run_dir, manifest, rendered)
+        tp, pp = args.tensor_parallel or 1, args.pipeline_parallel or 1
+        config = nemo_config(job, model, target, args.nodes, run_dir, tokenizer, tp, pp)
+        config_path = run_dir / "nemo-config.yaml"
+        rendered.files[config_path] = _yaml(config)
+        env = {
+            **netenv.common_env(),
+            **netenv.gpu_env(target, args.libfabric_version, args.aws_ofi_nccl_version),
+            **netenv.nemo_env(),
+        }
+        image = args.container_image or target.container_image
+        if not image:
+            raise SubmitError("--container-image: no image given and the spec names none")
+        mounts = _container_mounts(target.shared_dir, [workdir, run_dir, Path(data_prefix).parent])
+        settings = {
+            **_common_settings(args, run_dir, "USR1", ""),
+            "WORKDIR": str(workdir),
+            "NPROC_PER_NODE": target.workers_per_node,
+            "CONTAINER_IMAGE": image,
+            "CONTAINER_MOUNTS": mounts,
+            "NEMO_CONFIG": str(config_path),
+        }
+        text = assemble(
+            _directives(args, target, job_name, run_dir, target.workers_per_node, requeue=True),
+            command_line,
+            settings,
+            env,
+            ["common.sh", "nemo.sh"],
+        )
+        rendered.scripts.append(JobScript("nemo", Path(f"{script_base}.nemo.sbatch"), text))
+    else:
+        tokenizer = _tokenizer_dir(args, run_dir, manifest, rendered)
+        default_tp, default_pp = default_parallelism(job.model.name)
+        tp, pp = args.tensor_parallel or default_tp, args.pipeline_parallel or default_pp
+        config = nxdt_config(job, model, target, args.nodes, run_dir, tokenizer, tp, pp)
+        config_name = "nxdt-config"
+        rendered.files[run_dir / f"{config_name}.yaml"] = _yaml(config)
+        env = {**netenv.common_env(), **netenv.neuron_env(target)}
+        shared = target.shared_dir or "/fsx"
+        nxdt_dir = args.nxdt_dir or f"{shared}/neuronx-distributed-training/examples"
+        for mode in ("compile", "train"):
+            overrides = [f"exp_manager.explicit_log_dir={run_dir / 'nxdt'}"]
+            if mode == "compile":
+                # Traced steps on fake data: never let them leave a checkpoint for the run to resume from.
+                overrides = [
+                    f"trainer.max_steps={args.compile_steps}",
+                    f"exp_manager.explicit_log_dir={run_dir / 'nxdt-compile'}",
+                    "exp_manager.create_checkpoint_callback=False",
+                    "exp_manager.resume_if_exists=False",
+                ]
+            settings = {
+                **_common_settings(args, run_dir, "TERM", ""),
+                "NEURON_MODE": mode,
+                "NEURON_VENV": args.neuron_venv,
+                "NXDT_DIR": nxdt_dir,
+                "NXDT_CONFIG_DIR": str(run_dir),
+                "NXDT_CONFIG_NAME": config_name,
+                "NXDT_OVERRIDES": overrides,
+                "NPROC_PER_NODE": target.workers_per_node,
+                "MASTER_PORT": args.master_port,
+            }
+            name = f"neuron-{mode}"
+            text = assemble(
+                _directives(args, target, f"{job_name}-{mode}", run_dir, 1, requeue=mode == "train"),
+                command_line,
+                settings,
+                env,
+                ["common.sh", "neuron.sh"],
+            )
+            depends = "neuron-compile" if mode == "train" else None
+            rendered.scripts.append(JobScript(name, Path(f"{script_base}.{name}.sbatch"), text, depends))
+    return rendered
+
+
+def _container_mounts(shared_dir: str | None, paths: list[Path]) -> str:
+    """pyxis --container-mounts: the shared file system, plus any job path outside it."""
+    mounts: list[str] = [f"{shared_dir}:{shared_dir}"] if shared_dir else []
+    for path in paths:
+        if shared_dir and (path == Path(shared_dir) or Path(shared_dir) in path.parents):
+            continue
+        entry = f"{path}:{path}"
+        if entry not in mounts:
+            mounts.append(entry)
+    return ",".join(mounts)
+
+
+def write(rendered: Rendered) -> None:
+    for path, text in rendered.files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    for destination, source in rendered.copies.items():
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            shutil.copyfile(source, destination)
+        except OSError as error:
+            raise SubmitError(f"--tokenizer: cannot copy {source}: {error.strerror}") from None
+    for script in rendered.scripts:
+        script.path.parent.mkdir(parents=True, exist_ok=True)
+        script.path.write_text(script.text, encoding="utf-8")
+        script.path.chmod(0o755)
+    # SLURM opens the log before the script runs: its directory must exist.
+    for script in rendered.scripts:
+        for line in script.text.splitlines():
+            if line.startswith("#SBATCH --output="):
+                Path(line.split("=", 1)[1]).parent.mkdir(parents=True, exist_ok=True)
+
+
+def sbatch(script: Path, dependency: str | None, env: dict[str, str]) -> str:
+    command = ["sbatch", "--parsable"]
+    if dependency:
+        command.append(f"--dependency=afterok:{dependency}")
+    command.append(str(script))
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60, check=False)
+    except FileNotFoundError:
+        raise SubmitError(
+            "sbatch: not found; run this on the cluster's head node (or start the local cluster)"
+        ) from None
+    if result.returncode != 0:
+        message = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:] or ["no output"]
+        raise SubmitError(f"sbatch {script.name}: {message[0]}")
+    return result.stdout.strip().split(";")[0]
+
+
+def submit_env(local: bool) -> dict[str, str]:
+    env = dict(os.environ)
+    if local and "SLURM_CONF" not in env and LOCAL_SLURM_CONF.exists():
+        env["SLURM_CONF"] = str(LOCAL_SLURM_CONF)
+    return env
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    command_line = "python -m training.submit " + shlex.join(sys.argv[1:] if argv is None else argv)
+    try:
+        rendered = render(args, command_line)
+        if args.dry_run:
+            for script in rendered.scripts:
+                print(f"# ===== {script.path} =====")
+                print(script.text)
+            return 0
+        write(rendered)
+        env = submit_env(args.local)
+        ids: dict[str, str] = {}
+        for script in rendered.scripts:
+            dependency = ids[script.depends_on] if script.depends_on else None
+            ids[script.name] = sbatch(script.path, dependency, env)
+            print(f"{ids[script.name]} {script.path}")
+        for note in rendered.notes:
+            print(note, file=sys.stderr)
+        print(f"logs: {args.run_dir.resolve() / 'logs'}/<job name>-<job id>.out", file=sys.stderr)
+    except SubmitError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

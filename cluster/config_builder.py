@@ -44,6 +44,9 @@ class ClusterRefs:
     # Added to ParallelCluster's managed groups (which carry the EFA self rule and the head<->compute
     # rules); typically the group that reaches the VPC endpoints and FSx.
     additional_security_group_ids: tuple[str, ...] = ()
+    # When set, these groups REPLACE ParallelCluster's managed ones (whose egress is open to the world):
+    # the deployment's cluster group carries the EFA self rule and egress only to listed destinations.
+    security_group_ids: tuple[str, ...] = ()
     # S3 URI of the head node's payload: the training package and cluster/health's prolog/epilog.
     head_payload_uri: str | None = None
     # S3 URI of neuron_install.sh, for trn1 nodes with internet egress whose AMI lacks the pins.
@@ -136,6 +139,8 @@ def _image(cluster: ClusterSpec) -> dict[str, Any]:
 
 
 def _networking_groups(refs: ClusterRefs) -> dict[str, Any]:
+    if refs.security_group_ids:
+        return {"SecurityGroups": list(refs.security_group_ids)}
     return (
         {"AdditionalSecurityGroups": list(refs.additional_security_group_ids)}
         if refs.additional_security_group_ids

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from spec.errors import SpecProblem
 from spec.model import BUILTIN_ROLES, DeploymentSpec
-from spec.regions import S3_PREFIX_LISTS
+from spec.regions import DYNAMODB_PREFIX_LISTS, S3_PREFIX_LISTS
 
 _ROLE_ACCOUNT_RE = re.compile(r"^arn:aws:iam::(\d{12}):role/")
 _KMS_ARN_RE = re.compile(r"^arn:aws:kms:([a-z0-9-]+):(\d{12}):key/")
@@ -45,6 +45,12 @@ def _network(spec: DeploymentSpec) -> Iterator[SpecProblem]:
         yield SpecProblem(
             "network.s3_prefix_list_id",
             f"is required: region {spec.region} is not in the pinned table (spec/regions.py)",
+            None,
+        )
+    if spec.cluster is not None and net.dynamodb_prefix_list_id is None and spec.region not in DYNAMODB_PREFIX_LISTS:
+        yield SpecProblem(
+            "network.dynamodb_prefix_list_id",
+            f"is required with a cluster: region {spec.region} is not in the pinned table (spec/regions.py)",
             None,
         )
     if net.mode == "existing":

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from spec.cluster import ClusterSpec
-from spec.regions import REGIONS, S3_PREFIX_LISTS
+from spec.regions import DYNAMODB_PREFIX_LISTS, REGIONS, S3_PREFIX_LISTS
 
 # Roles this repo creates in the compute account; datasets name them as readers/writers.
 BUILTIN_ROLES: tuple[str, ...] = ("cluster-node", "head-node", "notebook")
@@ -157,6 +157,9 @@ class NetworkSpec(StrictModel):
     s3_prefix_list_id: Annotated[str, _pattern(_PREFIX_LIST_RE, "a prefix list id such as pl-63a5400a")] | None = Field(
         default=None, description="Overrides the pinned per-region table."
     )
+    dynamodb_prefix_list_id: (
+        Annotated[str, _pattern(_PREFIX_LIST_RE, "a prefix list id such as pl-02cd2c6b")] | None
+    ) = Field(default=None, description="Overrides the pinned per-region table (needed with a cluster).")
     flow_log_retention_days: int = Field(default=90, description="VPC flow log retention (a CloudWatch value).")
 
     @field_validator("availability_zone")
@@ -312,6 +315,13 @@ class DeploymentSpec(StrictModel):
         resolved = self.network.s3_prefix_list_id or S3_PREFIX_LISTS.get(self.region)
         if resolved is None:  # spec.checks refuses such a spec; this guards direct use
             raise ValueError(f"network.s3_prefix_list_id: required for region {self.region!r}")
+        return resolved
+
+    @property
+    def dynamodb_prefix_list_id(self) -> str:
+        resolved = self.network.dynamodb_prefix_list_id or DYNAMODB_PREFIX_LISTS.get(self.region)
+        if resolved is None:  # spec.checks refuses such a spec when a cluster is defined
+            raise ValueError(f"network.dynamodb_prefix_list_id: required for region {self.region!r}")
         return resolved
 
     def role_name(self, role: str) -> str:

@@ -58,3 +58,12 @@ S3_PREFIX_LISTS: dict[str, str] = {
     "ap-southeast-1": "pl-6fa54006",
     "ap-southeast-2": "pl-6ca54005",
 }
+
+# The DynamoDB gateway endpoint's prefix list (`com.amazonaws.<region>.dynamodb`): ParallelCluster's
+# head and compute nodes keep cluster state in DynamoDB, so the cluster security group needs HTTPS
+# egress to it when a cluster is defined. Regions missing here take `network.dynamodb_prefix_list_id`.
+DYNAMODB_PREFIX_LISTS: dict[str, str] = {
+    "us-east-1": "pl-02cd2c6b",
+    "us-east-2": "pl-4ca54025",
+    "us-west-2": "pl-00a54069",
+}

@@ -8,6 +8,7 @@ from aws_cdk import App, Environment, Stack, Tags
 from cdk_nag import AwsSolutionsChecks
 
 from spec import DeploymentSpec
+from stacks.cluster_stack import ClusterStack
 from stacks.data_stack import DataStack
 from stacks.identity_stack import IdentityStack
 from stacks.network_stack import NetworkStack
@@ -56,6 +57,18 @@ def assemble(app: App, spec: DeploymentSpec, nag: bool = True) -> Deployment:
         )
         notebook.add_stack_dependency(identity, "the notebook assumes the notebook role by name")
         deployment.stacks["notebook"] = notebook
+
+    if spec.cluster is not None:
+        cluster = ClusterStack(
+            app,
+            names["cluster"],
+            spec,
+            network,
+            env=compute,
+            description=f"{spec.name}: ParallelCluster (SLURM) for training",
+        )
+        cluster.add_stack_dependency(identity, "the cluster's nodes run with the identity stack's roles")
+        deployment.stacks["cluster"] = cluster
 
     for stack in deployment.stacks.values():
         Tags.of(stack).add("deployment", spec.name)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_cdk import Acknowledgment, Validations
 from constructs import IConstruct
 
@@ -20,3 +22,14 @@ def acknowledge(scope: IConstruct, rule: str, reason: str, applies_to: list[str]
     rule_id = f"{NAG_PACK}::{NAG_PACK}-{rule}"
     ids = [f"{rule_id}[{item}]" for item in applies_to] if applies_to else [rule_id]
     Validations.of(scope).acknowledge(*(Acknowledgment(id=finding, reason=reason) for finding in ids))
+
+
+def wildcard_resources(document: dict[str, Any]) -> list[str]:
+    """IAM5's granular findings for a policy document: every resource holding a wildcard."""
+    found: list[str] = []
+    for statement in document["Statement"]:
+        resources = statement.get("Resource", [])
+        for resource in [resources] if isinstance(resources, str) else resources:
+            if isinstance(resource, str) and "*" in resource:
+                found.append(f"Resource::{resource}")
+    return sorted(set(found))

@@ -47,6 +47,14 @@ class TrainingSecurityGroups(Construct):
             client.add_egress_rule(self.endpoints, ec2.Port.tcp(443), "HTTPS to the interface endpoints")
             self.endpoints.add_ingress_rule(client, ec2.Port.tcp(443), f"HTTPS from {who}")
 
+        if spec.cluster is not None:
+            # ParallelCluster keeps cluster state in DynamoDB, reached through the gateway endpoint.
+            self.cluster.add_egress_rule(
+                ec2.Peer.prefix_list(spec.dynamodb_prefix_list_id),
+                ec2.Port.tcp(443),
+                "HTTPS to DynamoDB through the gateway endpoint (ParallelCluster state)",
+            )
+
         if spec.network.internet_egress == "nat":
             # Chosen in the spec: package mirrors and registries through the NAT gateway.
             for port, why in ((443, "HTTPS"), (80, "HTTP package mirrors")):

@@ -46,3 +46,6 @@ def read_assembly(out: Path, spec: DeploymentSpec) -> Assembly:
             templates[key] = json.loads(path.read_text())
     report = json.loads((out / "validation-report.json").read_text())
     return Assembly(spec, out, templates, report)
+
+
+from tests.cluster.conftest import pcluster_venv  # noqa: E402,F401  (the isolated ParallelCluster venv)

@@ -57,7 +57,7 @@ def test_security_group_egress_goes_only_to_listed_destinations(default_assembly
     assert egress_rules
     for rule in egress_rules:
         if "DestinationPrefixListId" in rule:
-            assert rule["DestinationPrefixListId"] == spec.s3_prefix_list_id
+            assert rule["DestinationPrefixListId"] in {spec.s3_prefix_list_id, spec.dynamodb_prefix_list_id}
             assert (rule["FromPort"], rule["ToPort"], rule["IpProtocol"]) == (443, 443, "tcp")
         elif "DestinationSecurityGroupId" in rule:
             target = rule["DestinationSecurityGroupId"]["Fn::GetAtt"][0]

@@ -1,0 +1,72 @@
+"""Compute account: the ParallelCluster cluster, its bootstrap assets and its node permissions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from cluster.config_builder import ClusterRefs, custom_resource_properties
+from cluster.validators import config_problems
+from policies.cluster_nodes import compute_node_cluster_policy, head_node_cluster_policy
+from spec import DeploymentSpec, SpecError
+from stacks.network_stack import NetworkStack
+from stacks.parts.cluster_assets import ClusterAssets
+from stacks.parts.nag import acknowledge, wildcard_resources
+from stacks.parts.parallel_cluster import ParallelCluster
+
+BUILD_DIR = Path(__file__).resolve().parents[1] / "build" / "cluster"
+
+
+class ClusterStack(Stack):
+    def __init__(
+        self, scope: Construct, construct_id: str, spec: DeploymentSpec, network: NetworkStack, **kwargs: Any
+    ) -> None:
+        super().__init__(scope, construct_id, termination_protection=spec.cluster.termination_protection, **kwargs)  # type: ignore[union-attr]
+        assets = ClusterAssets(self, "Assets", spec, BUILD_DIR / spec.name)
+        subnet = network.network.compute_subnets[0].subnet_id
+        refs = ClusterRefs(
+            head_subnet_id=subnet,
+            compute_subnet_id=subnet,
+            head_instance_role_arn=spec.role_arn("head-node"),
+            compute_instance_role_arn=spec.role_arn("cluster-node"),
+            head_bootstrap_uri=assets.uri("head_node.sh"),
+            gpu_bootstrap_uri=assets.uri("gpu_node.sh"),
+            trn1_bootstrap_uri=assets.uri("trn1_node.sh"),
+            neuron_install_uri=assets.uri("neuron_install.sh"),
+            security_group_ids=(network.security_groups.cluster.security_group_id,),
+            head_payload_uri=assets.payload.s3_object_url,
+        )
+        properties = custom_resource_properties(spec, refs)
+        problems = config_problems(properties["ClusterConfiguration"])
+        if problems:
+            raise SpecError(problems)
+        self.parallel_cluster = ParallelCluster(self, "ParallelCluster", spec, properties)
+        self._node_permissions(spec, assets)
+        CfnOutput(self, "HeadNodePrivateIp", value=self.parallel_cluster.head_node_private_ip)
+        CfnOutput(self, "ValidationMessages", value=self.parallel_cluster.validation_messages)
+
+    def _node_permissions(self, spec: DeploymentSpec, assets: ClusterAssets) -> None:
+        # Attached by role name: the roles live in the identity stack, and names keep the stacks free of exports.
+        for role, document in (
+            ("head-node", head_node_cluster_policy(spec, assets.object_arns)),
+            ("cluster-node", compute_node_cluster_policy(spec, assets.object_arns)),
+        ):
+            policy = iam.CfnPolicy(
+                self,
+                f"ParallelClusterPermissions-{role}",
+                policy_name="parallelcluster",
+                roles=[spec.role_name(role)],
+                policy_document=document,
+            )
+            acknowledge(
+                policy,
+                "IAM5",
+                "EC2 Describe*, RunInstances and CreateFleet have no resource-level scoping that survives launch "
+                "templates; every other wildcard is this cluster's own stack, tables, bucket prefix, log groups or "
+                "instances (TerminateInstances is pinned by the parallelcluster:cluster-name tag).",
+                applies_to=wildcard_resources(document),
+            )

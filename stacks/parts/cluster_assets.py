@@ -1,0 +1,40 @@
+"""Bootstrap scripts and the head node's payload as CDK assets: versioned with the repo, never fetched
+from a moving branch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from aws_cdk import aws_s3_assets as s3_assets
+from constructs import Construct
+
+from cluster.payload import build_payload
+from spec import DeploymentSpec
+
+REPO = Path(__file__).resolve().parents[2]
+BOOTSTRAP = REPO / "cluster" / "bootstrap"
+SCRIPTS = ("head_node.sh", "gpu_node.sh", "trn1_node.sh", "neuron_install.sh")
+
+
+class ClusterAssets(Construct):
+    def __init__(self, scope: Construct, construct_id: str, spec: DeploymentSpec, build_dir: Path) -> None:
+        super().__init__(scope, construct_id)
+        self.scripts: dict[str, s3_assets.Asset] = {
+            name: s3_assets.Asset(self, name.replace("_", "-").removesuffix(".sh"), path=str(BOOTSTRAP / name))
+            for name in SCRIPTS
+        }
+        spec_yaml = yaml.safe_dump(spec.model_dump(mode="json", exclude_none=True), sort_keys=False)
+        payload = build_payload(spec, spec_yaml, build_dir)
+        self.payload = s3_assets.Asset(self, "head-node-payload", path=str(payload))
+
+    @property
+    def all(self) -> list[s3_assets.Asset]:
+        return [*self.scripts.values(), self.payload]
+
+    def uri(self, script: str) -> str:
+        return self.scripts[script].s3_object_url
+
+    @property
+    def object_arns(self) -> list[str]:
+        return [f"{asset.bucket.bucket_arn}/{asset.s3_object_key}" for asset in self.all]

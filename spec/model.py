@@ -140,7 +140,9 @@ class NetworkSpec(StrictModel):
     mode: Literal["create", "existing"] = Field(
         default="create", description="create: the network stack builds the VPC; existing: use `existing`."
     )
-    cidr: ipaddress.IPv4Network = Field(default=ipaddress.IPv4Network("10.40.0.0/16"))
+    cidr: ipaddress.IPv4Network = Field(
+        default=ipaddress.IPv4Network("10.40.0.0/16"), description="VPC range (mode=create), /16 to /22, private."
+    )
     availability_zone: str = Field(description="AZ of the compute subnets (and of any capacity reservation).")
     vpc_id: Annotated[str, _pattern(_VPC_ID_RE, "a VPC id such as vpc-0123456789abcdef0")] | None = Field(
         default=None,
@@ -150,7 +152,7 @@ class NetworkSpec(StrictModel):
             "stack is not synthesized."
         ),
     )
-    existing: ExistingNetwork | None = None
+    existing: ExistingNetwork | None = Field(default=None, description="The VPC's subnets (mode=existing).")
     internet_egress: Literal["none", "nat"] = Field(
         default="none", description="none: nothing reaches the internet; nat: a NAT gateway in a public subnet."
     )
@@ -204,9 +206,15 @@ RoleRef = Annotated[str, BeforeValidator(_role_ref)]
 
 
 class DatasetSpec(StrictModel):
-    name: Annotated[str, _pattern(_DATASET_NAME_RE, "lowercase letters, digits and hyphens, at most 32")]
-    prefix: Annotated[str, BeforeValidator(lambda v: check_prefix(v) if isinstance(v, str) else v)]
-    access_point: Annotated[str, BeforeValidator(lambda v: check_access_point_name(v) if isinstance(v, str) else v)]
+    name: Annotated[str, _pattern(_DATASET_NAME_RE, "lowercase letters, digits and hyphens, at most 32")] = Field(
+        description="Names the dataset in job specs and policy statement ids."
+    )
+    prefix: Annotated[str, BeforeValidator(lambda v: check_prefix(v) if isinstance(v, str) else v)] = Field(
+        description="Key prefix the dataset owns, e.g. 'corpora/pile/'; datasets' prefixes must not overlap."
+    )
+    access_point: Annotated[str, BeforeValidator(lambda v: check_access_point_name(v) if isinstance(v, str) else v)] = (
+        Field(description="Name of the dataset's VPC-only access point (S3 naming rules).")
+    )
     network_origin: str = Field(default="vpc", description="Must be 'vpc': Internet-origin access points are refused.")
     readers: list[RoleRef] = Field(default_factory=list, description="Compute-account roles that may Get/List.")
     writers: list[RoleRef] = Field(default_factory=list, description="Compute-account roles that may Put.")
@@ -228,9 +236,11 @@ class DatasetSpec(StrictModel):
 
 
 class DataSpec(StrictModel):
-    bucket_name: Annotated[str, BeforeValidator(lambda v: check_bucket_name(v) if isinstance(v, str) else v)]
-    encryption: EncryptionSpec = Field(default_factory=EncryptionSpec)
-    datasets: list[DatasetSpec] = Field(min_length=1)
+    bucket_name: Annotated[str, BeforeValidator(lambda v: check_bucket_name(v) if isinstance(v, str) else v)] = Field(
+        description="The dataset bucket (no dots); its access logs go to '<name>-logs'."
+    )
+    encryption: EncryptionSpec = Field(default_factory=EncryptionSpec, description="SSE-KMS key.")
+    datasets: list[DatasetSpec] = Field(min_length=1, description="One access point per dataset.")
     noncurrent_version_days: int = Field(
         default=30, ge=1, le=3650, description="Days a replaced or deleted object version is kept."
     )
@@ -280,7 +290,7 @@ class PerimeterSpec(StrictModel):
 
 
 class NotebookSpec(StrictModel):
-    enabled: bool = False
+    enabled: bool = Field(default=False, description="Build the notebook stack (and the notebook role).")
     instance_type: Annotated[str, _pattern(_NOTEBOOK_TYPE_RE, "a SageMaker instance type such as ml.t3.medium")] = (
         "ml.t3.medium"
     )
@@ -291,15 +301,19 @@ class DeploymentSpec(StrictModel):
     name: Annotated[str, _pattern(_NAME_RE, "3-24 lowercase letters, digits and hyphens, starting with a letter")] = (
         Field(description="Prefix of stack and role names.")
     )
-    region: str
-    organization_id: Annotated[str, _pattern(_ORG_ID_RE, "an organization id such as o-a1b2c3d4e5")] | None = None
-    accounts: Accounts
-    network: NetworkSpec
-    data: DataSpec
-    perimeter: PerimeterSpec = Field(default_factory=PerimeterSpec)
-    notebook: NotebookSpec = Field(default_factory=NotebookSpec)
+    region: str = Field(description="Region of both accounts' stacks (see spec/regions.py).")
+    organization_id: Annotated[str, _pattern(_ORG_ID_RE, "an organization id such as o-a1b2c3d4e5")] | None = Field(
+        default=None, description="AWS Organizations id; bucket and endpoint policies admit only its principals."
+    )
+    accounts: Accounts = Field(description="The two accounts of the design.")
+    network: NetworkSpec = Field(description="The compute VPC.")
+    data: DataSpec = Field(description="The dataset bucket, its key and its datasets.")
+    perimeter: PerimeterSpec = Field(default_factory=PerimeterSpec, description="Organization-wide guard rails.")
+    notebook: NotebookSpec = Field(default_factory=NotebookSpec, description="The optional SageMaker notebook.")
     # The ParallelCluster section; cluster/ gives it its schema.
-    cluster: ClusterSpec | None = None
+    cluster: ClusterSpec | None = Field(
+        default=None, description="The ParallelCluster (SLURM) cluster; see docs/cluster.md."
+    )
 
     @field_validator("region")
     @classmethod

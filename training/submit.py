@@ -40,6 +40,8 @@ from training.signals import EXIT_CHECKPOINT_FAILED, EXIT_CONFIG_ERROR, EXIT_LOS
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LOCAL_SLURM_CONF = REPO_ROOT / ".local-slurm" / "slurm.conf"
+# The head-node bootstrap exports it (/etc/profile.d/llm-training.sh): the spec the cluster was deployed from.
+SPEC_ENV = "LLM_TRAINING_SPEC"
 _TIME_RE = re.compile(r"^(?:(\d+)-)?(\d{1,2}):(\d{2}):(\d{2})$")
 _JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 NO_REQUEUE_CODES = (EXIT_CONFIG_ERROR, EXIT_LOSS_GUARD, EXIT_CHECKPOINT_FAILED)
@@ -92,7 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the local CPU cluster (python -m cluster.local_slurm): partition 'local', 1 rank per node, gloo",
     )
-    parser.add_argument("--spec", type=Path, help="deployment spec YAML (default: the embedded spec/default.yaml)")
+    parser.add_argument(
+        "--spec",
+        type=Path,
+        default=os.environ.get(SPEC_ENV) or None,
+        help=f"deployment spec YAML (default: ${SPEC_ENV}, which the head node sets, else spec/default.yaml)",
+    )
     parser.add_argument("--partition", help="send the script to this partition instead of the queue's")
     parser.add_argument("--time", help="time limit [D-]HH:MM:SS (default: the partition's)")
     parser.add_argument("--job-name", help="default: <backend>-<run dir name>")

@@ -23,6 +23,7 @@ from training.signals import (
     EXIT_LOSS_GUARD,
     EXIT_OK,
     EXIT_REQUEUE,
+    EXIT_STATUS_FILE,
     write_exit_status,
 )
 
@@ -76,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     from training.trainer import Trainer
 
     ctx = init_distributed()
+    if ctx.is_main:  # a crash must not leave the previous attempt's status behind for the job script to read
+        (run_dir / EXIT_STATUS_FILE).unlink(missing_ok=True)
     trainer = None
     code, reason = EXIT_OK, "finished"
     try:

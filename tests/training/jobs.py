@@ -37,7 +37,7 @@ def tiny_job(data_prefix: str, **sections: dict[str, Any]) -> dict[str, Any]:
             "micro_batch_size": 4,
             "global_batch_size": 8,
             "validation_fraction": 0.05,
-            "prefetch": 0,
+            "prefetch": 2,
         },
         "train": {"max_steps": 10, "eval_every": 0, "eval_batches": 2},
         "optim": {"lr": 3e-3, "warmup_steps": 4},

@@ -32,6 +32,7 @@ def test_logits_shape_and_causality(args: ModelArgs) -> None:
     assert not torch.allclose(model(changed)[:, 8:], logits[:, 8:])
 
 
+@pytest.mark.usefixtures("one_thread")
 @pytest.mark.parametrize("args", [LLAMA, NEOX], ids=["llama", "neox"])
 def test_a_few_adam_steps_overfit_one_batch(args: ModelArgs) -> None:
     model = _model(args)

@@ -6,7 +6,7 @@ Operators (each applied wherever it can be, one place at a time):
                      conditions included)
   drop-statement     remove one statement (the TLS Deny and the organization Deny included)
   widen-prefix       a key prefix in a resource ARN, or an s3:prefix value, becomes '*'
-  widen-resource     one resource of an identity or endpoint statement becomes '*'
+  widen-resource     the resources of one identity or endpoint statement become '*'
   widen-action       the actions of one S3 Allow statement become 's3:*'
   widen-principal    the principal of one resource-policy statement becomes '*'
   endpoint-drop-access-points / endpoint-drop-buckets
@@ -188,18 +188,19 @@ class _Mutator:
 
     def widen_resource(self) -> Iterator[tuple[str, str, str, PolicyDocument]]:
         # Resource policies name their own resource; only identity and endpoint policies range
-        # over the world, where a resource widened to '*' is a real weakening.
+        # over the world, where a resource widened to '*' is a real weakening. One mutant per
+        # statement: any one entry widened to '*' already makes the statement cover everything.
         if self.kind not in ("identity", "endpoint"):
             return
         for index, statement in enumerate(_statements(self.document)):
-            sid = _sid(statement, index)
             resources = _as_list(statement.get("Resource", []))
-            for position, resource in enumerate(resources):
-                if resource == "*":
-                    continue
-                mutated, statements = self._copy()
-                statements[index]["Resource"] = [*resources[:position], "*", *resources[position + 1 :]]
-                yield "widen-resource", sid, f"{sid}: {resource} -> *", mutated
+            if not resources or resources == ["*"]:
+                continue
+            mutated, statements = self._copy()
+            statements[index]["Resource"] = "*"
+            sid = _sid(statement, index)
+            shown = resources[0] if len(resources) == 1 else f"{len(resources)} resources"
+            yield "widen-resource", sid, f"{sid}: {shown} -> *", mutated
 
     def widen_action(self) -> Iterator[tuple[str, str, str, PolicyDocument]]:
         for index, statement in enumerate(_statements(self.document)):

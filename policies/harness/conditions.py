@@ -15,6 +15,7 @@ A statement's condition block is an AND of its entries, so this partial evaluati
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ def expected_ignored_keys(resource: str, context: Mapping[str, ContextValue]) ->
     return frozenset(key for key in context if key.lower() in blind)
 
 
+@functools.lru_cache(maxsize=4096)
 def _glob(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern), re.DOTALL)
 
@@ -136,8 +138,20 @@ def _statements(policy: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def statement_label(statement: Mapping[str, Any], index: int) -> str:
-    """The engine's label for a statement: its Sid, else '#<1-based index>'."""
-    return str(statement.get("Sid") or f"#{index + 1}")
+    """A statement's label: its Sid, else 'Statement<1-based index>' (what `named_statements` gives it)."""
+    return str(statement.get("Sid") or f"Statement{index + 1}")
+
+
+def named_statements(policy: Mapping[str, Any]) -> dict[str, Any]:
+    """`policy` with a Sid on every statement, so that labels survive leaving statements out."""
+    statements = _statements(policy)
+    if all("Sid" in statement for statement in statements):
+        return {**policy, "Statement": statements}
+    named = [
+        statement if "Sid" in statement else {"Sid": statement_label(statement, i), **statement}
+        for i, statement in enumerate(statements)
+    ]
+    return {**policy, "Statement": named}
 
 
 def names_action(statement: Mapping[str, Any], action: str) -> bool:
@@ -149,6 +163,18 @@ def names_action(statement: Mapping[str, Any], action: str) -> bool:
         )
     actions = statement.get("Action", [])
     return any(_string_like(action.lower(), a.lower()) for a in ([actions] if isinstance(actions, str) else actions))
+
+
+def may_name_resource(statement: Mapping[str, Any], resource: str) -> bool:
+    """False only when `statement` certainly does not cover `resource`; anything unusual (NotResource,
+    policy variables) counts as a possible match. Compared case-insensitively, to err on keeping."""
+    if "Resource" not in statement:
+        return True
+    patterns = statement["Resource"]
+    for pattern in [patterns] if isinstance(patterns, str) else patterns:
+        if pattern == "*" or "${" in pattern or _arn_like(resource.lower(), pattern.lower()):
+            return True
+    return False
 
 
 def decide_policy(

@@ -24,7 +24,17 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from policies.harness.conditions import ContextValue, Decided, blind_keys_for, decide_policy, expected_ignored_keys
+from policies.harness.conditions import (
+    NEVER_MATCHING_RESOURCE,
+    ContextValue,
+    Decided,
+    blind_keys_for,
+    decide_policy,
+    expected_ignored_keys,
+    may_name_resource,
+    named_statements,
+    names_action,
+)
 from policies.harness.engine import (
     ALLOWED,
     EXPLICITLY_DENIED,
@@ -49,6 +59,26 @@ FULL_AWS_ACCESS: PolicyDocument = {
     "Version": "2012-10-17",
     "Statement": [{"Sid": "FullAWSAccess", "Effect": "Allow", "Action": "*", "Resource": "*"}],
 }
+
+
+def default_key_policy(account: str) -> PolicyDocument:
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "DefaultKeyPolicy",
+                "Effect": "Allow",
+                "Principal": {"AWS": f"arn:aws:iam::{account}:root"},
+                "Action": "kms:*",
+                "Resource": "*",
+            }
+        ],
+    }
+
+
+# Leave out statements that cannot apply to a layer's request (switched off only by the test that
+# proves it changes nothing).
+PRUNE_STATEMENTS = True
 
 IDENTITY = "identity"
 ENDPOINT = "endpoint"
@@ -158,6 +188,10 @@ def _simulation(
         identity_policies = [{"name": name, "policy": doc} for name, doc in identity]
     if resource_policy is None and not same_account:
         resource_policy = NEUTRAL_RESOURCE
+    elif resource_policy is None and resource.startswith("arn:aws:kms:"):
+        # A key always has a policy, and KMS honours identity policies only when it delegates to
+        # IAM: the neutral key policy is the default one, which does exactly that.
+        resource_policy = default_key_policy(resource_account)
     simulation: dict[str, Any] = {
         "request": {
             "principal": principal.arn,
@@ -194,24 +228,35 @@ def _layer(
     context: Mapping[str, ContextValue],
     **policies: Any,
 ) -> Layer:
-    """One layer; on a bucket resource the engine-blind conditions of its documents are decided first."""
+    """One layer. Each document is first reduced to what can bear on this request: on a bucket
+    resource its engine-blind conditions are decided, and statements that cannot apply (another
+    action, a resource that cannot match, a decided condition that fails) are left out. This makes a
+    mutation of an unrelated statement produce the same simulation, which the engine's cache then
+    answers; tests/policies/harness/test_layers.py checks that it changes no decision."""
     blind = blind_keys_for(resource)
     decided: list[Decided] = []
 
-    def decide(document: PolicyDocument) -> PolicyDocument:
-        rewritten, found = decide_policy(document, context, blind, action)
-        decided.extend(found)
-        return rewritten
+    def reduce(document: PolicyDocument) -> PolicyDocument:
+        document = named_statements(document)
+        if PRUNE_STATEMENTS:
+            kept = [s for s in document["Statement"] if names_action(s, action) and may_name_resource(s, resource)]
+            document = {**document, "Statement": kept}
+        if blind:
+            document, found = decide_policy(document, context, blind, action)
+            decided.extend(found)
+            if PRUNE_STATEMENTS:
+                kept = [s for s in document["Statement"] if s.get("Resource") != NEVER_MATCHING_RESOURCE]
+                document = {**document, "Statement": kept}
+        return document
 
-    if blind:
-        for kind in ("resource_policy", "endpoint"):
-            if policies.get(kind) is not None:
-                policies[kind] = decide(policies[kind])
-        for kind in ("scps", "rcps"):
-            if policies.get(kind) is not None:
-                policies[kind] = [decide(doc) for doc in policies[kind]]
-        if policies.get("identity") is not None:
-            policies["identity"] = [(n, decide(doc)) for n, doc in policies["identity"]]
+    for kind in ("resource_policy", "endpoint"):
+        if policies.get(kind) is not None:
+            policies[kind] = reduce(policies[kind])
+    for kind in ("scps", "rcps"):
+        if policies.get(kind) is not None:
+            policies[kind] = [reduce(doc) for doc in policies[kind]]
+    if policies.get("identity") is not None:
+        policies["identity"] = [(n, reduce(doc)) for n, doc in policies["identity"]]
     return Layer(
         name=name,
         policy_ids=policy_ids,

@@ -15,13 +15,14 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup synth demo test lint format clean pcluster-venv
+.PHONY: help setup synth demo test lint format clean pcluster-venv wheelhouse wheelhouse-test
 
 help:
 	@echo "make demo    synthesize the default deployment and run a training job (does all setup)"
 	@echo "make test    run every test (does all setup)"
 	@echo "make synth   synthesize the stacks into cdk.out (SPEC=path.yaml picks a spec)"
 	@echo "make lint    ruff check and format check"
+	@echo "make wheelhouse  the nodes' wheels for a cluster without internet (WHEELHOUSE_PYTHON=3.11)"
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -50,7 +51,25 @@ $(PCLUSTER_VENV)/.installed: cluster/pcluster/requirements.txt cluster/pcluster/
 	$(PCLUSTER_VENV)/bin/pip install --quiet -r cluster/pcluster/requirements.txt -c cluster/pcluster/constraints.txt
 	touch $@
 
-test: setup pcluster-venv
+# The nodes' wheelhouse for a cluster without internet egress (spec cluster.python_wheelhouse): every wheel
+# of requirements-node.txt for the nodes' Python (cluster.python_version) on x86_64 Linux, several GB with
+# CUDA. Upload it with `aws s3 sync build/wheelhouse s3://BUCKET/PREFIX/`. Never run by the tests.
+WHEELHOUSE_PYTHON ?= 3.11
+WHEELHOUSE_PLATFORM ?= manylinux_2_28_x86_64
+
+wheelhouse: setup
+	$(PY) -m pip download --quiet --only-binary=:all: --implementation cp --python-version $(WHEELHOUSE_PYTHON) \
+		--platform $(WHEELHOUSE_PLATFORM) -r requirements-node.txt -c constraints.txt -d build/wheelhouse
+
+# The head-node bootstrap test's offline wheelhouse: requirements-submit.txt for this machine (a few MB).
+wheelhouse-test: build/wheelhouse-test/.complete
+
+build/wheelhouse-test/.complete: requirements-submit.txt constraints.txt | $(VENV)/.installed
+	rm -rf build/wheelhouse-test
+	$(PY) -m pip download --quiet --only-binary=:all: -r requirements-submit.txt -c constraints.txt -d build/wheelhouse-test
+	touch $@
+
+test: setup pcluster-venv wheelhouse-test
 	$(PY) -m pytest
 
 lint: setup

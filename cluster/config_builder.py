@@ -89,7 +89,7 @@ def build_cluster_config(spec: DeploymentSpec, refs: ClusterRefs) -> dict[str, A
         "Region": spec.region,
         "Image": _image(cluster),
         "Imds": {"ImdsSupport": "v2.0"},
-        "HeadNode": _head_node(cluster, refs),
+        "HeadNode": _head_node(cluster, refs, no_egress),
         "Scheduling": {
             "Scheduler": "slurm",
             "ScalingStrategy": cluster.scaling_strategy,
@@ -148,12 +148,14 @@ def _networking_groups(refs: ClusterRefs) -> dict[str, Any]:
     )
 
 
-def _head_node(cluster: ClusterSpec, refs: ClusterRefs) -> dict[str, Any]:
+def _head_node(cluster: ClusterSpec, refs: ClusterRefs, no_egress: bool) -> dict[str, Any]:
     args = ["--cluster-name-tag", "deployment"]
     if cluster.fsx is not None:
         args += ["--shared-dir", cluster.fsx.mount_dir]
     if refs.head_payload_uri:
         args += ["--payload", refs.head_payload_uri]
+        if cluster.fsx is not None:
+            args += _python_env_args(cluster, no_egress)
     if cluster.containers.pyxis and any(instance_facts(q.instance_type).accelerator == "gpu" for q in cluster.queues):
         args += ["--pyxis", "true"]
     head: dict[str, Any] = {
@@ -169,6 +171,17 @@ def _head_node(cluster: ClusterSpec, refs: ClusterRefs) -> dict[str, Any]:
     if cluster.ssh_key_name:
         head["Ssh"] = {"KeyName": cluster.ssh_key_name}
     return head
+
+
+def _python_env_args(cluster: ClusterSpec, no_egress: bool) -> list[str]:
+    """The training env on shared storage: wheels from the spec's wheelhouse when it names one, else PyPI."""
+    if cluster.python_wheelhouse is not None:
+        source = f"wheelhouse:{cluster.python_wheelhouse}"
+    elif no_egress:  # cluster.validators refuses this at load; a directly built spec must not get this far
+        raise ValueError("cluster.python_wheelhouse: None is required when network.internet_egress is 'none'")
+    else:
+        source = "internet"
+    return ["--python", f"python{cluster.python_version}", "--python-env", source]
 
 
 def _slurm_settings(cluster: ClusterSpec, no_egress: bool) -> dict[str, Any]:

@@ -17,7 +17,12 @@ from spec import DeploymentSpec
 REPO = Path(__file__).resolve().parents[1]
 # Python packages the head node and the jobs import, and the files beside them.
 PACKAGES: tuple[str, ...] = ("training", "spec", "cluster", "policies")
-TOP_LEVEL_FILES: tuple[str, ...] = ("requirements.txt", "constraints.txt", "requirements-node.txt")
+TOP_LEVEL_FILES: tuple[str, ...] = (
+    "requirements.txt",
+    "constraints.txt",
+    "requirements-node.txt",
+    "requirements-submit.txt",
+)
 EXCLUDED_PARTS = {"__pycache__", ".pytest_cache", "tests"}
 EXCLUDED_SUFFIXES = {".pyc", ".pyo"}
 FIXED_MTIME = 0

@@ -26,11 +26,26 @@ _VERSION_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
 _MOUNT_DIR_RE = re.compile(r"^/[a-zA-Z0-9_][a-zA-Z0-9_./-]*$")
 _SSH_KEY_RE = re.compile(r"^[\x20-\x7e]{1,255}$")
 _IMAGE_RE = re.compile(r"^[a-z0-9.-]+(?::\d+)?/[a-z0-9._/-]+:[A-Za-z0-9._-]+$")
+_S3_PREFIX_RE = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](?:/[A-Za-z0-9!_.*'()/-]*)?$")
 
 # CloudWatch Logs accepts only these retention periods (ParallelCluster's schema repeats them).
 LOG_RETENTION_DAYS: tuple[int, ...] = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1827, 3653)
 
 OperatingSystem = Literal["alinux2023", "ubuntu2204", "ubuntu2404", "rhel9", "rocky9"]
+# numpy 2.4 and torch 2.13 (requirements-node.txt) need Python 3.11 or newer.
+PYTHON_VERSIONS: tuple[str, ...] = ("3.11", "3.12")
+
+
+def _python_version(value: Any) -> Any:
+    # YAML reads an unquoted 3.11 as a number: take it as the version it spells, but 3.10 reads as 3.1.
+    if isinstance(value, float):
+        if str(value) not in PYTHON_VERSIONS:
+            raise ValueError(f"must be one of {', '.join(PYTHON_VERSIONS)}, quoted (YAML reads 3.10 as 3.1)")
+        return str(value)
+    return value
+
+
+PythonVersion = Annotated[Literal["3.11", "3.12"], BeforeValidator(_python_version)]
 QueueUpdateStrategy = Literal["DRAIN", "COMPUTE_FLEET_STOP", "TERMINATE"]
 ScalingStrategy = Literal["all-or-nothing", "greedy-all-or-nothing", "best-effort"]
 AllocationStrategy = Literal["lowest-price", "capacity-optimized", "price-capacity-optimized", "prioritized"]
@@ -210,6 +225,22 @@ class ClusterSpec(_Strict):
     termination_protection: bool = Field(default=True, description="Termination protection on the cluster stack.")
     log_retention_days: int = 30
     bootstrap_timeout_minutes: int = Field(default=30, ge=5, le=180)
+    python_version: PythonVersion = Field(
+        default="3.11",
+        description=(
+            "python3.X the head node builds the training env on shared storage with (every node runs it); "
+            "the wheelhouse must be built for the same version (make wheelhouse WHEELHOUSE_PYTHON=...)."
+        ),
+    )
+    python_wheelhouse: (
+        Annotated[str, _matches(_S3_PREFIX_RE, "an S3 prefix such as s3://my-bucket/wheelhouse/")] | None
+    ) = Field(
+        default=None,
+        description=(
+            "S3 prefix holding the wheels of requirements-node.txt (make wheelhouse, then aws s3 sync); "
+            "required when network.internet_egress is none, else the env comes from PyPI."
+        ),
+    )
     prices: dict[str, float] = Field(
         default_factory=dict, description="On-demand USD per hour by instance type; overrides the facts table."
     )

@@ -1,21 +1,36 @@
 #!/usr/bin/env bash
 # OnNodeConfigured for the head node, run as root by ParallelCluster.
 #
-#   head_node.sh --cluster-name-tag deployment --shared-dir /fsx [--payload s3://.../payload.tar.gz] [--pyxis true]
+#   head_node.sh --cluster-name-tag deployment --shared-dir /fsx [--payload s3://.../payload.tar.gz]
+#                [--python python3.11 --python-env internet|wheelhouse:<dir or s3://prefix>]
+#                [--requirements requirements-node.txt] [--pyxis true]
 #
-# 1. Unpacks the payload (a tar.gz holding cluster/health/ and training/) and installs the SLURM
-#    prolog/epilog node checks where ParallelCluster's slurm.conf runs them
-#    (/opt/slurm/etc/scripts/prolog.d and epilog.d, shared with every compute node).
-# 2. Lays the training package onto shared storage (<shared-dir>/llm-training), swapped in whole so
-#    a job never sees half a copy.
-# 3. With --pyxis true: turns on the pyxis SPANK plugin (srun --container-image) with its runtime
+# 1. Unpacks the payload (a tar.gz of training/, spec/, cluster/, the requirements files and the
+#    deployment.yaml the cluster was built from) and installs the SLURM prolog/epilog node checks where
+#    ParallelCluster's slurm.conf runs them (/opt/slurm/etc/scripts/prolog.d and epilog.d, shared with
+#    every compute node).
+# 2. Lays the payload onto shared storage as a release, <shared-dir>/llm-training.releases/<id>, with
+#    (given --python-env) its Python env in .venv: the requirements file installed from PyPI or, offline,
+#    from a wheelhouse, and the release itself on the env's path. The venv is built in place because its
+#    scripts name their own path; <shared-dir>/llm-training is a symlink switched to the finished release
+#    in one rename, so a job never sees half a copy. The id hashes the payload and the env's inputs: a
+#    rerun with the same ones rebuilds nothing. The previous release stays for jobs still running from it.
+# 3. /etc/profile.d/llm-training.sh exports LLM_TRAINING_SPEC (the release's deployment.yaml, which
+#    `python -m training.submit` reads by default) and puts the `llm-submit` command on PATH.
+# 4. With --pyxis true: turns on the pyxis SPANK plugin (srun --container-image) with its runtime
 #    path on node-local /run/pyxis.
 #
-# System paths can be redirected (SLURM_ETC, PYXIS_PLUGIN) for tests; a payload may be a local path.
+# System paths can be redirected (SLURM_ETC, PROFILE_D, PYXIS_PLUGIN) for tests; a payload or a
+# wheelhouse may be a local path. A missing interpreter is installed with dnf (Amazon Linux 2023's
+# repositories are reachable through the S3 endpoint) unless PYTHON_INSTALL=false.
 set -euo pipefail
 
 SLURM_ETC="${SLURM_ETC:-/opt/slurm/etc}"
+PROFILE_D="${PROFILE_D:-/etc/profile.d}"
 PYXIS_PLUGIN="${PYXIS_PLUGIN:-}"
+PYTHON_INSTALL="${PYTHON_INSTALL:-true}"
+# requirements-node.txt pins numpy 2.4 and torch 2.13, which need Python 3.11 or newer.
+MINIMUM_PYTHON="3.11"
 
 die() {
 	echo "head_node: $*" >&2
@@ -23,7 +38,7 @@ die() {
 }
 log() { echo "head_node: $*" >&2; }
 
-shared_dir="" payload="" pyxis="false" tag=""
+shared_dir="" payload="" pyxis="false" tag="" python="python3" python_env="" requirements="requirements-node.txt"
 while [[ $# -gt 0 ]]; do
 	[[ $# -ge 2 ]] || die "argument $1 needs a value"
 	case "$1" in
@@ -31,16 +46,47 @@ while [[ $# -gt 0 ]]; do
 	--shared-dir) shared_dir="$2" ;;
 	--payload) payload="$2" ;;
 	--pyxis) pyxis="$2" ;;
-	*) die "unknown argument $1 (expected --cluster-name-tag, --shared-dir, --payload, --pyxis)" ;;
+	--python) python="$2" ;;
+	--python-env) python_env="$2" ;;
+	--requirements) requirements="$2" ;;
+	*) die "unknown argument $1 (expected --cluster-name-tag, --shared-dir, --payload, --python, --python-env, --requirements, --pyxis)" ;;
 	esac
 	shift 2
 done
 [[ -z "$shared_dir" || "$shared_dir" == /* ]] || die "--shared-dir must be an absolute path, not '$shared_dir'"
 [[ "$pyxis" == true || "$pyxis" == false ]] || die "--pyxis must be true or false, not '$pyxis'"
+wheelhouse=""
+case "$python_env" in
+"" | internet) ;;
+wheelhouse:?*) wheelhouse="${python_env#wheelhouse:}" ;;
+*) die "--python-env must be internet or wheelhouse:<dir or s3://prefix>, not '$python_env'" ;;
+esac
+if [[ -n "$python_env" && (-z "$shared_dir" || -z "$payload") ]]; then
+	die "--python-env $python_env needs --shared-dir and --payload (the env lives beside the training package)"
+fi
+[[ "$requirements" =~ ^[A-Za-z0-9._-]+$ ]] || die "--requirements must name a file at the payload's top level, not '$requirements'"
 log "configuring head node (tag ${tag:-none})"
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
+
+# ---- checks before anything changes ------------------------------------------------------------------
+python_version=""
+if [[ -n "$python_env" ]]; then
+	if ! command -v "$python" >/dev/null && [[ "$PYTHON_INSTALL" == true && "$python" != */* ]] && command -v dnf >/dev/null; then
+		log "installing $python with dnf"
+		dnf install -y -q "$python" >&2 || true
+	fi
+	command -v "$python" >/dev/null || die "--python $python not found on this node: install it in the AMI (dnf install $python) or pick cluster.python_version"
+	python_version="$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" || die "--python $python does not run"
+	[[ "$(printf '%s\n' "$MINIMUM_PYTHON" "$python_version" | sort -V | head -n 1)" == "$MINIMUM_PYTHON" ]] ||
+		die "--python $python is Python $python_version; the training env needs $MINIMUM_PYTHON or newer"
+	"$python" -c 'import venv, ensurepip' 2>/dev/null || die "--python $python has no venv/ensurepip module (install its -venv package)"
+	if [[ -n "$wheelhouse" && "$wheelhouse" != s3://* ]]; then
+		[[ -d "$wheelhouse" ]] || die "wheelhouse $wheelhouse not found (build it with make wheelhouse)"
+		compgen -G "$wheelhouse/*.whl" >/dev/null || die "wheelhouse $wheelhouse holds no wheels (build it with make wheelhouse)"
+	fi
+fi
 
 # ---- 1. payload and SLURM node checks -----------------------------------------------------------
 if [[ -n "$payload" ]]; then
@@ -64,27 +110,118 @@ if [[ -n "$payload" ]]; then
 		chmod 0755 "$SLURM_ETC/scripts/$phase.d/90-llm-health.sh"
 	done
 	log "SLURM prolog/epilog checks installed in $checks"
-
-	# ---- 2. training package on shared storage --------------------------------------------------
-	if [[ -n "$shared_dir" ]]; then
-		[[ -d "$work/payload/training" ]] || die "payload $payload lacks training/"
-		dest="$shared_dir/llm-training"
-		staging="$dest.new.$$"
-		rm -rf "$staging"
-		mkdir -p "$staging"
-		cp -a "$work/payload/training" "$staging/"
-		[[ -d "$work/payload/cluster" ]] && cp -a "$work/payload/cluster" "$staging/"
-		if [[ -e "$dest" ]]; then
-			mv "$dest" "$dest.old.$$"
-		fi
-		mv "$staging" "$dest"
-		rm -rf "$dest.old.$$"
-		chmod -R a+rX "$dest"
-		log "training package laid out in $dest"
-	fi
 fi
 
-# ---- 3. pyxis ------------------------------------------------------------------------------------
+# ---- 2. the release on shared storage and its Python env ----------------------------------------
+# pip's output goes to a log beside the env; a failure is reported as one line naming what is missing.
+install_requirements() {
+	local release="$1" pip_log="$1/.pip-install.log" source_dir="$wheelhouse"
+	local pip=("$release/.venv/bin/python" -m pip --disable-pip-version-check --no-input install --progress-bar off)
+	local files=(-r "$release/$requirements")
+	[[ -f "$release/constraints.txt" ]] && files+=(-c "$release/constraints.txt")
+	if [[ "$wheelhouse" == s3://* ]]; then
+		source_dir="$release.wheelhouse"
+		aws s3 sync --only-show-errors "$wheelhouse" "$source_dir" ||
+			die "cannot copy wheelhouse $wheelhouse (the head node role needs s3:ListBucket and s3:GetObject on it)"
+		compgen -G "$source_dir/*.whl" >/dev/null || die "wheelhouse $wheelhouse holds no wheels (build it with make wheelhouse)"
+	fi
+	local status=0
+	if [[ -n "$wheelhouse" ]]; then
+		# --isolated: the wheelhouse and nothing else, whatever pip configuration the AMI carries.
+		"${pip[@]}" --isolated --no-index --find-links "$source_dir" "${files[@]}" >"$pip_log" 2>&1 || status=$?
+	else
+		"${pip[@]}" "${files[@]}" >"$pip_log" 2>&1 || status=$?
+	fi
+	[[ "$source_dir" == "$release.wheelhouse" ]] && rm -rf "$source_dir"
+	[[ $status -eq 0 ]] && return 0
+	local missing
+	missing="$(sed -n 's/.*No matching distribution found for \([^ ]*\).*/\1/p' "$pip_log" | head -n 1)"
+	if [[ -z "$missing" ]] && ! grep -q ' depends on ' "$pip_log"; then
+		# With a constraint on it, pip words a package without candidates as a conflict of two equal requests.
+		missing="$(sed -n 's/^ERROR: Cannot install \(.*\) because these package versions have conflicting dependencies\./\1/p' "$pip_log" | head -n 1)"
+	fi
+	if [[ -n "$missing" && -n "$wheelhouse" ]]; then
+		die "wheelhouse $wheelhouse has no wheel of $missing for Python $python_version (rebuild it: make wheelhouse WHEELHOUSE_PYTHON=$python_version)"
+	elif [[ -n "$missing" ]]; then
+		die "the package index has no $missing for Python $python_version (pip log: $pip_log)"
+	fi
+	die "pip install -r $requirements failed: $(grep -m 1 '^ERROR' "$pip_log" || tail -n 1 "$pip_log") (pip log: $pip_log)"
+}
+
+build_env() {
+	local release="$1"
+	[[ -f "$release/$requirements" ]] || die "payload $payload lacks $requirements"
+	"$python" -m venv "$release/.venv" || die "$python -m venv $release/.venv failed"
+	install_requirements "$release"
+	# The release's packages (training, spec, cluster) on the env's path, without an install step.
+	local site
+	site="$("$release/.venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
+	echo "$release" >"$site/llm-training.pth"
+	(cd / && "$release/.venv/bin/python" -I -c 'import training.submit') ||
+		die "the new env in $release/.venv cannot import training.submit"
+	install -d "$release/bin"
+	local quoted
+	quoted="$(printf %q "$release")"
+	cat >"$release/bin/llm-submit" <<-EOF
+		#!/usr/bin/env bash
+		# Installed by head_node.sh: the submit command of this release, with its env and deployment spec.
+		export LLM_TRAINING_SPEC="\${LLM_TRAINING_SPEC:-$quoted/deployment.yaml}"
+		exec $quoted/.venv/bin/python -m training.submit "\$@"
+	EOF
+	chmod 0755 "$release/bin/llm-submit"
+	log "Python $python_version env built in $release/.venv from ${wheelhouse:-the package index} ($requirements)"
+}
+
+if [[ -n "$payload" && -n "$shared_dir" ]]; then
+	[[ -d "$work/payload/training" ]] || die "payload $payload lacks training/"
+	[[ -f "$work/payload/deployment.yaml" ]] || log "payload $payload has no deployment.yaml; the submit command falls back to spec/default.yaml"
+	dest="$shared_dir/llm-training"
+	releases="$shared_dir/llm-training.releases"
+	id="$({
+		sha256sum <"$work/payload.tar.gz"
+		echo "$python_env $requirements ${python_env:+$("$python" -c 'import sys; print(sys.version)')}"
+	} | sha256sum | cut -c 1-16)"
+	release="$releases/$id"
+	mkdir -p "$releases"
+	if [[ -f "$release/.complete" ]]; then
+		log "release $id is already built in $release"
+	else
+		rm -rf "$release" "$release.wheelhouse"
+		mkdir "$release"
+		cp -a "$work/payload/." "$release/"
+		[[ -n "$python_env" ]] && build_env "$release"
+		chmod -R a+rX "$release"
+		touch "$release/.complete"
+	fi
+	previous=""
+	if [[ -L "$dest" ]]; then
+		previous="$(basename "$(readlink "$dest")")"
+	elif [[ -e "$dest" ]]; then
+		mv "$dest" "$dest.old.$$" # a plain directory from an earlier layout: replaced once, then symlinks
+	fi
+	ln -sfn "llm-training.releases/$id" "$dest.link.$$"
+	mv -T "$dest.link.$$" "$dest"
+	rm -rf "$dest.old.$$"
+	for old in "$releases"/*; do
+		name="$(basename "$old")"
+		[[ "$name" == "$id" || "$name" == "$previous" ]] || rm -rf "$old"
+	done
+	log "training package laid out in $dest -> $release"
+
+	# ---- 3. login environment ------------------------------------------------------------------------
+	install -d -m 0755 "$PROFILE_D"
+	cat >"$PROFILE_D/llm-training.sh.new" <<-EOF
+		# Installed by head_node.sh: the training package on shared storage, its deployment spec and llm-submit.
+		export LLM_TRAINING_HOME="$dest"
+		export LLM_TRAINING_SPEC="$dest/deployment.yaml"
+		case ":\$PATH:" in *":$dest/bin:"*) ;; *) export PATH="$dest/bin:\$PATH" ;; esac
+	EOF
+	chmod 0644 "$PROFILE_D/llm-training.sh.new"
+	mv "$PROFILE_D/llm-training.sh.new" "$PROFILE_D/llm-training.sh"
+	log "login environment in $PROFILE_D/llm-training.sh"
+fi
+
+# ---- 4. pyxis ------------------------------------------------------------------------------------
 if [[ "$pyxis" == true ]]; then
 	plugin="$PYXIS_PLUGIN"
 	if [[ -z "$plugin" ]]; then

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -206,7 +207,8 @@ def test_head_node_installs_checks_training_and_pyxis(tmp_path: Path) -> None:
     (shared / "llm-training" / "stale.txt").write_text("old release")
     plugin = tmp_path / "spank_pyxis.so"
     plugin.write_bytes(b"\x7fELF")
-    env = {**os.environ, "SLURM_ETC": str(slurm_etc), "PYXIS_PLUGIN": str(plugin)}
+    profile_d = tmp_path / "profile.d"
+    env = {**os.environ, "SLURM_ETC": str(slurm_etc), "PYXIS_PLUGIN": str(plugin), "PROFILE_D": str(profile_d)}
     args = ["--cluster-name-tag", "deployment", "--shared-dir", str(shared), "--payload", str(make_payload(tmp_path))]
     result = run("head_node.sh", [*args, "--pyxis", "true"], env)
     assert result.returncode == 0, result.stderr
@@ -217,6 +219,12 @@ def test_head_node_installs_checks_training_and_pyxis(tmp_path: Path) -> None:
     assert os.access(slurm_etc / "scripts" / "epilog.d" / "90-llm-health.sh", os.X_OK)
     assert (shared / "llm-training" / "training" / "__init__.py").read_text() == "VERSION = 2\n"
     assert not (shared / "llm-training" / "stale.txt").exists()  # swapped in whole
+    assert (shared / "llm-training").is_symlink()  # a plain directory from an earlier layout becomes a release
+    assert not (shared / "llm-training" / ".venv").exists()  # no --python-env, no env
+    assert (
+        f'export LLM_TRAINING_SPEC="{shared}/llm-training/deployment.yaml"'
+        in (profile_d / "llm-training.sh").read_text()
+    )
     assert (slurm_etc / "plugstack.conf.d" / "pyxis.conf").read_text().strip() == (
         f"required {plugin} runtime_path=/run/pyxis"
     )
@@ -228,6 +236,59 @@ def test_head_node_refuses_an_incomplete_payload(tmp_path: Path) -> None:
     result = run("head_node.sh", ["--shared-dir", str(tmp_path), "--payload", payload], env)
     assert result.returncode == 1
     assert result.stderr.strip().endswith(f"head_node: payload {payload} lacks training/")
+
+
+def fake_python(tmp_path: Path, version: str) -> Path:
+    """Stands for an interpreter of another version: answers the bootstrap's version probe."""
+    return executable(tmp_path / f"python{version}", f'echo "{version}"\n')
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--python-env", "pypi"], "--python-env must be internet or wheelhouse:<dir or s3://prefix>, not 'pypi'"),
+        (
+            ["--python-env", "wheelhouse:"],
+            "--python-env must be internet or wheelhouse:<dir or s3://prefix>, not 'wheelhouse:'",
+        ),
+        (["--requirements", "../x.txt"], "--requirements must name a file at the payload's top level, not '../x.txt'"),
+        (
+            ["--python", "/nonexistent/python3.11"],
+            "--python /nonexistent/python3.11 not found on this node: install it in the AMI "
+            "(dnf install /nonexistent/python3.11) or pick cluster.python_version",
+        ),
+        (["--python", "{old}"], "--python {old} is Python 3.9; the training env needs 3.11 or newer"),
+        (["--python-env", "wheelhouse:{tmp}/none"], "wheelhouse {tmp}/none not found (build it with make wheelhouse)"),
+        (["--python-env", "wheelhouse:{tmp}"], "wheelhouse {tmp} holds no wheels (build it with make wheelhouse)"),
+    ],
+)
+def test_head_node_checks_the_python_env_before_changing_anything(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    values = {"old": str(fake_python(tmp_path, "3.9")), "tmp": str(tmp_path)}
+    shared, slurm_etc = tmp_path / "fsx", tmp_path / "slurm-etc"
+    defaults = {"--python": sys.executable, "--python-env": "internet", "--requirements": "requirements-submit.txt"}
+    given = dict(zip(args[::2], (a.format(**values) for a in args[1::2]), strict=True))
+    options = [item for pair in {**defaults, **given}.items() for item in pair]
+    payload = str(make_payload(tmp_path))
+    env = {
+        **os.environ,
+        "SLURM_ETC": str(slurm_etc),
+        "PROFILE_D": str(tmp_path / "profile.d"),
+        "PYTHON_INSTALL": "false",
+    }
+    result = run("head_node.sh", ["--shared-dir", str(shared), "--payload", payload, *options], env)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == "head_node: " + message.format(**values)
+    assert not shared.exists() and not slurm_etc.exists()
+
+
+def test_head_node_python_env_needs_shared_storage_and_a_payload(tmp_path: Path) -> None:
+    result = run("head_node.sh", ["--python-env", "internet"], dict(os.environ))
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        "head_node: --python-env internet needs --shared-dir and --payload (the env lives beside the training package)"
+    )
 
 
 def test_shipped_neuron_image_config_matches_the_generator(capsys: pytest.CaptureFixture[str]) -> None:

@@ -160,6 +160,30 @@ def test_internet_egress_keeps_managed_dns() -> None:
     assert "Dns" not in settings
 
 
+def head_args(spec_data: dict[str, Any]) -> list[str]:
+    spec = parse_spec(spec_data)
+    args: list[str] = build_cluster_config(spec, example_refs(spec))["HeadNode"]["CustomActions"]["OnNodeConfigured"][
+        "Sequence"
+    ][0]["Args"]
+    return args
+
+
+def test_head_node_builds_the_python_env_from_the_wheelhouse_or_pypi() -> None:
+    data = spec_dict()
+    args = head_args(data)
+    assert args[args.index("--python") + 1] == "python3.11"
+    assert args[args.index("--python-env") + 1] == "wheelhouse:s3://llm-demo-wheelhouse-111111111111/alinux2023-py3.11/"
+    data["network"]["internet_egress"] = "nat"
+    assert "wheelhouse:s3://" in head_args(data)[head_args(data).index("--python-env") + 1]  # the wheelhouse wins
+    del data["cluster"]["python_wheelhouse"]
+    data["cluster"]["python_version"] = "3.12"
+    args = head_args(data)
+    assert args[args.index("--python-env") + 1] == "internet"
+    assert args[args.index("--python") + 1] == "python3.12"
+    data["cluster"]["fsx"] = None  # nowhere shared to put it
+    assert "--python-env" not in head_args(data)
+
+
 def test_ssh_key_and_existing_file_system() -> None:
     def edit(cluster: dict[str, Any]) -> None:
         cluster["ssh_key_name"] = "ops-key"

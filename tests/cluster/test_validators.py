@@ -230,6 +230,31 @@ def test_compile_cache_must_be_on_fsx() -> None:
     ]
 
 
+def test_python_env_without_egress_needs_a_wheelhouse() -> None:
+    data = with_cluster(lambda c: c.pop("python_wheelhouse"))
+    assert problems_of(data) == [
+        "cluster.python_wheelhouse: None is required because network.internet_egress is 'none': the head node "
+        "cannot reach PyPI; build it with make wheelhouse WHEELHOUSE_PYTHON=3.11 and aws s3 sync build/wheelhouse to "
+        "an S3 prefix"
+    ]
+    data["network"]["internet_egress"] = "nat"
+    assert parse(data).cluster is not None
+    data["network"]["internet_egress"] = "none"
+    data["cluster"]["fsx"] = None  # no shared storage, so no env to build
+    assert parse(data).cluster is not None
+
+
+def test_python_fields_name_the_bad_value() -> None:
+    data = with_cluster(lambda c: c.update(python_version=3.10, python_wheelhouse="https://example.com/wheels"))
+    assert problems_of(data) == [
+        "cluster.python_version: 3.1 must be one of 3.11, 3.12, quoted (YAML reads 3.10 as 3.1)",
+        "cluster.python_wheelhouse: 'https://example.com/wheels' must be an S3 prefix such as s3://my-bucket/wheelhouse/",
+    ]
+    assert parse(with_cluster(lambda c: c.update(python_version=3.12))).cluster.python_version == "3.12"
+    (line,) = problems_of(with_cluster(lambda c: c.update(python_version="3.9")))
+    assert line == "cluster.python_version: '3.9' input should be '3.11' or '3.12'"
+
+
 @pytest.mark.parametrize("size", [1200, 2400, 4800, 9600])
 def test_valid_fsx_sizes(size: int) -> None:
     assert parse(with_cluster(lambda c: c["fsx"].update(storage_gib=size))).cluster is not None

@@ -1,0 +1,216 @@
+"""The head-node bootstrap for real: cluster/bootstrap/head_node.sh lays a payload built from this repo onto a
+temporary directory standing for /fsx, builds the training env there from a local wheelhouse (no network at test
+time: `make wheelhouse-test` downloads it beforehand), and the installed `llm-submit` renders an sbatch script for
+the deployment spec the payload carries.
+
+The env gets requirements-submit.txt (pydantic, pyyaml): what the submit command needs, a few MB of wheels;
+requirements-node.txt would pull GBs of CUDA wheels (`make wheelhouse`, never run here)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from cluster.image_config import BOOTSTRAP_DIR
+from cluster.payload import build_payload
+from spec import parse_spec
+from tests.cluster.conftest import spec_dict
+
+pytestmark = pytest.mark.bootstrap
+
+REPO = Path(__file__).resolve().parents[2]
+WHEELHOUSE = REPO / "build" / "wheelhouse-test"
+# The interpreter the wheelhouse was downloaded for (its cp311 wheels), standing for the node's python3.11.
+NODE_PYTHON = sys._base_executable
+QUEUE = "h100"  # not the embedded default spec's queue name, so the output shows which spec was read
+
+
+def node_python_version() -> str:
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+@pytest.fixture(scope="module")
+def wheelhouse() -> Path:
+    if not (WHEELHOUSE / ".complete").exists():
+        pytest.fail("build/wheelhouse-test is missing: run `make wheelhouse-test` (make test does it first)")
+    return WHEELHOUSE
+
+
+def deployment(max_count: int = 2) -> tuple[Any, str]:
+    data = spec_dict()
+    data["cluster"]["queues"][0].update(name=QUEUE, max_count=max_count)
+    spec = parse_spec(data)
+    # As the cluster stack writes it (stacks/parts/cluster_assets.py).
+    return spec, yaml.safe_dump(spec.model_dump(mode="json", exclude_none=True), sort_keys=False)
+
+
+def clean_env(root: Path, **extra: str) -> dict[str, str]:
+    """A root shell's environment on the head node: no repo venv, no PYTHONPATH, system paths redirected."""
+    env = {key: value for key, value in os.environ.items() if key not in {"PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME"}}
+    env.update(SLURM_ETC=str(root / "slurm-etc"), PROFILE_D=str(root / "profile.d"), PYTHON_INSTALL="false")
+    env.update(extra)
+    return env
+
+
+def head_node(
+    root: Path, payload: Path, python_env: str | None, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    args = ["--cluster-name-tag", "deployment", "--shared-dir", str(root / "fsx"), "--payload", str(payload)]
+    if python_env is not None:
+        args += ["--python", NODE_PYTHON, "--python-env", python_env, "--requirements", "requirements-submit.txt"]
+    return subprocess.run(
+        ["bash", str(BOOTSTRAP_DIR / "head_node.sh"), *args], env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+@dataclass(frozen=True)
+class Deployed:
+    root: Path
+    payload: Path
+    spec_yaml: str
+    env: dict[str, str]
+    python_env: str
+    result: subprocess.CompletedProcess[str]
+
+    @property
+    def current(self) -> Path:
+        return self.root / "fsx" / "llm-training"
+
+    @property
+    def release(self) -> Path:
+        return self.current.resolve()
+
+
+@pytest.fixture(scope="module")
+def deployed(tmp_path_factory: pytest.TempPathFactory, wheelhouse: Path) -> Deployed:
+    root = tmp_path_factory.mktemp("head-node")
+    (root / "fsx").mkdir()
+    spec, spec_yaml = deployment()
+    payload = build_payload(spec, spec_yaml, root / "build")
+    env = clean_env(root)
+    python_env = f"wheelhouse:{wheelhouse}"
+    return Deployed(root, payload, spec_yaml, env, python_env, head_node(root, payload, python_env, env))
+
+
+def test_release_env_and_login_profile(deployed: Deployed) -> None:
+    assert deployed.result.returncode == 0, deployed.result.stderr
+    current, release = deployed.current, deployed.release
+    assert current.is_symlink() and os.readlink(current) == f"llm-training.releases/{release.name}"
+    assert (release / "deployment.yaml").read_text() == deployed.spec_yaml
+    for part in ("training/submit.py", "spec/default.yaml", "cluster/health/prolog.sh", ".complete"):
+        assert (release / part).is_file(), part
+    python = release / ".venv" / "bin" / "python"
+    probe = "import pydantic, yaml, importlib.util as u; print(pydantic.VERSION, u.find_spec('torch') is None)"
+    versions = subprocess.run([python, "-I", "-c", probe], capture_output=True, text=True, check=True, cwd="/")
+    assert versions.stdout.split() == ["2.14.3", "True"]  # the pinned submit set from the wheelhouse, no torch
+    (pth,) = (release / ".venv" / "lib").glob("python3.*/site-packages/llm-training.pth")
+    assert pth.read_text().strip() == str(release)
+    profile = (deployed.root / "profile.d" / "llm-training.sh").read_text()
+    assert f'export LLM_TRAINING_SPEC="{current}/deployment.yaml"' in profile
+    assert f'export PATH="{current}/bin:$PATH"' in profile
+    assert os.access(release / "bin" / "llm-submit", os.X_OK)
+    assert (deployed.root / "slurm-etc" / "scripts" / "prolog.d" / "90-llm-health.sh").is_file()
+
+
+def test_llm_submit_renders_the_deployed_spec(deployed: Deployed, tmp_path: Path) -> None:
+    assert deployed.result.returncode == 0, deployed.result.stderr
+    data = tmp_path / "corpus"
+    for suffix in (".bin", ".idx"):
+        Path(f"{data}{suffix}").touch()
+    options = ["--backend", "fsdp", "--nodes", "2", "--data-prefix", str(data), "--run-dir", str(tmp_path / "run")]
+    model = f"{deployed.current}/training/configs/llama3-8b.yaml"
+    login = {**deployed.env, "PATH": "/usr/bin:/bin"}
+    profile = deployed.root / "profile.d" / "llm-training.sh"
+    command = f"source {profile} && llm-submit --model {model} {' '.join(options)} --dry-run"
+    result = subprocess.run(["bash", "-c", command], env=login, capture_output=True, text=True, cwd="/", timeout=120)
+    assert result.returncode == 0, result.stderr
+    release = deployed.release
+    script = result.stdout
+    assert script.startswith(f"# ===== {tmp_path / 'run'}.fsdp.sbatch =====\n#!/bin/bash\n")
+    assert f"#SBATCH --partition={QUEUE}\n" in script  # the deployment.yaml from the payload, not spec/default.yaml
+    assert "#SBATCH --nodes=2\n" in script and "NPROC_PER_NODE=8\n" in script
+    assert f"PYTHON={release}/.venv/bin/python\n" in script
+    assert f"TORCHRUN={release}/.venv/bin/torchrun\n" in script
+    assert f"WORKDIR={release}\n" in script  # jobs keep their release when a newer one is laid out
+
+    # The env's python without the login profile falls back to the embedded default spec.
+    python = f"{deployed.current}/.venv/bin/python"
+    bare = subprocess.run(
+        [python, "-m", "training.submit", "--model", model, *options, "--dry-run"],
+        env=login,
+        capture_output=True,
+        text=True,
+        cwd="/",
+        timeout=120,
+    )
+    assert bare.returncode == 0, bare.stderr
+    assert "#SBATCH --partition=gpu\n" in bare.stdout
+
+
+def test_rerun_with_the_same_payload_rebuilds_nothing(deployed: Deployed) -> None:
+    assert deployed.result.returncode == 0, deployed.result.stderr
+    release = deployed.release
+    venv_stamp = (release / ".venv" / "pyvenv.cfg").stat().st_mtime_ns
+    again = head_node(deployed.root, deployed.payload, deployed.python_env, deployed.env)
+    assert again.returncode == 0, again.stderr
+    assert f"head_node: release {release.name} is already built in {release}" in again.stderr
+    assert deployed.release == release
+    assert (release / ".venv" / "pyvenv.cfg").stat().st_mtime_ns == venv_stamp
+
+
+def test_new_payloads_switch_releases_and_keep_the_previous(tmp_path: Path, wheelhouse: Path) -> None:
+    (tmp_path / "fsx").mkdir()
+    current = tmp_path / "fsx" / "llm-training"
+    releases: list[Path] = []
+    # The internet path with pip pointed at the local wheelhouse through its own environment variables.
+    pip_offline = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheelhouse), "PIP_CONFIG_FILE": os.devnull}
+    for max_count, python_env in ((2, "internet"), (3, None), (4, None)):
+        spec, spec_yaml = deployment(max_count)
+        payload = build_payload(spec, spec_yaml, tmp_path / f"build-{max_count}")
+        result = head_node(tmp_path, payload, python_env, clean_env(tmp_path, **pip_offline))
+        assert result.returncode == 0, result.stderr
+        releases.append(current.resolve())
+        assert f"max_count: {max_count}\n" in (current / "deployment.yaml").read_text()
+        assert (current / ".venv" / "bin" / "python").is_file() == (python_env is not None)
+        assert ("from the package index (requirements-submit.txt)" in result.stderr) == (python_env is not None)
+    first, previous, latest = releases
+    assert len({first, previous, latest}) == 3
+    assert sorted(p.name for p in (tmp_path / "fsx" / "llm-training.releases").iterdir()) == sorted(
+        [previous.name, latest.name]
+    )  # the first is gone; the previous stays for jobs still running from it
+
+
+def test_wheelhouse_without_a_pinned_package_names_it(tmp_path: Path, wheelhouse: Path) -> None:
+    partial = tmp_path / "wheels"
+    partial.mkdir()
+    for wheel in wheelhouse.glob("*.whl"):
+        if not wheel.name.lower().startswith("pyyaml-"):
+            shutil.copy(wheel, partial)
+    (tmp_path / "fsx").mkdir()
+    spec, spec_yaml = deployment()
+    payload = build_payload(spec, spec_yaml, tmp_path / "build")
+    result = head_node(tmp_path, payload, f"wheelhouse:{partial}", clean_env(tmp_path))
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"head_node: wheelhouse {partial} has no wheel of pyyaml==6.0.3 for Python {node_python_version()} "
+        f"(rebuild it: make wheelhouse WHEELHOUSE_PYTHON={node_python_version()})"
+    )
+    assert not (tmp_path / "fsx" / "llm-training").exists()  # nothing switched to the broken release
+
+
+def pins(path: Path) -> dict[str, str]:
+    lines = (line.split("#")[0].strip() for line in path.read_text().splitlines())
+    return {name.lower(): version for name, version in (line.split("==") for line in lines if line)}
+
+
+def test_submit_requirements_are_node_requirements_with_the_same_pins() -> None:
+    submit, node = pins(REPO / "requirements-submit.txt"), pins(REPO / "requirements-node.txt")
+    assert submit and all(node.get(name) == version for name, version in submit.items()), submit

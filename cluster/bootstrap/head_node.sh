@@ -202,10 +202,12 @@ if [[ -n "$payload" && -n "$shared_dir" ]]; then
 	ln -sfn "llm-training.releases/$id" "$dest.link.$$"
 	mv -T "$dest.link.$$" "$dest"
 	rm -rf "$dest.old.$$"
-	for old in "$releases"/*; do
-		name="$(basename "$old")"
-		[[ "$name" == "$id" || "$name" == "$previous" ]] || rm -rf "$old"
-	done
+	if [[ "$previous" != "$id" ]]; then # a rerun of the live release keeps what the last switch kept
+		for old in "$releases"/*; do
+			name="$(basename "$old")"
+			[[ "$name" == "$id" || "$name" == "$previous" ]] || rm -rf "$old"
+		done
+	fi
 	log "training package laid out in $dest -> $release"
 
 	# ---- 3. login environment ------------------------------------------------------------------------

@@ -183,6 +183,9 @@ def test_new_payloads_switch_releases_and_keep_the_previous(tmp_path: Path, whee
         assert ("from the package index (requirements-submit.txt)" in result.stderr) == (python_env is not None)
     first, previous, latest = releases
     assert len({first, previous, latest}) == 3
+    result = head_node(tmp_path, payload, None, clean_env(tmp_path))  # the live release again
+    assert result.returncode == 0, result.stderr
+    assert current.resolve() == latest
     assert sorted(p.name for p in (tmp_path / "fsx" / "llm-training.releases").iterdir()) == sorted(
         [previous.name, latest.name]
     )  # the first is gone; the previous stays for jobs still running from it

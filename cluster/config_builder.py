@@ -257,6 +257,8 @@ def _gpu_args(cluster: ClusterSpec, efa_devices: int, gpus: int) -> list[str]:
         containers.enroot_local_dir,
         "--container-image",
         containers.nemo_image,
+        "--python",
+        f"python{cluster.python_version}",
     ]
 
 

@@ -9,7 +9,8 @@ nodes what they need to join. Dataset access stays in policies.identity.
 
 from __future__ import annotations
 
-from policies.documents import PolicyDocument, document, statement
+from policies.documents import PolicyDocument, Statement, document, statement
+from policies.endpoint import wheelhouse_location
 from spec import DeploymentSpec
 
 CLUSTER_TAG = "parallelcluster:cluster-name"
@@ -74,8 +75,23 @@ def head_node_cluster_policy(spec: DeploymentSpec, asset_object_arns: list[str])
     scope = _scope(spec)
     account, region = spec.accounts.compute, spec.region
     own_instances = {"StringEquals": {f"aws:ResourceTag/{CLUSTER_TAG}": scope["cluster"]}}
+    wheelhouse: list[Statement] = []
+    location = wheelhouse_location(spec)
+    if location is not None:
+        bucket, prefix = location
+        wheelhouse = [
+            statement("ReadWheelhouse", "Allow", ["s3:GetObject"], [f"arn:aws:s3:::{bucket}/{prefix}*"]),
+            statement(
+                "ListWheelhouse",
+                "Allow",
+                ["s3:ListBucket"],
+                [f"arn:aws:s3:::{bucket}"],
+                conditions={"StringLike": {"s3:prefix": f"{prefix}*"}},
+            ),
+        ]
     return document(
         *_common(spec, asset_object_arns),
+        *wheelhouse,
         statement(
             "DescribeCapacity",
             "Allow",

@@ -72,7 +72,7 @@ def aws_owned_bucket_arns(region: str, writable: bool) -> list[str]:
 def compute_account_bucket_arns(spec: DeploymentSpec) -> list[str]:
     """Buckets of the compute account that deployment tooling uses from inside the VPC."""
     account, region = spec.accounts.compute, spec.region
-    return [
+    buckets = [
         # ParallelCluster's per-cluster bucket (configs, templates, node scripts).
         "arn:aws:s3:::parallelcluster-*",
         "arn:aws:s3:::parallelcluster-*/*",
@@ -80,6 +80,20 @@ def compute_account_bucket_arns(spec: DeploymentSpec) -> list[str]:
         f"arn:aws:s3:::cdk-*-assets-{account}-{region}",
         f"arn:aws:s3:::cdk-*-assets-{account}-{region}/*",
     ]
+    wheelhouse = wheelhouse_location(spec)
+    if wheelhouse is not None:
+        # The offline wheelhouse the head node builds the jobs' Python environment from.
+        bucket, prefix = wheelhouse
+        buckets += [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/{prefix}*"]
+    return buckets
+
+
+def wheelhouse_location(spec: DeploymentSpec) -> tuple[str, str] | None:
+    """(bucket, key prefix) of cluster.python_wheelhouse, which must live in the compute account."""
+    if spec.cluster is None or spec.cluster.python_wheelhouse is None:
+        return None
+    bucket, _, prefix = spec.cluster.python_wheelhouse.removeprefix("s3://").partition("/")
+    return bucket, prefix
 
 
 def gateway_endpoint_policy(spec: DeploymentSpec) -> PolicyDocument:

@@ -2,7 +2,7 @@
 # OnNodeConfigured for GPU queues (p4d/p4de/p5/p5e/p5en), run as root by ParallelCluster.
 #
 #   gpu_node.sh --gpus 8 --efa-devices 32 --pyxis true --enroot-dir /scratch/enroot \
-#               --container-image nvcr.io/nvidia/nemo:25.04
+#               --container-image nvcr.io/nvidia/nemo:25.04 [--python python3.11]
 #
 # 1. Sanity: the node has the GPUs and EFA devices its instance type promises (facts table), and
 #    libfabric's EFA provider answers (`fi_info -p efa`). A short node fails its bootstrap here instead
@@ -25,7 +25,7 @@ die() {
 }
 log() { echo "gpu_node: $*" >&2; }
 
-gpus="" efa_devices="" pyxis="true" enroot_dir="/scratch/enroot" container_image=""
+gpus="" efa_devices="" pyxis="true" enroot_dir="/scratch/enroot" container_image="" python=""
 while [[ $# -gt 0 ]]; do
 	[[ $# -ge 2 ]] || die "argument $1 needs a value"
 	case "$1" in
@@ -34,7 +34,8 @@ while [[ $# -gt 0 ]]; do
 	--pyxis) pyxis="$2" ;;
 	--enroot-dir) enroot_dir="$2" ;;
 	--container-image) container_image="$2" ;;
-	*) die "unknown argument $1 (expected --gpus, --efa-devices, --pyxis, --enroot-dir, --container-image)" ;;
+	--python) python="$2" ;;
+	*) die "unknown argument $1 (expected --gpus, --efa-devices, --pyxis, --enroot-dir, --container-image, --python)" ;;
 	esac
 	shift 2
 done
@@ -42,6 +43,16 @@ done
 [[ "$efa_devices" =~ ^[0-9]+$ ]] || die "--efa-devices must be a whole number, not '$efa_devices'"
 [[ "$pyxis" == true || "$pyxis" == false ]] || die "--pyxis must be true or false, not '$pyxis'"
 [[ "$enroot_dir" == /* ]] || die "--enroot-dir must be an absolute path, not '$enroot_dir'"
+
+# ---- 0. the interpreter the shared training env (built by the head node) links to ----------------
+if [[ -n "$python" ]]; then
+	if ! command -v "$python" >/dev/null && [[ "${PYTHON_INSTALL:-true}" == true && "$python" != */* ]] && command -v dnf >/dev/null; then
+		# Amazon Linux's repositories are reachable offline through the S3 gateway endpoint.
+		dnf install -y -q "$python" >&2 || true
+	fi
+	command -v "$python" >/dev/null ||
+		die "--python $python not found: the shared training env needs it on every node (install it in the AMI)"
+fi
 
 # ---- 1. hardware sanity -------------------------------------------------------------------------
 found_gpus=$("$NVIDIA_SMI" --query-gpu=index --format=csv,noheader | grep -c . || true)

@@ -122,6 +122,15 @@ def test_gpu_node_fails_on_missing_gpus_and_bad_arguments(tmp_path: Path) -> Non
     assert "--gpus must be a whole number, not 'eight'" in run("gpu_node.sh", ["--gpus", "eight"], env).stderr
 
 
+def test_gpu_node_requires_the_shared_envs_interpreter(tmp_path: Path) -> None:
+    env = {**fixture_node(tmp_path, efa=32, gpus=8), "PYTHON_INSTALL": "false"}
+    missing = run("gpu_node.sh", [*GPU_ARGS, "--python", "python3.99"], env)
+    assert missing.returncode == 1
+    assert "gpu_node: --python python3.99 not found: the shared training env needs it" in missing.stderr
+    present = run("gpu_node.sh", [*GPU_ARGS, "--python", "python3"], env)
+    assert present.returncode == 0, present.stderr
+
+
 def trn1_args(offline: str = "true") -> list[str]:
     return [
         "--neuron-sdk",

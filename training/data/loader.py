@@ -7,7 +7,6 @@ samples taken globally, the same on every rank, so resuming is exact at any data
 global batch (the trainer keeps it with gradient accumulation).
 """
 
-import queue
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,11 +19,11 @@ import torch
 from training.data.errors import DataError
 from training.data.indexed import idx_path, open_tokens, read_index
 from training.data.packing import PackedSamples, Spans, epoch_order, split_documents
+from training.data.prefetch import prefetched
 from training.data.verify import verify_dataset
 
 SPLITS = ("train", "validation")
 STATE_VERSION = 1
-_QUEUE_POLL_SECONDS = 0.1
 
 
 @dataclass(frozen=True)
@@ -169,15 +168,19 @@ class PackedTokenLoader:
 
     def _iterate(self, start: int, batch_count: int | None, stop: threading.Event) -> Iterator[dict[str, torch.Tensor]]:
         positions = self._batch_starts(start, batch_count)
-        batches = self._prefetched(positions, stop) if self.config.prefetch else self._built(positions)
+        gathered = ((position, self._build_batch(position)) for position in positions)
+        if self.config.prefetch:
+            gathered = prefetched(gathered, self.config.prefetch, stop, f"packed-token-prefetch-rank{self.dp_rank}")
         try:
-            for position, batch in batches:
+            for position, windows in gathered:
                 if stop.is_set():
                     return
+                batch = _collate(windows)
                 self._samples_consumed = position + self.global_batch_size
                 yield batch
         finally:
             stop.set()
+            gathered.close()
 
     def _batch_starts(self, start: int, batch_count: int | None) -> Iterator[int]:
         step = 0
@@ -185,60 +188,25 @@ class PackedTokenLoader:
             yield start + step * self.global_batch_size
             step += 1
 
-    def _built(self, positions: Iterator[int]) -> Iterator[tuple[int, dict[str, torch.Tensor]]]:
-        for position in positions:
-            yield position, self._build_batch(position)
-
-    def _prefetched(
-        self, positions: Iterator[int], stop: threading.Event
-    ) -> Iterator[tuple[int, dict[str, torch.Tensor]]]:
-        ready: queue.Queue[tuple[int, dict[str, torch.Tensor]] | BaseException | None] = queue.Queue(
-            maxsize=self.config.prefetch
-        )
-
-        def produce() -> None:
-            try:
-                for position in positions:
-                    if not _put(ready, (position, self._build_batch(position)), stop):
-                        return
-                _put(ready, None, stop)
-            except BaseException as error:  # handed to the consumer, which re-raises it
-                _put(ready, error, stop)
-
-        worker = threading.Thread(target=produce, name=f"packed-token-prefetch-rank{self.dp_rank}", daemon=True)
-        worker.start()
-        try:
-            while True:
-                try:
-                    item = ready.get(timeout=_QUEUE_POLL_SECONDS)
-                except queue.Empty:
-                    if stop.is_set():
-                        return
-                    continue
-                if item is None:
-                    return
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
-        finally:
-            stop.set()
-            worker.join()
-
-    def _build_batch(self, position: int) -> dict[str, torch.Tensor]:
-        """This rank's slice of the global batch that starts at global stream position `position`."""
+    def _build_batch(self, position: int) -> np.ndarray:
+        """This rank's samples of the global batch at global stream position `position`: [micro_batch_size,
+        seq_len + 1] token ids as stored. The prefetch thread does this part (it is what may wait for the disk)."""
         first = position + self.dp_rank * self.config.micro_batch_size
-        positions = np.arange(first, first + self.config.micro_batch_size, dtype=np.int64)
-        tokens = torch.from_numpy(self._samples.batch(self._sample_ids(positions)))
-        return {"input_ids": tokens[:, :-1].contiguous(), "labels": tokens[:, 1:].contiguous()}
+        return self._samples.batch(self._sample_ids(first, self.config.micro_batch_size))
 
-    def _sample_ids(self, positions: np.ndarray) -> np.ndarray:
+    def _sample_ids(self, first: int, count: int) -> np.ndarray:
+        """Sample ids at global stream positions first .. first + count - 1."""
         if self.split == "validation":
-            return positions
+            return np.arange(first, first + count, dtype=np.int64)
         per_epoch = self._samples.num_samples
-        ids = np.empty_like(positions)
-        for i, position in enumerate(positions.tolist()):
-            epoch, offset = divmod(position, per_epoch)
-            ids[i] = self._epoch_order(epoch)[offset]
+        epoch, offset = divmod(first, per_epoch)
+        if offset + count <= per_epoch:  # the common case: a slice of one epoch's permutation
+            return self._epoch_order(epoch)[offset : offset + count]
+        epochs, offsets = np.divmod(np.arange(first, first + count, dtype=np.int64), per_epoch)
+        ids = np.empty(count, dtype=np.int64)
+        for each in range(int(epochs[0]), int(epochs[-1]) + 1):
+            in_epoch = epochs == each
+            ids[in_epoch] = self._epoch_order(each)[offsets[in_epoch]]
         return ids
 
     def _epoch_order(self, epoch: int) -> np.ndarray:
@@ -253,15 +221,16 @@ class PackedTokenLoader:
             self._active_stop = None
 
 
-def _put(ready: queue.Queue, item: Any, stop: threading.Event) -> bool:
-    """Block until there is room or the consumer went away; False when it did."""
-    while not stop.is_set():
-        try:
-            ready.put(item, timeout=_QUEUE_POLL_SECONDS)
-            return True
-        except queue.Full:
-            continue
-    return False
+def _collate(windows: np.ndarray) -> dict[str, torch.Tensor]:
+    """Inputs and labels as int64 tensors, each one widening copy from the stored dtype. Done by the consumer:
+    memory allocated in the thread that also frees it is reused by the allocator, instead of being returned to the
+    system and faulted in again batch after batch (glibc's per-thread arenas), and it is cache-warm for the step."""
+    shape = (windows.shape[0], windows.shape[1] - 1)
+    input_ids = np.empty(shape, dtype=np.int64)
+    labels = np.empty(shape, dtype=np.int64)
+    np.copyto(input_ids, windows[:, :-1])
+    np.copyto(labels, windows[:, 1:])
+    return {"input_ids": torch.from_numpy(input_ids), "labels": torch.from_numpy(labels)}
 
 
 def dataset_prefix(output_prefix: str | Path) -> str:

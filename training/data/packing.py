@@ -10,6 +10,7 @@ labels the last seq_len, so every token after the first is a label exactly once.
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from training.data.errors import DataError
 
@@ -70,16 +71,46 @@ class PackedSamples:
         self._spans = spans
         self.seq_len = seq_len
         self.num_samples = max(0, (spans.total_tokens - 1) // seq_len)
+        window = seq_len + 1
+        # Every window of seq_len + 1 tokens in the file as a strided view (no copy): a batch of samples that each
+        # lie inside one span is then one fancy-indexing copy.
+        self._windows = sliding_window_view(tokens.view(np.ndarray), window) if tokens.size >= window else None
+        self._file_starts = _sample_file_starts(spans, seq_len, self.num_samples, tokens.size)
+        self._crosses_spans = np.iinfo(self._file_starts.dtype).max
 
     def sample(self, index: int) -> np.ndarray:
         """seq_len + 1 token ids (int64) of sample `index`."""
         if not 0 <= index < self.num_samples:
             raise IndexError(f"sample {index} outside 0..{self.num_samples - 1}")
+        out = np.empty(self.seq_len + 1, dtype=np.int64)
+        self._copy_sample(index, out)
+        return out
+
+    def batch(self, indices: np.ndarray) -> np.ndarray:
+        """[len(indices), seq_len + 1] token ids as stored in the .bin (uint16 or int32): the samples `indices`."""
+        indices = np.asarray(indices)
+        if indices.dtype.kind != "u" and indices.size and int(indices.min()) < 0:
+            raise IndexError(f"sample {int(indices.min())} outside 0..{self.num_samples - 1}")
+        try:
+            starts = self._file_starts[indices]
+        except IndexError:
+            raise IndexError(f"sample {int(indices.max())} outside 0..{self.num_samples - 1}") from None
+        if self._windows is None or indices.size == 0:
+            return np.empty((len(indices), self.seq_len + 1), dtype=self._tokens.dtype)
+        if starts.max() != self._crosses_spans:
+            return self._windows[starts]
+        out = np.empty((len(indices), self.seq_len + 1), dtype=self._tokens.dtype)
+        inside_one_span = starts != self._crosses_spans
+        out[inside_one_span] = self._windows[starts[inside_one_span]]
+        for row in np.flatnonzero(~inside_one_span).tolist():
+            self._copy_sample(int(indices[row]), out[row])
+        return out
+
+    def _copy_sample(self, index: int, out: np.ndarray) -> None:
+        """Write sample `index` into `out` piece by piece, one piece per span it touches."""
         begin = index * self.seq_len
-        end = begin + self.seq_len + 1
         offsets = self._spans.stream_offsets
         span = int(np.searchsorted(offsets, begin, side="right")) - 1
-        out = np.empty(end - begin, dtype=np.int64)
         written = 0
         while written < out.size:
             take_from = begin + written - int(offsets[span])
@@ -89,14 +120,18 @@ class PackedSamples:
             out[written : written + count] = self._tokens[file_start : file_start + count]
             written += count
             span += 1
-        return out
 
-    def batch(self, indices: np.ndarray) -> np.ndarray:
-        """[len(indices), seq_len + 1] int64."""
-        out = np.empty((len(indices), self.seq_len + 1), dtype=np.int64)
-        for row, index in enumerate(indices.tolist()):
-            out[row] = self.sample(index)
-        return out
+
+def _sample_file_starts(spans: Spans, seq_len: int, num_samples: int, file_tokens: int) -> np.ndarray:
+    """Where each sample's first token sits in the .bin; the dtype's maximum marks a sample whose tokens continue
+    in the next span. uint32 (4 bytes per sample, what the epoch permutation costs) while every offset fits."""
+    dtype = np.uint32 if file_tokens < np.iinfo(np.uint32).max else np.uint64
+    begins = np.arange(num_samples, dtype=np.int64) * seq_len
+    offsets = spans.stream_offsets
+    span = np.searchsorted(offsets, begins, side="right") - 1
+    starts = (spans.starts[span] + (begins - offsets[span])).astype(dtype)
+    starts[begins + (seq_len + 1) > offsets[span + 1]] = np.iinfo(dtype).max
+    return starts
 
 
 def epoch_order(num_samples: int, seed: int, epoch: int) -> np.ndarray:

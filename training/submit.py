@@ -127,6 +127,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--master-port", type=int, default=41000, help="neuron: rendezvous port (reserved on nodes)")
     parser.add_argument("--libfabric-version", default=netenv.DEFAULT_LIBFABRIC)
     parser.add_argument("--aws-ofi-nccl-version", default=netenv.DEFAULT_AWS_OFI_NCCL)
+    parser.add_argument(
+        "--sbatch-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra sbatch option, repeatable (e.g. --sbatch-arg=--account=ml --sbatch-arg=--gpus-per-node=8)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the script(s); write and submit nothing")
     return parser
 
@@ -246,6 +253,9 @@ def render(args: argparse.Namespace, command_line: str) -> Rendered:
         (args.signal_lead, "--signal-lead"),
     ):
         _positive(value, option)
+    for extra in args.sbatch_arg:
+        if not extra.startswith("-") or "\n" in extra:
+            raise SubmitError(f"--sbatch-arg: {extra!r} is not an sbatch option (write --sbatch-arg=--account=NAME)")
     if args.max_requeues < 0:
         raise SubmitError(f"--max-requeues: {args.max_requeues} must be 0 or more")
     if not 1 <= args.master_port <= 65535:
@@ -331,7 +341,7 @@ def render(args: argparse.Namespace, command_line: str) -> Rendered:
             "NEMO_CONFIG": str(config_path),
         }
         text = assemble(
-            _directives(args, target, job_name, run_dir, target.workers_per_node, requeue=True),
+            _directives(args, target, job_name, run_dir, 1, requeue=True),
             command_line,
             settings,
             env,
@@ -415,8 +425,8 @@ def write(rendered: Rendered) -> None:
                 Path(line.split("=", 1)[1]).parent.mkdir(parents=True, exist_ok=True)
 
 
-def sbatch(script: Path, dependency: str | None, env: dict[str, str]) -> str:
-    command = ["sbatch", "--parsable"]
+def sbatch(script: Path, dependency: str | None, env: dict[str, str], extra: list[str] | None = None) -> str:
+    command = ["sbatch", "--parsable", *(extra or [])]
     if dependency:
         command.append(f"--dependency=afterok:{dependency}")
     command.append(str(script))
@@ -455,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
         ids: dict[str, str] = {}
         for script in rendered.scripts:
             dependency = ids[script.depends_on] if script.depends_on else None
-            ids[script.name] = sbatch(script.path, dependency, env)
+            ids[script.name] = sbatch(script.path, dependency, env, args.sbatch_arg)
             print(f"{ids[script.name]} {script.path}")
         for note in rendered.notes:
             print(note, file=sys.stderr)

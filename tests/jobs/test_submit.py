@@ -174,6 +174,7 @@ def test_neuron_renders_a_compile_job_and_a_dependent_training_job(demo_data: st
         (["--time", "00:04:00"], "error: --signal-lead: 300 s is not shorter than --time 00:04:00"),
         (["--job-name", "bad name"], "error: --job-name: 'bad name' must be letters, digits, '.', '_' or '-'"),
         (["--max-requeues", "-1"], "error: --max-requeues: -1 must be 0 or more"),
+        (["--sbatch-arg", "account=ml"], "error: --sbatch-arg: 'account=ml' is not an sbatch option"),
         (["--spec", "/nonexistent.yaml"], "error: --spec: "),
         (["--aws-ofi-nccl-version", "1.6.0"], "error: --aws-ofi-nccl-version: 1.6.0 is too old for p5.48xlarge"),
         (["--libfabric-version", "new"], "error: --libfabric-version: 'new' is not a version such as 1.18.0"),

@@ -10,8 +10,9 @@ MASTER_PORT="$(free_port)"
 export MASTER_ADDR MASTER_PORT
 CONTAINER_SRUN="${CONTAINER_SRUN:-srun}"
 
-run_step "$CONTAINER_SRUN" --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node="$NPROC_PER_NODE" --mpi=pmi2 \
-	--kill-on-bad-exit=1 \
+# The allocation is whole nodes with one task each; the step asks for its GPU-count tasks per node explicitly.
+run_step "$CONTAINER_SRUN" --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$((SLURM_JOB_NUM_NODES * NPROC_PER_NODE))" \
+	--ntasks-per-node="$NPROC_PER_NODE" --mpi=pmi2 --kill-on-bad-exit=1 \
 	--container-image="$CONTAINER_IMAGE" \
 	--container-mounts="$CONTAINER_MOUNTS" \
 	--container-workdir="$WORKDIR" \

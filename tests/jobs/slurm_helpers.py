@@ -1,0 +1,101 @@
+"""Submitting with the real submit command and watching jobs on the local cluster."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from cluster.local_slurm import LocalSlurm
+from training.submit import main as submit_main
+
+NEVER_RUNS = {"PartitionConfig", "BadConstraints", "DependencyNeverSatisfied", "PartitionNodeLimit", "InvalidAccount"}
+TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
+
+
+def submit(cluster: LocalSlurm, argv: list[str], env: dict[str, str] | None = None) -> list[str]:
+    """Runs `python -m training.submit ARGV` in process against `cluster`; returns the job ids it printed."""
+    saved = dict(os.environ)
+    os.environ.update({"SLURM_CONF": str(cluster.conf_path), **(env or {})})
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = submit_main(argv)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    assert code == 0, err.getvalue()
+    return [line.split()[0] for line in out.getvalue().splitlines() if line.strip()]
+
+
+def wait_for_end(cluster: LocalSlurm, job_id: str, timeout_s: float = 300) -> dict[str, str]:
+    deadline = time.monotonic() + timeout_s
+    job: dict[str, str] = {}
+    while time.monotonic() < deadline:
+        job = cluster.job(job_id)
+        if job.get("JobState") in TERMINAL:
+            return job
+        if job.get("JobState") == "PENDING" and job.get("Reason") in NEVER_RUNS:
+            raise AssertionError(f"job {job_id} can never run here: {job['Reason']}")
+        time.sleep(0.5)
+    raise AssertionError(f"job {job_id} did not end in {timeout_s} s: {job.get('JobState')} {job.get('Reason')}")
+
+
+def train_records(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a line being written right now
+        if record.get("kind") == "train":
+            records.append(record)
+    return records
+
+
+def losses_by_step(run_dir: Path) -> dict[int, float]:
+    """The last loss logged for each step (steps re-run after a resume overwrite the lost attempt's)."""
+    return {record["step"]: record["loss"] for record in train_records(run_dir)}
+
+
+def wait_for_step(run_dir: Path, step: int, timeout_s: float = 180, poll_s: float = 0.05) -> int:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        records = train_records(run_dir)
+        if records and records[-1]["step"] >= step:
+            return records[-1]["step"]
+        time.sleep(poll_s)
+    raise AssertionError(f"{run_dir} never reached step {step}")
+
+
+def trainer_rank_pid(run_dir: Path, rank: int) -> int:
+    """The trainer worker of `rank` for this run (torchrun's child, which has RANK in its environment)."""
+    marker = f"\0RANK={rank}\0".encode()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        if b"training.train" in cmdline and str(run_dir).encode() in cmdline and marker in b"\0" + environ:
+            return int(proc.name)
+    raise AssertionError(f"no rank {rank} trainer process for {run_dir}")
+
+
+def kill_rank(run_dir: Path, rank: int) -> None:
+    os.kill(trainer_rank_pid(run_dir, rank), signal.SIGKILL)
+
+
+def job_log(run_dir: Path) -> str:
+    logs = sorted((run_dir / "logs").glob("*.out"))
+    return "\n".join(log.read_text(errors="replace") for log in logs)

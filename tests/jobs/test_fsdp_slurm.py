@@ -1,0 +1,112 @@
+"""The rendered FSDP job on the real local SLURM cluster: 2 nodes x 1 gloo rank, the trainer under torchrun.
+
+One uninterrupted run is the reference; a run that loses a rank and one stopped with SIGUSR1 must requeue
+themselves, resume from their checkpoints and log the reference's losses step for step.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cluster.local_slurm import LocalSlurm
+from cluster.local_slurm.install import ensure_shellcheck
+from tests.jobs.conftest import write_job
+from tests.jobs.slurm_helpers import job_log, kill_rank, losses_by_step, submit, wait_for_end, wait_for_step
+
+pytestmark = pytest.mark.slurm
+
+STEPS = 30  # checkpoints every 10
+
+
+def _argv(config: Path, data: str, run_dir: Path, *extra: str) -> list[str]:
+    return [
+        "--backend", "fsdp", "--model", str(config), "--nodes", "2", "--data-prefix", data,
+        "--run-dir", str(run_dir), "--local", "--time", "00:20:00", "--signal-lead", "120",
+        "--max-steps", str(STEPS), *extra,
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def reference(local_slurm_session: LocalSlurm, demo_data: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An uninterrupted run; the tests compare with its losses."""
+    base = tmp_path_factory.mktemp("reference")
+    run_dir = base / "run"
+    (job_id,) = submit(local_slurm_session, _argv(write_job(base / "tiny.yaml"), demo_data, run_dir))
+    job = wait_for_end(local_slurm_session, job_id)
+    assert (job["JobState"], job["ExitCode"], job["Restarts"]) == ("COMPLETED", "0:0", "0"), job_log(run_dir)
+    assert job["NodeList"] == "n[1-2]"
+    return run_dir
+
+
+def _assert_matches_reference(run_dir: Path, reference: Path) -> None:
+    expected, got = losses_by_step(reference), losses_by_step(run_dir)
+    assert sorted(got) == list(range(1, STEPS + 1))
+    for step, loss in expected.items():
+        assert abs(got[step] - loss) <= 1e-6, (step, got[step], loss)
+
+
+def test_the_rendered_script_trains_on_two_nodes_and_ends_with_a_checkpoint(reference: Path) -> None:
+    assert sorted(losses_by_step(reference)) == list(range(1, STEPS + 1))
+    assert (reference / "checkpoints" / f"step-{STEPS}").is_dir()
+    assert json.loads((reference / "exit_status.json").read_text())["exit_code"] == 0
+    log = job_log(reference)
+    # The log opens with the job and its environment, then the launch, then the trainer's own lines.
+    assert log.startswith("job[") and "---- environment ----\n" in log
+    assert re.search(r"^SLURM_JOB_NUM_NODES=2$", log, re.M) and re.search(r"^OMP_NUM_THREADS=1$", log, re.M)
+    assert "--rdzv_backend c10d --rdzv_endpoint 127.0.0.1:" in log
+    assert "world 2" in log and log.rstrip().endswith("finished")
+    script = reference.parent / "run.fsdp.sbatch"
+    assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
+    assert subprocess.run([ensure_shellcheck(), str(script)], capture_output=True, check=False).returncode == 0
+
+
+def test_sigusr1_and_a_killed_rank_each_requeue_and_the_run_ends_with_the_reference_losses(
+    local_slurm: LocalSlurm, demo_data: str, reference: Path, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    (job_id,) = submit(local_slurm, _argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir))
+
+    # 1. What #SBATCH --signal=B:USR1@120 does 120 s before the time limit: USR1 to the batch shell only.
+    wait_for_step(run_dir, 3)
+    local_slurm.run(["scancel", "--signal=USR1", "--batch", job_id])
+    # 2. In the requeued run, past its first scheduled checkpoint (step 10), one rank dies.
+    killed_at = wait_for_step(run_dir, 12)
+    kill_rank(run_dir, rank=1)
+
+    job = wait_for_end(local_slurm, job_id)
+    log = job_log(run_dir)
+    assert (job["JobState"], job["Restarts"]) == ("COMPLETED", "2"), log
+    assert "got SIGUSR1; sending SIGUSR1 to the training step" in log
+    assert "stopped on request with a checkpoint (stopped on request (SIGUSR1)); requeueing (requeue 1 of" in log
+    assert "step failed (step exit status" in log and "requeueing (requeue 2 of at most 10)" in log
+    first, second = re.findall(r"resumed from \S+/step-(\d+) at step \d+", log)
+    assert int(first) % 10 != 0  # the stop's own checkpoint, off the every-10 schedule
+    assert 10 <= int(second) <= killed_at
+    _assert_matches_reference(run_dir, reference)
+
+
+def test_an_error_a_retry_cannot_fix_is_not_requeued(local_slurm: LocalSlurm, demo_data: str, tmp_path: Path) -> None:
+    # Refusing to save (free space below margin x checkpoint size) ends the trainer with EXIT_CHECKPOINT_FAILED.
+    config = write_job(tmp_path / "tiny.yaml", checkpoint={"every": 1, "free_space_margin": 1e12})
+    run_dir = tmp_path / "run"
+    (job_id,) = submit(local_slurm, _argv(config, demo_data, run_dir))
+    job = wait_for_end(local_slurm, job_id)
+    log = job_log(run_dir)
+    assert (job["JobState"], job["ExitCode"], job["Restarts"]) == ("FAILED", "44:0", "0"), log
+    assert "a retry cannot fix this, not requeued" in log
+
+
+def test_rank_failures_stop_requeueing_at_the_bound(local_slurm: LocalSlurm, demo_data: str, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    (job_id,) = submit(local_slurm, _argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir, "--max-requeues", "0"))
+    wait_for_step(run_dir, 2)
+    kill_rank(run_dir, rank=0)
+    job = wait_for_end(local_slurm, job_id)
+    log = job_log(run_dir)
+    assert (job["JobState"], job["Restarts"]) == ("FAILED", "0"), log
+    assert "giving up after 0 requeues (MAX_REQUEUES=0)" in log

@@ -40,6 +40,7 @@ from training.signals import EXIT_CHECKPOINT_FAILED, EXIT_CONFIG_ERROR, EXIT_LOS
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LOCAL_SLURM_CONF = REPO_ROOT / ".local-slurm" / "slurm.conf"
+SPEC_ENV = "LLM_TRAINING_SPEC"
 # The head-node bootstrap exports it (/etc/profile.d/llm-training.sh): the spec the cluster was deployed from.
 SPEC_ENV = "LLM_TRAINING_SPEC"
 _TIME_RE = re.compile(r"^(?:(\d+)-)?(\d{1,2}):(\d{2}):(\d{2})$")
@@ -272,8 +273,10 @@ def render(args: argparse.Namespace, command_line: str) -> Rendered:
     if args.local:
         target = local_target()
     else:
+        # On the head node the deployed spec is in $LLM_TRAINING_SPEC (cluster/bootstrap/head_node.sh).
+        spec_path = args.spec or os.environ.get(SPEC_ENV) or None
         try:
-            spec = load_spec(args.spec)
+            spec = load_spec(spec_path)
         except SpecError as error:
             raise SubmitError(f"--spec: {str(error).splitlines()[0]}") from None
         target = resolve_target(spec, args.backend, args.queue, args.partition)

@@ -84,3 +84,9 @@ def demo_data(tmp_path_factory: pytest.TempPathFactory) -> str:
 @pytest.fixture
 def tiny_config(tmp_path: Path) -> Path:
     return write_job(tmp_path / "tiny.yaml")
+
+
+@pytest.fixture(autouse=True)
+def _no_deployed_spec(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a head node $LLM_TRAINING_SPEC names the deployed spec; the tests pick theirs explicitly."""
+    monkeypatch.delenv("LLM_TRAINING_SPEC", raising=False)

@@ -274,3 +274,14 @@ def test_time_limits_parse(text: str, seconds: int) -> None:
 def test_time_limit_under_a_minute_is_refused() -> None:
     with pytest.raises(SubmitError, match=r"under a minute"):
         parse_time("00:00:30")
+
+
+def test_the_deployed_spec_comes_from_the_environment_on_the_head_node(
+    tiny_config: Path, demo_data: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LLM_TRAINING_SPEC", str(TRN1_SPEC))
+    with pytest.raises(SubmitError, match=r"no gpu queue in the spec for --backend fsdp \(queues: trn1"):
+        render(_args(*_base(tiny_config, demo_data, tmp_path / "r")), "t")
+    monkeypatch.delenv("LLM_TRAINING_SPEC")
+    (script,) = render(_args(*_base(tiny_config, demo_data, tmp_path / "r")), "t").scripts
+    assert "#SBATCH --partition=gpu" in script.text

@@ -278,7 +278,12 @@ def extract_policies(
     endpoint_policy = network.resolve(resource["Properties"]["PolicyDocument"], f"{logical}.PolicyDocument")
     sources["endpoint"] = f"{names['network']}/{logical}"
 
-    roles = _role_policies(identity, names["identity"], sources)
+    compute_stacks = [
+        (names[key], Resolver(template, environments[names[key]]))
+        for key, template in templates.items()
+        if environments[names[key]].account == spec.accounts.compute
+    ]
+    roles = _role_policies(identity, names["identity"], sources, compute_stacks)
 
     key_policy: PolicyDocument | None = None
     key_arn = spec.data.encryption.kms_key_arn or ""
@@ -321,26 +326,30 @@ def _referenced_resource(value: Any) -> str | None:
     return None
 
 
-def _role_policies(resolver: Resolver, stack_name: str, sources: dict[str, str]) -> dict[str, RolePolicies]:
+def _role_policies(
+    resolver: Resolver, stack_name: str, sources: dict[str, str], attaching: list[tuple[str, Resolver]]
+) -> dict[str, RolePolicies]:
+    """The identity stack's roles with every policy attached to them: their inline policies, and
+    AWS::IAM::Policy resources of any compute-account stack that name them (by Ref or by name)."""
     inline: dict[str, dict[str, PolicyDocument]] = {}
     managed: dict[str, tuple[str, ...]] = {}
-    by_logical: dict[str, str] = {}
     for logical, r in resolver.resources.items():
         if r["Type"] != "AWS::IAM::Role":
             continue
         name = resolver.physical_name(logical)
-        by_logical[logical] = name
         props = resolver.resolve(r.get("Properties", {}), logical)
         inline[name] = {p["PolicyName"]: p["PolicyDocument"] for p in props.get("Policies", [])}
         managed[name] = tuple(props.get("ManagedPolicyArns", []))
         sources[f"role:{name}"] = f"{stack_name}/{logical}"
-    for logical, r in resolver.resources.items():
-        if r["Type"] != "AWS::IAM::Policy":
-            continue
-        props = resolver.resolve(r["Properties"], logical)
-        for role in props.get("Roles", []):
-            if role in inline:
-                inline[role][props["PolicyName"]] = props["PolicyDocument"]
+    for other_stack, other in attaching:
+        for logical, r in other.resources.items():
+            if r["Type"] != "AWS::IAM::Policy":
+                continue
+            props = other.resolve(r["Properties"], logical)
+            for role in props.get("Roles", []):
+                if role in inline:
+                    inline[role][props["PolicyName"]] = props["PolicyDocument"]
+                    sources[f"role:{role}/{props['PolicyName']}"] = f"{other_stack}/{logical}"
     return {name: RolePolicies(name, inline[name], managed[name]) for name in inline}
 
 

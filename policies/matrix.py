@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from policies.documents import READ_OBJECT_ACTIONS, WRITE_OBJECT_ACTIONS
+from policies.endpoint import wheelhouse_location
 from policies.extract import ExtractedPolicies
 from policies.harness.engine import ALLOWED, EXPLICITLY_DENIED, IMPLICITLY_DENIED, Decision, Engine
 from policies.harness.layers import (
@@ -757,6 +758,38 @@ def _adjusted(case: Case, spec: DeploymentSpec) -> Case:
     return replace(case, denials=denials) if denials != case.denials else case
 
 
+def wheelhouse_cases(spec: DeploymentSpec) -> list[Case]:
+    """The offline wheelhouse (cluster.python_wheelhouse): its prefix is reachable, the rest of its bucket not."""
+    location = wheelhouse_location(spec)
+    if location is None:
+        return []
+    bucket, prefix = location
+    node = Principal("head node (ParallelCluster's policies)", spec.role_arn("head-node"), spec.organization_id)
+    compute = spec.accounts.compute
+
+    def read(key: str) -> S3Request:
+        return S3Request(node, "s3:GetObject", bucket, compute, key=key, ours=False)
+
+    return [
+        Case(
+            "head-node-reads-wheelhouse",
+            "platform",
+            f"the head node reads wheels under s3://{bucket}/{prefix}",
+            read(f"{prefix}torch-2.13.0-cp311-linux_x86_64.whl"),
+            {},
+            why="an offline cluster builds its Python environment from the wheelhouse",
+        ),
+        Case(
+            "head-node-reads-beside-wheelhouse",
+            "platform",
+            f"the head node reads s3://{bucket}/ outside the wheelhouse prefix",
+            read("private/credentials.json"),
+            implicit(ENDPOINT),
+            why="the endpoint opens the wheelhouse prefix, not its bucket",
+        ),
+    ]
+
+
 def build_cases(spec: DeploymentSpec, context: MatrixContext) -> list[Case]:
     cases = [
         *dataset_cases(spec),
@@ -764,6 +797,7 @@ def build_cases(spec: DeploymentSpec, context: MatrixContext) -> list[Case]:
         *dataset_perimeter_cases(spec),
         *perimeter_cases(spec),
         *platform_cases(spec),
+        *wheelhouse_cases(spec),
     ]
     cases = [_adjusted(case, spec) for case in cases]
     ids = [case.case_id for case in cases]

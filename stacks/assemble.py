@@ -75,5 +75,7 @@ def assemble(app: App, spec: DeploymentSpec, nag: bool = True) -> Deployment:
     if nag:
         from aws_cdk import Validations
 
-        Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+        from policies.nag_pack import DataPerimeterChecks
+
+        Validations.of(app).add_plugins(AwsSolutionsChecks(app), DataPerimeterChecks(app, spec))
     return deployment

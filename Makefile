@@ -15,13 +15,14 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup synth demo test lint format clean pcluster-venv wheelhouse wheelhouse-test
+.PHONY: help setup synth demo test lint format clean pcluster-venv wheelhouse wheelhouse-test policy-report
 
 help:
 	@echo "make demo    synthesize the default deployment and run a training job (does all setup)"
 	@echo "make test    run every test (does all setup)"
 	@echo "make synth   synthesize the stacks into cdk.out (SPEC=path.yaml picks a spec)"
 	@echo "make lint    ruff check and format check"
+	@echo "make policy-report  the access matrix, its reasons and the mutation score -> docs/access-matrix.md"
 	@echo "make wheelhouse  the nodes' wheels for a cluster without internet (WHEELHOUSE_PYTHON=3.11)"
 
 setup: $(VENV)/.installed node_modules/.installed
@@ -41,6 +42,10 @@ synth: setup
 demo: setup
 	$(CDK) synth --quiet $(SPEC_CONTEXT)
 	$(PY) -m stacks.summary cdk.out $(if $(SPEC),--spec $(SPEC),)
+
+# Evaluates the synthesized policies (IAM engine, every case and every mutant) for reviewers.
+policy-report: synth
+	$(PY) -m policies.report --cdk-out cdk.out $(if $(SPEC),--spec $(SPEC),) --output docs/access-matrix.md
 
 # aws-parallelcluster pins CDK v1 and jsii 1.85, so it gets its own environment; the tests use it
 # only to validate cluster configs with ParallelCluster's own schema (about a minute to build).

@@ -129,7 +129,8 @@ class Decided:
     def describe(self) -> str:
         shown = self.values[0] if len(self.values) == 1 else list(self.values)
         outcome = "holds" if self.holds else "fails"
-        return f"{self.sid}: {self.operator} {self.key} {shown} {outcome} (request: {self.actual})"
+        actual = "key absent" if self.actual is None else self.actual
+        return f"{self.sid}: {self.operator} {self.key} {shown} {outcome} (request: {actual})"
 
 
 def _statements(policy: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -516,7 +516,7 @@ def outcome(layer: Layer, result: EngineResult) -> LayerOutcome:
     elif decision == IMPLICITLY_DENIED:
         reasons += [f"{s.sid}: does not apply ({s.why_not()})" for s in analysis.near_misses if s.effect == "Allow"]
         if not reasons:
-            reasons.append("no Allow statement names this action and resource")
+            reasons.append("no Allow statement covers this action on this resource")
     return LayerOutcome(
         layer=layer.name,
         policy_ids=layer.policy_ids,

@@ -100,7 +100,7 @@ def test_every_denial_says_which_statement_decides(matrix: list[CaseResult]) -> 
     reasons = {
         layer.layer: layer.reasons for layer in _by_id(matrix)["read-sibling-prefix/pretraining/notebook"].layers
     }
-    assert reasons[ACCESS_POINT] == ("no Allow statement names this action and resource",)
+    assert reasons[ACCESS_POINT] == ("no Allow statement covers this action on this resource",)
     unrelated = {layer.layer: layer.reasons for layer in _by_id(matrix)["unrelated-role-read/pretraining"].layers}
     assert unrelated[ACCESS_POINT] == ("ReadersGetUnderDatasetPrefix: does not apply (ArnLike aws:PrincipalArn)",)
 

@@ -126,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--compile-steps", type=int, default=3, help="neuron: steps traced by the compile job")
     parser.add_argument("--master-port", type=int, default=41000, help="neuron: rendezvous port (reserved on nodes)")
+    parser.add_argument("--nccl-debug", default="WARN", help="NCCL_DEBUG for GPU jobs: WARN, or INFO to see transports")
     parser.add_argument("--libfabric-version", default=netenv.DEFAULT_LIBFABRIC)
     parser.add_argument("--aws-ofi-nccl-version", default=netenv.DEFAULT_AWS_OFI_NCCL)
     parser.add_argument(
@@ -299,7 +300,7 @@ def render(args: argparse.Namespace, command_line: str) -> Rendered:
     if args.backend == "fsdp":
         env = {**netenv.common_env(), **(netenv.cpu_env() if target.local else {})}
         if target.instance.accelerator == "gpu":
-            env.update(netenv.gpu_env(target, args.libfabric_version, args.aws_ofi_nccl_version))
+            env.update(netenv.gpu_env(target, args.libfabric_version, args.aws_ofi_nccl_version, args.nccl_debug))
         config_path = run_dir / "job-config.yaml"
         rendered.files[config_path] = _yaml(job.model_dump(mode="json"))
         torchrun = str(Path(args.python).parent / "torchrun")
@@ -328,7 +329,7 @@ def render(args: argparse.Namespace, command_line: str) -> Rendered:
         rendered.files[config_path] = _yaml(config)
         env = {
             **netenv.common_env(),
-            **netenv.gpu_env(target, args.libfabric_version, args.aws_ofi_nccl_version),
+            **netenv.gpu_env(target, args.libfabric_version, args.aws_ofi_nccl_version, args.nccl_debug),
             **netenv.nemo_env(),
         }
         image = args.container_image or target.container_image

@@ -16,8 +16,8 @@
 #   HEALTH_TIMEOUT_S=15           a tool that hangs (nvidia-smi on a wedged GPU, df on a hung Lustre) fails
 #   HEALTH_DRAIN=1                0: report only (for running the checks by hand)
 
-# SLURM runs prolog/epilog with no PATH at all.
-export PATH="${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# SLURM runs prolog/epilog with no PATH at all (ParallelCluster installs SLURM under /opt/slurm).
+export PATH="${PATH:+$PATH:}/opt/slurm/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 HEALTH_FAILURES=()
 

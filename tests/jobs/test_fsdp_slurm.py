@@ -20,7 +20,7 @@ from tests.jobs.slurm_helpers import job_log, kill_rank, losses_by_step, submit,
 
 pytestmark = pytest.mark.slurm
 
-STEPS = 30  # checkpoints every 10
+STEPS = 50  # checkpoints every 10
 
 
 def _argv(config: Path, data: str, run_dir: Path, *extra: str) -> list[str]:
@@ -65,11 +65,11 @@ def test_the_rendered_script_trains_on_two_nodes_and_ends_with_a_checkpoint(refe
     assert subprocess.run([ensure_shellcheck(), str(script)], capture_output=True, check=False).returncode == 0
 
 
-def test_sigusr1_and_a_killed_rank_each_requeue_and_the_run_ends_with_the_reference_losses(
+def test_stops_and_failures_requeue_or_end_and_the_run_resumes_with_the_reference_losses(
     local_slurm: LocalSlurm, demo_data: str, reference: Path, tmp_path: Path
 ) -> None:
-    run_dir = tmp_path / "run"
-    (job_id,) = submit(local_slurm, _argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir))
+    config, run_dir = write_job(tmp_path / "tiny.yaml"), tmp_path / "run"
+    (job_id,) = submit(local_slurm, _argv(config, demo_data, run_dir))
 
     # 1. What #SBATCH --signal=B:USR1@120 does 120 s before the time limit: USR1 to the batch shell only.
     wait_for_step(run_dir, 3)
@@ -77,16 +77,27 @@ def test_sigusr1_and_a_killed_rank_each_requeue_and_the_run_ends_with_the_refere
     # 2. In the requeued run, past its first scheduled checkpoint (step 10), one rank dies.
     killed_at = wait_for_step(run_dir, 12)
     kill_rank(run_dir, rank=1)
-
+    # 3. In the next run, a request to checkpoint and stop for good.
+    wait_for_step(run_dir, 22)
+    local_slurm.run(["scancel", "--signal=USR2", "--batch", job_id])
     job = wait_for_end(local_slurm, job_id)
     log = job_log(run_dir)
-    assert (job["JobState"], job["Restarts"]) == ("COMPLETED", "2"), log
+    assert (job["JobState"], job["ExitCode"], job["Restarts"]) == ("FAILED", "42:0", "2"), log
     assert "got SIGUSR1; sending SIGUSR1 to the training step" in log
     assert "stopped on request with a checkpoint (stopped on request (SIGUSR1)); requeueing (requeue 1 of" in log
     assert "step failed (step exit status" in log and "requeueing (requeue 2 of at most 10)" in log
-    first, second = re.findall(r"resumed from \S+/step-(\d+) at step \d+", log)
-    assert int(first) % 10 != 0  # the stop's own checkpoint, off the every-10 schedule
-    assert 10 <= int(second) <= killed_at
+    assert "stopped on request (SIGUSR2; stopped on request (SIGUSR1)): not requeued" in log
+    resumed = [int(step) for step in re.findall(r"resumed from \S+/step-(\d+) at step \d+", log)]
+    assert len(resumed) == 2 and resumed[0] % 10 != 0  # the stop's own checkpoint, off the every-10 schedule
+    assert 10 <= resumed[1] <= killed_at
+
+    # 4. The same command again resumes from the USR2 checkpoint and finishes.
+    (again,) = submit(local_slurm, _argv(config, demo_data, run_dir))
+    job = wait_for_end(local_slurm, again)
+    log = job_log(run_dir)
+    assert (job["JobState"], job["Restarts"]) == ("COMPLETED", "0"), log
+    last_resume = int(re.findall(r"resumed from \S+/step-(\d+) at step \d+", log)[-1])
+    assert last_resume > 22 and last_resume % 10 != 0
     _assert_matches_reference(run_dir, reference)
 
 

@@ -178,6 +178,7 @@ def test_neuron_renders_a_compile_job_and_a_dependent_training_job(demo_data: st
         (["--spec", "/nonexistent.yaml"], "error: --spec: "),
         (["--aws-ofi-nccl-version", "1.6.0"], "error: --aws-ofi-nccl-version: 1.6.0 is too old for p5.48xlarge"),
         (["--libfabric-version", "new"], "error: --libfabric-version: 'new' is not a version such as 1.18.0"),
+        (["--nccl-debug", "LOUD"], "error: --nccl-debug: 'LOUD' is not one of VERSION, WARN, INFO, TRACE"),
     ],
 )
 def test_bad_arguments_are_one_line_errors(

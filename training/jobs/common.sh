@@ -35,19 +35,25 @@ free_port() {
 	"${PYTHON:-python3}" -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'
 }
 
-# USR1: SLURM's warning before the time limit (#SBATCH --signal=B:USR1@...) or `scancel --signal=USR1 --batch`.
-# TERM: scancel or preemption. Both go on to the step, which checkpoints; only USR1 ends in a requeue.
+# USR1: SLURM's warning before the time limit (#SBATCH --signal=B:USR1@...) or `scancel --signal=USR1 --batch`:
+#   the step checkpoints and stops, and the job requeues itself.
+# USR2 (`scancel --signal=USR2 --batch`): the step checkpoints and stops, and the job ends (resume: submit again).
+# TERM: scancel, preemption or the time limit itself; SLURM signals the step's tasks directly, nothing to add.
 forward_signal() {
-	local name="$1" forward="$1"
-	[[ "$name" == USR1 ]] && forward="$STEP_STOP_SIGNAL"
+	local name="$1"
 	STOP_SIGNAL="$name"
 	SIGNAL_ARRIVED=1
-	job_log "got SIG$name; sending SIG$forward to the training step"
-	if [[ -n "$STEP_PID" ]]; then
-		kill -s "$forward" "$STEP_PID" 2>/dev/null || true
+	if [[ "$name" == TERM ]]; then
+		job_log "got SIGTERM (cancel, preemption or time limit); SLURM signals the training step itself"
+		return
 	fi
+	job_log "got SIG$name; sending SIG$STEP_STOP_SIGNAL to the training step"
+	# Through slurmstepd to the step's tasks (all steps but the batch shell), never to srun itself:
+	# srun answers TERM by killing its tasks outright.
+	scancel --signal="$STEP_STOP_SIGNAL" "$SLURM_JOB_ID" || job_log "could not signal the training step"
 }
 trap 'forward_signal USR1' USR1
+trap 'forward_signal USR2' USR2
 trap 'forward_signal TERM' TERM
 
 # Runs the step in the background so the traps fire while it runs; returns its exit status.
@@ -89,6 +95,10 @@ finish_job() {
 	fi
 	if [[ "$STOP_SIGNAL" == TERM ]]; then
 		job_log "stopped by SIGTERM (cancelled or preempted; exit $code): not requeued by this script"
+		exit "$code"
+	fi
+	if [[ "$STOP_SIGNAL" == USR2 ]]; then
+		job_log "stopped on request (SIGUSR2; $reason): not requeued; submit the same command to resume"
 		exit "$code"
 	fi
 	local why

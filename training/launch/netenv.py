@@ -31,14 +31,22 @@ def common_env() -> dict[str, str]:
     return {"PYTHONFAULTHANDLER": "1", "PYTHONUNBUFFERED": "1"}
 
 
+NCCL_DEBUG_LEVELS: tuple[str, ...] = ("VERSION", "WARN", "INFO", "TRACE")
+
+
 def gpu_env(
-    target: Target, libfabric: str = DEFAULT_LIBFABRIC, aws_ofi_nccl: str = DEFAULT_AWS_OFI_NCCL
+    target: Target,
+    libfabric: str = DEFAULT_LIBFABRIC,
+    aws_ofi_nccl: str = DEFAULT_AWS_OFI_NCCL,
+    nccl_debug: str = "WARN",
 ) -> dict[str, str]:
     """NCCL (and NCCL over EFA when the queue has it) for a GPU target."""
+    if nccl_debug not in NCCL_DEBUG_LEVELS:
+        raise SubmitError(f"--nccl-debug: {nccl_debug!r} is not one of {', '.join(NCCL_DEBUG_LEVELS)}")
     libfabric_v = parse_version(libfabric, "--libfabric-version")
     ofi_v = parse_version(aws_ofi_nccl, "--aws-ofi-nccl-version")
     env = {
-        "NCCL_DEBUG": "WARN",  # INFO when debugging: prints the transport (look for "NET/OFI" with EFA)
+        "NCCL_DEBUG": nccl_debug,  # INFO when debugging: prints the transport (look for "NET/OFI" with EFA)
         "NCCL_SOCKET_IFNAME": "^docker,lo,veth",
         "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
     }

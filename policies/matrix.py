@@ -659,7 +659,7 @@ def endpoint_without_access_points(policies: PolicySet) -> PolicySet:
 def platform_cases(spec: DeploymentSpec) -> list[Case]:
     """What the nodes need through the endpoint besides the datasets, and where that stops."""
     region, compute, org = spec.region, spec.accounts.compute, spec.organization_id
-    node = Principal("cluster node (ParallelCluster's own policies)", spec.role_arn("cluster-node"), org)
+    node = Principal("cluster node (endpoint layer only)", spec.role_arn("cluster-node"), org)
     intruder = Principal("other organization's role", f"arn:aws:iam::{OTHER_ORG_ACCOUNT}:role/intruder", OTHER_ORG_ID)
     cluster_bucket = "parallelcluster-a1b2c3d4e5f6g7h8-v1-do-not-delete"
     squatted = "parallelcluster-squatted-v1-do-not-delete"
@@ -764,7 +764,7 @@ def wheelhouse_cases(spec: DeploymentSpec) -> list[Case]:
     if location is None:
         return []
     bucket, prefix = location
-    node = Principal("head node (ParallelCluster's policies)", spec.role_arn("head-node"), spec.organization_id)
+    node = Principal("head node (endpoint layer only)", spec.role_arn("head-node"), spec.organization_id)
     compute = spec.accounts.compute
 
     def read(key: str) -> S3Request:

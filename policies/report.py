@@ -85,7 +85,8 @@ def _case_table(results: Sequence[CaseResult]) -> list[str]:
     ]
     for result in results:
         case = result.case
-        decision = "Allowed" if result.decision == ALLOWED else f"Denied ({len(result.denials)} layers)"
+        layers = len(result.denials)
+        decision = "Allowed" if result.decision == ALLOWED else f"Denied ({layers} layer{'s' if layers > 1 else ''})"
         mark = "" if result.as_expected else " **NOT AS EXPECTED**"
         lines.append(
             f"| `{case.case_id}` | {_cell(case.request.principal.label)} | `{case.request.action}` | "

@@ -99,3 +99,9 @@ def kill_rank(run_dir: Path, rank: int) -> None:
 def job_log(run_dir: Path) -> str:
     logs = sorted((run_dir / "logs").glob("*.out"))
     return "\n".join(log.read_text(errors="replace") for log in logs)
+
+
+def job_id_of(run_dir: Path) -> str:
+    """The job id in the name of the run's (first) log, <job name>-<job id>.out."""
+    log = sorted((run_dir / "logs").glob("*.out"))[0]
+    return log.stem.rsplit("-", 1)[1]

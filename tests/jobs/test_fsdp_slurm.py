@@ -6,6 +6,7 @@ themselves, resume from their checkpoints and log the reference's losses step fo
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import subprocess
@@ -16,7 +17,8 @@ import pytest
 from cluster.local_slurm import LocalSlurm
 from cluster.local_slurm.install import ensure_shellcheck
 from tests.jobs.conftest import write_job
-from tests.jobs.slurm_helpers import job_log, kill_rank, losses_by_step, submit, wait_for_end, wait_for_step
+from tests.jobs.slurm_helpers import job_id_of, job_log, kill_rank, losses_by_step, submit, wait_for_end, wait_for_step
+from training.launch.follow import follow
 
 pytestmark = pytest.mark.slurm
 
@@ -50,7 +52,9 @@ def _assert_matches_reference(run_dir: Path, reference: Path) -> None:
         assert abs(got[step] - loss) <= 1e-6, (step, got[step], loss)
 
 
-def test_the_rendered_script_trains_on_two_nodes_and_ends_with_a_checkpoint(reference: Path) -> None:
+def test_the_rendered_script_trains_on_two_nodes_and_ends_with_a_checkpoint(
+    reference: Path, local_slurm_session: LocalSlurm, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert sorted(losses_by_step(reference)) == list(range(1, STEPS + 1))
     assert (reference / "checkpoints" / f"step-{STEPS}").is_dir()
     assert json.loads((reference / "exit_status.json").read_text())["exit_code"] == 0
@@ -60,6 +64,13 @@ def test_the_rendered_script_trains_on_two_nodes_and_ends_with_a_checkpoint(refe
     assert re.search(r"^SLURM_JOB_NUM_NODES=2$", log, re.M) and re.search(r"^OMP_NUM_THREADS=1$", log, re.M)
     assert "--rdzv_backend c10d --rdzv_endpoint 127.0.0.1:" in log
     assert "world 2" in log and log.rstrip().endswith("finished")
+    # What `make demo` prints at the end of the run.
+    monkeypatch.setenv("SLURM_CONF", str(local_slurm_session.conf_path))
+    out = io.StringIO()
+    assert follow(job_id_of(reference), reference, timeout_s=30, out=out, poll_s=0.1) == 0
+    summary = out.getvalue()
+    assert f"final loss      {losses_by_step(reference)[STEPS]:.4f} at step {STEPS}" in summary
+    assert " tokens/s over 2 ranks" in summary and f"checkpoint      {reference}/checkpoints/step-{STEPS}" in summary
     script = reference.parent / "run.fsdp.sbatch"
     assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
     assert subprocess.run([ensure_shellcheck(), str(script)], capture_output=True, check=False).returncode == 0

@@ -8,6 +8,7 @@ PCLUSTER_VENV := .pcluster-venv
 SPEC ?=
 SPEC_CONTEXT := $(if $(SPEC),-c spec=$(abspath $(SPEC)),)
 CDK := npx --no-install cdk
+DEMO_RUN := runs/demo
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 # Node 20 is what this machine has; jsii would print a banner on every synth otherwise.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
@@ -42,6 +43,15 @@ synth: setup
 demo: setup
 	$(CDK) synth --quiet $(SPEC_CONTEXT)
 	$(PY) -m stacks.summary cdk.out $(if $(SPEC),--spec $(SPEC),)
+	test -f build/data/demo_text_document.idx || $(PY) -m training.prepare --demo-corpus --output-prefix build/data/demo
+	rm -rf $(DEMO_RUN) $(DEMO_RUN).fsdp.sbatch
+	# A real two-node SLURM cluster on this host; the job is submitted as on the head node; stopped on any exit.
+	set -eo pipefail; export SLURM_CONF=$(CURDIR)/.local-slurm/slurm.conf; \
+	trap '$(PY) -m cluster.local_slurm down' EXIT; \
+	$(PY) -m cluster.local_slurm up; \
+	job=$$($(PY) -m training.submit --backend fsdp --model training/configs/tiny.yaml --nodes 2 \
+	  --data-prefix build/data/demo_text_document --run-dir $(DEMO_RUN) --local | cut -d' ' -f1); \
+	$(PY) -m training.launch.follow --job $$job --run-dir $(DEMO_RUN)
 
 # Evaluates the synthesized policies (IAM engine, every case and every mutant) for reviewers.
 policy-report: synth

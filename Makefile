@@ -16,13 +16,14 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup synth demo test lint format clean pcluster-venv wheelhouse wheelhouse-test policy-report
+.PHONY: help setup synth demo test lint format clean pcluster-venv bench wheelhouse wheelhouse-test policy-report
 
 help:
 	@echo "make demo    synthesize the default deployment and run a training job (does all setup)"
 	@echo "make test    run every test (does all setup)"
 	@echo "make synth   synthesize the stacks into cdk.out (SPEC=path.yaml picks a spec)"
 	@echo "make lint    ruff check and format check"
+	@echo "make bench   CPU benchmarks against in-run baselines -> docs/benchmarks.{md,json} (under 10 minutes)"
 	@echo "make policy-report  the access matrix, its reasons and the mutation score -> docs/access-matrix.md"
 	@echo "make wheelhouse  the nodes' wheels for a cluster without internet (WHEELHOUSE_PYTHON=3.11)"
 
@@ -86,6 +87,9 @@ build/wheelhouse-test/.complete: requirements-submit.txt constraints.txt | $(VEN
 
 test: setup pcluster-venv wheelhouse-test
 	$(PY) -m pytest
+
+bench: setup
+	$(PY) -m bench
 
 lint: setup
 	$(PY) -m ruff check .

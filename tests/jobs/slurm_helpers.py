@@ -46,6 +46,20 @@ def wait_for_end(cluster: LocalSlurm, job_id: str, timeout_s: float = 300) -> di
     raise AssertionError(f"job {job_id} did not end in {timeout_s} s: {job.get('JobState')} {job.get('Reason')}")
 
 
+def wait_for_restart(cluster: LocalSlurm, job_id: str, restarts: int, timeout_s: float = 180) -> None:
+    """Until the job's `restarts`-th attempt is running (a requeued job waits a few seconds, then starts anew)."""
+    deadline = time.monotonic() + timeout_s
+    job: dict[str, str] = {}
+    while time.monotonic() < deadline:
+        job = cluster.job(job_id)
+        if int(job.get("Restarts", "0")) >= restarts and job.get("JobState") == "RUNNING":
+            return
+        if job.get("JobState") in TERMINAL:
+            break
+        time.sleep(0.2)
+    raise AssertionError(f"job {job_id} never ran attempt {restarts + 1}: {job.get('JobState')} {job.get('Restarts')}")
+
+
 def train_records(run_dir: Path) -> list[dict[str, Any]]:
     path = run_dir / "metrics.jsonl"
     if not path.exists():

@@ -69,13 +69,15 @@ def aws_owned_bucket_arns(region: str, writable: bool) -> list[str]:
     return [b.pattern.format(region=region) for b in AWS_OWNED_BUCKETS if b.writable == writable]
 
 
-def compute_account_bucket_arns(spec: DeploymentSpec) -> list[str]:
-    """Buckets of the compute account that deployment tooling uses from inside the VPC."""
+def parallelcluster_bucket_arns() -> list[str]:
+    """ParallelCluster's per-cluster bucket (configs, templates, node state): the head node writes there."""
+    return ["arn:aws:s3:::parallelcluster-*", "arn:aws:s3:::parallelcluster-*/*"]
+
+
+def compute_account_read_only_bucket_arns(spec: DeploymentSpec) -> list[str]:
+    """Buckets of the compute account the nodes only read from inside the VPC."""
     account, region = spec.accounts.compute, spec.region
     buckets = [
-        # ParallelCluster's per-cluster bucket (configs, templates, node scripts).
-        "arn:aws:s3:::parallelcluster-*",
-        "arn:aws:s3:::parallelcluster-*/*",
         # CDK asset bucket: bootstrap scripts and the training package are assets.
         f"arn:aws:s3:::cdk-*-assets-{account}-{region}",
         f"arn:aws:s3:::cdk-*-assets-{account}-{region}/*",
@@ -131,12 +133,43 @@ def gateway_endpoint_policy(spec: DeploymentSpec) -> PolicyDocument:
             "*",
         ),
         statement(
-            "ComputeAccountDeploymentBuckets",
+            "ParallelClusterBuckets",
             "Allow",
             ["s3:GetObject", "s3:PutObject", "s3:ListBucket", "s3:GetBucketLocation"],
-            compute_account_bucket_arns(spec),
+            parallelcluster_bucket_arns(),
+            "*",
+            own_conditions,
+        ),
+        statement(
+            "ReadComputeAccountDeploymentBuckets",
+            "Allow",
+            ["s3:GetObject", "s3:ListBucket", "s3:GetBucketLocation"],
+            compute_account_read_only_bucket_arns(spec),
             "*",
             own_conditions,
         ),
     ]
     return document(*statements)
+
+
+# What ParallelCluster's node daemons do with their cluster-state tables (policies.cluster_nodes).
+DYNAMODB_TABLE_ACTIONS: tuple[str, ...] = (
+    "dynamodb:GetItem",
+    "dynamodb:BatchGetItem",
+    "dynamodb:Query",
+    "dynamodb:Scan",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:BatchWriteItem",
+    "dynamodb:DescribeTable",
+)
+
+
+def dynamodb_endpoint_policy(spec: DeploymentSpec) -> PolicyDocument:
+    """The DynamoDB gateway endpoint reaches only ParallelCluster's tables in the compute account."""
+    conditions: dict[str, dict[str, object]] = {"StringEquals": {"aws:ResourceAccount": spec.accounts.compute}}
+    if spec.perimeter.organization_bound:
+        conditions["StringEquals"]["aws:PrincipalOrgID"] = spec.organization_id
+    tables = f"arn:aws:dynamodb:{spec.region}:{spec.accounts.compute}:table/parallelcluster-*"
+    return document(statement("ParallelClusterStateTables", "Allow", DYNAMODB_TABLE_ACTIONS, [tables], "*", conditions))

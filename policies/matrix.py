@@ -663,6 +663,7 @@ def platform_cases(spec: DeploymentSpec) -> list[Case]:
     intruder = Principal("other organization's role", f"arn:aws:iam::{OTHER_ORG_ACCOUNT}:role/intruder", OTHER_ORG_ID)
     cluster_bucket = "parallelcluster-a1b2c3d4e5f6g7h8-v1-do-not-delete"
     squatted = "parallelcluster-squatted-v1-do-not-delete"
+    assets_bucket = f"cdk-hnb659fds-assets-{compute}-{region}"
 
     def via_endpoint(who: Principal, action: str, bucket: str, account: str, key: str) -> S3Request:
         return S3Request(who, action, bucket, account, key=key, ours=False)
@@ -725,6 +726,38 @@ def platform_cases(spec: DeploymentSpec) -> list[Case]:
             via_endpoint(node, "s3:PutObject", squatted, OUTSIDE_ACCOUNT, "loot.bin"),
             implicit(ENDPOINT),
             why="a bucket name pattern is not an owner: aws:ResourceAccount pins it",
+        ),
+        Case(
+            "node-reads-cdk-assets",
+            "platform",
+            "a node fetches its bootstrap script from the compute account's CDK asset bucket",
+            via_endpoint(node, "s3:GetObject", assets_bucket, compute, "0123abcd.sh"),
+            {},
+            why="bootstrap scripts and the payload are CDK assets",
+        ),
+        Case(
+            "node-writes-cdk-assets",
+            "platform",
+            "a node overwrites a bootstrap script in the CDK asset bucket",
+            via_endpoint(node, "s3:PutObject", assets_bucket, compute, "0123abcd.sh"),
+            implicit(ENDPOINT),
+            why="assets are read-only from the VPC: a node cannot plant a script other nodes run",
+        ),
+        Case(
+            "node-reads-squatted-cdk-assets",
+            "platform",
+            f"a node reads a bucket named like the asset bucket but owned by account {OUTSIDE_ACCOUNT}",
+            via_endpoint(node, "s3:GetObject", assets_bucket, OUTSIDE_ACCOUNT, "0123abcd.sh"),
+            implicit(ENDPOINT),
+            why="a bucket name pattern is not an owner: aws:ResourceAccount pins it",
+        ),
+        Case(
+            "outside-credentials-read-cdk-assets",
+            "platform",
+            "credentials of another organization read the asset bucket through the endpoint",
+            via_endpoint(intruder, "s3:GetObject", assets_bucket, compute, "0123abcd.sh"),
+            implicit(ENDPOINT) if spec.perimeter.organization_bound else {},
+            why="the organization perimeter covers the deployment buckets too",
         ),
         Case(
             "outside-credentials-write-cluster-bucket",

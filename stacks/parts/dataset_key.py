@@ -29,6 +29,7 @@ class DatasetKey(Construct):
             # Losing the key loses every object it encrypted.
             removal_policy=RemovalPolicy.RETAIN,
         )
-        # Replace CDK's generated policy with ours, byte for byte, so tests and template agree.
-        key.node.default_child.add_property_override("KeyPolicy", key_policy(spec))  # type: ignore[union-attr]
+        # Replace CDK's generated policy with ours, byte for byte, so tests and template agree; set as the
+        # property (not an override) so that rule packs inspecting the resource see it.
+        key.node.default_child.key_policy = key_policy(spec)  # type: ignore[union-attr]
         self.key = key

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-from policies import gateway_endpoint_policy
+from policies import dynamodb_endpoint_policy, gateway_endpoint_policy
 from spec import DeploymentSpec
 
 # Interface endpoints every node needs without internet, and why.
@@ -65,6 +65,7 @@ class VpcEndpoints(Construct):
             service_name=f"com.amazonaws.{spec.region}.dynamodb",
             vpc_endpoint_type="Gateway",
             route_table_ids=route_table_ids,
+            policy_document=dynamodb_endpoint_policy(spec),
         )
         wanted = dict(BASE_INTERFACE_ENDPOINTS)
         if spec.notebook.enabled:

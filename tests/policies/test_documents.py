@@ -76,8 +76,11 @@ def test_endpoint_policy_never_writes_to_aws_owned_buckets_except_cloudformation
     statements = _statements(gateway_endpoint_policy(spec))
     assert statements["ReadAwsOwnedBucketsNodesNeed"]["Action"] == "s3:GetObject"
     assert all("cloudformation" in r for r in statements["SignalCloudFormation"]["Resource"])
-    own = statements["ComputeAccountDeploymentBuckets"]["Condition"]["StringEquals"]
-    assert own["aws:ResourceAccount"] == spec.accounts.compute
+    for sid in ("ParallelClusterBuckets", "ReadComputeAccountDeploymentBuckets"):
+        own = statements[sid]["Condition"]["StringEquals"]
+        assert own["aws:ResourceAccount"] == spec.accounts.compute
+    # Assets and the wheelhouse are only read: nothing in the VPC may write there.
+    assert "s3:PutObject" not in statements["ReadComputeAccountDeploymentBuckets"]["Action"]
 
 
 def test_identity_policy_only_for_roles_with_grants(spec: DeploymentSpec) -> None:

@@ -29,6 +29,16 @@ def test_s3_gateway_endpoint_policy_names_access_points_and_bucket_with_org(defa
         assert statement["Resource"] != "*" and "*" not in statement["Resource"]
 
 
+def test_dynamodb_gateway_reaches_only_parallelclusters_tables(default_assembly: Assembly) -> None:
+    from policies import dynamodb_endpoint_policy
+
+    dynamodb = _endpoints(default_assembly)["com.amazonaws.us-east-1.dynamodb"]
+    assert dynamodb["PolicyDocument"] == dynamodb_endpoint_policy(default_assembly.spec)
+    (statement,) = dynamodb["PolicyDocument"]["Statement"]
+    assert statement["Resource"] == "arn:aws:dynamodb:us-east-1:111111111111:table/parallelcluster-*"
+    assert not any(action.endswith("*") for action in statement["Action"])
+
+
 def test_interface_endpoints_cover_what_nodes_need_without_internet(default_assembly: Assembly) -> None:
     names = set(_endpoints(default_assembly))
     for service in ("ssm", "ssmmessages", "ec2messages", "logs", "sts", "kms", "ecr.api", "ecr.dkr", "cloudformation"):

@@ -20,48 +20,24 @@ import shlex
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from spec import SpecError, load_spec
 from training.config import ConfigError, JobConfig, load_job_config, resolve_model_args
 from training.launch import netenv
 from training.launch.errors import SubmitError
 from training.launch.fit import check_fits
-from training.launch.nemo import nemo_config
-from training.launch.neuron import default_parallelism, nxdt_config
-from training.launch.render import SettingValue, assemble
-from training.launch.target import BACKENDS, Target, local_target, resolve_target
+from training.launch.scripts import JobInputs, Rendered, fsdp_scripts, nemo_scripts, neuron_scripts
+from training.launch.target import BACKENDS, local_target, resolve_target
 from training.models.args import ModelArgs
-from training.signals import EXIT_CHECKPOINT_FAILED, EXIT_CONFIG_ERROR, EXIT_LOSS_GUARD, EXIT_REQUEUE, EXIT_STATUS_FILE
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LOCAL_SLURM_CONF = REPO_ROOT / ".local-slurm" / "slurm.conf"
-SPEC_ENV = "LLM_TRAINING_SPEC"
 # The head-node bootstrap exports it (/etc/profile.d/llm-training.sh): the spec the cluster was deployed from.
 SPEC_ENV = "LLM_TRAINING_SPEC"
 _TIME_RE = re.compile(r"^(?:(\d+)-)?(\d{1,2}):(\d{2}):(\d{2})$")
 _JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-NO_REQUEUE_CODES = (EXIT_CONFIG_ERROR, EXIT_LOSS_GUARD, EXIT_CHECKPOINT_FAILED)
-
-
-@dataclass(frozen=True)
-class JobScript:
-    name: str  # e.g. "fsdp", "neuron-compile"
-    path: Path
-    text: str
-    depends_on: str | None = None  # name of the script whose job must succeed first
-
-
-@dataclass
-class Rendered:
-    scripts: list[JobScript]
-    files: dict[Path, str] = field(default_factory=dict)  # configs written into the run directory
-    copies: dict[Path, Path] = field(default_factory=dict)  # destination -> source
-    notes: list[str] = field(default_factory=list)
 
 
 def parse_time(text: str) -> int:
@@ -98,7 +74,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--spec",
         type=Path,
-        default=os.environ.get(SPEC_ENV) or None,
         help=f"deployment spec YAML (default: ${SPEC_ENV}, which the head node sets, else spec/default.yaml)",
     )
     parser.add_argument("--partition", help="send the script to this partition instead of the queue's")
@@ -186,65 +161,6 @@ def _check_data(data_prefix: str) -> None:
         )
 
 
-def _directives(
-    args: argparse.Namespace, target: Target, job_name: str, run_dir: Path, tasks_per_node: int, requeue: bool
-) -> list[tuple[str, str | None]]:
-    directives: list[tuple[str, str | None]] = [
-        ("job-name", job_name),
-        ("partition", target.partition),
-        ("nodes", str(args.nodes)),
-        ("ntasks-per-node", str(tasks_per_node)),
-    ]
-    if not target.local:
-        directives.append(("exclusive", None))  # whole nodes: every accelerator and EFA interface
-    if args.time:
-        directives.append(("time", args.time))
-    directives += [("output", str(run_dir / "logs" / "%x-%j.out")), ("open-mode", "append")]
-    if requeue:
-        directives += [("requeue", None), ("signal", f"B:USR1@{args.signal_lead}")]
-    else:
-        directives.append(("no-requeue", None))
-    return directives
-
-
-def _common_settings(
-    args: argparse.Namespace, run_dir: Path, stop_signal: str, status_file: str
-) -> dict[str, SettingValue]:
-    return {
-        "RUN_DIR": str(run_dir),
-        "MAX_REQUEUES": args.max_requeues,
-        "STEP_STOP_SIGNAL": stop_signal,
-        "EXIT_REQUEUE": EXIT_REQUEUE,
-        "NO_REQUEUE_CODES": " ".join(str(code) for code in NO_REQUEUE_CODES),
-        "EXIT_STATUS_FILE": status_file,
-        "PYTHON": args.python,
-    }
-
-
-def _tokenizer_dir(args: argparse.Namespace, run_dir: Path, manifest: dict[str, Any] | None, rendered: Rendered) -> str:
-    """A Hugging Face tokenizer directory for NeMo/NxDT: --tokenizer, or the dataset's tokenizer.json made into one."""
-    if args.tokenizer:
-        return args.tokenizer
-    tokenizer_file = manifest.get("tokenizer_file") if manifest else None
-    if not tokenizer_file:
-        raise SubmitError(
-            f"--tokenizer: needed for --backend {args.backend} (a Hugging Face tokenizer directory); the dataset "
-            f"manifest {args.data_prefix}.manifest.json names no tokenizer file"
-        )
-    source = Path(args.data_prefix).parent / tokenizer_file
-    directory = run_dir / "tokenizer"
-    rendered.copies[directory / "tokenizer.json"] = source
-    rendered.files[directory / "tokenizer_config.json"] = json.dumps(
-        {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": manifest.get("eod_token") if manifest else None},
-        indent=2,
-    )
-    return str(directory)
-
-
-def _yaml(data: dict[str, Any]) -> str:
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
-
-
 def render(args: argparse.Namespace, command_line: str) -> Rendered:
     for value, option in (
         (args.nodes, "--nodes"),
@@ -274,7 +190,6 @@ def render(args: argparse.Namespace, command_line: str) -> Rendered:
     if args.local:
         target = local_target()
     else:
-        # On the head node the deployed spec is in $LLM_TRAINING_SPEC (cluster/bootstrap/head_node.sh).
         spec_path = args.spec or os.environ.get(SPEC_ENV) or None
         try:
             spec = load_spec(spec_path)
@@ -295,117 +210,12 @@ def render(args: argparse.Namespace, command_line: str) -> Rendered:
     job_name = args.job_name or f"{args.backend}-{run_dir.name}"
     workdir = args.workdir.resolve()
     rendered = Rendered(scripts=[], notes=[f"fits: {fit.summary()}"])
-    script_base = run_dir.parent / run_dir.name
 
-    if args.backend == "fsdp":
-        env = {**netenv.common_env(), **(netenv.cpu_env() if target.local else {})}
-        if target.instance.accelerator == "gpu":
-            env.update(netenv.gpu_env(target, args.libfabric_version, args.aws_ofi_nccl_version, args.nccl_debug))
-        config_path = run_dir / "job-config.yaml"
-        rendered.files[config_path] = _yaml(job.model_dump(mode="json"))
-        torchrun = str(Path(args.python).parent / "torchrun")
-        settings = {
-            **_common_settings(args, run_dir, "USR1", str(run_dir / EXIT_STATUS_FILE)),
-            "WORKDIR": str(workdir),
-            "TORCHRUN": torchrun,
-            "NPROC_PER_NODE": target.workers_per_node,
-            "JOB_CONFIG": str(config_path),
-            # torchrun waits this long for ranks to checkpoint after forwarding a stop signal, then kills them.
-            "SHUTDOWN_TIMEOUT_S": args.signal_lead,
-        }
-        text = assemble(
-            _directives(args, target, job_name, run_dir, 1, requeue=True),
-            command_line,
-            settings,
-            env,
-            ["common.sh", "fsdp.sh"],
-        )
-        rendered.scripts.append(JobScript("fsdp", Path(f"{script_base}.fsdp.sbatch"), text))
-    elif args.backend == "nemo":
-        tokenizer = _tokenizer_dir(args, run_dir, manifest, rendered)
-        tp, pp = args.tensor_parallel or 1, args.pipeline_parallel or 1
-        config = nemo_config(job, model, target, args.nodes, run_dir, tokenizer, tp, pp)
-        config_path = run_dir / "nemo-config.yaml"
-        rendered.files[config_path] = _yaml(config)
-        env = {
-            **netenv.common_env(),
-            **netenv.gpu_env(target, args.libfabric_version, args.aws_ofi_nccl_version, args.nccl_debug),
-            **netenv.nemo_env(),
-        }
-        image = args.container_image or target.container_image
-        if not image:
-            raise SubmitError("--container-image: no image given and the spec names none")
-        mounts = _container_mounts(target.shared_dir, [workdir, run_dir, Path(data_prefix).parent])
-        settings = {
-            **_common_settings(args, run_dir, "USR1", ""),
-            "WORKDIR": str(workdir),
-            "NPROC_PER_NODE": target.workers_per_node,
-            "CONTAINER_IMAGE": image,
-            "CONTAINER_MOUNTS": mounts,
-            "NEMO_CONFIG": str(config_path),
-        }
-        text = assemble(
-            _directives(args, target, job_name, run_dir, 1, requeue=True),
-            command_line,
-            settings,
-            env,
-            ["common.sh", "nemo.sh"],
-        )
-        rendered.scripts.append(JobScript("nemo", Path(f"{script_base}.nemo.sbatch"), text))
-    else:
-        tokenizer = _tokenizer_dir(args, run_dir, manifest, rendered)
-        default_tp, default_pp = default_parallelism(job.model.name)
-        tp, pp = args.tensor_parallel or default_tp, args.pipeline_parallel or default_pp
-        config = nxdt_config(job, model, target, args.nodes, run_dir, tokenizer, tp, pp)
-        config_name = "nxdt-config"
-        rendered.files[run_dir / f"{config_name}.yaml"] = _yaml(config)
-        env = {**netenv.common_env(), **netenv.neuron_env(target)}
-        shared = target.shared_dir or "/fsx"
-        nxdt_dir = args.nxdt_dir or f"{shared}/neuronx-distributed-training/examples"
-        for mode in ("compile", "train"):
-            overrides = [f"exp_manager.explicit_log_dir={run_dir / 'nxdt'}"]
-            if mode == "compile":
-                # Traced steps on fake data: never let them leave a checkpoint for the run to resume from.
-                overrides = [
-                    f"trainer.max_steps={args.compile_steps}",
-                    f"exp_manager.explicit_log_dir={run_dir / 'nxdt-compile'}",
-                    "exp_manager.create_checkpoint_callback=False",
-                    "exp_manager.resume_if_exists=False",
-                ]
-            settings = {
-                **_common_settings(args, run_dir, "TERM", ""),
-                "NEURON_MODE": mode,
-                "NEURON_VENV": args.neuron_venv,
-                "NXDT_DIR": nxdt_dir,
-                "NXDT_CONFIG_DIR": str(run_dir),
-                "NXDT_CONFIG_NAME": config_name,
-                "NXDT_OVERRIDES": overrides,
-                "NPROC_PER_NODE": target.workers_per_node,
-                "MASTER_PORT": args.master_port,
-            }
-            name = f"neuron-{mode}"
-            text = assemble(
-                _directives(args, target, f"{job_name}-{mode}", run_dir, 1, requeue=mode == "train"),
-                command_line,
-                settings,
-                env,
-                ["common.sh", "neuron.sh"],
-            )
-            depends = "neuron-compile" if mode == "train" else None
-            rendered.scripts.append(JobScript(name, Path(f"{script_base}.{name}.sbatch"), text, depends))
+    build = {"fsdp": fsdp_scripts, "nemo": nemo_scripts, "neuron": neuron_scripts}[args.backend]
+    build(
+        args, JobInputs(target, job, model, manifest, data_prefix, run_dir, job_name, workdir, command_line), rendered
+    )
     return rendered
-
-
-def _container_mounts(shared_dir: str | None, paths: list[Path]) -> str:
-    """pyxis --container-mounts: the shared file system, plus any job path outside it."""
-    mounts: list[str] = [f"{shared_dir}:{shared_dir}"] if shared_dir else []
-    for path in paths:
-        if shared_dir and (path == Path(shared_dir) or Path(shared_dir) in path.parents):
-            continue
-        entry = f"{path}:{path}"
-        if entry not in mounts:
-            mounts.append(entry)
-    return ",".join(mounts)
 
 
 def write(rendered: Rendered) -> None:

@@ -1,0 +1,237 @@
+"""The sbatch scripts of each backend: directives, settings and environment, assembled from training/jobs/.
+
+Each builder adds its script(s) and the configs they read (written into the run directory) to a Rendered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from training.config import JobConfig
+from training.launch import netenv
+from training.launch.errors import SubmitError
+from training.launch.nemo import nemo_config
+from training.launch.neuron import default_parallelism, nxdt_config
+from training.launch.render import SettingValue, assemble
+from training.launch.target import Target
+from training.models.args import ModelArgs
+from training.signals import EXIT_CHECKPOINT_FAILED, EXIT_CONFIG_ERROR, EXIT_LOSS_GUARD, EXIT_REQUEUE, EXIT_STATUS_FILE
+
+NO_REQUEUE_CODES = (EXIT_CONFIG_ERROR, EXIT_LOSS_GUARD, EXIT_CHECKPOINT_FAILED)
+
+
+@dataclass(frozen=True)
+class JobScript:
+    name: str  # e.g. "fsdp", "neuron-compile"
+    path: Path
+    text: str
+    depends_on: str | None = None  # name of the script whose job must succeed first
+
+
+@dataclass
+class Rendered:
+    scripts: list[JobScript]
+    files: dict[Path, str] = field(default_factory=dict)  # configs written into the run directory
+    copies: dict[Path, Path] = field(default_factory=dict)  # destination -> source
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class JobInputs:
+    """What every backend builds from: the resolved target, job config and paths."""
+
+    target: Target
+    job: JobConfig
+    model: ModelArgs
+    manifest: dict[str, Any] | None
+    data_prefix: str
+    run_dir: Path
+    job_name: str
+    workdir: Path
+    command_line: str
+
+    @property
+    def script_base(self) -> Path:
+        return self.run_dir.parent / self.run_dir.name
+
+
+def _directives(
+    args: argparse.Namespace, target: Target, job_name: str, run_dir: Path, tasks_per_node: int, requeue: bool
+) -> list[tuple[str, str | None]]:
+    directives: list[tuple[str, str | None]] = [
+        ("job-name", job_name),
+        ("partition", target.partition),
+        ("nodes", str(args.nodes)),
+        ("ntasks-per-node", str(tasks_per_node)),
+    ]
+    if not target.local:
+        directives.append(("exclusive", None))  # whole nodes: every accelerator and EFA interface
+    if args.time:
+        directives.append(("time", args.time))
+    directives += [("output", str(run_dir / "logs" / "%x-%j.out")), ("open-mode", "append")]
+    if requeue:
+        directives += [("requeue", None), ("signal", f"B:USR1@{args.signal_lead}")]
+    else:
+        directives.append(("no-requeue", None))
+    return directives
+
+
+def _common_settings(
+    args: argparse.Namespace, run_dir: Path, stop_signal: str, status_file: str
+) -> dict[str, SettingValue]:
+    return {
+        "RUN_DIR": str(run_dir),
+        "MAX_REQUEUES": args.max_requeues,
+        "STEP_STOP_SIGNAL": stop_signal,
+        "EXIT_REQUEUE": EXIT_REQUEUE,
+        "NO_REQUEUE_CODES": " ".join(str(code) for code in NO_REQUEUE_CODES),
+        "EXIT_STATUS_FILE": status_file,
+        "PYTHON": args.python,
+    }
+
+
+def _tokenizer_dir(args: argparse.Namespace, run_dir: Path, manifest: dict[str, Any] | None, rendered: Rendered) -> str:
+    """A Hugging Face tokenizer directory for NeMo/NxDT: --tokenizer, or the dataset's tokenizer.json made into one."""
+    if args.tokenizer:
+        return args.tokenizer
+    tokenizer_file = manifest.get("tokenizer_file") if manifest else None
+    if not tokenizer_file:
+        raise SubmitError(
+            f"--tokenizer: needed for --backend {args.backend} (a Hugging Face tokenizer directory); the dataset "
+            f"manifest {args.data_prefix}.manifest.json names no tokenizer file"
+        )
+    source = Path(args.data_prefix).parent / tokenizer_file
+    directory = run_dir / "tokenizer"
+    rendered.copies[directory / "tokenizer.json"] = source
+    rendered.files[directory / "tokenizer_config.json"] = json.dumps(
+        {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": manifest.get("eod_token") if manifest else None},
+        indent=2,
+    )
+    return str(directory)
+
+
+def _yaml(data: dict[str, Any]) -> str:
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+
+
+def _container_mounts(shared_dir: str | None, paths: list[Path]) -> str:
+    """pyxis --container-mounts: the shared file system, plus any job path outside it."""
+    mounts: list[str] = [f"{shared_dir}:{shared_dir}"] if shared_dir else []
+    for path in paths:
+        if shared_dir and (path == Path(shared_dir) or Path(shared_dir) in path.parents):
+            continue
+        entry = f"{path}:{path}"
+        if entry not in mounts:
+            mounts.append(entry)
+    return ",".join(mounts)
+
+
+def _add_script(
+    rendered: Rendered,
+    args: argparse.Namespace,
+    inputs: JobInputs,
+    name: str,
+    settings: dict[str, SettingValue],
+    env: dict[str, str],
+    requeue: bool = True,
+    depends_on: str | None = None,
+) -> None:
+    backend = name.split("-", 1)[0]
+    job_name = inputs.job_name if name == backend else f"{inputs.job_name}-{name.split('-', 1)[1]}"
+    text = assemble(
+        _directives(args, inputs.target, job_name, inputs.run_dir, 1, requeue=requeue),
+        inputs.command_line,
+        settings,
+        env,
+        ["common.sh", f"{backend}.sh"],
+    )
+    rendered.scripts.append(JobScript(name, Path(f"{inputs.script_base}.{name}.sbatch"), text, depends_on))
+
+
+def fsdp_scripts(args: argparse.Namespace, inputs: JobInputs, rendered: Rendered) -> None:
+    target, run_dir = inputs.target, inputs.run_dir
+    env = {**netenv.common_env(), **(netenv.cpu_env() if target.local else {})}
+    if target.instance.accelerator == "gpu":
+        env.update(netenv.gpu_env(target, args.libfabric_version, args.aws_ofi_nccl_version, args.nccl_debug))
+    config_path = run_dir / "job-config.yaml"
+    rendered.files[config_path] = _yaml(inputs.job.model_dump(mode="json"))
+    settings: dict[str, SettingValue] = {
+        **_common_settings(args, run_dir, "USR1", str(run_dir / EXIT_STATUS_FILE)),
+        "WORKDIR": str(inputs.workdir),
+        "TORCHRUN": str(Path(args.python).parent / "torchrun"),
+        "NPROC_PER_NODE": target.workers_per_node,
+        "JOB_CONFIG": str(config_path),
+        # torchrun waits this long for ranks to checkpoint after forwarding a stop signal, then kills them.
+        "SHUTDOWN_TIMEOUT_S": args.signal_lead,
+    }
+    _add_script(rendered, args, inputs, "fsdp", settings, env)
+
+
+def nemo_scripts(args: argparse.Namespace, inputs: JobInputs, rendered: Rendered) -> None:
+    target, run_dir = inputs.target, inputs.run_dir
+    tokenizer = _tokenizer_dir(args, run_dir, inputs.manifest, rendered)
+    tp, pp = args.tensor_parallel or 1, args.pipeline_parallel or 1
+    config = nemo_config(inputs.job, inputs.model, target, args.nodes, run_dir, tokenizer, tp, pp)
+    config_path = run_dir / "nemo-config.yaml"
+    rendered.files[config_path] = _yaml(config)
+    env = {
+        **netenv.common_env(),
+        **netenv.gpu_env(target, args.libfabric_version, args.aws_ofi_nccl_version, args.nccl_debug),
+        **netenv.nemo_env(),
+    }
+    image = args.container_image or target.container_image
+    if not image:
+        raise SubmitError("--container-image: no image given and the spec names none")
+    mounts = _container_mounts(target.shared_dir, [inputs.workdir, run_dir, Path(inputs.data_prefix).parent])
+    settings: dict[str, SettingValue] = {
+        **_common_settings(args, run_dir, "USR1", ""),
+        "WORKDIR": str(inputs.workdir),
+        "NPROC_PER_NODE": target.workers_per_node,
+        "CONTAINER_IMAGE": image,
+        "CONTAINER_MOUNTS": mounts,
+        "NEMO_CONFIG": str(config_path),
+    }
+    _add_script(rendered, args, inputs, "nemo", settings, env)
+
+
+def neuron_scripts(args: argparse.Namespace, inputs: JobInputs, rendered: Rendered) -> None:
+    """A compile job (neuron_parallel_compile over a few steps) and the training job that depends on it."""
+    target, run_dir = inputs.target, inputs.run_dir
+    tokenizer = _tokenizer_dir(args, run_dir, inputs.manifest, rendered)
+    default_tp, default_pp = default_parallelism(inputs.job.model.name)
+    tp, pp = args.tensor_parallel or default_tp, args.pipeline_parallel or default_pp
+    config = nxdt_config(inputs.job, inputs.model, target, args.nodes, run_dir, tokenizer, tp, pp)
+    config_name = "nxdt-config"
+    rendered.files[run_dir / f"{config_name}.yaml"] = _yaml(config)
+    env = {**netenv.common_env(), **netenv.neuron_env(target)}
+    nxdt_dir = args.nxdt_dir or f"{target.shared_dir or '/fsx'}/neuronx-distributed-training/examples"
+    # Traced steps on placeholder data: never let them leave a checkpoint for the run to resume from.
+    compile_overrides = [
+        f"trainer.max_steps={args.compile_steps}",
+        f"exp_manager.explicit_log_dir={run_dir / 'nxdt-compile'}",
+        "exp_manager.create_checkpoint_callback=False",
+        "exp_manager.resume_if_exists=False",
+    ]
+    train_overrides = [f"exp_manager.explicit_log_dir={run_dir / 'nxdt'}"]
+    for mode, overrides in (("compile", compile_overrides), ("train", train_overrides)):
+        settings: dict[str, SettingValue] = {
+            **_common_settings(args, run_dir, "TERM", ""),
+            "NEURON_MODE": mode,
+            "NEURON_VENV": args.neuron_venv,
+            "NXDT_DIR": nxdt_dir,
+            "NXDT_CONFIG_DIR": str(run_dir),
+            "NXDT_CONFIG_NAME": config_name,
+            "NXDT_OVERRIDES": overrides,
+            "NPROC_PER_NODE": target.workers_per_node,
+            "MASTER_PORT": args.master_port,
+        }
+        depends = "neuron-compile" if mode == "train" else None
+        _add_script(
+            rendered, args, inputs, f"neuron-{mode}", settings, env, requeue=mode == "train", depends_on=depends
+        )

@@ -30,7 +30,8 @@ def local_slurm_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lo
 
 @pytest.fixture
 def local_slurm(local_slurm_session: LocalSlurm) -> LocalSlurm:
-    """The session's cluster with every node healthy and idle before the test."""
+    """The session's cluster with no jobs and every node healthy and idle before the test."""
+    local_slurm_session.cancel_all()
     for node in local_slurm_session.nodes:
         local_slurm_session.reset_health(node)
     local_slurm_session.resume_all()

@@ -31,11 +31,7 @@ def local_slurm_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lo
 @pytest.fixture
 def local_slurm(local_slurm_session: LocalSlurm) -> LocalSlurm:
     """The session's cluster with no jobs and every node healthy and idle before the test."""
-    local_slurm_session.cancel_all()
-    for node in local_slurm_session.nodes:
-        local_slurm_session.reset_health(node)
-    local_slurm_session.resume_all()
-    local_slurm_session.wait_idle(timeout_s=120)
+    local_slurm_session.reset()
     return local_slurm_session
 
 

@@ -183,9 +183,13 @@ class LocalSlurm:
         shutil.rmtree(self.state_dir / "spool", ignore_errors=True)
         shutil.rmtree(self.munge_socket.parent, ignore_errors=True)
 
-    def cancel_all(self, timeout_s: float = 20.0) -> None:
-        """Cancel every job of this cluster (a test that failed half-way may leave one running)."""
-        self._cancel_jobs(timeout_s)
+    def reset(self, timeout_s: float = 120.0) -> None:
+        """Back to a clean cluster: no jobs, passing health settings, every node resumed and idle."""
+        self._cancel_jobs()
+        for node in self.nodes:
+            self.reset_health(node)
+        self.resume_all()
+        self.wait_idle(timeout_s)
 
     def _cancel_jobs(self, timeout_s: float = 20.0) -> None:
         """Cancel this cluster's jobs and give their steps a moment to end, so no task outlives the cluster."""

@@ -45,6 +45,7 @@ def _argv(config: Path, data: str, run_dir: Path, *extra: str) -> list[str]:
 @pytest.fixture(scope="module")
 def reference(local_slurm_session: LocalSlurm, demo_data: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An uninterrupted run; the tests compare with its losses."""
+    local_slurm_session.reset()
     base = tmp_path_factory.mktemp("reference")
     run_dir = base / "run"
     (job_id,) = submit(local_slurm_session, _argv(write_job(base / "tiny.yaml"), demo_data, run_dir))

@@ -1,12 +1,14 @@
-"""Data-path benchmarks on the embedded demo corpus.
+"""Data-path benchmarks: the training loader against a raw read of the same file, prepare against the tokenizer.
 
-loader_tokens_per_s: the training loader (packing, shuffled order, collation into LongTensors, the prefetch
-thread) against a raw sequential read of the same .bin bytes delivered in the same form (windows of
-seq_len + 1 tokens as LongTensors) - the least any reader must do. Both run from the page cache, so the
-ratio isolates the loader's own CPU cost.
+loader_tokens_per_s: PackedTokenLoader (shuffled packed samples located in the .bin, gathered, widened to int64
+inputs and labels) against a raw sequential reader that slices the same memory-mapped .bin in file order and
+widens each [micro_batch, seq_len + 1] window into the same two contiguous LongTensors - the least any reader
+must do to hand the trainer that form. Both read from the page cache with every page of their mapping touched
+beforehand, so the ratio is the loader's own CPU cost. The dataset is the demo corpus's documents repeated to
+BENCH_TOKENS tokens: larger than the CPU caches, as real datasets are.
 
-prepare_tokens_per_s: `training.prepare` (read JSONL, tokenize in worker processes, write .bin/.idx,
-hash the outputs) against the tokenizer's own `encode_batch` over the same texts.
+prepare_tokens_per_s: `training.prepare` (read JSONL, tokenize in worker processes, write .bin/.idx, hash the
+outputs) against the tokenizer's own `encode_batch` over the same texts.
 """
 
 from __future__ import annotations
@@ -14,21 +16,30 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from itertools import islice
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from bench.result import BenchResult
+from bench.profiling import profile_top
+from bench.result import BenchResult, best_times, ratio, timed
 from training.corpus import demo_corpus_path
-from training.data.indexed import bin_path, idx_path, open_tokens, read_index
-from training.data.loader import LoaderConfig, PackedTokenLoader
+from training.data.indexed import idx_path, open_tokens, read_index
+from training.data.loader import LoaderConfig, PackedTokenLoader, collate
+from training.data.manifest import manifest_path, read_manifest
 from training.data.tokenizer import load_tokenizer, without_special_token_handling
+from training.data.writer import TokenizerInfo, write_dataset
 from training.prepare import prepare_dataset
 
-SEQ_LEN = 1024
+SEQ_LEN = 4096
 MICRO_BATCH = 8
+BENCH_TOKENS = 64 << 20  # 128 MiB of uint16: four times this machine's L3 cache
+BATCHES_PER_ROUND = 200
+ROUNDS = 15
+LOADER_TARGET = ">= 0.9"
 
 
 def prepared_demo(workdir: Path) -> tuple[Path, Path, Path]:
@@ -38,77 +49,261 @@ def prepared_demo(workdir: Path) -> tuple[Path, Path, Path]:
     return corpus, prepared.tokenizer_path, prepared.data_prefix
 
 
-def _raw_sequential_tokens_per_s(prefix: Path, batches: int) -> float:
-    index = read_index(idx_path(prefix))
-    tokens = open_tokens(prefix, index)
-    window = SEQ_LEN + 1
-    per_batch = MICRO_BATCH * window
-    usable = (tokens.size // per_batch) * per_batch
-    start = time.perf_counter()
-    delivered = 0
-    for offset in range(0, min(usable, batches * per_batch), per_batch):
-        batch = torch.from_numpy(tokens[offset : offset + per_batch].astype(np.int64)).view(MICRO_BATCH, window)
-        inputs, labels = batch[:, :-1], batch[:, 1:]
-        delivered += inputs.numel() + 0 * labels.numel()
-    return delivered / (time.perf_counter() - start)
+def repeated_dataset(source_prefix: Path, output_prefix: Path, tokens: int) -> Path:
+    """The source dataset's documents, repeated in order until `tokens` tokens, written by the real writer."""
+    index = read_index(idx_path(source_prefix))
+    stored = open_tokens(source_prefix, index)
+    manifest = read_manifest(manifest_path(source_prefix))
+    starts, ends = index.document_token_bounds()
+    # Each stored document ends with its EOD; the writer appends one again.
+    documents = [np.asarray(stored[start : end - 1]) for start, end in zip(starts.tolist(), ends.tolist(), strict=True)]
+
+    def repeated() -> Iterator[tuple[int, np.ndarray]]:
+        written = 0
+        while True:
+            for document in documents:
+                if written >= tokens:
+                    return
+                yield 0, document
+                written += document.size + 1
+
+    source = output_prefix.with_name(output_prefix.name + ".source.txt")
+    source.write_text(f"{source_prefix} repeated to {tokens} tokens\n", encoding="utf-8")
+    info = TokenizerInfo(
+        sha256=manifest.tokenizer_sha256,
+        vocab_size=manifest.vocab_size,
+        eod_id=manifest.eod_id,
+        eod_token=manifest.eod_token,
+    )
+    write_dataset(output_prefix, repeated(), info, [source])
+    return output_prefix
 
 
-def _loader_tokens_per_s(prefix: Path, batches: int) -> float:
+class RawReader:
+    """Consecutive [micro_batch, seq_len + 1] windows of the .bin in file order, widened like the loader's."""
+
+    def __init__(self, prefix: Path, seq_len: int, micro_batch: int) -> None:
+        self.tokens = np.asarray(open_tokens(prefix, read_index(idx_path(prefix))))
+        self.window = seq_len + 1
+        self.micro_batch = micro_batch
+        self.batches = self.tokens.size // (micro_batch * self.window)
+
+    def batch(self, number: int) -> dict[str, torch.Tensor]:
+        per_batch = self.micro_batch * self.window
+        start = (number % self.batches) * per_batch
+        return collate(self.tokens[start : start + per_batch].reshape(self.micro_batch, self.window))
+
+    def touch_every_page(self) -> None:
+        int(self.tokens.sum(dtype=np.int64))
+
+
+def _discard(items: Iterator[object]) -> None:
+    """Consume without keeping: holding every batch would make each one fresh memory to fault in."""
+    for _ in items:
+        pass
+
+
+def _timed_raw(reader: RawReader, batches: int) -> Callable[[], float]:
+    first = [0]
+
+    def run() -> float:
+        start = first[0]
+        first[0] += batches
+        return timed(lambda: _discard(reader.batch(number) for number in range(start, start + batches)))
+
+    return run
+
+
+def _timed_loader(iterator: Iterator[dict[str, torch.Tensor]], batches: int) -> Callable[[], float]:
+    return lambda: timed(lambda: _discard(islice(iterator, batches)))
+
+
+def _warm_loader(prefix: Path, prefetch: int) -> tuple[PackedTokenLoader, Iterator[dict[str, torch.Tensor]]]:
+    """A loader whose iterator has been through one epoch, so every page of its mapping is touched."""
     loader = PackedTokenLoader(
-        LoaderConfig(data_prefix=str(prefix), seq_len=SEQ_LEN, micro_batch_size=MICRO_BATCH), 0, 1
+        LoaderConfig(data_prefix=str(prefix), seq_len=SEQ_LEN, micro_batch_size=MICRO_BATCH, prefetch=prefetch), 0, 1
     )
     iterator = iter(loader)
-    next(iterator)  # the prefetch thread starts; steady state is what training sees
-    start = time.perf_counter()
-    delivered = 0
-    for batch in islice(iterator, batches):
-        delivered += batch["input_ids"].numel()
-    return delivered / (time.perf_counter() - start)
+    for _ in islice(iterator, loader.num_samples // MICRO_BATCH):
+        pass
+    return loader, iterator
 
 
-def loader_benchmark(prefix: Path, repeats: int = 3) -> BenchResult:
-    index = read_index(idx_path(prefix))
-    batches = max(1, index.token_count // (MICRO_BATCH * (SEQ_LEN + 1)) - 2)
-    # Warm the page cache so both sides read memory, not disk.
-    bin_path(prefix).read_bytes()
-    raw = max(_raw_sequential_tokens_per_s(prefix, batches) for _ in range(repeats))
-    ours = max(_loader_tokens_per_s(prefix, batches) for _ in range(repeats))
-    return BenchResult(
+def loader_benchmarks(prefix: Path) -> list[BenchResult]:
+    """The loader as the trainer runs it (prefetch thread, default depth 2) and inline (prefetch 0)."""
+    reader = RawReader(prefix, SEQ_LEN, MICRO_BATCH)
+    reader.touch_every_page()
+    _, threaded = _warm_loader(prefix, prefetch=2)
+    inline_loader, inline = _warm_loader(prefix, prefetch=0)
+    try:
+        best = best_times(
+            {
+                "raw": _timed_raw(reader, BATCHES_PER_ROUND),
+                "threaded": _timed_loader(threaded, BATCHES_PER_ROUND),
+                "inline": _timed_loader(inline, BATCHES_PER_ROUND),
+            },
+            ROUNDS,
+        )
+        steps = _step_costs(inline_loader, reader)
+        top = profile_top(lambda: _discard(islice(inline, 2000)), 8)
+    finally:
+        threaded.close()  # type: ignore[attr-defined]
+        inline.close()  # type: ignore[attr-defined]
+    tokens = BATCHES_PER_ROUND * MICRO_BATCH * SEQ_LEN
+    raw, threaded_rate, inline_rate = (tokens / best[name] for name in ("raw", "threaded", "inline"))
+    per_batch_us = {name: seconds / BATCHES_PER_ROUND * 1e6 for name, seconds in best.items()}
+    common = (
+        f"micro-batch {MICRO_BATCH} x seq {SEQ_LEN}, a {reader.tokens.size / 1e6:.0f} M-token .bin "
+        f"({reader.tokens.nbytes / (1 << 20):.0f} MiB, uint16), one rank, page cache warm; best of {ROUNDS} rounds "
+        f"of {BATCHES_PER_ROUND} batches, the three sides in turn"
+    )
+    threaded_result = BenchResult(
         name="loader_tokens_per_s",
-        value=round(ours),
+        value=round(threaded_rate),
         unit="tokens/s",
         baseline_name="raw_sequential_read_tokens_per_s",
         baseline_value=round(raw),
-        ratio=round(ours / raw, 3),
-        target=">= 0.9",
-        note=f"{batches} batches of {MICRO_BATCH}x{SEQ_LEN}, page cache warm, one rank",
+        ratio=ratio(threaded_rate, raw),
+        target=LOADER_TARGET,
+        note=f"as the trainer runs it (prefetch thread, depth 2, the config default); {common}",
     )
+    inline_result = BenchResult(
+        name="loader_inline_tokens_per_s",
+        value=round(inline_rate),
+        unit="tokens/s",
+        baseline_name="raw_sequential_read_tokens_per_s",
+        baseline_value=round(raw),
+        ratio=ratio(inline_rate, raw),
+        target=LOADER_TARGET,
+        note=f"prefetch 0: all of the loader's work in the consumer's thread; {common}",
+    )
+    details = [*LOADER_METHOD, "", *_step_table(steps), "", "cProfile of 2,000 inline batches (top 8 by own time):"]
+    details += ["", "```", *top, "```"]
+    if not (threaded_result.holds and inline_result.holds):
+        details += ["", *_loader_analysis(steps, per_batch_us, threaded_rate)]
+    return [replace(threaded_result, details=details), replace(inline_result, details=["See loader_tokens_per_s."])]
+
+
+LOADER_METHOD = [
+    "Ours: `PackedTokenLoader` (train split, 1 % of documents held out, shuffled epoch order). Per batch it takes "
+    "this rank's slice of the epoch permutation, looks up where each sample starts in the .bin (a per-sample "
+    "table built once), gathers the micro-batch's windows of seq_len + 1 tokens with one fancy-indexing copy "
+    "(samples that run across a held-out document are pieced together), and widens them from uint16 straight "
+    "into contiguous int64 `input_ids` and `labels`. With prefetch the gather runs in a background thread and "
+    "the widening in the consumer.",
+    "",
+    "Baseline: the same .bin memory-mapped, read in file order: each batch is the next micro_batch x (seq_len + 1) "
+    "tokens, reshaped (no copy) and widened into the same two contiguous LongTensors. Both sides touched every "
+    "page of their mapping before timing.",
+]
+
+
+def _step_costs(loader: PackedTokenLoader, reader: RawReader) -> dict[str, float]:
+    """Microseconds per batch of each step of an inline batch, each timed alone (best of 5 x 400 batches)."""
+    rng = np.random.default_rng(0)
+    positions = (rng.integers(0, loader.num_samples // MICRO_BATCH, size=400) * MICRO_BATCH).tolist()
+    windows = [loader._build_batch(position) for position in positions[:50]]
+    per_batch = MICRO_BATCH * (SEQ_LEN + 1)
+    in_order = [int(start) * per_batch for start in rng.integers(0, reader.batches, size=400)]
+
+    def each(run: Callable[[int], object], count: int = 400) -> float:
+        return min(timed(lambda: _discard(run(i) for i in range(count))) for _ in range(5)) / count * 1e6
+
+    return {
+        "gather": each(lambda i: loader._build_batch(positions[i])),
+        "copy_in_order": each(lambda i: reader.tokens[in_order[i] : in_order[i] + per_batch].copy()),
+        "collate": each(lambda i: collate(windows[i % 50])),
+        "raw_batch": each(lambda i: reader.batch(i * 37)),
+    }
+
+
+def _step_table(steps: dict[str, float]) -> list[str]:
+    labels = {
+        "gather": "locate + gather a batch's windows from random rows of the .bin (ours)",
+        "copy_in_order": "copy as many bytes in file order (for scale)",
+        "collate": "widen into int64 input_ids and labels (ours and baseline)",
+        "raw_batch": "baseline's whole batch: slice in file order + widen",
+    }
+    return [
+        "Per-batch cost of each step, timed alone (µs; best of 5 x 400 batches):",
+        "",
+        "| step | µs per batch |",
+        "|---|---:|",
+        *(f"| {labels[name]} | {micro_s:.1f} |" for name, micro_s in steps.items()),
+    ]
+
+
+def _loader_analysis(steps: dict[str, float], per_batch_us: dict[str, float], rate: float) -> list[str]:
+    bound = steps["raw_batch"] / (steps["gather"] + steps["collate"])
+    return [
+        "**Why the target does not hold.** The baseline's whole batch is one widening copy that streams through "
+        f"the file ({steps['raw_batch']:.0f} µs here). The loader does the same widening ({steps['collate']:.0f} µs) "
+        "and, before it, a gather that a sequential reader never needs: the 8 samples sit at random places in "
+        f"the file, and collecting their 64 KiB costs {steps['gather']:.0f} µs against "
+        f"{steps['copy_in_order']:.0f} µs for the same bytes in file order. Each sample spans 2-3 scattered 4 KiB "
+        "pages of the page cache, each a likely TLB miss (costlier under a VM's nested paging) and a cold start "
+        "for the hardware prefetcher, which does not cross pages. So the inline loader is bounded near raw / (gather + "
+        f"widen) = {bound:.2f} however little Python surrounds those two copies; the cProfile above shows what "
+        "Python is left (the own time of `batch` and `collate` is mostly the numpy copies inside them).",
+        "",
+        "With the prefetch thread the gather runs beside the widening, which could in principle hide it. In "
+        f"practice the consumer took {per_batch_us['threaded']:.0f} µs per batch against "
+        f"{per_batch_us['inline']:.0f} µs inline: the two threads hand the GIL to each other around every numpy "
+        "call and wake each other through the buffer, and at ~30 µs of work per batch those hand-offs (tens of µs "
+        "each on this shared 2-core VM) cost more than the overlap saves. The buffer already wakes each side once "
+        "per half-buffer rather than per batch, and the widening happens in the consumer so that the trainer's "
+        "thread allocates (and reuses) its own batch memory; a producer-side widening measured no faster and "
+        "page-faulted its freshly allocated batches.",
+        "",
+        f"For training this is ample: {rate / 1e6:.0f} M tokens/s is "
+        f"{MICRO_BATCH * SEQ_LEN / rate * 1e6:.0f} µs per {MICRO_BATCH} x {SEQ_LEN} micro-batch, while the forward "
+        "and backward pass over one 4 x 4096 micro-batch of the 1B config is about 1.2e14 FLOPs, some 0.3 s on an "
+        "H100 at 40 % MFU. The prefetch thread is there to hide a cold page cache (disk reads), which this "
+        "warm-cache benchmark does not exercise.",
+    ]
 
 
 def prepare_benchmark(corpus: Path, tokenizer_path: Path, workdir: Path) -> BenchResult:
-    texts = [json.loads(line)["text"] for line in corpus.read_text().splitlines() if line.strip()]
+    texts = [json.loads(line)["text"] for line in corpus.read_text(encoding="utf-8").splitlines() if line.strip()]
     tokenizer = without_special_token_handling(load_tokenizer(tokenizer_path))
-    start = time.perf_counter()
-    encoded = tokenizer.encode_batch(texts)
-    baseline_seconds = time.perf_counter() - start
-    baseline_tokens = sum(len(e.ids) for e in encoded)
-
     workers = max(1, min(2, os.cpu_count() or 1))
-    start = time.perf_counter()
-    prepared = prepare_dataset(
-        [corpus], workdir / "bench-prepare", tokenizer_path=tokenizer_path, workers=workers, show_progress=False
-    )
-    ours_seconds = time.perf_counter() - start
+
+    def encode_batch() -> float:
+        start = time.perf_counter()
+        tokenizer.encode_batch(texts)
+        return time.perf_counter() - start
+
+    def prepare() -> float:
+        start = time.perf_counter()
+        prepare_dataset(
+            [corpus], workdir / "bench-prepare", tokenizer_path=tokenizer_path, workers=workers, show_progress=False
+        )
+        return time.perf_counter() - start
+
+    best = best_times({"encode_batch": encode_batch, "prepare": prepare}, rounds=2)
+    text_tokens = sum(len(encoding.ids) for encoding in tokenizer.encode_batch(texts))
+    manifest = read_manifest(manifest_path(workdir / "bench-prepare_text_document"))
     # The dataset holds one EOD per document on top of the text's tokens; compare text tokens only.
-    ours_tokens = prepared.manifest.token_count - prepared.manifest.document_count
-    ours, baseline = ours_tokens / ours_seconds, baseline_tokens / baseline_seconds
+    ours_tokens = manifest.token_count - manifest.document_count
+    if ours_tokens != text_tokens:
+        raise RuntimeError(f"prepare wrote {ours_tokens} text tokens, encode_batch made {text_tokens}")
+    ours, baseline = ours_tokens / best["prepare"], text_tokens / best["encode_batch"]
     return BenchResult(
         name="prepare_tokens_per_s",
         value=round(ours),
         unit="tokens/s",
         baseline_name="tokenizer_encode_batch_tokens_per_s",
         baseline_value=round(baseline),
-        ratio=round(ours / baseline, 3),
-        target="informational (higher is better)",
-        note=f"demo corpus, {len(texts)} documents, {workers} worker processes",
+        ratio=ratio(ours, baseline),
+        note=(
+            f"demo corpus ({len(texts)} documents, {text_tokens / 1e6:.2f} M tokens), {workers} worker processes "
+            "(started per run), best of 2"
+        ),
+        details=[
+            "`prepare` reads the JSONL, sends chunks of 64 documents to spawned worker processes that tokenize "
+            "them, writes the .bin/.idx through megatron-core's builder and hashes both files into the manifest. "
+            "The baseline is one `encode_batch` call over the same texts in this process (the tokenizer's own "
+            "Rust thread pool). Starting the workers (each imports the tokenizer and numpy) is a fixed cost that "
+            "a small corpus does not amortize."
+        ],
     )

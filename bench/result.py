@@ -1,11 +1,13 @@
-"""One benchmark figure and the baseline it is judged against."""
+"""One benchmark figure, the baseline it is judged against, and the measuring helpers every benchmark uses."""
 
 from __future__ import annotations
 
-import statistics
+import operator
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+
+_COMPARISONS: dict[str, Callable[[float, float], bool]] = {">=": operator.ge, "<=": operator.le}
 
 
 @dataclass(frozen=True)
@@ -15,24 +17,62 @@ class BenchResult:
     unit: str
     baseline_name: str
     baseline_value: float
-    # ratio = value / baseline for throughputs ("higher is better"); for times, the bench says which way round.
+    # value / baseline for throughputs (higher is better); for times the benchmark says which way round.
     ratio: float
-    target: str = ""
+    target: str = ""  # ">= 0.9", "<= 1.1" on the ratio, or "" for a figure without a target
     note: str = ""
+    # Markdown for docs/benchmarks.md: what each side does, and a profile where the target does not hold.
+    details: list[str] = field(default_factory=list, compare=False)
+
+    @property
+    def holds(self) -> bool | None:
+        """Whether the ratio meets the target; None without a target."""
+        if not self.target:
+            return None
+        comparison, threshold = parse_target(self.target)
+        return _COMPARISONS[comparison](self.ratio, threshold)
 
     def as_dict(self) -> dict[str, object]:
-        return asdict(self)
+        record = asdict(self)
+        record.pop("details")
+        record["holds"] = self.holds
+        return record
 
 
-def best_of(repeats: int, run: Callable[[], float]) -> float:
-    """The best of `repeats` measurements: on a shared machine, noise only ever adds time."""
-    return max(run() for _ in range(repeats))
+def parse_target(target: str) -> tuple[str, float]:
+    """'>= 0.9' -> ('>=', 0.9); anything else is a one-line ValueError naming the text."""
+    parts = target.split()
+    if len(parts) != 2 or parts[0] not in _COMPARISONS:
+        raise ValueError(f"target: {target!r} must be '>= number' or '<= number'")
+    try:
+        return parts[0], float(parts[1])
+    except ValueError:
+        raise ValueError(f"target: {target!r} must be '>= number' or '<= number'") from None
 
 
-def median_seconds(repeats: int, run: Callable[[], None]) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+def ratio(value: float, baseline: float) -> float:
+    if baseline <= 0:
+        raise ValueError(f"baseline: {baseline!r} must be > 0 to form a ratio")
+    return round(value / baseline, 3)
+
+
+def timed(run: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    run()
+    return time.perf_counter() - start
+
+
+def best_times(runs: dict[str, Callable[[], float]], rounds: int) -> dict[str, float]:
+    """The shortest of `rounds` timings of each run, the runs taken in turn within every round.
+
+    On a shared machine noise only ever adds time, so the minimum is the best estimate of each side's cost;
+    alternating the sides spreads slow periods over both instead of penalising whichever ran during one.
+    Each run returns the seconds of the work it timed (so it can leave its own setup out).
+    """
+    if rounds < 1:
+        raise ValueError(f"rounds: {rounds!r} must be >= 1")
+    best = {name: float("inf") for name in runs}
+    for _ in range(rounds):
+        for name, run in runs.items():
+            best[name] = min(best[name], run())
+    return best

@@ -175,7 +175,7 @@ class PackedTokenLoader:
             for position, windows in gathered:
                 if stop.is_set():
                     return
-                batch = _collate(windows)
+                batch = collate(windows)
                 self._samples_consumed = position + self.global_batch_size
                 yield batch
         finally:
@@ -221,7 +221,7 @@ class PackedTokenLoader:
             self._active_stop = None
 
 
-def _collate(windows: np.ndarray) -> dict[str, torch.Tensor]:
+def collate(windows: np.ndarray) -> dict[str, torch.Tensor]:
     """Inputs and labels as int64 tensors, each one widening copy from the stored dtype. Done by the consumer:
     memory allocated in the thread that also frees it is reused by the allocator, instead of being returned to the
     system and faulted in again batch after batch (glibc's per-thread arenas), and it is cache-warm for the step."""

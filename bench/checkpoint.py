@@ -1,0 +1,242 @@
+"""checkpoint_save_bytes_per_s / checkpoint_load_bytes_per_s: the trainer's real checkpoint path against plain
+file I/O of the same number of bytes.
+
+Ours: `CheckpointManager.save` as the trainer calls it at the end of a step (model and AdamW state through DCP
+with fsync per file, trainer state and RNG files, fsync of the tree, rename, directory fsyncs, the COMMITTED
+marker, pruning to keep_last) and `CheckpointManager.load` into the FSDP2 model and optimizer. The baseline
+writes the same byte count from memory into one file and fsyncs it, and reads it back into a preallocated buffer.
+Before every load, both sides' files are dropped from the page cache (posix_fadvise DONTNEED on clean, fsynced
+files), so both read from the disk.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import os
+import shutil
+from dataclasses import replace
+from itertools import repeat
+from pathlib import Path
+
+import numpy as np
+
+from bench.profiling import cumulative_seconds, profiled, top_rows
+from bench.result import BenchResult, best_times, ratio, timed
+from bench.training_setup import bench_trainer
+from training.checkpoint.layout import directory_bytes, latest_complete
+from training.checkpoint.state import training_state
+from training.trainer import Trainer
+
+# GPT-3 Small's shape (the registry's "125m"): 124 M parameters, so fp32 weights plus AdamW's two moments make a
+# checkpoint of about 1.5 GB.
+MODEL = {"name": "125m"}
+ROUNDS = 3
+TARGET = ">= 0.8"
+_CHUNK = 64 << 20
+
+
+def drop_from_page_cache(path: Path) -> None:
+    """Evict a file's (clean) pages so the next read comes from the disk; other files are left alone."""
+    files = [path] if path.is_file() else [Path(d) / f for d, _, names in os.walk(path) for f in names]
+    for file in files:
+        fd = os.open(file, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def write_with_fsync(path: Path, data: memoryview) -> None:
+    with path.open("wb") as out:
+        for start in range(0, len(data), _CHUNK):
+            out.write(data[start : start + _CHUNK])
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def read_into(path: Path, buffer: memoryview) -> int:
+    read = 0
+    with path.open("rb", buffering=0) as source:
+        while read < len(buffer):
+            count = source.readinto(buffer[read : read + _CHUNK])
+            if not count:
+                break
+            read += count
+    return read
+
+
+class _CheckpointRounds:
+    """Alternating saves/loads of the trainer's checkpoint and plain writes/reads of as many bytes."""
+
+    def __init__(self, trainer: Trainer, scratch: Path) -> None:
+        self.trainer = trainer
+        self.scratch = scratch
+        self.last_saved: Path | None = None
+        self.save_bytes = self._save_once()  # also the first committed checkpoint the loads read
+        rng = np.random.default_rng(0)
+        self.payload = memoryview(rng.integers(0, 256, size=self.save_bytes, dtype=np.uint8))
+        self.read_buffer = memoryview(np.empty(self.save_bytes, dtype=np.uint8))
+        self.raw_file = scratch / "raw.bin"
+
+    def _save_once(self) -> int:
+        self.trainer.step += 1
+        self.trainer._save()
+        latest = latest_complete(self.trainer.checkpoints.root)
+        assert latest is not None and latest[0] == self.trainer.step
+        self.last_saved = latest[1]
+        return directory_bytes(latest[1])
+
+    def ours_save(self) -> float:
+        return timed(self._save_once)
+
+    def raw_write(self) -> float:
+        self.raw_file.unlink(missing_ok=True)
+        return timed(lambda: write_with_fsync(self.raw_file, self.payload))
+
+    def ours_load(self) -> float:
+        assert self.last_saved is not None
+        path = self.last_saved
+        drop_from_page_cache(path)
+        state = training_state(self.trainer.model, self.trainer.optimizer)
+        return timed(lambda: self.trainer.checkpoints.load(path, state))
+
+    def raw_read(self) -> float:
+        drop_from_page_cache(self.raw_file)
+        read: list[int] = []
+        seconds = timed(lambda: read.append(read_into(self.raw_file, self.read_buffer)))
+        if read != [self.save_bytes]:
+            raise RuntimeError(f"{self.raw_file}: read {read[0]} bytes, wrote {self.save_bytes}")
+        return seconds
+
+
+def checkpoint_benchmarks(workdir: Path, data_prefix: Path) -> list[BenchResult]:
+    run_dir = workdir / "checkpoint-run"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    trainer = bench_trainer(
+        run_dir, data_prefix, MODEL, {"seq_len": 128, "micro_batch_size": 1, "global_batch_size": 1}
+    )
+    batch = next(iter(trainer.train_loader))
+    trainer._train_step(repeat(batch))  # AdamW's moments exist only after a first step
+    rounds = _CheckpointRounds(trainer, workdir)
+    try:
+        best = best_times(
+            {
+                "ours_save": rounds.ours_save,
+                "raw_write": rounds.raw_write,
+                "ours_load": rounds.ours_load,
+                "raw_read": rounds.raw_read,
+            },
+            ROUNDS,
+        )
+        save_profile = profiled(rounds.ours_save)
+        load_profile = profiled(rounds.ours_load)
+    finally:
+        rounds.raw_file.unlink(missing_ok=True)
+        shutil.rmtree(run_dir, ignore_errors=True)
+    size = rounds.save_bytes
+    params = trainer.params.total
+    note = (
+        f"{trainer.config.model.name} ({params / 1e6:.0f} M parameters, fp32 weights + AdamW moments): "
+        f"{size / 1e9:.2f} GB; best of {ROUNDS} rounds, sides alternating"
+    )
+    return [
+        _result(
+            "checkpoint_save_bytes_per_s",
+            size / best["ours_save"],
+            "plain_write_fsync_bytes_per_s",
+            size / best["raw_write"],
+            note,
+            _explain("save", best["ours_save"], best["raw_write"], save_profile, SAVE_PHASES),
+        ),
+        _result(
+            "checkpoint_load_bytes_per_s",
+            size / best["ours_load"],
+            "plain_read_bytes_per_s",
+            size / best["raw_read"],
+            f"{note}; page cache dropped for both sides' files before each load",
+            _explain("load", best["ours_load"], best["raw_read"], load_profile, LOAD_PHASES),
+        ),
+    ]
+
+
+def _result(name: str, ours: float, baseline_name: str, baseline: float, note: str, details: list[str]) -> BenchResult:
+    result = BenchResult(
+        name=name,
+        value=round(ours),
+        unit="bytes/s",
+        baseline_name=baseline_name,
+        baseline_value=round(baseline),
+        ratio=ratio(ours, baseline),
+        target=TARGET,
+        note=note,
+    )
+    analysis = SAVE_ANALYSIS if name.startswith("checkpoint_save") else LOAD_ANALYSIS
+    return replace(result, details=[*details, *([] if result.holds else ["", *analysis])])
+
+
+# (file, function, what it covers) for the split of one profiled save/load.
+SAVE_PHASES = [
+    ("state_dict_saver.py", "save", "DCP save: state dicts, planning, serialization, writes, fsync per file"),
+    ("manager.py", "_commit", "our commit: fsync of the tree, rename, marker, directory fsyncs, pruning"),
+    ("manager.py", "_prune", "of which pruning (deleting the oldest checkpoint)"),
+]
+LOAD_PHASES = [
+    ("state_dict_loader.py", "load", "DCP load: planning, reads, unpickling, copies into the model and optimizer"),
+]
+
+
+def _explain(
+    what: str, ours: float, baseline: float, profiler: cProfile.Profile, phases: list[tuple[str, ...]]
+) -> list[str]:
+    method = SAVE_METHOD if what == "save" else LOAD_METHOD
+    total = cumulative_seconds(profiler, "manager.py", what)
+    rows = [f"| {label} | {cumulative_seconds(profiler, file, function):.2f} |" for file, function, label in phases]
+    return [
+        method,
+        "",
+        f"Best {what}: ours {ours:.2f} s, baseline {baseline:.2f} s. One more {what}, profiled "
+        f"(`CheckpointManager.{what}` {total:.2f} s under cProfile):",
+        "",
+        "| part | s |",
+        "|---|---:|",
+        *rows,
+        "",
+        "Top 10 functions by own time:",
+        "",
+        "```",
+        *top_rows(profiler, 10),
+        "```",
+    ]
+
+
+SAVE_METHOD = (
+    "Ours: `CheckpointManager.save` as the trainer calls it (`Trainer._save`): free-space check, trainer state "
+    "and RNG files written durably, model and AdamW state through DCP's `FileSystemWriter` (one file per rank, "
+    "fsync per file), then the commit - fsync of every file and directory in the tree, rename of step-N.tmp, "
+    "fsync of the root, the COMMITTED marker - and pruning to keep_last = 2 (deleting the oldest checkpoint). "
+    "Baseline: the same number of bytes, already in memory, written to one file in 64 MiB writes, then fsync."
+)
+LOAD_METHOD = (
+    "Ours: `CheckpointManager.load` into the FSDP2 model and AdamW (DCP read with resharding, then "
+    "`set_model_state_dict` / `set_optimizer_state_dict`), plus trainer state and RNG. Baseline: the same number "
+    "of bytes read from one file into a preallocated buffer. Both sides' files were dropped from the page cache "
+    "(posix_fadvise DONTNEED) before each load."
+)
+SAVE_ANALYSIS = [
+    "**Why the target does not hold.** Almost all of the time is DCP's own `save` (first row above); our "
+    "manager's commit, trainer-state files and pruning add the rest. DCP serializes each of the ~600 tensors "
+    "(weights, two AdamW moments, step counters) as its own `torch.save` zip record into the rank's file: "
+    "`torch._C.write_record` copies every tensor's bytes and the buffered Python file object hands them to the "
+    "kernel in ~64 KiB writes (the `write` call count above; the baseline makes about 23 writes of 64 MiB), "
+    "then fsyncs each file. So the ratio mostly measures DCP's serialization path against a flat write of "
+    "bytes that are already serialized. Two DCP writer options were tried outside this run: four writer threads "
+    "(`thread_count=4`) were within the noise, and the safetensors serialization format was about five times "
+    "slower. The disk is shared with other jobs: a plain write of the same 1.5 GB took anywhere from 1 to 8 s "
+    "across rounds, so read the ratio as approximate.",
+]
+LOAD_ANALYSIS = [
+    "**Why the target does not hold.** DCP reads item by item (`readinto` per record), unpickles each tensor's "
+    "record with the weights-only unpickler, works out the overlap of every saved shard with every live DTensor "
+    "shard, and copies each tensor into the model and optimizer (`copy_`); the baseline is one sequential read into one buffer. At world size 1 the resharding "
+    "is trivial, but its bookkeeping still runs per tensor, and each read waits for the disk in turn.",
+]

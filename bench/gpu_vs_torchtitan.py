@@ -1,0 +1,273 @@
+"""Our trainer against torchtitan 0.3.0 on one GPU node: Llama 3.2 1B shape, seq 4096, bf16, FSDP2 over the node's
+GPUs, each with and without torch.compile; tokens/s per GPU and MFU side by side.
+
+    python bench/gpu_vs_torchtitan.py --gpus 8 --steps 50 --output docs/benchmarks-gpu.json
+
+Not run in this repository's CI or by `make bench`: it needs CUDA GPUs and `pip install torchtitan==0.3.0` (with
+the torch build that release asks for). Both frameworks get the same corpus (the demo corpus, tokenized by a BPE
+that `training.prepare` trains; its ids fit the 128,256-entry embedding both models keep), the same micro-batch
+of --micro-batch x --seq-len tokens per GPU, AdamW, full bf16 mixed precision with fp32 reductions, no
+activation checkpointing, and no checkpoint during the timed steps. Throughput is the median over the steps after
+--warmup (compile and allocator warm-up excluded). MFU is recomputed for both from tokens/s with one formula (6 N
++ 12 l h s per token, N the matmul parameters, causal mask not discounted) and one peak (--peak-tflops, default:
+our table's dense bf16 figure for the GPU); each framework's own MFU is printed beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TORCHTITAN_VERSION = "0.3.0"
+TORCHTITAN_MODULE = "bench.torchtitan_config"
+# torchtitan's per-step log line (rank 0): "step: 12  loss: ...  tps: 45,678  tflops: ...  mfu: 41.23%".
+_TORCHTITAN_STEP = re.compile(r"step:\s*(\d+)\b.*?tps:\s*([\d,]+).*?mfu:\s*([\d.]+|N/A)%?")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    framework: str
+    compiled: bool
+    steps_timed: int
+    tokens_per_s_per_gpu: float
+    mfu: float  # recomputed here, same formula and peak for both
+    own_mfu: float | None  # as the framework reports it
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def parse_torchtitan_log(text: str) -> list[tuple[int, float, float | None]]:
+    """(step, tokens/s per GPU, MFU as a fraction or None) of every step line in torchtitan's console log."""
+    found = []
+    for line in text.splitlines():
+        match = _TORCHTITAN_STEP.search(line)
+        if match:
+            mfu = None if match.group(3) == "N/A" else float(match.group(3)) / 100
+            found.append((int(match.group(1)), float(match.group(2).replace(",", "")), mfu))
+    return found
+
+
+def parse_our_metrics(text: str) -> list[tuple[int, float, float | None]]:
+    """(step, tokens/s per GPU, MFU) of every train record in our metrics.jsonl."""
+    found = []
+    for line in text.splitlines():
+        record = json.loads(line)
+        if record.get("kind") == "train":
+            mfu = record.get("mfu")
+            found.append((int(record["step"]), float(record["tokens_per_s"]), mfu if isinstance(mfu, float) else None))
+    return found
+
+
+def summarize(
+    framework: str,
+    compiled: bool,
+    steps: list[tuple[int, float, float | None]],
+    warmup: int,
+    flops_per_token: float,
+    peak_flops: float,
+) -> RunResult:
+    """Median over the steps after `warmup`; a run with none left is a one-line error."""
+    timed = [row for row in steps if row[0] > warmup]
+    if not timed:
+        raise ValueError(f"{framework} (compile={compiled}): no step after --warmup {warmup} in its log")
+    tokens_per_s = statistics.median(row[1] for row in timed)
+    own = [row[2] for row in timed if row[2] is not None]
+    return RunResult(
+        framework=framework,
+        compiled=compiled,
+        steps_timed=len(timed),
+        tokens_per_s_per_gpu=round(tokens_per_s, 1),
+        mfu=round(flops_per_token * tokens_per_s / peak_flops, 4),
+        own_mfu=round(statistics.median(own), 4) if own else None,
+    )
+
+
+def render_table(results: list[RunResult]) -> str:
+    header = f"{'framework':<11} {'compile':<8} {'tokens/s/GPU':>13} {'MFU':>7} {'own MFU':>8} {'steps':>6}"
+    lines = [header, "-" * len(header)]
+    for r in results:
+        own = f"{r.own_mfu:.1%}" if r.own_mfu is not None else "-"
+        lines.append(
+            f"{r.framework:<11} {str(r.compiled).lower():<8} {r.tokens_per_s_per_gpu:>13,.0f} {r.mfu:>7.1%} "
+            f"{own:>8} {r.steps_timed:>6}"
+        )
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpus", type=int, default=8, help="GPUs on this node to use (FSDP2 over all of them)")
+    parser.add_argument("--steps", type=int, default=50, help="steps per run, warm-up included")
+    parser.add_argument("--warmup", type=int, default=10, help="first steps left out of the median")
+    parser.add_argument("--micro-batch", type=int, default=4, help="sequences per GPU per step")
+    parser.add_argument("--seq-len", type=int, default=4096)
+    parser.add_argument("--peak-tflops", type=float, help="dense bf16 peak per GPU (default: from the GPU's name)")
+    parser.add_argument("--workdir", type=Path, default=REPO / "build" / "gpu-bench")
+    parser.add_argument("--output", type=Path, help="write the results here as JSON")
+    parser.add_argument("--only", choices=("ours", "torchtitan"), help="run one framework only")
+    args = parser.parse_args(argv)
+    for name in ("gpus", "steps", "micro_batch", "seq_len"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')}: {getattr(args, name)} must be >= 1")
+    if not 0 <= args.warmup < args.steps:
+        parser.error(f"--warmup: {args.warmup} must be in [0, --steps {args.steps})")
+    return args
+
+
+def preflight(args: argparse.Namespace) -> float:
+    """Check the GPUs and torchtitan; return the peak FLOP/s per GPU."""
+    import torch
+
+    from training.metrics.flops import gpu_peak_flops
+
+    if not torch.cuda.is_available():
+        raise SystemExit("gpu_vs_torchtitan: no CUDA device; run this on a GPU node")
+    if torch.cuda.device_count() < args.gpus:
+        raise SystemExit(f"--gpus: {args.gpus} but this node has {torch.cuda.device_count()} CUDA devices")
+    if args.only != "ours":
+        try:
+            found = version("torchtitan")
+        except PackageNotFoundError:
+            raise SystemExit(f"torchtitan: not installed; pip install torchtitan=={TORCHTITAN_VERSION}") from None
+        if found != TORCHTITAN_VERSION:
+            raise SystemExit(f"torchtitan: {found} installed, this comparison is written for {TORCHTITAN_VERSION}")
+    if args.peak_tflops is not None:
+        return args.peak_tflops * 1e12
+    name = torch.cuda.get_device_name(0)
+    found_peak = gpu_peak_flops(name)
+    if found_peak is None:
+        raise SystemExit(f"--peak-tflops: no dense bf16 peak known for {name!r}; give it")
+    return found_peak[0]
+
+
+def prepare_data(workdir: Path) -> tuple[Path, Path, Path]:
+    """(corpus JSONL, tokenizer directory with tokenizer.json, our data prefix)."""
+    from training.corpus import demo_corpus_path
+    from training.prepare import prepare_dataset
+
+    corpus = demo_corpus_path(workdir / "corpus")
+    prepared = prepare_dataset([corpus], workdir / "data" / "demo", show_progress=False)
+    tokenizer_dir = workdir / "tokenizer"
+    tokenizer_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(prepared.tokenizer_path, tokenizer_dir / "tokenizer.json")
+    return corpus, tokenizer_dir, prepared.data_prefix
+
+
+def _torchrun(gpus: int, module_args: list[str], env: dict[str, str], log: Path) -> str:
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}"]
+    command += ["--local-ranks-filter", "0", *module_args]
+    with log.open("w", encoding="utf-8") as out:
+        completed = subprocess.run(command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, check=False)
+    text = log.read_text(encoding="utf-8", errors="replace")
+    if completed.returncode != 0:
+        tail = "\n".join(text.splitlines()[-15:])
+        raise SystemExit(f"{' '.join(module_args[:2])} failed (exit {completed.returncode}), log {log}:\n{tail}")
+    return text
+
+
+def run_ours(args: argparse.Namespace, data_prefix: Path, compiled: bool, env: dict[str, str]) -> str:
+    import yaml
+
+    run_dir = args.workdir / f"ours-compile-{str(compiled).lower()}"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir(parents=True)
+    job = yaml.safe_load((REPO / "training" / "configs" / "1b.yaml").read_text(encoding="utf-8"))
+    job["data"].update(
+        prefix=str(data_prefix),
+        seq_len=args.seq_len,
+        micro_batch_size=args.micro_batch,
+        global_batch_size=args.micro_batch * args.gpus,  # one micro-batch per GPU per step, like torchtitan's
+    )
+    job["train"].update(max_steps=args.steps, log_every=1, eval_every=0)
+    job["parallel"]["compile"] = compiled
+    job["checkpoint"] = {"every": 0, "dir": str(run_dir / "checkpoints")}
+    job["metrics"] = {"tensorboard": False, "plot": False}
+    job.pop("profile", None)
+    config = run_dir / "job.yaml"
+    config.write_text(yaml.safe_dump(job), encoding="utf-8")
+    _torchrun(
+        args.gpus, ["-m", "training.train", "--config", str(config), "--run-dir", str(run_dir)], env, run_dir / "log"
+    )
+    return (run_dir / "metrics.jsonl").read_text(encoding="utf-8")
+
+
+def run_torchtitan(
+    args: argparse.Namespace, corpus: Path, tokenizer_dir: Path, compiled: bool, env: dict[str, str]
+) -> str:
+    run_dir = args.workdir / f"torchtitan-compile-{str(compiled).lower()}"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir(parents=True)
+    tt_env = {
+        **env,
+        "BENCH_TT_CORPUS": str(corpus),
+        "BENCH_TT_TOKENIZER_DIR": str(tokenizer_dir),
+        "BENCH_TT_DUMP_FOLDER": str(run_dir),
+        "BENCH_TT_SEQ_LEN": str(args.seq_len),
+        "BENCH_TT_MICRO_BATCH": str(args.micro_batch),
+        "BENCH_TT_STEPS": str(args.steps),
+    }
+    config = "llama3_1b_bench_compile" if compiled else "llama3_1b_bench"
+    module_args = ["-m", "torchtitan.train", "--module", TORCHTITAN_MODULE, "--config", config]
+    return _torchrun(args.gpus, module_args, tt_env, run_dir / "log")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    peak = preflight(args)
+    from training.metrics.flops import model_flops_per_token
+    from training.models.registry import get_model_args
+
+    flops_per_token = model_flops_per_token(get_model_args("1b"), args.seq_len)
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    corpus, tokenizer_dir, data_prefix = prepare_data(args.workdir)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+    }
+    env.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
+    results = []
+    for compiled in (False, True):
+        if args.only != "torchtitan":
+            steps = parse_our_metrics(run_ours(args, data_prefix, compiled, env))
+            results.append(summarize("ours", compiled, steps, args.warmup, flops_per_token, peak))
+        if args.only != "ours":
+            steps = parse_torchtitan_log(run_torchtitan(args, corpus, tokenizer_dir, compiled, env))
+            results.append(summarize("torchtitan", compiled, steps, args.warmup, flops_per_token, peak))
+        print(render_table(results), flush=True)
+    print(
+        f"\nMFU: 6 N + 12 l h s = {flops_per_token / 1e9:.2f} GFLOP per token, peak {peak / 1e12:.0f} TFLOP/s per GPU"
+    )
+    if args.output is not None:
+        import torch
+
+        document = {
+            "gpu": torch.cuda.get_device_name(0),
+            "gpus": args.gpus,
+            "torch": torch.__version__,
+            "torchtitan": TORCHTITAN_VERSION,
+            "micro_batch": args.micro_batch,
+            "seq_len": args.seq_len,
+            "steps": args.steps,
+            "warmup": args.warmup,
+            "flops_per_token": flops_per_token,
+            "peak_flops": peak,
+            "results": [r.as_dict() for r in results],
+        }
+        args.output.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(REPO))
+    sys.exit(main())

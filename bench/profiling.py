@@ -1,0 +1,50 @@
+"""cProfile summaries for docs/benchmarks.md: the summary line, the column header and the top rows."""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import pstats
+from collections.abc import Callable
+from pathlib import Path
+
+
+def profile_top(run: Callable[[], object], count: int, sort: str = "tottime") -> list[str]:
+    """cProfile of one call of `run`."""
+    return top_rows(profiled(run), count, sort)
+
+
+def top_rows(profiler: cProfile.Profile, count: int, sort: str = "tottime") -> list[str]:
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).strip_dirs().sort_stats(sort).print_stats(count)
+    return summarize(out.getvalue(), count)
+
+
+def summarize(report: str, count: int) -> list[str]:
+    """pstats text trimmed to 'N function calls ... in S seconds', the column header and `count` rows."""
+    lines = [line.rstrip() for line in report.splitlines() if line.strip()]
+    summary = next((line.strip() for line in lines if "function calls" in line), "")
+    header = next((i for i, line in enumerate(lines) if line.lstrip().startswith("ncalls")), None)
+    if header is None:
+        return [summary] if summary else []
+    return [summary, *lines[header : header + 1 + count]]
+
+
+def profiled(run: Callable[[], object]) -> cProfile.Profile:
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        run()
+    finally:
+        profiler.disable()
+    return profiler
+
+
+def cumulative_seconds(profiler: cProfile.Profile, file_name: str, function: str) -> float:
+    """Time spent inside `function` of `file_name` (base name) and everything it called, over all its calls."""
+    entries = pstats.Stats(profiler).stats.items()  # type: ignore[attr-defined]
+    return sum(
+        cumulative
+        for (path, _, name), (_, _, _, cumulative, _) in entries
+        if name == function and Path(path).name == file_name
+    )

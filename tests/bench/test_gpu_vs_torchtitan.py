@@ -1,0 +1,59 @@
+import json
+
+import pytest
+
+from bench.gpu_vs_torchtitan import parse_args, parse_our_metrics, parse_torchtitan_log, render_table, summarize
+
+TORCHTITAN_LOG = """\
+[rank0]:[titan] 2026-09-01 10:00:00,000 - root - INFO - Training starts at step 1
+[rank0]:[titan] 2026-09-01 10:00:05,000 - root - INFO - step:  1  loss: 11.9  grad_norm:  4.1  memory: 30.1GiB(38.0%)  tps: 1,234  tflops: 9.0  mfu: 0.91%
+[rank0]:[titan] 2026-09-01 10:00:06,000 - root - INFO - step:  2  loss: 11.2  grad_norm:  3.9  memory: 30.1GiB(38.0%)  tps: 41,000  tflops: 300.0  mfu: 30.33%
+[rank0]:[titan] 2026-09-01 10:00:07,000 - root - INFO - step:  3  loss: 10.8  grad_norm:  3.5  memory: 30.1GiB(38.0%)  tps: 43,000  tflops: 310.0  mfu: N/A
+"""
+
+
+def test_torchtitan_step_lines_give_step_tokens_per_second_and_mfu() -> None:
+    assert parse_torchtitan_log(TORCHTITAN_LOG) == [
+        (1, 1234.0, pytest.approx(0.0091)),
+        (2, 41000.0, pytest.approx(0.3033)),
+        (3, 43000.0, None),
+    ]
+
+
+def test_our_metrics_train_records_are_read_and_other_kinds_skipped() -> None:
+    lines = [
+        {"kind": "event", "event": "start"},
+        {"kind": "train", "step": 1, "tokens_per_s": 100.0, "mfu": 0.1},
+        {"kind": "validation", "step": 1, "val_loss": 3.0},
+        {"kind": "train", "step": 2, "tokens_per_s": 200.0, "mfu": "nan"},
+    ]
+    text = "\n".join(json.dumps(line) for line in lines)
+    assert parse_our_metrics(text) == [(1, 100.0, 0.1), (2, 200.0, None)]
+
+
+def test_summary_is_the_median_after_warmup_with_mfu_recomputed_from_one_formula_and_peak() -> None:
+    steps = [(1, 10.0, 0.01), (2, 100.0, 0.2), (3, 300.0, 0.4), (4, 200.0, 0.3)]
+    result = summarize("ours", True, steps, warmup=1, flops_per_token=1e9, peak_flops=1e12)
+    assert (result.steps_timed, result.tokens_per_s_per_gpu, result.mfu, result.own_mfu) == (3, 200.0, 0.2, 0.3)
+    with pytest.raises(ValueError, match=r"torchtitan \(compile=False\): no step after --warmup 4"):
+        summarize("torchtitan", False, steps, warmup=4, flops_per_token=1e9, peak_flops=1e12)
+
+
+def test_table_puts_both_frameworks_side_by_side() -> None:
+    rows = [
+        summarize("ours", False, [(2, 40000.0, 0.3)], 1, 9e9, 989e12),
+        summarize("torchtitan", False, [(2, 42000.0, None)], 1, 9e9, 989e12),
+    ]
+    table = render_table(rows).splitlines()
+    assert table[2].split() == ["ours", "false", "40,000", "36.4%", "30.0%", "1"]
+    assert table[3].split() == ["torchtitan", "false", "42,000", "38.2%", "-", "1"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [(["--gpus", "0"], "--gpus: 0 must be >= 1"), (["--steps", "5", "--warmup", "5"], "--warmup: 5 must be in")],
+)
+def test_bad_arguments_are_one_line_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse_args(argv)
+    assert message in capsys.readouterr().err

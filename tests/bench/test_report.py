@@ -1,0 +1,58 @@
+import json
+from pathlib import Path
+
+from bench.machine import Machine
+from bench.report import markdown_document, text_table, write_reports
+from bench.result import BenchResult
+
+MACHINE = Machine(
+    date="2026-11-21 12:00 UTC",
+    cpu_model="AMD EPYC",
+    cores=2,
+    memory_gib=23.4,
+    os="Debian GNU/Linux 12 (bookworm)",
+    kernel="6.1.0",
+    python="3.11.2",
+    torch="2.13.0",
+    numpy="2.4.6",
+    commit="abc123",
+)
+RESULTS = [
+    BenchResult("loader_tokens_per_s", 5e8, "tokens/s", "raw", 1e9, 0.5, ">= 0.9", "8 x 4096", ["profile line"]),
+    BenchResult("synth_seconds", 16.3, "s", "empty", 8.2, 1.988, "", "cdk synth"),
+]
+
+
+def test_the_json_has_every_result_with_its_baseline_and_ratio(tmp_path: Path) -> None:
+    write_reports(RESULTS, MACHINE, 312.0, tmp_path / "b.json", tmp_path / "b.md")
+    document = json.loads((tmp_path / "b.json").read_text())
+    assert document["bench_seconds"] == 312.0
+    assert document["machine"]["cpu_model"] == "AMD EPYC"
+    first = document["results"][0]
+    assert {k: first[k] for k in ("name", "value", "baseline_name", "baseline_value", "ratio", "holds")} == {
+        "name": "loader_tokens_per_s",
+        "value": 5e8,
+        "baseline_name": "raw",
+        "baseline_value": 1e9,
+        "ratio": 0.5,
+        "holds": False,
+    }
+    assert document["results"][1]["holds"] is None
+
+
+def test_the_markdown_names_the_machine_the_duration_and_every_figure() -> None:
+    text = markdown_document(RESULTS, MACHINE, 312.0, ["Shared machine."])
+    assert "AMD EPYC, 2 cores, 23.4 GiB memory, Debian GNU/Linux 12 (bookworm)" in text
+    assert "Commit: abc123" in text and "5.2 minutes (312 s" in text
+    assert "| loader_tokens_per_s | 500.0 Mtokens/s | raw | 1,000.0 Mtokens/s | 0.500 | >= 0.9 | **no** |" in text
+    assert "| synth_seconds | 16.300 s | empty | 8.200 s | 1.988 | - | - |" in text
+    assert "### loader_tokens_per_s" in text and "profile line" in text
+    assert "has not been run" in text
+
+
+def test_the_text_table_aligns_columns_without_markdown_emphasis() -> None:
+    lines = text_table(RESULTS).splitlines()
+    assert lines[0].split() == ["benchmark", "ours", "baseline", "baseline", "value", "ratio", "target", "holds"]
+    assert set(lines[1].replace(" ", "")) == {"-"}
+    assert lines[2].endswith("no") and "**" not in lines[2]
+    assert lines[2].index("0.500") == lines[0].index("ratio") == lines[3].index("1.988")

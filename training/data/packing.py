@@ -7,6 +7,7 @@ Sample i covers stream tokens [i * seq_len, i * seq_len + seq_len + 1): inputs a
 labels the last seq_len, so every token after the first is a label exactly once.
 """
 
+from bisect import bisect_right
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,16 +68,16 @@ class PackedSamples:
     """Random access to the fixed-length samples of one split; reads only the tokens asked for."""
 
     def __init__(self, tokens: np.ndarray, spans: Spans, seq_len: int) -> None:
-        self._tokens = tokens
+        self._tokens = tokens.view(np.ndarray)  # plain views: slicing a memmap object costs microseconds
         self._spans = spans
         self.seq_len = seq_len
         self.num_samples = max(0, (spans.total_tokens - 1) // seq_len)
         window = seq_len + 1
-        # Every window of seq_len + 1 tokens in the file as a strided view (no copy): a batch of samples that each
-        # lie inside one span is then one fancy-indexing copy.
-        self._windows = sliding_window_view(tokens.view(np.ndarray), window) if tokens.size >= window else None
-        self._file_starts = _sample_file_starts(spans, seq_len, self.num_samples, tokens.size)
-        self._crosses_spans = np.iinfo(self._file_starts.dtype).max
+        # Every window of seq_len + 1 tokens in the file as a strided view (no copy): a batch is then one
+        # fancy-indexing copy of the rows where its samples start.
+        self._windows = sliding_window_view(self._tokens, window) if tokens.size >= window else None
+        self._file_starts, self._crosses_spans = _sample_file_starts(spans, seq_len, self.num_samples)
+        self._span_bounds = (spans.stream_offsets.tolist(), spans.starts.tolist())
 
     def sample(self, index: int) -> np.ndarray:
         """seq_len + 1 token ids (int64) of sample `index`."""
@@ -97,41 +98,44 @@ class PackedSamples:
             raise IndexError(f"sample {int(indices.max())} outside 0..{self.num_samples - 1}") from None
         if self._windows is None or indices.size == 0:
             return np.empty((len(indices), self.seq_len + 1), dtype=self._tokens.dtype)
-        if starts.max() != self._crosses_spans:
-            return self._windows[starts]
-        out = np.empty((len(indices), self.seq_len + 1), dtype=self._tokens.dtype)
-        inside_one_span = starts != self._crosses_spans
-        out[inside_one_span] = self._windows[starts[inside_one_span]]
-        for row in np.flatnonzero(~inside_one_span).tolist():
-            self._copy_sample(int(indices[row]), out[row])
+        # A sample that runs into the next span starts right in the file but continues with tokens of the
+        # held-out documents that follow its span; those rows are rewritten piece by piece.
+        out = self._windows[starts]
+        crossing = self._crosses_spans[indices]
+        if crossing.any():
+            for row in np.flatnonzero(crossing).tolist():
+                self._copy_sample(int(indices[row]), out[row])
         return out
 
     def _copy_sample(self, index: int, out: np.ndarray) -> None:
         """Write sample `index` into `out` piece by piece, one piece per span it touches."""
+        offsets, file_starts = self._span_bounds
         begin = index * self.seq_len
-        offsets = self._spans.stream_offsets
-        span = int(np.searchsorted(offsets, begin, side="right")) - 1
+        span = bisect_right(offsets, begin) - 1
         written = 0
         while written < out.size:
-            take_from = begin + written - int(offsets[span])
-            available = int(offsets[span + 1] - offsets[span]) - take_from
-            count = min(available, out.size - written)
-            file_start = int(self._spans.starts[span]) + take_from
+            take_from = begin + written - offsets[span]
+            count = min(offsets[span + 1] - offsets[span] - take_from, out.size - written)
+            file_start = file_starts[span] + take_from
             out[written : written + count] = self._tokens[file_start : file_start + count]
             written += count
             span += 1
 
 
-def _sample_file_starts(spans: Spans, seq_len: int, num_samples: int, file_tokens: int) -> np.ndarray:
-    """Where each sample's first token sits in the .bin; the dtype's maximum marks a sample whose tokens continue
-    in the next span. uint32 (4 bytes per sample, what the epoch permutation costs) while every offset fits."""
-    dtype = np.uint32 if file_tokens < np.iinfo(np.uint32).max else np.uint64
+def _sample_file_starts(spans: Spans, seq_len: int, num_samples: int) -> tuple[np.ndarray, np.ndarray]:
+    """(where each sample's first token sits in the .bin, whether the sample runs into the next span).
+
+    Offsets are uint32 (4 bytes per sample, what the epoch permutation costs) while they fit. A sample that
+    crosses into the next span still has all seq_len + 1 tokens in the file after its start: the spans after its
+    own hold the rest, and they lie further on in the file.
+    """
     begins = np.arange(num_samples, dtype=np.int64) * seq_len
     offsets = spans.stream_offsets
     span = np.searchsorted(offsets, begins, side="right") - 1
-    starts = (spans.starts[span] + (begins - offsets[span])).astype(dtype)
-    starts[begins + (seq_len + 1) > offsets[span + 1]] = np.iinfo(dtype).max
-    return starts
+    starts = spans.starts[span] + (begins - offsets[span])
+    crosses = begins + (seq_len + 1) > offsets[span + 1]
+    fits_uint32 = num_samples == 0 or int(starts[-1]) < np.iinfo(np.uint32).max
+    return starts.astype(np.uint32 if fits_uint32 else np.int64), crosses
 
 
 def epoch_order(num_samples: int, seed: int, epoch: int) -> np.ndarray:

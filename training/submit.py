@@ -27,7 +27,7 @@ from spec import SpecError, load_spec
 from training.config import ConfigError, JobConfig, load_job_config, resolve_model_args
 from training.launch import netenv
 from training.launch.errors import SubmitError
-from training.launch.fit import check_fits
+from training.launch.fit import check_fits, check_planner_fit
 from training.launch.scripts import JobInputs, Rendered, fsdp_scripts, nemo_scripts, neuron_scripts
 from training.launch.target import BACKENDS, local_target, resolve_target
 from training.models.args import ModelArgs
@@ -204,12 +204,16 @@ def render(args: argparse.Namespace, command_line: str) -> Rendered:
     job = _load_job(args, data_prefix)
     manifest = _dataset_manifest(data_prefix)
     model = _model_args(job, manifest)
-    fit = check_fits(model, target, args.nodes, model_name=job.model.name or str(job.model.hf_checkpoint))
+    model_name = job.model.name or str(job.model.hf_checkpoint)
+    fit = check_fits(model, target, args.nodes, model_name=model_name)
+    notes = [f"fits: {fit.summary()}"]
+    if args.backend == "fsdp" and not target.local:
+        notes.append(f"planner: {check_planner_fit(model, target, args.nodes, job, model_name=model_name)}")
 
     run_dir = args.run_dir.resolve()
     job_name = args.job_name or f"{args.backend}-{run_dir.name}"
     workdir = args.workdir.resolve()
-    rendered = Rendered(scripts=[], notes=[f"fits: {fit.summary()}"])
+    rendered = Rendered(scripts=[], notes=notes)
 
     build = {"fsdp": fsdp_scripts, "nemo": nemo_scripts, "neuron": neuron_scripts}[args.backend]
     build(

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from spec import load_spec
+from training.config import JobConfig, parse_job_config
 from training.launch.errors import SubmitError
-from training.launch.fit import check_fits, estimate_fit
+from training.launch.fit import check_fits, check_planner_fit, estimate_fit
 from training.launch.target import local_target, resolve_target
 from training.models.registry import get_model_args
 
@@ -51,3 +54,26 @@ def test_the_local_cpu_profile_counts_node_memory() -> None:
 def test_bad_inputs_are_named(nodes: int, margin: float, message: str) -> None:
     with pytest.raises(SubmitError, match=message):
         estimate_fit(get_model_args("tiny"), P5, nodes=nodes, margin=margin)
+
+
+def _job_with(**data: int | str) -> JobConfig:
+    import yaml
+
+    raw = yaml.safe_load(Path("training/configs/llama3-8b.yaml").read_text())
+    mode = data.pop("mode", None)
+    raw["data"].update(data)
+    if mode is not None:
+        raw["parallel"]["activation_checkpoint"]["mode"] = mode
+    return parse_job_config(raw)
+
+
+def test_the_planner_refuses_what_fits_by_states_alone() -> None:
+    model = get_model_args("llama3-8b")
+    assert check_planner_fit(model, P5, 1, _job_with()).startswith("fits: ")
+    # The states fit easily (16 GiB per GPU), but 16 x 8192 tokens of unrecomputed activations do not.
+    greedy = _job_with(micro_batch_size=16, mode="none")
+    assert check_fits(model, P5, nodes=1).fits
+    with pytest.raises(
+        SubmitError, match=r"^--nodes: llama3-8b on 1 x p5\.48xlarge does not fit: needs .* GiB per device"
+    ):
+        check_planner_fit(model, P5, 1, greedy, model_name="llama3-8b")

@@ -3,7 +3,9 @@
 Mixed-precision Adam keeps 16 bytes per parameter (2 bf16 weights + 2 bf16 gradients + 12 fp32 master weights,
 momentum and variance), sharded over every device of the job (FSDP/ZeRO-3, or TP x PP x ZeRO-1 on Neuron).
 Activations, communication buffers and fragmentation need the rest, so only (1 - margin) of each device's memory
-is counted as available for the states. A planner can replace this hook with a finer model.
+is counted as available for the states. For FSDP jobs on accelerators, `check_planner_fit` then asks the
+capacity planner's memory model (training.planner.memory), which also counts activations by checkpointing
+policy, the logits, gathered FSDP blocks and the runtime's reserve.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from training.config import JobConfig
 from training.launch.errors import SubmitError
 from training.launch.target import Target
 from training.models.args import ModelArgs
@@ -84,3 +87,30 @@ def check_fits(
             f"use at least {fit.min_nodes} nodes"
         )
     return fit
+
+
+def check_planner_fit(model: ModelArgs, target: Target, nodes: int, job: JobConfig, model_name: str = "model") -> str:
+    """The planner's verdict for an FSDP job on GPUs or Trainium; raises SubmitError when it does not fit."""
+    # Imported here: the planner is only needed for real accelerators.
+    from training.planner.job import PlanError
+    from training.planner.memory import fits
+
+    checkpoint = job.parallel.activation_checkpoint
+    replicated = job.parallel.dp_replicate != 1
+    try:
+        # Memory does not depend on the global batch (gradient accumulation reuses the same buffers).
+        ok, message = fits(
+            model,
+            target.instance.name,
+            nodes,
+            job.data.seq_len,
+            job.data.micro_batch_size,
+            checkpoint.mode,
+            every_n=checkpoint.every_n,
+            sharding="hsdp" if replicated else "fsdp",
+        )
+    except PlanError as error:
+        raise SubmitError(f"--nodes: the planner cannot model this job: {error}") from None
+    if not ok:
+        raise SubmitError(f"--nodes: {model_name} on {nodes} x {target.instance.name} {message}")
+    return message

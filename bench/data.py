@@ -187,9 +187,9 @@ def loader_benchmarks(prefix: Path) -> list[BenchResult]:
 LOADER_METHOD = [
     "Ours: `PackedTokenLoader` (train split, 1 % of documents held out, shuffled epoch order). Per batch it takes "
     "this rank's slice of the epoch permutation, looks up where each sample starts in the .bin (a per-sample "
-    "table built once), gathers the micro-batch's windows of seq_len + 1 tokens with one fancy-indexing copy "
-    "(samples that run across a held-out document are pieced together), and widens them from uint16 straight "
-    "into contiguous int64 `input_ids` and `labels`. With prefetch the gather runs in a background thread and "
+    "table built once), gathers the windows of seq_len + 1 tokens of the next few batches (up to 8, at most "
+    "256 KiB) with one fancy-indexing copy (samples that run across a held-out document are then pieced "
+    "together), and widens each batch from uint16 straight into contiguous int64 `input_ids` and `labels`. With prefetch the gather runs in a background thread and "
     "the widening in the consumer.",
     "",
     "Baseline: the same .bin memory-mapped, read in file order: each batch is the next micro_batch x (seq_len + 1) "
@@ -219,7 +219,7 @@ def _step_costs(loader: PackedTokenLoader, reader: RawReader) -> dict[str, float
 
 def _step_table(steps: dict[str, float]) -> list[str]:
     labels = {
-        "gather": "locate + gather a batch's windows from random rows of the .bin (ours)",
+        "gather": "locate + gather a batch's windows from random rows of the .bin (ours, read-ahead amortized)",
         "copy_in_order": "copy as many bytes in file order (for scale)",
         "collate": "widen into int64 input_ids and labels (ours and baseline)",
         "raw_batch": "baseline's whole batch: slice in file order + widen",

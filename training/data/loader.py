@@ -24,6 +24,10 @@ from training.data.verify import verify_dataset
 
 SPLITS = ("train", "validation")
 STATE_VERSION = 1
+# Samples are gathered for a few batches at once: one fancy-indexing call over more rows costs less per row, and
+# the gathered windows (stored dtype, at most this many bytes) stay in the CPU cache until they are widened.
+_READ_AHEAD_BATCHES = 8
+_READ_AHEAD_BYTES = 256 << 10
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,7 @@ class PackedTokenLoader:
                 f"{config.data_prefix}: the validation split has {self._samples.num_samples} samples, fewer than one "
                 f"global batch of {self.global_batch_size}; raise validation_fraction (now {config.validation_fraction})"
             )
+        self._read_ahead: _ReadAhead | None = None
         self._samples_consumed = 0
         self._order_cache: tuple[int, np.ndarray] | None = None
         self._order_lock = threading.Lock()
@@ -191,8 +196,24 @@ class PackedTokenLoader:
     def _build_batch(self, position: int) -> np.ndarray:
         """This rank's samples of the global batch at global stream position `position`: [micro_batch_size,
         seq_len + 1] token ids as stored. The prefetch thread does this part (it is what may wait for the disk)."""
-        first = position + self.dp_rank * self.config.micro_batch_size
-        return self._samples.batch(self._sample_ids(first, self.config.micro_batch_size))
+        ahead = self._read_ahead
+        if ahead is None or not ahead.holds(position):
+            ahead = self._read_ahead = self._gather_ahead(position)
+        return ahead.windows_of(position)
+
+    def _gather_ahead(self, position: int) -> "_ReadAhead":
+        """This rank's samples of the next few global batches from `position`, gathered in one call."""
+        micro, step = self.config.micro_batch_size, self.global_batch_size
+        batch_bytes = micro * (self.config.seq_len + 1) * self._samples.token_itemsize
+        batches = max(1, min(_READ_AHEAD_BATCHES, _READ_AHEAD_BYTES // batch_bytes))
+        if self.split == "validation":  # never past the split's last complete global batch
+            batches = max(1, min(batches, (self._samples.num_samples - position) // step))
+        first = position + self.dp_rank * micro
+        if step == micro:  # one rank: the batches' samples are one run of stream positions
+            ids = self._sample_ids(first, batches * micro)
+        else:
+            ids = np.concatenate([self._sample_ids(first + batch * step, micro) for batch in range(batches)])
+        return _ReadAhead(position, step, batches, micro, self._samples.batch(ids))
 
     def _sample_ids(self, first: int, count: int) -> np.ndarray:
         """Sample ids at global stream positions first .. first + count - 1."""
@@ -219,6 +240,25 @@ class PackedTokenLoader:
         if self._active_stop is not None:
             self._active_stop.set()
             self._active_stop = None
+
+
+@dataclass(frozen=True)
+class _ReadAhead:
+    """One rank's gathered windows for `batches` consecutive global batches from `first_position`."""
+
+    first_position: int
+    step: int  # the global batch size: consecutive batches start this far apart in the stream
+    batches: int
+    micro_batch_size: int
+    windows: np.ndarray  # [batches * micro_batch_size, seq_len + 1], stored dtype
+
+    def holds(self, position: int) -> bool:
+        offset = position - self.first_position
+        return 0 <= offset < self.batches * self.step and offset % self.step == 0
+
+    def windows_of(self, position: int) -> np.ndarray:
+        row = (position - self.first_position) // self.step * self.micro_batch_size
+        return self.windows[row : row + self.micro_batch_size]
 
 
 def collate(windows: np.ndarray) -> dict[str, torch.Tensor]:

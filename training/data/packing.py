@@ -79,6 +79,11 @@ class PackedSamples:
         self._file_starts, self._crosses_spans = _sample_file_starts(spans, seq_len, self.num_samples)
         self._span_bounds = (spans.stream_offsets.tolist(), spans.starts.tolist())
 
+    @property
+    def token_itemsize(self) -> int:
+        """Bytes per stored token id."""
+        return self._tokens.dtype.itemsize
+
     def sample(self, index: int) -> np.ndarray:
         """seq_len + 1 token ids (int64) of sample `index`."""
         if not 0 <= index < self.num_samples:

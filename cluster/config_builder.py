@@ -188,6 +188,9 @@ def _slurm_settings(cluster: ClusterSpec, no_egress: bool) -> dict[str, Any]:
     settings: dict[str, Any] = {
         "ScaledownIdletime": cluster.scaledown_idletime_minutes,
         "QueueUpdateStrategy": cluster.queue_update_strategy,
+        # The node health prolog (cluster/health) must run when nodes are allocated, before the job's first
+        # step, and a job whose prolog failed on a drained node must be requeued, not held.
+        "CustomSlurmSettings": [{"PrologFlags": "Alloc"}, {"SchedulerParameters": "nohold_on_prolog_fail"}],
     }
     if no_egress:
         # Route 53 has no VPC endpoint: without egress the nodes resolve each other by EC2 hostnames.
@@ -259,7 +262,18 @@ def _gpu_args(cluster: ClusterSpec, efa_devices: int, gpus: int) -> list[str]:
         containers.nemo_image,
         "--python",
         f"python{cluster.python_version}",
+        *_health_paths(cluster),
     ]
+
+
+# ParallelCluster mounts the instance store (NVMe) of compute nodes here.
+SCRATCH_DIR = "/scratch"
+
+
+def _health_paths(cluster: ClusterSpec) -> list[str]:
+    """Where the SLURM prolog checks free space: the shared file system and node-local scratch."""
+    shared = ["--shared-dir", cluster.fsx.mount_dir] if cluster.fsx is not None else []
+    return [*shared, "--scratch-dir", SCRATCH_DIR]
 
 
 def _trn1_args(
@@ -285,7 +299,7 @@ def _trn1_args(
     ]
     if not offline and installer:
         args += ["--installer", installer]
-    return args
+    return [*args, *_health_paths(cluster)]
 
 
 def _fsx(cluster: ClusterSpec) -> dict[str, Any]:

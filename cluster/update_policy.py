@@ -68,6 +68,10 @@ POLICIES: dict[str, str] = {
     "Scheduling.SlurmSettings": "IGNORED",
     "Scheduling.SlurmSettings.ScaledownIdletime": "COMPUTE_FLEET_STOP",
     "Scheduling.SlurmSettings.QueueUpdateStrategy": "IGNORED",
+    "Scheduling.SlurmSettings.CustomSlurmSettings": "SUPPORTED",
+    # Free-form slurm.conf entries inside CustomSlurmSettings take the list's policy.
+    "Scheduling.SlurmSettings.CustomSlurmSettings[].PrologFlags": "SUPPORTED",
+    "Scheduling.SlurmSettings.CustomSlurmSettings[].SchedulerParameters": "SUPPORTED",
     "Scheduling.SlurmSettings.Dns": "UNSUPPORTED",
     "Scheduling.SlurmSettings.Dns.DisableManagedDns": "UNSUPPORTED",
     "Scheduling.SlurmSettings.Dns.UseEc2Hostnames": "UNSUPPORTED",

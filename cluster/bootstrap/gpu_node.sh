@@ -3,6 +3,7 @@
 #
 #   gpu_node.sh --gpus 8 --efa-devices 32 --pyxis true --enroot-dir /scratch/enroot \
 #               --container-image nvcr.io/nvidia/nemo:25.04 [--python python3.11]
+#               [--shared-dir /fsx --scratch-dir /scratch]
 #
 # 1. Sanity: the node has the GPUs and EFA devices its instance type promises (facts table), and
 #    libfabric's EFA provider answers (`fi_info -p efa`). A short node fails its bootstrap here instead
@@ -25,7 +26,7 @@ die() {
 }
 log() { echo "gpu_node: $*" >&2; }
 
-gpus="" efa_devices="" pyxis="true" enroot_dir="/scratch/enroot" container_image="" python=""
+gpus="" efa_devices="" pyxis="true" enroot_dir="/scratch/enroot" container_image="" python="" shared_dir="" scratch_dir=""
 while [[ $# -gt 0 ]]; do
 	[[ $# -ge 2 ]] || die "argument $1 needs a value"
 	case "$1" in
@@ -35,7 +36,9 @@ while [[ $# -gt 0 ]]; do
 	--enroot-dir) enroot_dir="$2" ;;
 	--container-image) container_image="$2" ;;
 	--python) python="$2" ;;
-	*) die "unknown argument $1 (expected --gpus, --efa-devices, --pyxis, --enroot-dir, --container-image, --python)" ;;
+	--shared-dir) shared_dir="$2" ;;
+	--scratch-dir) scratch_dir="$2" ;;
+	*) die "unknown argument $1 (expected --gpus, --efa-devices, --pyxis, --enroot-dir, --container-image, --python, --shared-dir, --scratch-dir)" ;;
 	esac
 	shift 2
 done
@@ -43,6 +46,8 @@ done
 [[ "$efa_devices" =~ ^[0-9]+$ ]] || die "--efa-devices must be a whole number, not '$efa_devices'"
 [[ "$pyxis" == true || "$pyxis" == false ]] || die "--pyxis must be true or false, not '$pyxis'"
 [[ "$enroot_dir" == /* ]] || die "--enroot-dir must be an absolute path, not '$enroot_dir'"
+[[ -z "$shared_dir" || "$shared_dir" == /* ]] || die "--shared-dir must be an absolute path, not '$shared_dir'"
+[[ -z "$scratch_dir" || "$scratch_dir" == /* ]] || die "--scratch-dir must be an absolute path, not '$scratch_dir'"
 
 # ---- 0. the interpreter the shared training env (built by the head node) links to ----------------
 if [[ -n "$python" ]]; then
@@ -104,6 +109,13 @@ HEALTH_EXPECTED_GPUS=$gpus
 HEALTH_EXPECTED_NEURON=0
 HEALTH_EXPECTED_EFA=$efa_devices
 CONF
+# Free-space checks of the shared file system and the node-local scratch (the prolog's thresholds apply).
+if [[ -n "$shared_dir" ]]; then
+	echo "HEALTH_FSX_PATH=$shared_dir" >>"$NODE_ROOT/etc/llm-health/health.env"
+fi
+if [[ -n "$scratch_dir" ]]; then
+	echo "HEALTH_SCRATCH_PATH=$scratch_dir" >>"$NODE_ROOT/etc/llm-health/health.env"
+fi
 if [[ -n "$container_image" ]]; then
 	echo "$container_image" >"$NODE_ROOT/etc/llm-cluster/container-image"
 fi

@@ -40,7 +40,7 @@ installed_version() {
 	fi
 }
 
-sdk="" pins="" devices="" efa_devices="" compile_cache="" offline="true" installer=""
+sdk="" pins="" devices="" efa_devices="" compile_cache="" offline="true" installer="" shared_dir="" scratch_dir=""
 while [[ $# -gt 0 ]]; do
 	[[ $# -ge 2 ]] || die "argument $1 needs a value"
 	case "$1" in
@@ -51,7 +51,9 @@ while [[ $# -gt 0 ]]; do
 	--compile-cache) compile_cache="$2" ;;
 	--offline) offline="$2" ;;
 	--installer) installer="$2" ;;
-	*) die "unknown argument $1 (expected --neuron-sdk, --pins, --devices, --efa-devices, --compile-cache, --offline, --installer)" ;;
+	--shared-dir) shared_dir="$2" ;;
+	--scratch-dir) scratch_dir="$2" ;;
+	*) die "unknown argument $1 (expected --neuron-sdk, --pins, --devices, --efa-devices, --compile-cache, --offline, --installer, --shared-dir, --scratch-dir)" ;;
 	esac
 	shift 2
 done
@@ -60,6 +62,8 @@ done
 [[ "$efa_devices" =~ ^[0-9]+$ ]] || die "--efa-devices must be a whole number, not '$efa_devices'"
 [[ "$compile_cache" == /* ]] || die "--compile-cache must be an absolute path, not '$compile_cache'"
 [[ "$offline" == true || "$offline" == false ]] || die "--offline must be true or false, not '$offline'"
+[[ -z "$shared_dir" || "$shared_dir" == /* ]] || die "--shared-dir must be an absolute path, not '$shared_dir'"
+[[ -z "$scratch_dir" || "$scratch_dir" == /* ]] || die "--scratch-dir must be an absolute path, not '$scratch_dir'"
 
 # ---- 1. pinned Neuron packages ------------------------------------------------------------------
 mismatches=()
@@ -113,4 +117,11 @@ HEALTH_EXPECTED_GPUS=0
 HEALTH_EXPECTED_NEURON=$devices
 HEALTH_EXPECTED_EFA=$efa_devices
 CONF
+# Free-space checks of the shared file system and the node-local scratch (the prolog's thresholds apply).
+if [[ -n "$shared_dir" ]]; then
+	echo "HEALTH_FSX_PATH=$shared_dir" >>"$NODE_ROOT/etc/llm-health/health.env"
+fi
+if [[ -n "$scratch_dir" ]]; then
+	echo "HEALTH_SCRATCH_PATH=$scratch_dir" >>"$NODE_ROOT/etc/llm-health/health.env"
+fi
 log "configured: Neuron SDK $sdk, $devices devices, $efa_devices EFA devices, cache $compile_cache"

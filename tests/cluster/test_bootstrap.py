@@ -122,6 +122,16 @@ def test_gpu_node_fails_on_missing_gpus_and_bad_arguments(tmp_path: Path) -> Non
     assert "--gpus must be a whole number, not 'eight'" in run("gpu_node.sh", ["--gpus", "eight"], env).stderr
 
 
+def test_gpu_node_points_the_prolog_at_shared_and_scratch_storage(tmp_path: Path) -> None:
+    env = fixture_node(tmp_path, efa=32, gpus=8)
+    result = run("gpu_node.sh", [*GPU_ARGS, "--shared-dir", "/fsx", "--scratch-dir", "/scratch"], env)
+    assert result.returncode == 0, result.stderr
+    lines = (tmp_path / "root/etc/llm-health/health.env").read_text().splitlines()
+    assert lines[-2:] == ["HEALTH_FSX_PATH=/fsx", "HEALTH_SCRATCH_PATH=/scratch"]
+    bad = run("gpu_node.sh", [*GPU_ARGS, "--shared-dir", "fsx"], env)
+    assert "--shared-dir must be an absolute path, not 'fsx'" in bad.stderr
+
+
 def test_gpu_node_requires_the_shared_envs_interpreter(tmp_path: Path) -> None:
     env = {**fixture_node(tmp_path, efa=32, gpus=8), "PYTHON_INSTALL": "false"}
     missing = run("gpu_node.sh", [*GPU_ARGS, "--python", "python3.99"], env)

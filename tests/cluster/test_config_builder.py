@@ -58,6 +58,7 @@ def test_default_p5_on_demand() -> None:
     assert config["Scheduling"]["SlurmSettings"] == {
         "ScaledownIdletime": 10,
         "QueueUpdateStrategy": "DRAIN",
+        "CustomSlurmSettings": [{"PrologFlags": "Alloc"}, {"SchedulerParameters": "nohold_on_prolog_fail"}],
         "Dns": {"DisableManagedDns": True, "UseEc2Hostnames": True},  # internet_egress: none
     }
     assert config["SharedStorage"] == [
@@ -232,3 +233,18 @@ def test_cli_reports_a_bad_spec(tmp_path: Path, capsys: pytest.CaptureFixture[st
 def test_refs_dataclass_is_frozen() -> None:
     refs = example_refs(load_spec())
     assert replace(refs, head_payload_uri=None).head_payload_uri is None
+
+
+def test_slurm_runs_the_health_prolog_at_allocation_and_requeues_after_it_fails() -> None:
+    spec = load_spec()
+    settings = build_cluster_config(spec, example_refs(spec))["Scheduling"]["SlurmSettings"]
+    assert {"PrologFlags": "Alloc"} in settings["CustomSlurmSettings"]
+    assert {"SchedulerParameters": "nohold_on_prolog_fail"} in settings["CustomSlurmSettings"]
+
+
+def test_node_checks_know_the_shared_and_scratch_paths() -> None:
+    spec = load_spec()
+    queue = build_cluster_config(spec, example_refs(spec))["Scheduling"]["SlurmQueues"][0]
+    args = queue["CustomActions"]["OnNodeConfigured"]["Sequence"][0]["Args"]
+    assert args[args.index("--shared-dir") + 1] == "/fsx"
+    assert args[args.index("--scratch-dir") + 1] == "/scratch"

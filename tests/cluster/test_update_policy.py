@@ -221,8 +221,14 @@ def test_cli_reports_bad_specs(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 @pytest.mark.pcluster
 def test_policy_table_matches_parallelclusters_schema(pcluster_venv: Path) -> None:
-    # A Sequence takes the policy of the Script/Args it replaces.
-    wanted = {path: path.replace(".Sequence", ".Script") for path in POLICIES}
+    # A Sequence takes the policy of the Script/Args it replaces; a free-form slurm.conf entry inside
+    # CustomSlurmSettings takes the list's own policy.
+    wanted = {
+        path: path.replace(".Sequence", ".Script").split("[].", 1)[0]
+        if "CustomSlurmSettings[]." in path
+        else path.replace(".Sequence", ".Script")
+        for path in POLICIES
+    }
     theirs = update_policies(sorted(set(wanted.values())))
     assert {path: theirs[wanted[path]] for path in POLICIES} == POLICIES
 

@@ -87,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--global-batch", type=int, default=None, help="sequences per optimizer step")
     parser.add_argument("--tokens", type=parse_tokens, default=None, help="tokens to train on (2e12, 2T, 300B)")
     parser.add_argument("--price-per-hour", type=float, default=None, help="USD per node-hour (default: on-demand)")
+    parser.add_argument(
+        "--spec", default=None, help="deployment spec whose cluster.prices overrides the on-demand price table"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
@@ -96,7 +99,7 @@ def job_from_args(options: argparse.Namespace) -> Job:
     if options.model not in models:
         raise PlanError("--model", options.model, f"is not a known model (known: {', '.join(models)})")
     model = models[options.model]
-    node = hardware(options.instance, usd_per_hour=options.price_per_hour)
+    node = hardware(options.instance, usd_per_hour=_price(options))
     software = Software(
         sharding=options.sharding,
         attention=options.attention,
@@ -117,6 +120,20 @@ def job_from_args(options: argparse.Namespace) -> Job:
         global_batch=options.global_batch,
         software=software,
     )
+
+
+def _price(options: argparse.Namespace) -> float | None:
+    """--price-per-hour, else the spec's cluster.prices for the instance, else None (the table's on-demand price)."""
+    if options.price_per_hour is not None or options.spec is None:
+        return options.price_per_hour
+    from spec import SpecError, load_spec
+
+    try:
+        spec = load_spec(options.spec)
+    except SpecError as error:
+        raise PlanError("--spec", options.spec, f"is not a valid spec: {str(error).splitlines()[0]}") from None
+    prices = spec.cluster.prices if spec.cluster is not None else {}
+    return prices.get(options.instance)
 
 
 def plan_report(job: Job, tokens: float | None = None) -> dict[str, Any]:

@@ -39,6 +39,21 @@ def test_price_override_changes_only_the_money(capsys: pytest.CaptureFixture[str
     assert a["tokens_per_s"] == b["tokens_per_s"] and b["cost_per_hour_usd"] == 120
 
 
+def test_the_specs_price_override_is_used(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    import yaml
+
+    from spec import DEFAULT_SPEC_PATH
+
+    doc = yaml.safe_load(DEFAULT_SPEC_PATH.read_text())
+    doc["cluster"]["prices"] = {"p5.48xlarge": 31.5}
+    spec_path = tmp_path / "reserved.yaml"
+    spec_path.write_text(yaml.safe_dump(doc))
+    _, out, _ = run(capsys, "--json", "--spec", str(spec_path))
+    assert json.loads(out)["cost_per_hour_usd"] == pytest.approx(4 * 31.5)
+    code, _, err = run(capsys, "--json", "--spec", str(tmp_path / "missing.yaml"))
+    assert code == 2 and "--spec" in err and "missing.yaml" in err
+
+
 def test_text_report_names_memory_flops_communication_and_cost(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "--tokens", "300B")
     assert code == 0

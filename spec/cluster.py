@@ -11,7 +11,9 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BeforeValidator, Field, field_validator
+
+from spec.fields import StrictModel, matches
 
 DEFAULT_PARALLELCLUSTER_VERSION = "3.16.1"
 # The custom resource (cluster as a CloudFormation resource) exists from 3.6.0 on.
@@ -52,19 +54,6 @@ AllocationStrategy = Literal["lowest-price", "capacity-optimized", "price-capaci
 DeletionPolicy = Literal["Retain", "Delete"]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
-
-
-def _matches(regex: re.Pattern[str], what: str) -> BeforeValidator:
-    def check(value: Any) -> Any:
-        if not isinstance(value, str) or not regex.match(value):
-            raise ValueError(f"must be {what}")
-        return value
-
-    return BeforeValidator(check)
-
-
 def parse_version(version: str) -> tuple[int, int, int]:
     match = _VERSION_RE.match(version)
     if match is None:
@@ -73,13 +62,13 @@ def parse_version(version: str) -> tuple[int, int, int]:
     return major, minor, patch
 
 
-ReservationId = Annotated[str, _matches(_RESERVATION_ID_RE, "a capacity reservation id such as cr-0123456789abcdef0")]
-AvailabilityZone = Annotated[str, _matches(_AZ_RE, "an availability zone name such as us-east-1a")]
-AmiId = Annotated[str, _matches(_AMI_RE, "an AMI id such as ami-0123456789abcdef0")]
-MountDir = Annotated[str, _matches(_MOUNT_DIR_RE, "an absolute path such as /fsx")]
+ReservationId = Annotated[str, matches(_RESERVATION_ID_RE, "a capacity reservation id such as cr-0123456789abcdef0")]
+AvailabilityZone = Annotated[str, matches(_AZ_RE, "an availability zone name such as us-east-1a")]
+AmiId = Annotated[str, matches(_AMI_RE, "an AMI id such as ami-0123456789abcdef0")]
+MountDir = Annotated[str, matches(_MOUNT_DIR_RE, "an absolute path such as /fsx")]
 
 
-class CapacitySpec(_Strict):
+class CapacitySpec(StrictModel):
     """Where the queue's instances come from."""
 
     type: Literal["on_demand", "odcr", "capacity_block"] = Field(
@@ -95,8 +84,8 @@ class CapacitySpec(_Strict):
     )
 
 
-class QueueSpec(_Strict):
-    name: Annotated[str, _matches(_QUEUE_NAME_RE, "1-25 lowercase letters, digits and hyphens, starting with a letter")]
+class QueueSpec(StrictModel):
+    name: Annotated[str, matches(_QUEUE_NAME_RE, "1-25 lowercase letters, digits and hyphens, starting with a letter")]
     instance_type: str = Field(description="A type from cluster/instances.py.")
     min_count: int = Field(default=0, ge=0, description="Static nodes (always running and billed).")
     max_count: int = Field(ge=1, le=10000)
@@ -119,12 +108,12 @@ class QueueSpec(_Strict):
         return efa_capable if self.efa is None else self.efa
 
 
-class HeadNodeSpec(_Strict):
+class HeadNodeSpec(StrictModel):
     instance_type: str = Field(default="m6i.2xlarge", description="A head-node type from cluster/instances.py.")
     root_volume_gib: int = Field(default=200, ge=35, le=16384)
 
 
-class FsxSpec(_Strict):
+class FsxSpec(StrictModel):
     """A FSx for Lustre file system that ParallelCluster creates (or an existing one, by id)."""
 
     mount_dir: MountDir = "/fsx"
@@ -137,8 +126,8 @@ class FsxSpec(_Strict):
     deletion_policy: DeletionPolicy = Field(
         default="Retain", description="Retain keeps the file system (and its data) when the cluster is deleted."
     )
-    file_system_id: Annotated[str, _matches(_FSX_ID_RE, "a file system id such as fs-0123456789abcdef0")] | None = (
-        Field(default=None, description="Mount an existing file system instead of creating one.")
+    file_system_id: Annotated[str, matches(_FSX_ID_RE, "a file system id such as fs-0123456789abcdef0")] | None = Field(
+        default=None, description="Mount an existing file system instead of creating one."
     )
 
 
@@ -152,10 +141,10 @@ NEURON_PACKAGES: tuple[str, ...] = (
 )
 
 
-class NeuronSpec(_Strict):
+class NeuronSpec(StrictModel):
     """Neuron SDK for trn1 queues, pinned: every node runs the same driver, runtime and compiler."""
 
-    sdk_version: Annotated[str, _matches(_VERSION_RE, "a Neuron SDK release such as 2.26.1")]
+    sdk_version: Annotated[str, matches(_VERSION_RE, "a Neuron SDK release such as 2.26.1")]
     packages: dict[str, str] | None = Field(
         default=None,
         description="Package pins; None: the release's pins from cluster/neuron.py (required for other releases).",
@@ -185,26 +174,26 @@ class NeuronSpec(_Strict):
         return value
 
 
-class ContainersSpec(_Strict):
+class ContainersSpec(StrictModel):
     """Containers on GPU queues: pyxis (srun --container-image) on enroot."""
 
     pyxis: bool = True
     nemo_image: Annotated[
-        str, _matches(_IMAGE_RE, "an image reference with a tag such as nvcr.io/nvidia/nemo:25.04")
+        str, matches(_IMAGE_RE, "an image reference with a tag such as nvcr.io/nvidia/nemo:25.04")
     ] = "nvcr.io/nvidia/nemo:25.04"
     # Local NVMe (ParallelCluster mounts instance store at /scratch). Never shared storage: enroot
     # unpacks per node, and a shared runtime path breaks multi-node srun.
     enroot_local_dir: MountDir = "/scratch/enroot"
 
 
-class ClusterSpec(_Strict):
-    parallelcluster_version: Annotated[str, _matches(_VERSION_RE, "a version such as 3.16.1")] = (
+class ClusterSpec(StrictModel):
+    parallelcluster_version: Annotated[str, matches(_VERSION_RE, "a version such as 3.16.1")] = (
         DEFAULT_PARALLELCLUSTER_VERSION
     )
     os: OperatingSystem = "alinux2023"
     custom_ami: AmiId | None = Field(default=None, description="Cluster-wide AMI (ParallelCluster-built).")
     head_node: HeadNodeSpec = Field(default_factory=HeadNodeSpec)
-    ssh_key_name: Annotated[str, _matches(_SSH_KEY_RE, "an EC2 key pair name")] | None = Field(
+    ssh_key_name: Annotated[str, matches(_SSH_KEY_RE, "an EC2 key pair name")] | None = Field(
         default=None, description="None: no SSH key; connect through SSM Session Manager."
     )
     queues: list[QueueSpec] = Field(min_length=1, max_length=50)
@@ -233,7 +222,7 @@ class ClusterSpec(_Strict):
         ),
     )
     python_wheelhouse: (
-        Annotated[str, _matches(_S3_PREFIX_RE, "an S3 prefix such as s3://my-bucket/wheelhouse/")] | None
+        Annotated[str, matches(_S3_PREFIX_RE, "an S3 prefix such as s3://my-bucket/wheelhouse/")] | None
     ) = Field(
         default=None,
         description=(

@@ -14,9 +14,10 @@ import ipaddress
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BeforeValidator, Field, field_validator
 
 from spec.cluster import ClusterSpec
+from spec.fields import StrictModel, matches
 from spec.regions import DYNAMODB_PREFIX_LISTS, REGIONS, S3_PREFIX_LISTS
 
 # Roles this repo creates in the compute account; datasets name them as readers/writers.
@@ -41,12 +42,6 @@ CLOUDWATCH_RETENTION_DAYS = frozenset(
 _NOTEBOOK_TYPE_RE = re.compile(r"^ml\.[a-z0-9]+\.[a-z0-9]+$")
 
 
-class StrictModel(BaseModel):
-    """Unknown keys are errors: a misspelled key must not silently fall back to a default."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
-
-
 def _account_id(value: Any) -> str:
     # YAML reads an unquoted 111111111111 as an int; accept it only when it is exactly 12 digits
     # (an account id with a leading zero would already have lost it).
@@ -58,15 +53,6 @@ def _account_id(value: Any) -> str:
 
 
 AccountId = Annotated[str, BeforeValidator(_account_id)]
-
-
-def _pattern(regex: re.Pattern[str], what: str) -> BeforeValidator:
-    def check(value: Any) -> Any:
-        if not isinstance(value, str) or not regex.match(value):
-            raise ValueError(f"must be {what}")
-        return value
-
-    return BeforeValidator(check)
 
 
 def check_bucket_name(name: str) -> str:
@@ -127,10 +113,10 @@ class Accounts(StrictModel):
 class ExistingNetwork(StrictModel):
     """Bring-your-own network, for landing zones that own their VPCs."""
 
-    subnet_ids: list[Annotated[str, _pattern(_SUBNET_ID_RE, "a subnet id such as subnet-0123456789abcdef0")]] = Field(
+    subnet_ids: list[Annotated[str, matches(_SUBNET_ID_RE, "a subnet id such as subnet-0123456789abcdef0")]] = Field(
         min_length=1
     )
-    route_table_ids: list[Annotated[str, _pattern(_RTB_ID_RE, "a route table id such as rtb-0123456789abcdef0")]] = (
+    route_table_ids: list[Annotated[str, matches(_RTB_ID_RE, "a route table id such as rtb-0123456789abcdef0")]] = (
         Field(min_length=1, description="Route tables of the subnets; the S3 gateway endpoint attaches to them.")
     )
     vpc_cidr: ipaddress.IPv4Network = Field(description="CIDR of the existing VPC (endpoint security group ingress).")
@@ -144,7 +130,7 @@ class NetworkSpec(StrictModel):
         default=ipaddress.IPv4Network("10.40.0.0/16"), description="VPC range (mode=create), /16 to /22, private."
     )
     availability_zone: str = Field(description="AZ of the compute subnets (and of any capacity reservation).")
-    vpc_id: Annotated[str, _pattern(_VPC_ID_RE, "a VPC id such as vpc-0123456789abcdef0")] | None = Field(
+    vpc_id: Annotated[str, matches(_VPC_ID_RE, "a VPC id such as vpc-0123456789abcdef0")] | None = Field(
         default=None,
         description=(
             "The compute VPC id that the data account's access points accept. mode=existing: the VPC to use. "
@@ -156,12 +142,12 @@ class NetworkSpec(StrictModel):
     internet_egress: Literal["none", "nat"] = Field(
         default="none", description="none: nothing reaches the internet; nat: a NAT gateway in a public subnet."
     )
-    s3_prefix_list_id: Annotated[str, _pattern(_PREFIX_LIST_RE, "a prefix list id such as pl-63a5400a")] | None = Field(
+    s3_prefix_list_id: Annotated[str, matches(_PREFIX_LIST_RE, "a prefix list id such as pl-63a5400a")] | None = Field(
         default=None, description="Overrides the pinned per-region table."
     )
-    dynamodb_prefix_list_id: (
-        Annotated[str, _pattern(_PREFIX_LIST_RE, "a prefix list id such as pl-02cd2c6b")] | None
-    ) = Field(default=None, description="Overrides the pinned per-region table (needed with a cluster).")
+    dynamodb_prefix_list_id: Annotated[str, matches(_PREFIX_LIST_RE, "a prefix list id such as pl-02cd2c6b")] | None = (
+        Field(default=None, description="Overrides the pinned per-region table (needed with a cluster).")
+    )
     flow_log_retention_days: int = Field(default=90, description="VPC flow log retention (a CloudWatch value).")
 
     @field_validator("availability_zone")
@@ -190,7 +176,7 @@ class NetworkSpec(StrictModel):
 
 class EncryptionSpec(StrictModel):
     kms_key_arn: (
-        Annotated[str, _pattern(_KMS_KEY_ARN_RE, "a KMS key ARN such as arn:aws:kms:REGION:ACCOUNT:key/UUID")] | None
+        Annotated[str, matches(_KMS_KEY_ARN_RE, "a KMS key ARN such as arn:aws:kms:REGION:ACCOUNT:key/UUID")] | None
     ) = Field(default=None, description="None: the data stack creates and manages the key (with rotation).")
 
 
@@ -206,7 +192,7 @@ RoleRef = Annotated[str, BeforeValidator(_role_ref)]
 
 
 class DatasetSpec(StrictModel):
-    name: Annotated[str, _pattern(_DATASET_NAME_RE, "lowercase letters, digits and hyphens, at most 32")] = Field(
+    name: Annotated[str, matches(_DATASET_NAME_RE, "lowercase letters, digits and hyphens, at most 32")] = Field(
         description="Names the dataset in job specs and policy statement ids."
     )
     prefix: Annotated[str, BeforeValidator(lambda v: check_prefix(v) if isinstance(v, str) else v)] = Field(
@@ -291,18 +277,18 @@ class PerimeterSpec(StrictModel):
 
 class NotebookSpec(StrictModel):
     enabled: bool = Field(default=False, description="Build the notebook stack (and the notebook role).")
-    instance_type: Annotated[str, _pattern(_NOTEBOOK_TYPE_RE, "a SageMaker instance type such as ml.t3.medium")] = (
+    instance_type: Annotated[str, matches(_NOTEBOOK_TYPE_RE, "a SageMaker instance type such as ml.t3.medium")] = (
         "ml.t3.medium"
     )
     volume_size_gb: int = Field(default=50, ge=5, le=16384)
 
 
 class DeploymentSpec(StrictModel):
-    name: Annotated[str, _pattern(_NAME_RE, "3-24 lowercase letters, digits and hyphens, starting with a letter")] = (
+    name: Annotated[str, matches(_NAME_RE, "3-24 lowercase letters, digits and hyphens, starting with a letter")] = (
         Field(description="Prefix of stack and role names.")
     )
     region: str = Field(description="Region of both accounts' stacks (see spec/regions.py).")
-    organization_id: Annotated[str, _pattern(_ORG_ID_RE, "an organization id such as o-a1b2c3d4e5")] | None = Field(
+    organization_id: Annotated[str, matches(_ORG_ID_RE, "an organization id such as o-a1b2c3d4e5")] | None = Field(
         default=None, description="AWS Organizations id; bucket and endpoint policies admit only its principals."
     )
     accounts: Accounts = Field(description="The two accounts of the design.")

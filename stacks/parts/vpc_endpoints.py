@@ -46,27 +46,23 @@ class VpcEndpoints(Construct):
         endpoint_security_group: ec2.ISecurityGroup,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.s3 = ec2.CfnVPCEndpoint(
-            self,
-            "S3Gateway",
-            vpc_id=vpc.vpc_id,
-            service_name=f"com.amazonaws.{spec.region}.s3",
-            vpc_endpoint_type="Gateway",
-            route_table_ids=route_table_ids,
-            # Exactly policies.gateway_endpoint_policy(spec): the access points, the bucket, and the
-            # AWS-owned buckets the nodes need, each listed with its reason.
-            policy_document=gateway_endpoint_policy(spec),
-        )
+
+        def gateway(name: str, service: str, policy: dict[str, object]) -> ec2.CfnVPCEndpoint:
+            return ec2.CfnVPCEndpoint(
+                self,
+                name,
+                vpc_id=vpc.vpc_id,
+                service_name=f"com.amazonaws.{spec.region}.{service}",
+                vpc_endpoint_type="Gateway",
+                route_table_ids=route_table_ids,
+                policy_document=policy,
+            )
+
+        # Exactly policies.gateway_endpoint_policy(spec): the access points, the bucket, and the AWS-owned
+        # buckets the nodes need, each listed with its reason.
+        self.s3 = gateway("S3Gateway", "s3", gateway_endpoint_policy(spec))
         # ParallelCluster keeps its cluster state in DynamoDB; a gateway endpoint is free.
-        self.dynamodb = ec2.CfnVPCEndpoint(
-            self,
-            "DynamoDbGateway",
-            vpc_id=vpc.vpc_id,
-            service_name=f"com.amazonaws.{spec.region}.dynamodb",
-            vpc_endpoint_type="Gateway",
-            route_table_ids=route_table_ids,
-            policy_document=dynamodb_endpoint_policy(spec),
-        )
+        self.dynamodb = gateway("DynamoDbGateway", "dynamodb", dynamodb_endpoint_policy(spec))
         wanted = dict(BASE_INTERFACE_ENDPOINTS)
         if spec.notebook.enabled:
             wanted.update(NOTEBOOK_INTERFACE_ENDPOINTS)

@@ -117,3 +117,21 @@ def test_the_templates_cluster_configuration_passes_parallelclusters_schema(
 ) -> None:
     config = _one(default_assembly, "Custom::PclusterCluster")["Properties"]["ClusterConfiguration"]
     assert schema_errors({"llm-demo": _placeholders(config)}) == {"llm-demo": None}
+
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "spec" / "examples").glob("*.yaml"))
+
+
+@pytest.mark.pcluster
+@pytest.mark.parametrize("example", EXAMPLES, ids=[path.stem for path in EXAMPLES])
+def test_every_example_cluster_synthesizes_and_passes_parallelclusters_schema(
+    example: Path, tmp_path: Path, pcluster_venv: Path
+) -> None:
+    import yaml
+
+    from tests.stacks.test_variants import synth
+
+    templates, _ = synth(yaml.safe_load(example.read_text()), tmp_path)  # cdk-nag and our pack included
+    (cluster,) = [r for r in templates["cluster"]["Resources"].values() if r["Type"] == "Custom::PclusterCluster"]
+    config = cluster["Properties"]["ClusterConfiguration"]
+    assert schema_errors({"example": _placeholders(config)}) == {"example": None}

@@ -48,3 +48,28 @@ def cumulative_seconds(profiler: cProfile.Profile, file_name: str, function: str
         for (path, _, name), (_, _, _, cumulative, _) in entries
         if name == function and Path(path).name == file_name
     )
+
+
+def own_seconds(profiler: cProfile.Profile, name_part: str) -> float:
+    """Own time (callees excluded) of every function whose name contains `name_part`, e.g. "posix.fsync"."""
+    entries = pstats.Stats(profiler).stats.items()  # type: ignore[attr-defined]
+    return sum(own for (_, _, name), (_, _, own, _, _) in entries if name_part in name)
+
+
+def own_time_difference(ours: cProfile.Profile, baseline: cProfile.Profile, runs: int, count: int) -> list[str]:
+    """Markdown rows of the functions whose own time per run grew the most from `baseline` to `ours`."""
+
+    def per_function(profiler: cProfile.Profile) -> dict[str, float]:
+        totals: dict[str, float] = {}
+        for (path, line, name), (_, _, own, _, _) in pstats.Stats(profiler).stats.items():  # type: ignore[attr-defined]
+            key = name if path == "~" else f"{Path(path).name}:{line}({name})"
+            totals[key] = totals.get(key, 0.0) + own / runs
+        return totals
+
+    ours_times, baseline_times = per_function(ours), per_function(baseline)
+    grown = sorted(ours_times, key=lambda key: baseline_times.get(key, 0.0) - ours_times[key])[:count]
+    rows = ["| function | ours ms/step | plain ms/step | difference |", "|---|---:|---:|---:|"]
+    for key in grown:
+        mine, theirs = ours_times[key] * 1e3, baseline_times.get(key, 0.0) * 1e3
+        rows.append(f"| `{key}` | {mine:.1f} | {theirs:.1f} | {mine - theirs:+.1f} |")
+    return rows

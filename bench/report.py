@@ -11,17 +11,24 @@ from bench.result import BenchResult
 
 GPU_SECTION = """## GPU: our trainer against torchtitan (not run)
 
-`bench/gpu_vs_torchtitan.py` trains the same Llama 3.2 1B shape with our trainer and with torchtitan 0.3.0
-(sequence 4096, bf16, FSDP2 over the node's GPUs, with and without `torch.compile`) and prints tokens/s per
-GPU and MFU side by side. It has not been run: no GPU was available to this work (the device pool gave this task
-none), so there are no figures for it here. Run it on an H100/H200 node:
+`bench/gpu_vs_torchtitan.py` trains the Llama 3.2 1B shape (tied 128k embeddings, GQA 32/8, SwiGLU 8192) with
+our trainer and with torchtitan 0.3.0 on the same corpus, tokenizer and micro-batch (4 x 4096 tokens per GPU),
+bf16 with fp32 reductions, FSDP2 over the node's GPUs, SDPA attention in both, each with and without
+`torch.compile`, and prints tokens/s per GPU and MFU side by side (MFU recomputed for both with one formula and
+one peak, each framework's own figure beside it).
+
+It has not been run, so there are no GPU figures here: no GPU was available to this work (the device pool lent
+none to this task). Run it on an H100/H200 node:
 
 ```
+pip install torchtitan==0.3.0     # with the torch build that release asks for
 python bench/gpu_vs_torchtitan.py --gpus 8 --steps 50 --output docs/benchmarks-gpu.json
 ```
 
-It needs CUDA, our requirements, and `pip install torchtitan==0.3.0` with the torch build that release expects
-(the script checks both and says what is missing).
+The script stops with a one-line message when CUDA or the right torchtitan is missing. torchtitan's side is
+one config function in `bench/torchtitan_config.py`, written against torchtitan's Python config API as it
+stood on its main branch in August 2026 (the 0.3.0 line; the release itself could not be read here); if the
+release renamed a config class, that file is the one to adapt.
 """
 
 

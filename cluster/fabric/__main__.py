@@ -1,0 +1,3 @@
+from cluster.fabric.cli import main
+
+raise SystemExit(main())

@@ -56,6 +56,11 @@ def run(groups: tuple[str, ...], workdir: Path) -> list[BenchResult]:
     return results
 
 
+def _shown(path: Path) -> str:
+    resolved = path.resolve()
+    return str(resolved.relative_to(REPO)) if resolved.is_relative_to(REPO) else str(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     start = time.perf_counter()
@@ -69,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         print("(--only: docs/benchmarks.* left as they were; they hold complete runs only)")
         return 0
     write_reports(results, machine, seconds, args.json, args.markdown)
-    print(f"wrote {args.json.relative_to(REPO)} and {args.markdown.relative_to(REPO)}")
+    print(f"wrote {_shown(args.json)} and {_shown(args.markdown)}")
     return 0
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.profiling import cumulative_seconds, own_seconds, profiled, top_rows
+from bench.profiling import call_count, cumulative_seconds, own_seconds, profiled, top_rows
 from bench.result import BenchResult, best_times, ratio, timed
 from bench.training_setup import bench_trainer
 from training.checkpoint.layout import directory_bytes, latest_complete
@@ -149,7 +149,7 @@ def checkpoint_benchmarks(workdir: Path, data_prefix: Path) -> list[BenchResult]
             size / best["raw_write"],
             note,
             _explain("save", best["ours_save"], best["raw_write"], save_profile, SAVE_PHASES),
-            _save_analysis(save_profile, rounds.write_times),
+            _save_analysis(save_profile, rounds.write_times, size),
         ),
         _result(
             "checkpoint_load_bytes_per_s",
@@ -230,23 +230,25 @@ LOAD_METHOD = (
 )
 
 
-def _save_analysis(profiler: cProfile.Profile, write_times: list[float]) -> list[str]:
-    in_write = own_seconds(profiler, "of '_io.BufferedWriter' objects")
+def _save_analysis(profiler: cProfile.Profile, write_times: list[float], size: int) -> list[str]:
+    writer = "of '_io.BufferedWriter' objects"
+    in_write, writes = own_seconds(profiler, writer), call_count(profiler, writer)
     serialization = own_seconds(profiler, "write_record") + own_seconds(profiler, "method 'dump'")
     fsync, unlink = own_seconds(profiler, "posix.fsync"), own_seconds(profiler, "posix.unlink")
     spread = f"{min(write_times):.1f} to {max(write_times):.1f} s" if write_times else "n/a"
     return [
         "**Why the target does not hold.** Almost all of the time is DCP's own `save` (first row above); our "
         "manager's commit, trainer-state files and pruning add the rest. Inside the profiled save, "
-        f"{in_write:.1f} s are spent in the `write()` calls themselves - the kernel copying ~1.5 GB into the page "
-        f"cache, about 23,000 writes of ~64 KiB - against {serialization:.1f} s of serialization proper (DCP "
-        "writes each of the ~600 tensors as its own `torch.save` zip record: `write_record` copies and pickling), "
-        f"{fsync:.1f} s of fsync and {unlink:.1f} s deleting the oldest checkpoint. So DCP's Python is not the "
-        "bound; the page cache and disk are, and on this machine they are shared with other jobs: the plain "
-        f"write of the same bytes took {spread} across this run's rounds, and in a separate test 1.5 GB written "
-        "in 64 KiB pieces took 0.9 s once and 5.4 s the next. Read this ratio as approximate. Two DCP writer "
-        "options were also tried outside this run: four writer threads (`thread_count=4`) were within the noise, "
-        "and the safetensors serialization format was about five times slower.",
+        f"{in_write:.1f} s are spent in the `write()` calls themselves ({writes:,} writes, "
+        f"~{size / max(writes, 1) / 1024:.0f} KiB each on average), against {serialization:.1f} s of "
+        "serialization proper (DCP writes each of the ~600 tensors as its own `torch.save` zip record: "
+        f"`write_record` copies and pickling), {fsync:.1f} s of fsync and {unlink:.1f} s deleting the oldest "
+        "checkpoint. The baseline hands the kernel the same bytes in 64 MiB writes. How much of the gap is that "
+        "write pattern and how much is the disk cannot be separated on this machine: the disk is shared with "
+        f"other jobs, the plain write took {spread} across this run's rounds, and in a separate test the same "
+        "1.5 GB written in 64 KiB pieces took 0.9 s once and 5.4 s the next. Read this ratio as approximate. Two "
+        "DCP writer options were also tried outside this run: four writer threads (`thread_count=4`) were within "
+        "the noise, and the safetensors serialization format was about five times slower.",
     ]
 
 

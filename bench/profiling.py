@@ -73,3 +73,9 @@ def own_time_difference(ours: cProfile.Profile, baseline: cProfile.Profile, runs
         mine, theirs = ours_times[key] * 1e3, baseline_times.get(key, 0.0) * 1e3
         rows.append(f"| `{key}` | {mine:.1f} | {theirs:.1f} | {mine - theirs:+.1f} |")
     return rows
+
+
+def call_count(profiler: cProfile.Profile, name_part: str) -> int:
+    """Calls of every function whose name contains `name_part`."""
+    entries = pstats.Stats(profiler).stats.items()  # type: ignore[attr-defined]
+    return sum(calls for (_, _, name), (_, calls, _, _, _) in entries if name_part in name)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cluster.fabric.counters import ERROR_COUNTERS, RETRANSMIT_COUNTERS, NodeDelta, NodeSample, diff
-from cluster.fabric.parsers import MIN_LARGEST_SIZE, NCCL_TESTS, CollectiveRun, format_bytes
+from cluster.fabric.parsers import MIN_LARGEST_SIZE, NCCL_TESTS, NCCOM_TEST, CollectiveRun, format_bytes
 from cluster.fabric.thresholds import BusbwThreshold, min_cross_node_bytes
 
 # A node whose counters moved by less than this share of the required bytes did not use EFA for the test.
@@ -26,7 +26,7 @@ _PROVIDER_RE = re.compile(r"NET/OFI Selected [Pp]rovider is (\S+)")
 
 SOCKETS_HINT = {
     NCCL_TESTS: "NCCL used sockets (check FI_PROVIDER, the aws-ofi-nccl plugin, the security group's self rule)",
-    "nccom-test": (
+    NCCOM_TEST: (
         "the Neuron runtime did not use EFA (check FI_PROVIDER=efa, aws-neuronx-collectives, "
         "the security group's self rule)"
     ),
@@ -150,8 +150,8 @@ def _check_bandwidth(run: CollectiveRun, threshold: BusbwThreshold, verdict: Ver
     largest = run.largest()
     if largest[-1].size_bytes < MIN_LARGEST_SIZE:
         verdict.failures.append(
-            f"largest message measured is {format_bytes(largest[-1].size_bytes)}; bus bandwidth approaches line "
-            f"rate only from {format_bytes(MIN_LARGEST_SIZE)} (render the job again rather than editing its sizes)"
+            f"largest message measured is {format_bytes(largest[-1].size_bytes)}: bus bandwidth approaches line "
+            f"rate only from {format_bytes(MIN_LARGEST_SIZE)}, so the run cannot be judged"
         )
         return
     measured = run.large_message_busbw()
@@ -193,7 +193,7 @@ def _check_counters(inputs: CheckInputs, verdict: Verdict) -> None:
     deltas = [diff(inputs.before[n], inputs.after[n]) for n in nodes if n in inputs.before and n in inputs.after]
     operations = _iterations(inputs)
     required = min_cross_node_bytes((row.size_bytes for row in run.sizes), threshold.nodes, operations or 0)
-    if operations is None:
+    if operations is None and run.sizes:
         verdict.failures.append(f"{tool}: iterations per size unknown; pass --iters to check the EFA counters")
     elif run.sizes:
         verdict.info.append(

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from cluster.fabric.check import CheckInputs, evaluate, read_transports
-from cluster.fabric.counters import SampleError, read_samples
+from cluster.fabric.counters import NodeSample, SampleError, read_samples
 from cluster.fabric.parsers import NCCL_TESTS, NCCOM_TEST, PARSERS
 from cluster.fabric.render import SRUN_MPI_PLUGINS, FabricJob, render_script
 from cluster.fabric.thresholds import FabricError, busbw_threshold, check_nodes
@@ -166,7 +166,7 @@ def render_command(args: argparse.Namespace, command_line: str) -> int:
     return 0
 
 
-def _read_dir(path: Path, option: str) -> dict:
+def _read_dir(path: Path, option: str) -> dict[str, NodeSample]:
     if not path.is_dir():
         raise FabricError(f"{option}: {str(path)!r} is not a directory")
     try:

@@ -76,10 +76,6 @@ def format_bytes(size: int | float) -> str:
     return f"{size:.0f} B"
 
 
-def _number(token: str) -> float:
-    return float(token)
-
-
 def parse_all_reduce_perf(text: str) -> CollectiveRun:
     """all_reduce_perf's stdout: the header, the out-of-place/in-place table, and the summary lines."""
     sizes: list[SizeResult] = []
@@ -123,7 +119,7 @@ def _nccl_row(line: str) -> SizeResult | None:
     if len(tokens) != 13 or not (tokens[0].isdigit() and tokens[1].isdigit()):
         return None
     try:
-        busbw = (_number(tokens[7]), _number(tokens[11]))
+        busbw = (float(tokens[7]), float(tokens[11]))
     except ValueError:
         return None
     wrong = sum(int(float(token)) for token in (tokens[8], tokens[12]) if token != "N/A")

@@ -126,8 +126,8 @@ INTRO = [
     "(round by round) so that a slow period hits both. Targets that do not hold are explained under their figure,",
     "with the profile taken in the same run.",
     "",
-    "Even so, single runs move. Four `make bench` runs within an hour on 2026-11-21 (on this 2-core VM, while the",
-    "harness was being finished) gave: loader with prefetch 0.16-0.35, loader inline 0.50-0.55, checkpoint save",
+    "Even so, single runs move. Five `make bench` runs within an hour on 2026-11-21 (on this 2-core VM, while the",
+    "harness was being finished) gave: loader with prefetch 0.16-0.35, loader inline 0.50-0.56, checkpoint save",
     "0.16-0.24, checkpoint load 0.52-0.92, trainer step overhead 1.04-1.31. The loader with its prefetch thread",
     "and the checkpoint load are the most sensitive to other load on the machine.",
 ]

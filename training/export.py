@@ -20,6 +20,7 @@ from safetensors.torch import save_file
 
 from training.checkpoint.errors import CheckpointError
 from training.checkpoint.layout import TRAINER_STATE, complete_checkpoints, latest_complete, step_dir
+from training.checkpoint.storage import TensorFileReader
 from training.models.args import ModelArgs
 from training.models.hf import hf_config, to_hf_state_dict
 from training.models.transformer import Transformer, build_model
@@ -48,7 +49,7 @@ def load_checkpoint_model(checkpoint: Path) -> Transformer:
     with warnings.catch_warnings():
         # One process reading a multi-rank checkpoint is the intent here, not a mistake worth a warning.
         warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
-        dcp.load({"model": weights}, checkpoint_id=str(checkpoint), no_dist=True)
+        dcp.load({"model": weights}, storage_reader=TensorFileReader(checkpoint), no_dist=True)
     model.load_state_dict(weights)
     return model
 

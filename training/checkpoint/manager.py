@@ -1,7 +1,7 @@
 """Save and load sharded checkpoints with torch.distributed.checkpoint (DCP), committed atomically.
 
-Contents of ROOT/step-N/: DCP shards of the model and optimizer (resharded on load, so a run may resume at
-another world size), trainer_state.json (step, the data loader's global position, guard history, model shape)
+Contents of ROOT/step-N/: DCP shards of the model and optimizer in storage.py's raw-bytes files (resharded on
+load, so a run may resume at another world size), trainer_state.json (step, the data loader's global position, guard history, model shape)
 and rng/rank{r}.pt. Every failure is turned into CheckpointError on every rank at the same point, so all ranks
 stop together and the previous committed checkpoint is left untouched.
 """
@@ -21,7 +21,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint import FileSystemWriter
 from torch.distributed.checkpoint.api import CheckpointException
 
 from training.checkpoint.errors import CheckpointError, CheckpointSpaceError
@@ -40,6 +39,7 @@ from training.checkpoint.layout import (
     write_durably,
 )
 from training.checkpoint.space import check_free_space, out_of_space_hint
+from training.checkpoint.storage import TensorFileReader, TensorFileWriter
 from training.config import CheckpointSection
 
 log = logging.getLogger("training")
@@ -158,7 +158,7 @@ class CheckpointManager:
         if (agreed := self._agree(error)) is not None:
             raise self._fail(step, "writing trainer state", agreed)
 
-        writer = FileSystemWriter(staging, sync_files=True)
+        writer = TensorFileWriter(staging, sync_files=True)
         try:
             if self._async_group is not None:
                 future = dcp.async_save(dcp_state, storage_writer=writer, process_group=self._async_group)
@@ -212,7 +212,7 @@ class CheckpointManager:
     def load(self, path: Path, dcp_state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """Load model/optimizer shards into dcp_state's Statefuls; return (trainer state, this rank's RNG or None)."""
         try:
-            dcp.load(dcp_state, checkpoint_id=str(path))
+            dcp.load(dcp_state, storage_reader=TensorFileReader(path))
             trainer_state = json.loads((path / TRAINER_STATE).read_text(encoding="utf-8"))
         except (CheckpointException, OSError, RuntimeError, ValueError, KeyError) as failure:
             raise CheckpointError(f"checkpoint {path}: loading failed: {describe_failure(failure)}") from None

@@ -123,7 +123,7 @@ class TensorFileReader(FileSystemReader):
         ours = [item for item in plan.items if self._is_ours(item)]
         stock = [item for item in plan.items if not self._is_ours(item)]
         if stock:
-            super().read_data(LoadPlan(stock, plan.storage_data, plan.planner_data), planner).result()
+            super().read_data(LoadPlan(stock, plan.storage_data, plan.planner_data), planner).wait()
         by_file: dict[str, list[ReadItem]] = {}
         for item in ours:
             by_file.setdefault(self.storage_data[item.storage_index].relative_path, []).append(item)

@@ -28,7 +28,7 @@ from bench.profiling import profile_top
 from bench.result import BenchResult, best_times, ratio, timed
 from training.corpus import demo_corpus_path
 from training.data.indexed import idx_path, open_tokens, read_index
-from training.data.loader import LoaderConfig, PackedTokenLoader, collate
+from training.data.loader import LoaderConfig, PackedTokenLoader, collate, read_ahead_batches
 from training.data.manifest import manifest_path, read_manifest
 from training.data.tokenizer import load_tokenizer, without_special_token_handling
 from training.data.writer import TokenizerInfo, write_dataset
@@ -80,18 +80,32 @@ def repeated_dataset(source_prefix: Path, output_prefix: Path, tokens: int) -> P
 
 
 class RawReader:
-    """Consecutive [micro_batch, seq_len + 1] windows of the .bin in file order, widened like the loader's."""
+    """Consecutive [micro_batch, seq_len + 1] windows of the .bin in file order, read and collated like the loader's.
+
+    Reads as the loader does, minus the shuffling: the bytes of the next few batches (the loader's read-ahead
+    size) are copied out of the mapping in one sequential copy, then each batch is collated by the loader's own
+    `collate`."""
 
     def __init__(self, prefix: Path, seq_len: int, micro_batch: int) -> None:
         self.tokens = np.asarray(open_tokens(prefix, read_index(idx_path(prefix))))
         self.window = seq_len + 1
         self.micro_batch = micro_batch
         self.batches = self.tokens.size // (micro_batch * self.window)
+        self.chunk_batches = read_ahead_batches(micro_batch * self.window * self.tokens.itemsize)
+        self._staged = np.empty((self.chunk_batches * micro_batch, self.window), dtype=self.tokens.dtype)
+        self._staged_chunk: int | None = None
 
     def batch(self, number: int) -> dict[str, torch.Tensor]:
-        per_batch = self.micro_batch * self.window
-        start = (number % self.batches) * per_batch
-        return collate(self.tokens[start : start + per_batch].reshape(self.micro_batch, self.window))
+        number %= self.batches
+        chunk, within = divmod(number, self.chunk_batches)
+        if chunk != self._staged_chunk:
+            first = chunk * self.chunk_batches
+            count = min(self.chunk_batches, self.batches - first)
+            rows = count * self.micro_batch
+            start = first * self.micro_batch * self.window
+            np.copyto(self._staged[:rows], self.tokens[start : start + rows * self.window].reshape(rows, self.window))
+            self._staged_chunk = chunk
+        return collate(self._staged[within * self.micro_batch : (within + 1) * self.micro_batch])
 
     def touch_every_page(self) -> None:
         int(self.tokens.sum(dtype=np.int64))
@@ -206,7 +220,9 @@ def _step_costs(loader: PackedTokenLoader, reader: RawReader) -> dict[str, float
     # The loader walks the stream in order (its read-ahead then serves 8 batches per gather); each repeat starts
     # somewhere new so no repeat finds the previous one's rows in the CPU cache.
     starts = rng.integers(0, loader.num_samples // MICRO_BATCH - count, size=repeats).tolist()
-    windows = [loader._build_batch(batch * MICRO_BATCH) for batch in range(50)]
+    chunk = reader.chunk_batches
+    chunks = [loader._gather_ahead(first * chunk * MICRO_BATCH, None) for first in range(-(-50 // chunk))]
+    windows = [windows for gathered in chunks for _, windows in gathered.each_batch()][:50]
     in_order = rng.integers(0, reader.batches, size=count).tolist()
 
     def each(run: Callable[[int, int], object]) -> float:
@@ -216,7 +232,10 @@ def _step_costs(loader: PackedTokenLoader, reader: RawReader) -> dict[str, float
         return min(one_repeat(rep) for rep in range(repeats)) / count * 1e6
 
     return {
-        "gather": each(lambda rep, i: loader._build_batch((starts[rep] + i) * MICRO_BATCH)),
+        # One read-ahead chunk per `chunk` batches, as the loader gathers them.
+        "gather": each(
+            lambda rep, i: None if i % chunk else loader._gather_ahead((starts[rep] + i) * MICRO_BATCH, None)
+        ),
         "copy_in_order": each(
             lambda rep, i: reader.tokens[in_order[i] * per_batch : (in_order[i] + 1) * per_batch].copy()
         ),

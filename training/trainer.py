@@ -281,8 +281,8 @@ class Trainer:
 
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         for micro in micro_batches:
-            input_ids = micro["input_ids"].to(self.device, non_blocking=True)
-            labels = micro["labels"].to(self.device, non_blocking=True)
+            tokens = micro["tokens"].to(self.device, non_blocking=True)  # one copy; inputs and labels are views
+            input_ids, labels = tokens[:, :-1], tokens[:, 1:]
             logits = self.model(input_ids)
             summed = F.cross_entropy(
                 logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
@@ -355,8 +355,9 @@ class Trainer:
         for batch in iterator:
             if batches == self.config.train.eval_batches:
                 break
-            labels = batch["labels"].to(self.device)
-            logits = self.model(batch["input_ids"].to(self.device))
+            tokens = batch["tokens"].to(self.device)
+            labels = tokens[:, 1:]
+            logits = self.model(tokens[:, :-1])
             sums[0] += F.cross_entropy(
                 logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
             ).double()

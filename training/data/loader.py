@@ -7,6 +7,7 @@ samples taken globally, the same on every rank, so resuming is exact at any data
 global batch (the trainer keeps it with gradient accumulation).
 """
 
+import itertools
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,11 +24,12 @@ from training.data.prefetch import prefetched
 from training.data.verify import verify_dataset
 
 SPLITS = ("train", "validation")
-STATE_VERSION = 1
-# Samples are gathered for a few batches at once: one fancy-indexing call over more rows costs less per row, and
-# the gathered windows (stored dtype, at most this many bytes) stay in the CPU cache until they are widened.
-_READ_AHEAD_BATCHES = 8
-_READ_AHEAD_BYTES = 256 << 10
+STATE_VERSION = 2  # 2: validation documents held out in runs (packing.split_documents)
+# Samples are gathered for several batches at once: the per-call costs (index lookups, one fancy-indexing copy)
+# are paid once per chunk, and the gathered windows (stored dtype, at most this many bytes) stay in the CPU's
+# L2/L3 cache until they are widened.
+_READ_AHEAD_BATCHES = 16
+_READ_AHEAD_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,7 @@ class LoaderConfig:
     micro_batch_size: int
     seed: int = 1234
     validation_fraction: float = 0.01  # held-out split by whole documents, deterministic from seed
-    prefetch: int = 2  # batches prepared ahead in a background thread (0: none, batches built on demand)
+    prefetch: int = 2  # read-ahead chunks (up to 8 batches each) prepared by a background thread (0: no thread)
     verify_checksums: bool = False
 
     def __post_init__(self) -> None:
@@ -54,7 +56,8 @@ class LoaderConfig:
 
 
 class PackedTokenLoader:
-    """Yields {"input_ids": LongTensor[B, S], "labels": LongTensor[B, S]} for one data-parallel rank.
+    """Yields {"tokens": LongTensor[B, S + 1], "input_ids": tokens[:, :-1], "labels": tokens[:, 1:]} for one
+    data-parallel rank (see `collate`).
 
     The train split is endless (epoch after epoch); the validation split is one pass over the held-out documents
     in file order, from the start on every `iter()`, dropping the last incomplete global batch.
@@ -89,7 +92,6 @@ class PackedTokenLoader:
                 f"{config.data_prefix}: the validation split has {self._samples.num_samples} samples, fewer than one "
                 f"global batch of {self.global_batch_size}; raise validation_fraction (now {config.validation_fraction})"
             )
-        self._read_ahead: _ReadAhead | None = None
         self._samples_consumed = 0
         self._order_cache: tuple[int, np.ndarray] | None = None
         self._order_lock = threading.Lock()
@@ -172,48 +174,65 @@ class PackedTokenLoader:
         return self._iterate(self._samples_consumed, batch_count, stop)
 
     def _iterate(self, start: int, batch_count: int | None, stop: threading.Event) -> Iterator[dict[str, torch.Tensor]]:
-        positions = self._batch_starts(start, batch_count)
-        gathered = ((position, self._build_batch(position)) for position in positions)
+        chunks = self._read_aheads(start, batch_count)
         if self.config.prefetch:
-            gathered = prefetched(gathered, self.config.prefetch, stop, f"packed-token-prefetch-rank{self.dp_rank}")
+            # Whole read-ahead chunks cross the thread boundary, so the two threads meet once per chunk of
+            # batches, not per batch: on a busy machine each hand-over costs as much as building a batch.
+            chunks = prefetched(chunks, self.config.prefetch, stop, f"packed-token-prefetch-rank{self.dp_rank}")
         try:
-            for position, windows in gathered:
-                if stop.is_set():
-                    return
-                batch = collate(windows)
-                self._samples_consumed = position + self.global_batch_size
-                yield batch
+            for chunk in chunks:
+                for position, windows in chunk.each_batch():
+                    if stop.is_set():
+                        return
+                    batch = collate(windows)
+                    self._samples_consumed = position + self.global_batch_size
+                    yield batch
         finally:
             stop.set()
-            gathered.close()
+            chunks.close()
 
-    def _batch_starts(self, start: int, batch_count: int | None) -> Iterator[int]:
-        step = 0
-        while batch_count is None or step < batch_count:
-            yield start + step * self.global_batch_size
-            step += 1
+    def _read_aheads(self, start: int, batch_count: int | None) -> Iterator["_ReadAhead"]:
+        """Consecutive read-ahead chunks from stream position `start`, `batch_count` batches in all (None: endless).
+        The prefetch thread runs this part (it is what may wait for the disk)."""
+        # A ring of gather buffers, reused: fresh memory each chunk would be faulted in page by page (and freed by
+        # another thread than the one that allocated it). The consumer is done with a chunk before it takes the
+        # next, so the chunks in the prefetch buffer, the one being consumed and the one being gathered suffice.
+        ring = [
+            np.empty(
+                (self._chunk_batches * self.config.micro_batch_size, self.config.seq_len + 1), self._samples.token_dtype
+            )
+            for _ in range(self.config.prefetch + 2)
+        ]
+        position, remaining = start, batch_count
+        for count in itertools.count():
+            if remaining is not None and remaining <= 0:
+                return
+            chunk = self._gather_ahead(position, remaining, ring[count % len(ring)])
+            yield chunk
+            position += chunk.batches * self.global_batch_size
+            if remaining is not None:
+                remaining -= chunk.batches
 
-    def _build_batch(self, position: int) -> np.ndarray:
-        """This rank's samples of the global batch at global stream position `position`: [micro_batch_size,
-        seq_len + 1] token ids as stored. The prefetch thread does this part (it is what may wait for the disk)."""
-        ahead = self._read_ahead
-        if ahead is None or not ahead.holds(position):
-            ahead = self._read_ahead = self._gather_ahead(position)
-        return ahead.windows_of(position)
+    @property
+    def _chunk_batches(self) -> int:
+        return read_ahead_batches(
+            self.config.micro_batch_size * (self.config.seq_len + 1) * self._samples.token_itemsize
+        )
 
-    def _gather_ahead(self, position: int) -> "_ReadAhead":
-        """This rank's samples of the next few global batches from `position`, gathered in one call."""
+    def _gather_ahead(self, position: int, at_most: int | None, buffer: np.ndarray | None = None) -> "_ReadAhead":
+        """This rank's samples of the next few global batches from `position`, gathered in one call (into `buffer`,
+        [at least the chunk's rows, seq_len + 1] of the stored dtype, when given)."""
         micro, step = self.config.micro_batch_size, self.global_batch_size
-        batch_bytes = micro * (self.config.seq_len + 1) * self._samples.token_itemsize
-        batches = max(1, min(_READ_AHEAD_BATCHES, _READ_AHEAD_BYTES // batch_bytes))
-        if self.split == "validation":  # never past the split's last complete global batch
-            batches = max(1, min(batches, (self._samples.num_samples - position) // step))
+        batches = self._chunk_batches
+        if at_most is not None:  # the validation pass: never past its last complete global batch
+            batches = min(batches, at_most)
         first = position + self.dp_rank * micro
         if step == micro:  # one rank: the batches' samples are one run of stream positions
             ids = self._sample_ids(first, batches * micro)
         else:
             ids = np.concatenate([self._sample_ids(first + batch * step, micro) for batch in range(batches)])
-        return _ReadAhead(position, step, batches, micro, self._samples.batch(ids))
+        out = buffer[: len(ids)] if buffer is not None else None
+        return _ReadAhead(position, step, batches, micro, self._samples.batch(ids, out))
 
     def _sample_ids(self, first: int, count: int) -> np.ndarray:
         """Sample ids at global stream positions first .. first + count - 1."""
@@ -252,25 +271,33 @@ class _ReadAhead:
     micro_batch_size: int
     windows: np.ndarray  # [batches * micro_batch_size, seq_len + 1], stored dtype
 
-    def holds(self, position: int) -> bool:
-        offset = position - self.first_position
-        return 0 <= offset < self.batches * self.step and offset % self.step == 0
+    def each_batch(self) -> Iterator[tuple[int, np.ndarray]]:
+        """(global stream position, [micro_batch_size, seq_len + 1] windows) of each batch, in order."""
+        micro = self.micro_batch_size
+        for batch in range(self.batches):
+            yield self.first_position + batch * self.step, self.windows[batch * micro : (batch + 1) * micro]
 
-    def windows_of(self, position: int) -> np.ndarray:
-        row = (position - self.first_position) // self.step * self.micro_batch_size
-        return self.windows[row : row + self.micro_batch_size]
+
+def read_ahead_batches(batch_bytes: int) -> int:
+    """Batches gathered per read-ahead chunk, for batches of `batch_bytes` stored bytes."""
+    return max(1, min(_READ_AHEAD_BATCHES, _READ_AHEAD_BYTES // batch_bytes))
 
 
 def collate(windows: np.ndarray) -> dict[str, torch.Tensor]:
-    """Inputs and labels as int64 tensors, each one widening copy from the stored dtype. Done by the consumer:
-    memory allocated in the thread that also frees it is reused by the allocator, instead of being returned to the
-    system and faulted in again batch after batch (glibc's per-thread arenas), and it is cache-warm for the step."""
-    shape = (windows.shape[0], windows.shape[1] - 1)
-    input_ids = np.empty(shape, dtype=np.int64)
-    labels = np.empty(shape, dtype=np.int64)
-    np.copyto(input_ids, windows[:, :-1])
-    np.copyto(labels, windows[:, 1:])
-    return {"input_ids": torch.from_numpy(input_ids), "labels": torch.from_numpy(labels)}
+    """One widening copy from the stored dtype into an int64 [B, seq_len + 1] `tokens` tensor; `input_ids` and
+    `labels` are its first and last seq_len columns (views, no copy). Moving `tokens` to the device and slicing
+    there moves each token once. Done by the consumer: memory allocated in the thread that also frees it is
+    reused by the allocator instead of being returned to the system and faulted in again batch after batch
+    (glibc's per-thread arenas), and it is cache-warm for the step."""
+    tokens = np.empty(windows.shape, dtype=np.int64)
+    np.copyto(tokens, windows)
+    return batch_of(torch.from_numpy(tokens))
+
+
+def batch_of(tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The batch dict for [B, seq_len + 1] token ids (on any device): tokens, input_ids and labels (views)."""
+    seq_len = tokens.shape[1] - 1
+    return {"tokens": tokens, "input_ids": tokens.narrow(1, 0, seq_len), "labels": tokens.narrow(1, 1, seq_len)}
 
 
 def dataset_prefix(output_prefix: str | Path) -> str:

@@ -7,20 +7,29 @@ Sample i covers stream tokens [i * seq_len, i * seq_len + seq_len + 1): inputs a
 labels the last seq_len, so every token after the first is a label exactly once.
 """
 
+import warnings
 from bisect import bisect_right
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
+import torch
 
 from training.data.errors import DataError
 
 # Separates the validation draw from the per-epoch shuffles, which use seed + epoch.
 _VALIDATION_STREAM = 0x5EED_7A11
+_MAX_VALIDATION_RUN = 64
+_MIN_VALIDATION_RUNS = 16
 
 
 def split_documents(document_count: int, validation_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(train, validation) document ids, each sorted; the validation documents are a seeded random draw."""
+    """(train, validation) document ids, each sorted; the validation documents are seeded random runs.
+
+    Documents are held out in runs of neighbours (up to _MAX_VALIDATION_RUN, at least 16 runs when there are
+    enough documents): every held-out run splits the train stream, and each train sample that runs across such a
+    gap is pieced together from both sides, which costs far more than a sample read in one piece. Runs also keep
+    the spread over the corpus that a random draw gives.
+    """
     if validation_fraction == 0.0:
         return np.arange(document_count, dtype=np.int64), np.zeros(0, dtype=np.int64)
     validation_count = max(1, round(validation_fraction * document_count))
@@ -30,7 +39,13 @@ def split_documents(document_count: int, validation_fraction: float, seed: int) 
             "leaving none to train on"
         )
     rng = np.random.default_rng([seed, _VALIDATION_STREAM])
-    validation = np.sort(rng.choice(document_count, size=validation_count, replace=False)).astype(np.int64)
+    run = min(_MAX_VALIDATION_RUN, max(1, validation_count // _MIN_VALIDATION_RUNS))
+    runs = -(-validation_count // run)
+    if runs > document_count // run:  # very large fractions: too few slots for whole runs
+        run, runs = 1, validation_count
+    slots = np.sort(rng.choice(document_count // run, size=runs, replace=False))
+    held_out = (slots[:, None] * run + np.arange(run)).reshape(-1)[:validation_count]
+    validation = np.sort(held_out).astype(np.int64)
     train = np.setdiff1d(np.arange(document_count, dtype=np.int64), validation, assume_unique=True)
     return train, validation
 
@@ -74,8 +89,9 @@ class PackedSamples:
         self.num_samples = max(0, (spans.total_tokens - 1) // seq_len)
         window = seq_len + 1
         # Every window of seq_len + 1 tokens in the file as a strided view (no copy): a batch is then one
-        # fancy-indexing copy of the rows where its samples start.
-        self._windows = sliding_window_view(self._tokens, window) if tokens.size >= window else None
+        # index_select of the rows where its samples start. torch rather than numpy fancy indexing because torch
+        # releases the GIL while it copies, so a prefetch thread gathers while the trainer's thread runs.
+        self._windows = _torch_windows(self._tokens, window) if tokens.size >= window else None
         self._file_starts, self._crosses_spans = _sample_file_starts(spans, seq_len, self.num_samples)
         self._span_bounds = (spans.stream_offsets.tolist(), spans.starts.tolist())
 
@@ -83,6 +99,10 @@ class PackedSamples:
     def token_itemsize(self) -> int:
         """Bytes per stored token id."""
         return self._tokens.dtype.itemsize
+
+    @property
+    def token_dtype(self) -> np.dtype:
+        return self._tokens.dtype
 
     def sample(self, index: int) -> np.ndarray:
         """seq_len + 1 token ids (int64) of sample `index`."""
@@ -92,8 +112,9 @@ class PackedSamples:
         self._copy_sample(index, out)
         return out
 
-    def batch(self, indices: np.ndarray) -> np.ndarray:
-        """[len(indices), seq_len + 1] token ids as stored in the .bin (uint16 or int32): the samples `indices`."""
+    def batch(self, indices: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """[len(indices), seq_len + 1] token ids as stored in the .bin (uint16 or int32): the samples `indices`,
+        written into `out` (that shape and dtype) when given, so that a caller can reuse its buffers."""
         indices = np.asarray(indices)
         if indices.dtype.kind != "u" and indices.size and int(indices.min()) < 0:
             raise IndexError(f"sample {int(indices.min())} outside 0..{self.num_samples - 1}")
@@ -101,11 +122,17 @@ class PackedSamples:
             starts = self._file_starts[indices]
         except IndexError:
             raise IndexError(f"sample {int(indices.max())} outside 0..{self.num_samples - 1}") from None
+        shape = (len(indices), self.seq_len + 1)
+        if out is None:
+            out = np.empty(shape, dtype=self._tokens.dtype)
+        elif out.shape != shape or out.dtype != self._tokens.dtype:
+            raise ValueError(f"out: {out.dtype}{list(out.shape)} must be {self._tokens.dtype}{list(shape)}")
         if self._windows is None or indices.size == 0:
-            return np.empty((len(indices), self.seq_len + 1), dtype=self._tokens.dtype)
+            return out
+        rows = torch.from_numpy(out.view(np.int16) if out.dtype == np.uint16 else out)
+        torch.index_select(self._windows, 0, torch.from_numpy(starts.astype(np.int64, copy=False)), out=rows)
         # A sample that runs into the next span starts right in the file but continues with tokens of the
         # held-out documents that follow its span; those rows are rewritten piece by piece.
-        out = self._windows[starts]
         crossing = self._crosses_spans[indices]
         if crossing.any():
             for row in np.flatnonzero(crossing).tolist():
@@ -125,6 +152,17 @@ class PackedSamples:
             out[written : written + count] = self._tokens[file_start : file_start + count]
             written += count
             span += 1
+
+
+def _torch_windows(tokens: np.ndarray, window: int) -> torch.Tensor:
+    """[tokens - window + 1, window] overlapping rows over the token array, as a torch view (no copy).
+
+    uint16 ids travel as int16 (the same bits; torch indexes few unsigned types) and are viewed back as uint16."""
+    same_bits = tokens.view(np.int16) if tokens.dtype == np.uint16 else tokens
+    with warnings.catch_warnings():  # the mapping is read-only and is only ever read
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        flat = torch.from_numpy(same_bits)
+    return flat.as_strided((flat.numel() - window + 1, window), (1, 1))
 
 
 def _sample_file_starts(spans: Spans, seq_len: int, num_samples: int) -> tuple[np.ndarray, np.ndarray]:

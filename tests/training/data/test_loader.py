@@ -1,11 +1,13 @@
 import time
 from itertools import islice
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
+import training.data.loader as loader_module
 from tests.training.data.conftest import EOD_ID, MakeDataset, random_documents
 from training.data.errors import DataError
 from training.data.loader import LoaderConfig, PackedTokenLoader
@@ -43,10 +45,13 @@ def global_stream(loaders: list[PackedTokenLoader], steps: int) -> list[tuple[in
 
 def test_batch_shapes_dtypes_and_labels_shift(prefix: str) -> None:
     batch = next(iter(PackedTokenLoader(config(prefix), dp_rank=0, dp_world_size=1)))
-    assert set(batch) == {"input_ids", "labels"}
-    for tensor in batch.values():
-        assert tensor.dtype == torch.long and tensor.shape == (2, SEQ_LEN)
-    assert torch.equal(batch["input_ids"][:, 1:], batch["labels"][:, :-1])
+    assert set(batch) == {"tokens", "input_ids", "labels"}
+    assert batch["tokens"].dtype == torch.long and batch["tokens"].shape == (2, SEQ_LEN + 1)
+    for name in ("input_ids", "labels"):
+        assert batch[name].dtype == torch.long and batch[name].shape == (2, SEQ_LEN)
+        assert batch[name].untyped_storage().data_ptr() == batch["tokens"].untyped_storage().data_ptr()  # views
+    assert torch.equal(batch["input_ids"], batch["tokens"][:, :-1])
+    assert torch.equal(batch["labels"], batch["tokens"][:, 1:])
 
 
 def test_samples_are_the_documents_packed_with_one_eod_between(make_dataset: MakeDataset) -> None:
@@ -125,14 +130,15 @@ def test_resume_at_another_data_parallel_size(prefix: str, before_world: int, af
 
 def test_prefetcher_does_not_advance_the_state(prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
     loader = PackedTokenLoader(config(prefix, prefetch=4), dp_rank=0, dp_world_size=1)
+    monkeypatch.setattr(loader_module, "_READ_AHEAD_BATCHES", 1)  # one batch per read-ahead chunk
     built: list[int] = []
-    build = loader._build_batch
+    gather = loader._gather_ahead
 
-    def counting_build(position: int) -> dict[str, torch.Tensor]:
+    def counting_gather(position: int, at_most: int | None, buffer: np.ndarray | None = None) -> Any:
         built.append(position)
-        return build(position)
+        return gather(position, at_most, buffer)
 
-    monkeypatch.setattr(loader, "_build_batch", counting_build)
+    monkeypatch.setattr(loader, "_gather_ahead", counting_gather)
     iterator = iter(loader)
     first = next(iterator)
     deadline = time.monotonic() + 30
@@ -192,7 +198,7 @@ def test_state_from_another_configuration_is_refused(prefix: str) -> None:
 def test_errors_in_the_prefetch_thread_reach_the_trainer(prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
     loader = PackedTokenLoader(config(prefix, prefetch=2), 0, 1)
 
-    def broken(indices: np.ndarray) -> np.ndarray:
+    def broken(indices: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         raise OSError("disk went away")
 
     monkeypatch.setattr(loader._samples, "batch", broken)

@@ -35,6 +35,31 @@ def test_validation_documents_are_a_seeded_disjoint_draw() -> None:
     assert len(split_documents(10, 0.0, seed=1)[1]) == 0
 
 
+def _runs(documents: np.ndarray) -> list[int]:
+    """Lengths of the runs of consecutive ids in a sorted array."""
+    breaks = np.flatnonzero(np.diff(documents) != 1)
+    return np.diff(np.concatenate([[0], breaks + 1, [len(documents)]])).tolist()
+
+
+@pytest.mark.parametrize(
+    ("documents", "fraction", "run_count"),
+    [(100_000, 0.01, 17), (10_000, 0.01, 17), (200, 0.05, 10), (10, 0.2, 2)],
+)
+def test_validation_documents_are_held_out_in_runs_of_neighbours(
+    documents: int, fraction: float, run_count: int
+) -> None:
+    train, validation = split_documents(documents, fraction, seed=3)
+    assert len(validation) == round(fraction * documents) and len(train) + len(validation) == documents
+    runs = _runs(validation)  # neighbouring runs may touch and merge, so at most run_count
+    assert 1 <= len(runs) <= run_count and max(runs) <= 64
+    assert len(_runs(train)) <= run_count + 1  # each held-out run splits the train stream at most once
+
+
+def test_very_large_fractions_fall_back_to_single_documents() -> None:
+    train, validation = split_documents(100, 0.99, seed=1)
+    assert len(validation) == 99 and len(train) == 1
+
+
 def test_holding_out_every_document_is_refused() -> None:
     with pytest.raises(DataError, match=r"validation_fraction: 0.9 holds out 2 of 2 documents"):
         split_documents(2, 0.9, seed=1)

@@ -121,13 +121,13 @@ def write_reports(
 
 
 INTRO = [
-    "The machine was shared: other engineers ran CPU- and disk-heavy jobs throughout. Noise on a shared machine",
-    "only ever adds time, so each side is the best of several runs, and the two sides of a ratio run in turn",
-    "(round by round) so that a slow period hits both. Targets that do not hold are explained under their figure,",
-    "with the profile taken in the same run.",
+    "Each side is the best of several runs, and the two sides of a ratio run in turn (round by round), so that a",
+    "slow period of the machine hits both. Targets that do not hold are explained under their figure, with the",
+    "profile taken in the same run.",
     "",
-    "Even so, single runs move. Five `make bench` runs within an hour on 2026-11-21 (on this 2-core VM, while the",
-    "harness was being finished) gave: loader with prefetch 0.16-0.35, loader inline 0.50-0.56, checkpoint save",
-    "0.16-0.24, checkpoint load 0.52-0.92, trainer step overhead 1.04-1.31. The loader with its prefetch thread",
-    "and the checkpoint load are the most sensitive to other load on the machine.",
+    "This 2-core VM is noisy in a particular way: memory and disk blocks that were given back to the host cost a",
+    "fault on the host at their next first touch. Writing 1.5 GB through the page cache took anywhere from 1.3 s to",
+    "8 s on 2026-11-21, depending on whether the cache pages it got were recently used; writes that bypass the page",
+    "cache (O_DIRECT) took 1.4-1.9 s every time. Single runs of the loader figures moved by about 0.1 between",
+    "runs the same hour.",
 ]

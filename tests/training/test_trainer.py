@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch.distributed.checkpoint.filesystem as dcp_filesystem
 
 from tests.training.jobs import records, tiny_job, write_job
+from training.checkpoint import direct_io
 from training.checkpoint.layout import complete_checkpoints
 from training.export import load_checkpoint_model
 from training.signals import EXIT_CHECKPOINT_FAILED, EXIT_LOSS_GUARD, EXIT_OK, EXIT_STATUS_FILE
@@ -104,15 +104,15 @@ def _small_filesystem(path: Path, size_bytes: int) -> Iterator[bool]:
 
 
 def _fail_writes_into(step_name: str) -> Callable[..., Any]:
-    """Fallback without a mountable tmpfs: DCP's storage layer raises ENOSPC for files of one checkpoint."""
-    original = dcp_filesystem._write_item
+    """Fallback without a mountable tmpfs: the checkpoint storage raises ENOSPC for files of one checkpoint."""
+    original = direct_io.open_direct
 
-    def write_item(transforms: Any, stream: Any, *args: Any, **kwargs: Any) -> Any:
-        if f"{step_name}.tmp" in str(getattr(stream, "name", "")):
+    def open_direct(path: Any, flags: int) -> Any:
+        if f"{step_name}.tmp" in str(path):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return original(transforms, stream, *args, **kwargs)
+        return original(path, flags)
 
-    return write_item
+    return open_direct
 
 
 @pytest.mark.usefixtures("one_thread")
@@ -123,7 +123,7 @@ def test_no_space_left_while_saving_stops_the_job_and_the_last_checkpoint_still_
     # One checkpoint of this model is about 1.7 MB: the first fits, the second runs out of space mid-write.
     with _small_filesystem(checkpoints, 2_600_000) as real_disk:
         if not real_disk:
-            monkeypatch.setattr(dcp_filesystem, "_write_item", _fail_writes_into("step-4"))
+            monkeypatch.setattr(direct_io, "open_direct", _fail_writes_into("step-4"))
         job = tiny_job(
             demo_data_prefix,
             train={"max_steps": 8},

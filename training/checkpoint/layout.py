@@ -91,11 +91,16 @@ def write_durably(path: Path, data: bytes) -> None:
 
 def remove_checkpoint(path: Path) -> None:
     """Un-commit first (marker gone, durably), then delete: a crash mid-delete leaves an ignored leftover."""
+    uncommit(path)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def uncommit(path: Path) -> None:
+    """Remove the marker durably: from then on the checkpoint is ignored by loading and removed at the next start."""
     marker = path / MARKER
     if marker.exists():
         marker.unlink()
         fsync_dir(path)
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def directory_bytes(path: Path) -> int:

@@ -12,6 +12,7 @@ import io
 import json
 import logging
 import shutil
+import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -33,9 +34,9 @@ from training.checkpoint.layout import (
     fsync_tree,
     incomplete_entries,
     latest_complete,
-    remove_checkpoint,
     step_dir,
     tmp_dir,
+    uncommit,
     write_durably,
 )
 from training.checkpoint.space import check_free_space, out_of_space_hint
@@ -56,6 +57,11 @@ def describe_failure(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}" if not isinstance(error, OSError) else str(error)
 
 
+def _delete_all(paths: list[Path]) -> None:
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 @dataclass
 class _PendingSave:
     step: int
@@ -71,6 +77,7 @@ class CheckpointManager:
         self.world_size = world_size
         self.param_count = param_count
         self._pending: _PendingSave | None = None
+        self._pruning: threading.Thread | None = None
         # Background saves run their collectives on their own gloo group, never interleaved with training's.
         self._async_group = dist.new_group(backend="gloo") if section.async_save else None
 
@@ -120,7 +127,7 @@ class CheckpointManager:
     # -- saving ----------------------------------------------------------------------------------------------------
 
     def save(self, step: int, dcp_state: dict[str, Any], trainer_state: dict[str, Any], rng: dict[str, Any]) -> None:
-        self.wait()
+        self.wait()  # also frees the space of checkpoints pruned last time before the free-space check
         final = step_dir(self.root, step)
         if final.joinpath(MARKER).is_file():
             return  # this exact step is already committed (e.g. a stop right after a periodic save)
@@ -170,7 +177,9 @@ class CheckpointManager:
         self._commit(step)
 
     def wait(self) -> None:
-        """Finish a pending async save: wait for its shards, then commit it. Call on every rank."""
+        """Finish a pending async save (wait for its shards, then commit it) and the deletion of pruned
+        checkpoints. Call on every rank."""
+        self._finish_pruning()
         pending, self._pending = self._pending, None
         if pending is None:
             return
@@ -200,12 +209,26 @@ class CheckpointManager:
             self._prune()
 
     def _prune(self) -> None:
+        """Un-commit the checkpoints beyond keep_last now, delete their files in the background: deleting a few GB
+        takes a noticeable time on some filesystems, and training need not wait for it. A crash mid-delete leaves
+        uncommitted leftovers, which the next start removes."""
+        self._finish_pruning()
         committed = complete_checkpoints(self.root)
+        doomed = []
         for _, path in committed[: max(0, len(committed) - self.section.keep_last)]:
             try:
-                remove_checkpoint(path)
+                uncommit(path)
+                doomed.append(path)
             except OSError as failure:
                 log.warning("checkpoint: could not remove old %s: %s", path, failure)
+        if doomed:
+            self._pruning = threading.Thread(target=_delete_all, args=(doomed,), name="checkpoint-prune")
+            self._pruning.start()
+
+    def _finish_pruning(self) -> None:
+        pruning, self._pruning = self._pruning, None
+        if pruning is not None:
+            pruning.join()
 
     # -- loading ---------------------------------------------------------------------------------------------------
 

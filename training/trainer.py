@@ -175,7 +175,12 @@ class Trainer:
                     f"{path}; an exact resume needs the same global batch (any world size is fine)"
                 ]
             )
-        self.train_loader.load_state_dict(state["loader"])
+        try:
+            self.train_loader.load_state_dict(state["loader"])
+        except ValueError as error:  # e.g. a state written by another loader version: retrying cannot help
+            raise ConfigError(
+                [f"{error} (in {path}); resume with the version that wrote it, or start a new run"]
+            ) from None
         self.guard.load_state_dict(state.get("guard", {}))
         self.step = int(state["step"])
         if rng is not None and state.get("world_size") == self.ctx.world_size:

@@ -13,9 +13,9 @@ import pytest
 
 from tests.training.jobs import records, tiny_job, write_job
 from training.checkpoint import direct_io
-from training.checkpoint.layout import complete_checkpoints
+from training.checkpoint.layout import TRAINER_STATE, complete_checkpoints
 from training.export import load_checkpoint_model
-from training.signals import EXIT_CHECKPOINT_FAILED, EXIT_LOSS_GUARD, EXIT_OK, EXIT_STATUS_FILE
+from training.signals import EXIT_CHECKPOINT_FAILED, EXIT_CONFIG_ERROR, EXIT_LOSS_GUARD, EXIT_OK, EXIT_STATUS_FILE
 from training.train import main
 
 REQUIRED_KEYS = {"step", "loss", "lr", "grad_norm", "tokens_per_s", "mfu", "hfu", "mem_gib", "step_time_s"}
@@ -162,3 +162,27 @@ def test_the_free_space_check_refuses_a_save_that_cannot_fit(
         assert reason.startswith(f"checkpoint.dir: {str(checkpoints)!r} has 0.00")
         assert "bytes x 139,584 parameters, x1.2 margin" in reason
         assert not any(checkpoints.iterdir())  # refused before writing anything
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_a_loader_state_of_another_version_is_a_one_line_config_error_not_a_requeue(
+    demo_data_prefix: str, tmp_path: Path
+) -> None:
+    job = tiny_job(demo_data_prefix, train={"max_steps": 4}, checkpoint={"every": 4})
+    code, run_dir = _train(tmp_path, job)
+    assert code == EXIT_OK
+    [(_, checkpoint)] = complete_checkpoints(run_dir / "checkpoints")
+    state_file = checkpoint / TRAINER_STATE
+    state = json.loads(state_file.read_text())
+    state["loader"]["version"] = 1  # as written by the loader before validation runs (state v2)
+    state_file.write_text(json.dumps(state))
+
+    job["train"]["max_steps"] = 8
+    code, run_dir = _train(tmp_path, job)
+    assert code == EXIT_CONFIG_ERROR
+    reason = _status(run_dir)["reason"]
+    assert "\n" not in reason
+    assert reason.endswith(
+        f"loader state: version: 1 does not match this loader's 2 (in {checkpoint}); resume with the version that "
+        "wrote it, or start a new run"
+    )

@@ -39,7 +39,7 @@ class LoaderConfig:
     micro_batch_size: int
     seed: int = 1234
     validation_fraction: float = 0.01  # held-out split by whole documents, deterministic from seed
-    prefetch: int = 2  # read-ahead chunks (up to 8 batches each) prepared by a background thread (0: no thread)
+    prefetch: int = 2  # read-ahead chunks (up to 16 batches each) prepared by a background thread (0: no thread)
     verify_checksums: bool = False
 
     def __post_init__(self) -> None:

@@ -222,8 +222,8 @@ def _explain(
 SAVE_METHOD = (
     "Ours: `CheckpointManager.save` as the trainer calls it (`Trainer._save`): free-space check, trainer state "
     "and RNG files written durably, model and AdamW state through DCP with our `TensorFileWriter` (one file of "
-    "raw tensor bytes per rank, written with O_DIRECT from two aligned 16 MiB buffers, one filled while a "
-    "background thread writes the other, then fsync), then the commit - fsync of every file and directory in "
+    "raw tensor bytes per rank, written with O_DIRECT from four aligned 16 MiB buffers, one filled while "
+    "background threads write up to three others, then fsync), then the commit - fsync of every file and directory in "
     "the tree, rename of step-N.tmp, fsync of the root, the COMMITTED marker - and pruning to keep_last = 2 "
     "(the oldest checkpoint is un-committed at once and deleted by a background thread, joined outside the "
     "timing). Baseline: the same number of bytes, already in memory, written to one "

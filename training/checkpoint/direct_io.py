@@ -3,8 +3,9 @@
 A checkpoint is written once and read rarely, so passing it through the page cache only costs: every byte is
 copied into freshly allocated cache pages (on a VM each first touch of such a page is a fault on the host too),
 those pages then have to be written back by fsync, and they push the training job's own data out of the cache.
-With O_DIRECT the bytes go from an aligned buffer to the device. One buffer is filled while a background
-thread writes the other (pwrite releases the GIL), so copying and writing overlap.
+With O_DIRECT the bytes go from an aligned buffer to the device. One buffer is filled while background threads
+write the others (pwrite releases the GIL), so copying and writing overlap and the device has a few requests
+queued at once.
 
 Reading goes the same way round: aligned segments of the file are read by a few threads at once (the device
 sees a queue of requests rather than one at a time) and copied straight into the tensors they belong to.
@@ -19,13 +20,14 @@ import errno
 import mmap
 import os
 import threading
-from collections import defaultdict
+from collections import defaultdict, deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 
 ALIGNMENT = 4096  # O_DIRECT offsets, lengths and buffer addresses must be multiples of the device block
 BUFFER_BYTES = 16 << 20
+WRITE_BUFFERS = 4
 
 
 READ_THREADS = 4
@@ -52,20 +54,26 @@ def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
 class DirectWriter:
     """`write(bytes)` appends; `tell()` is the logical size; `close()` pads, truncates to size and fsyncs."""
 
-    def __init__(self, path: str | Path, sync: bool = True, buffer_bytes: int = BUFFER_BYTES) -> None:
+    def __init__(
+        self, path: str | Path, sync: bool = True, buffer_bytes: int = BUFFER_BYTES, buffers: int = WRITE_BUFFERS
+    ) -> None:
         if buffer_bytes % ALIGNMENT:
             raise ValueError(f"buffer_bytes: {buffer_bytes} must be a multiple of {ALIGNMENT}")
+        if buffers < 2:
+            raise ValueError(f"buffers: {buffers} must be at least 2 (one filled while another is written)")
         self.path = path
         self.sync = sync
         self.fd, self.direct = open_direct(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         # Anonymous mmaps are page aligned, as O_DIRECT needs.
-        self._buffers = [mmap.mmap(-1, buffer_bytes), mmap.mmap(-1, buffer_bytes)]
+        self._buffers = [mmap.mmap(-1, buffer_bytes) for _ in range(buffers)]
         self._views = [memoryview(buffer) for buffer in self._buffers]
         self._current = 0
         self._filled = 0  # bytes in the current buffer
         self._flushed = 0  # file offset where the current buffer starts
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-writer")
-        self._pending: Future[None] | None = None
+        # Up to buffers - 1 writes in flight: the device works on several requests at once (a virtio disk or a
+        # Lustre client gains from the queue), while the next buffer is filled.
+        self._pool = ThreadPoolExecutor(max_workers=buffers - 1, thread_name_prefix="checkpoint-writer")
+        self._pending: deque[Future[None]] = deque()
         self._closed = False
 
     def tell(self) -> int:
@@ -85,17 +93,19 @@ class DirectWriter:
         return size
 
     def _submit(self, length: int) -> None:
-        """Hand the current buffer to the writer thread (after the previous one finished) and switch buffers."""
-        self._wait()
-        self._pending = self._pool.submit(_pwrite_all, self.fd, self._views[self._current][:length], self._flushed)
+        """Hand the current buffer to a writer thread and move to the next one, once its last write is done."""
+        self._pending.append(
+            self._pool.submit(_pwrite_all, self.fd, self._views[self._current][:length], self._flushed)
+        )
         self._flushed += self._filled
         self._filled = 0
-        self._current = 1 - self._current
+        self._current = (self._current + 1) % len(self._buffers)
+        if len(self._pending) == len(self._buffers):  # the next buffer is the oldest one in flight
+            self._pending.popleft().result()
 
     def _wait(self) -> None:
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.result()
+        while self._pending:
+            self._pending.popleft().result()
 
     def close(self) -> None:
         if self._closed:
@@ -123,8 +133,8 @@ class DirectWriter:
         self._release()
 
     def _release(self) -> None:
-        self._pool.shutdown(wait=True)  # a write still in flight finishes before its buffer goes away
-        self._pending = None
+        self._pool.shutdown(wait=True)  # writes still in flight finish before their buffers go away
+        self._pending.clear()
         os.close(self.fd)
         for view in self._views:
             view.release()

@@ -95,6 +95,22 @@ def test_close_twice_is_harmless_and_overwrites_an_existing_file(tmp_path: Path,
     assert path.read_bytes() == b"short"
 
 
+@pytest.mark.parametrize("buffers", [2, 3, 4])
+def test_every_buffer_count_keeps_the_order_of_many_writes(tmp_path: Path, direct: bool, buffers: int) -> None:
+    path = tmp_path / "data"
+    chunks = [_random_bytes(seed, 3000 + 977 * seed) for seed in range(40)]  # ~30 buffers' worth, unaligned
+    with DirectWriter(path, buffer_bytes=BUFFER, buffers=buffers) as writer:
+        for chunk in chunks:
+            writer.write(chunk)
+    assert path.read_bytes() == b"".join(chunks)
+
+
+def test_fewer_than_two_buffers_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"^buffers: 1 must be at least 2 \(one filled while another is written\)$"):
+        DirectWriter(tmp_path / "data", buffers=1)
+    assert not (tmp_path / "data").exists()
+
+
 def test_buffer_bytes_must_be_a_multiple_of_the_alignment(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"^buffer_bytes: 5000 must be a multiple of 4096$"):
         DirectWriter(tmp_path / "data", buffer_bytes=5000)

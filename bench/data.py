@@ -276,11 +276,16 @@ def _loader_analysis(steps: dict[str, float], per_batch_us: dict[str, float], ra
         "generator levels. At about 20-30 µs per batch for the baseline, the target leaves 2-3 µs for all of "
         "that, less than the extra cost of the random reads alone.",
         "",
-        "The prefetch thread hides the gather only partly on this 2-core machine. The gather itself runs without "
-        "the GIL (`torch.index_select`; numpy's fancy indexing held it) into reused buffers, and whole chunks of "
-        "up to 16 batches cross between the threads, so they meet once per chunk; but the consumer's widening and "
-        "the tensor bookkeeping around it hold the GIL, and each hand-over of the GIL between two threads costs "
-        f"tens of µs here. The consumer took {per_batch_us['threaded']:.0f} µs per batch with the thread.",
+        "The prefetch thread does not hide the gather on this 2-core machine. The gather runs in the background "
+        "without the GIL (`torch.index_select`; numpy's fancy indexing held it) into reused buffers, and whole "
+        "chunks of up to 16 batches cross between the threads, so they meet once per chunk. Instrumented "
+        "separately (outside this run), the consumer then almost never waited for a chunk (1 % of the time) and "
+        "the producer sat idle with a full buffer 50-70 % of the time, yet the consumer, now doing only the "
+        "widening, took 40-50 µs per batch instead of about 18 µs alone: the gather and its torch worker threads "
+        "compete with it for the two cores, the memory bandwidth and the GIL. The consumer took "
+        f"{per_batch_us['threaded']:.0f} µs per batch with the thread in this run. A worker process instead of "
+        "the thread was tried too (shared-memory ring, outside this run): 41-55 µs per batch, the consumer "
+        "widening chunks that the other core had just written.",
         "",
         f"For training this is ample: {rate / 1e6:.0f} M tokens/s is "
         f"{MICRO_BATCH * SEQ_LEN / rate * 1e6:.0f} µs per {MICRO_BATCH} x {SEQ_LEN} micro-batch, while the forward "

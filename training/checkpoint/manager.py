@@ -1,9 +1,9 @@
 """Save and load sharded checkpoints with torch.distributed.checkpoint (DCP), committed atomically.
 
 Contents of ROOT/step-N/: DCP shards of the model and optimizer in storage.py's raw-bytes files (resharded on
-load, so a run may resume at another world size), trainer_state.json (step, the data loader's global position, guard history, model shape)
-and rng/rank{r}.pt. Every failure is turned into CheckpointError on every rank at the same point, so all ranks
-stop together and the previous committed checkpoint is left untouched.
+load, so a run may resume at another world size), trainer_state.json (step, the data loader's global position,
+guard history, model shape) and rng/rank{r}.pt. Every failure is turned into CheckpointError on every rank at
+the same point, so all ranks stop together and the previous committed checkpoint is left untouched.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from training.checkpoint.layout import (
     fsync_tree,
     incomplete_entries,
     latest_complete,
+    remove_checkpoint,
     step_dir,
     tmp_dir,
     uncommit,
@@ -59,7 +60,7 @@ def describe_failure(error: BaseException) -> str:
 
 def _delete_all(paths: list[Path]) -> None:
     for path in paths:
-        shutil.rmtree(path, ignore_errors=True)
+        remove_checkpoint(path)  # already un-committed: this deletes the files
 
 
 @dataclass

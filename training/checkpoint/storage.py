@@ -3,8 +3,8 @@
 The stock FileSystemWriter wraps every tensor in its own `torch.save` zip record and its reader `torch.load`s
 each record into a new tensor before copying it into the model: an extra pass over every byte, and as much
 freshly allocated memory as the checkpoint is large, both ways. Here each rank writes one file of its
-tensors' raw bytes (large writes from the tensors themselves) and reads them back with `readinto` straight
-into the destination tensor whenever the saved chunk and the destination line up, which they do whenever the
+tensors' raw bytes through direct_io.DirectWriter and reads it back with direct_io.read_ranges straight into
+the destination tensors whenever the saved chunk and the destination line up, which they do whenever the
 world size is unchanged. Resharding takes the general path (read the chunk, narrow it, copy).
 
 Everything else is DCP's: plans, the `.metadata` file, resharding, async staging. Each entry's storage info
@@ -120,8 +120,10 @@ class TensorFileReader(FileSystemReader):
                     self._chunks[MetadataIndex(fqn, chunk.offsets)] = (entry.properties.dtype, chunk.sizes)
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
-        ours = [item for item in plan.items if self._is_ours(item)]
-        stock = [item for item in plan.items if not self._is_ours(item)]
+        ours: list[ReadItem] = []
+        stock: list[ReadItem] = []
+        for item in plan.items:
+            (ours if self._is_ours(item) else stock).append(item)
         if stock:
             super().read_data(LoadPlan(stock, plan.storage_data, plan.planner_data), planner).wait()
         by_file: dict[str, list[ReadItem]] = {}

@@ -28,7 +28,14 @@ from bench.profiling import profile_top
 from bench.result import BenchResult, best_times, ratio, timed
 from training.corpus import demo_corpus_path
 from training.data.indexed import idx_path, open_tokens, read_index
-from training.data.loader import LoaderConfig, PackedTokenLoader, collate, read_ahead_batches
+from training.data.loader import (
+    READ_AHEAD_BATCHES,
+    READ_AHEAD_BYTES,
+    LoaderConfig,
+    PackedTokenLoader,
+    collate,
+    read_ahead_batches,
+)
 from training.data.manifest import manifest_path, read_manifest
 from training.data.tokenizer import load_tokenizer, without_special_token_handling
 from training.data.writer import TokenizerInfo, write_dataset
@@ -37,7 +44,7 @@ from training.prepare import prepare_dataset
 SEQ_LEN = 4096
 MICRO_BATCH = 8
 BENCH_TOKENS = 64 << 20  # 128 MiB of uint16: four times this machine's L3 cache
-BATCHES_PER_ROUND = 200
+CHUNKS_PER_ROUND = 4
 ROUNDS = 15
 LOADER_TARGET = ">= 0.9"
 
@@ -76,7 +83,19 @@ def repeated_dataset(source_prefix: Path, output_prefix: Path, tokens: int) -> P
         eod_token=manifest.eod_token,
     )
     write_dataset(output_prefix, repeated(), info, [source])
+    _flush_to_disk(output_prefix)
     return output_prefix
+
+
+def _flush_to_disk(prefix: Path) -> None:
+    """Write the dataset's dirty pages back now: otherwise the kernel's writeback of 128 MiB runs on this 2-core
+    machine during the timed rounds (up to 30 s after the write)."""
+    for suffix in (".bin", ".idx"):
+        descriptor = os.open(f"{prefix}{suffix}", os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
 
 
 class RawReader:
@@ -147,29 +166,33 @@ def loader_benchmarks(prefix: Path) -> list[BenchResult]:
     """The loader as the trainer runs it (prefetch thread, default depth 2) and inline (prefetch 0)."""
     reader = RawReader(prefix, SEQ_LEN, MICRO_BATCH)
     reader.touch_every_page()
+    # Whole read-ahead chunks per round, so that every round of either side pays for the same number of chunk
+    # reads (a round shorter than a chunk could miss the gather altogether).
+    round_batches = CHUNKS_PER_ROUND * reader.chunk_batches
     _, threaded = _warm_loader(prefix, prefetch=2)
     inline_loader, inline = _warm_loader(prefix, prefetch=0)
     try:
         best = best_times(
             {
-                "raw": _timed_raw(reader, BATCHES_PER_ROUND),
-                "threaded": _timed_loader(threaded, BATCHES_PER_ROUND),
-                "inline": _timed_loader(inline, BATCHES_PER_ROUND),
+                "raw": _timed_raw(reader, round_batches),
+                "threaded": _timed_loader(threaded, round_batches),
+                "inline": _timed_loader(inline, round_batches),
             },
             ROUNDS,
         )
         steps = _step_costs(inline_loader, reader)
-        top = profile_top(lambda: _discard(islice(inline, 2000)), 8)
+        top = profile_top(lambda: _discard(islice(inline, round_batches)), 8)
     finally:
         threaded.close()  # type: ignore[attr-defined]
         inline.close()  # type: ignore[attr-defined]
-    tokens = BATCHES_PER_ROUND * MICRO_BATCH * SEQ_LEN
+    tokens = round_batches * MICRO_BATCH * SEQ_LEN
     raw, threaded_rate, inline_rate = (tokens / best[name] for name in ("raw", "threaded", "inline"))
-    per_batch_us = {name: seconds / BATCHES_PER_ROUND * 1e6 for name, seconds in best.items()}
+    per_batch_us = {name: seconds / round_batches * 1e6 for name, seconds in best.items()}
     common = (
         f"micro-batch {MICRO_BATCH} x seq {SEQ_LEN}, a {reader.tokens.size / 1e6:.0f} M-token .bin "
         f"({reader.tokens.nbytes / (1 << 20):.0f} MiB, uint16), one rank, page cache warm; best of {ROUNDS} rounds "
-        f"of {BATCHES_PER_ROUND} batches, the three sides in turn"
+        f"of {round_batches} batches ({CHUNKS_PER_ROUND} read-ahead chunks of {reader.chunk_batches}), the three "
+        "sides in turn"
     )
     threaded_result = BenchResult(
         name="loader_tokens_per_s",
@@ -191,70 +214,94 @@ def loader_benchmarks(prefix: Path) -> list[BenchResult]:
         target=LOADER_TARGET,
         note=f"prefetch 0: all of the loader's work in the consumer's thread; {common}",
     )
-    details = [*LOADER_METHOD, "", *_step_table(steps), "", "cProfile of 2,000 inline batches (top 8 by own time):"]
-    details += ["", "```", *top, "```"]
+    details = [
+        *_loader_method(reader.chunk_batches),
+        "",
+        *_step_table(steps, reader.chunk_batches),
+        "",
+        f"Per batch in the timed rounds: ours {per_batch_us['threaded']:.1f} µs with the prefetch thread, "
+        f"{per_batch_us['inline']:.1f} µs inline; baseline {per_batch_us['raw']:.1f} µs.",
+        "",
+        f"cProfile of {round_batches:,} inline batches (top 8 by own time):",
+        "",
+        "```",
+        *top,
+        "```",
+        "",
+        *_loader_history(),
+    ]
     if not (threaded_result.holds and inline_result.holds):
-        details += ["", *_loader_analysis(steps, per_batch_us, threaded_rate)]
+        details += ["", *_loader_analysis(steps, per_batch_us)]
     return [replace(threaded_result, details=details), replace(inline_result, details=["See loader_tokens_per_s."])]
 
 
-LOADER_METHOD = [
-    "Ours: `PackedTokenLoader` (train split, 1 % of documents held out in runs, shuffled epoch order). For each "
-    "read-ahead chunk (up to 16 batches, at most 1 MiB of stored tokens) it takes this rank's slice of the epoch "
-    "permutation, looks up where each sample starts in the .bin (a per-sample table built once), gathers the "
-    "windows of seq_len + 1 tokens with one `torch.index_select` into a reused buffer (samples that run across "
-    "a held-out gap are then pieced together), and widens each batch from uint16 into one int64 [B, seq_len + 1] "
-    "`tokens` tensor whose first and last seq_len columns are `input_ids` and `labels`. With prefetch the "
-    "gathering runs in a background thread, whole chunks at a time, and the widening in the consumer.",
-    "",
-    "Baseline: the same .bin memory-mapped and read in file order the same way: the bytes of the next chunk of "
-    "batches (the loader's read-ahead size) in one sequential copy, then each batch widened by the loader's own "
-    "`collate`. Both sides touched every page of their mapping before timing.",
-]
+def _loader_method(chunk_batches: int) -> list[str]:
+    return [
+        "Ours: `PackedTokenLoader` (train split, 1 % of documents held out in runs, shuffled epoch order). For each "
+        f"read-ahead chunk ({chunk_batches} batches here; at most {READ_AHEAD_BATCHES} batches and "
+        f"{READ_AHEAD_BYTES >> 20} MiB of stored tokens) it takes this rank's slice of the epoch permutation, "
+        "looks up where each sample starts in the .bin (a per-sample table built once), gathers the windows of "
+        "seq_len + 1 tokens with one `torch.index_select` into a reused buffer (samples that run across a "
+        "held-out gap are then pieced together), and widens each batch from uint16 into one int64 "
+        "[B, seq_len + 1] `tokens` tensor whose first and last seq_len columns are `input_ids` and `labels`. With "
+        "prefetch the gathering runs in a background thread, whole chunks at a time, and the widening in the "
+        "consumer.",
+        "",
+        "Baseline: the same .bin memory-mapped and read in file order the same way: the bytes of the next chunk of "
+        "batches (the loader's read-ahead size) in one sequential copy into a reused buffer, then each batch "
+        "widened by the loader's own `collate`. Both sides touched every page of their mapping before timing.",
+    ]
 
 
 def _step_costs(loader: PackedTokenLoader, reader: RawReader) -> dict[str, float]:
-    """Microseconds per batch of each step of an inline batch, each timed alone (best of 5 x 400 batches)."""
+    """Microseconds per batch of each step of an inline batch, each timed alone (best of 5 repeats)."""
     rng = np.random.default_rng(0)
-    count, repeats = 400, 5
-    per_batch = MICRO_BATCH * (SEQ_LEN + 1)
-    # The loader walks the stream in order (its read-ahead then serves 8 batches per gather); each repeat starts
-    # somewhere new so no repeat finds the previous one's rows in the CPU cache.
-    starts = rng.integers(0, loader.num_samples // MICRO_BATCH - count, size=repeats).tolist()
-    chunk = reader.chunk_batches
-    chunks = [loader._gather_ahead(first * chunk * MICRO_BATCH, None) for first in range(-(-50 // chunk))]
-    windows = [windows for gathered in chunks for _, windows in gathered.each_batch()][:50]
-    in_order = rng.integers(0, reader.batches, size=count).tolist()
+    chunk, repeats, chunks_per_repeat = reader.chunk_batches, 5, CHUNKS_PER_ROUND
+    samples_per_chunk = chunk * MICRO_BATCH
+    window = SEQ_LEN + 1
+    buffer = np.empty((samples_per_chunk, window), dtype=reader.tokens.dtype)  # reused, as the loader's ring is
+    chunk_positions = loader.num_samples - samples_per_chunk  # gathers that stay inside one epoch
+    file_chunks = reader.batches // chunk
+    gathered = loader._gather_ahead(0, None, np.empty_like(buffer))
+    windows = [batch_windows for _, batch_windows in gathered.each_batch()]
 
-    def each(run: Callable[[int, int], object]) -> float:
-        def one_repeat(rep: int) -> float:
-            return timed(lambda: _discard(run(rep, i) for i in range(count)))
+    def per_batch(run: Callable[[], object], batches: int) -> float:
+        return min(timed(run) for _ in range(repeats)) / batches * 1e6
 
-        return min(one_repeat(rep) for rep in range(repeats)) / count * 1e6
+    def gather_chunks() -> None:
+        for position in rng.integers(0, chunk_positions, size=chunks_per_repeat).tolist():
+            loader._gather_ahead(position, None, buffer)
+
+    def copy_chunks() -> None:
+        for first in rng.integers(0, file_chunks, size=chunks_per_repeat).tolist():
+            start = first * samples_per_chunk * window
+            np.copyto(buffer, reader.tokens[start : start + samples_per_chunk * window].reshape(-1, window))
+
+    def collate_chunk() -> None:
+        _discard(collate(batch_windows) for batch_windows in windows)
+
+    def raw_batches() -> None:
+        first = int(rng.integers(0, file_chunks)) * chunk
+        _discard(reader.batch(number) for number in range(first, first + chunk * chunks_per_repeat))
 
     return {
-        # One read-ahead chunk per `chunk` batches, as the loader gathers them.
-        "gather": each(
-            lambda rep, i: None if i % chunk else loader._gather_ahead((starts[rep] + i) * MICRO_BATCH, None)
-        ),
-        "copy_in_order": each(
-            lambda rep, i: reader.tokens[in_order[i] * per_batch : (in_order[i] + 1) * per_batch].copy()
-        ),
-        "collate": each(lambda rep, i: collate(windows[i % 50])),
-        # In file order from a new place each repeat, so the chunk copy is amortized as in the timed rounds.
-        "raw_batch": each(lambda rep, i: reader.batch(in_order[rep] + i)),
+        "gather": per_batch(gather_chunks, chunk * chunks_per_repeat),
+        "copy_in_order": per_batch(copy_chunks, chunk * chunks_per_repeat),
+        "collate": per_batch(collate_chunk, len(windows)),
+        "raw_batch": per_batch(raw_batches, chunk * chunks_per_repeat),
     }
 
 
-def _step_table(steps: dict[str, float]) -> list[str]:
+def _step_table(steps: dict[str, float], chunk_batches: int) -> list[str]:
     labels = {
-        "gather": "locate + gather a batch's windows from random rows of the .bin (ours, per chunk / batches)",
-        "copy_in_order": "copy as many bytes in file order (for scale)",
+        "gather": "locate + gather the windows of a read-ahead chunk from random rows of the .bin (ours)",
+        "copy_in_order": "copy as many bytes in file order (the baseline's read)",
         "collate": "widen into the int64 tokens tensor, with the input_ids and labels views (ours and baseline)",
         "raw_batch": "baseline's whole batch: chunk copied in file order + widen",
     }
     return [
-        "Per-batch cost of each step, timed alone (µs; best of 5 x 400 batches):",
+        f"Per-batch cost of each step, timed alone (µs; best of 5 repeats; chunks of {chunk_batches} batches into "
+        "a reused buffer):",
         "",
         "| step | µs per batch |",
         "|---|---:|",
@@ -262,36 +309,31 @@ def _step_table(steps: dict[str, float]) -> list[str]:
     ]
 
 
-def _loader_analysis(steps: dict[str, float], per_batch_us: dict[str, float], rate: float) -> list[str]:
+def _loader_history() -> list[str]:
+    return [
+        "Why the chunks are this large: each gather has a fixed cost besides its bytes - the Python bookkeeping, "
+        "waking torch's intra-op worker thread for the copy, and warming the TLB over the file's mapping again "
+        "after the widening in between has evicted it - about 0.2-0.35 ms per gather on this VM. "
+        "`python -m bench.read_ahead_sweep` runs this benchmark at several chunk sizes; on 2026-11-21 it gave "
+        "(prefetch thread / inline) 0.77 / 0.79 at 16 batches per chunk (the size before), 0.87 / 0.82 at 64, "
+        "1.00-1.11 / 0.85-1.04 at 128 and, over eight runs at 256, 0.99-1.33 / 0.91-1.09. The thread gains the "
+        "most, because every hand-over between the threads can make the trainer's thread wait for the GIL, and on "
+        "this VM waking a thread that waits on the other vCPU costs tens of microseconds: a thread that only "
+        "slept and woke 2,000 times a second slowed the consumer's widening from 22 to 40 µs per batch, while a "
+        "separate process spinning on the other vCPU did not slow it at all.",
+    ]
+
+
+def _loader_analysis(steps: dict[str, float], per_batch_us: dict[str, float]) -> list[str]:
     extra = per_batch_us["inline"] - per_batch_us["raw"]
     return [
-        "**Why the target does not hold.** Both sides do the same widening and build the same tensors "
-        f"({steps['collate']:.0f} µs per batch, the largest single cost, and shared). What the loader adds is its "
-        "reason to exist: the samples of a batch sit at random places in the file. Gathering them costs "
+        "**Why the target does not hold in this run.** Both sides do the same widening "
+        f"({steps['collate']:.0f} µs per batch, shared). The loader's own cost is the random gather: "
         f"{steps['gather']:.0f} µs per batch against {steps['copy_in_order']:.0f} µs for as many bytes copied in "
-        "file order: each 8 KiB sample spans 2-3 scattered 4 KiB pages of the page cache, each a likely TLB miss "
-        "(dearer under a VM's nested paging) and a fresh start for the hardware prefetcher, which does not cross "
-        f"pages. Inline, the loader took {per_batch_us['inline']:.0f} µs per batch against the baseline's "
-        f"{per_batch_us['raw']:.0f} µs ({extra:+.0f} µs): the gather's extra, the epoch bookkeeping and two more "
-        "generator levels. At about 20-30 µs per batch for the baseline, the target leaves 2-3 µs for all of "
-        "that, less than the extra cost of the random reads alone.",
-        "",
-        "The prefetch thread does not hide the gather on this 2-core machine. The gather runs in the background "
-        "without the GIL (`torch.index_select`; numpy's fancy indexing held it) into reused buffers, and whole "
-        "chunks of up to 16 batches cross between the threads, so they meet once per chunk. Instrumented "
-        "separately (outside this run), the consumer then almost never waited for a chunk (1 % of the time) and "
-        "the producer sat idle with a full buffer 50-70 % of the time, yet the consumer, now doing only the "
-        "widening, took 40-50 µs per batch instead of about 18 µs alone: the gather and its torch worker threads "
-        "compete with it for the two cores, the memory bandwidth and the GIL. The consumer took "
-        f"{per_batch_us['threaded']:.0f} µs per batch with the thread in this run. A worker process instead of "
-        "the thread was tried too (shared-memory ring, outside this run): 41-55 µs per batch, the consumer "
-        "widening chunks that the other core had just written.",
-        "",
-        f"For training this is ample: {rate / 1e6:.0f} M tokens/s is "
-        f"{MICRO_BATCH * SEQ_LEN / rate * 1e6:.0f} µs per {MICRO_BATCH} x {SEQ_LEN} micro-batch, while the forward "
-        "and backward pass over one 4 x 4096 micro-batch of the 1B config is about 1.2e14 FLOPs, some 0.3 s on an "
-        "H100 at 40 % MFU. The prefetch thread is there to hide a cold page cache (disk or FSx reads, milliseconds "
-        "per sample), which this warm-cache benchmark does not exercise.",
+        "file order. Inline, the loader took "
+        f"{per_batch_us['inline']:.0f} µs per batch against the baseline's {per_batch_us['raw']:.0f} µs "
+        f"({extra:+.0f} µs); with the prefetch thread it took {per_batch_us['threaded']:.0f} µs. Single runs on "
+        "this VM move by about 0.1; see the range above.",
     ]
 
 

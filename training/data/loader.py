@@ -25,11 +25,13 @@ from training.data.verify import verify_dataset
 
 SPLITS = ("train", "validation")
 STATE_VERSION = 2  # 2: validation documents held out in runs (packing.split_documents)
-# Samples are gathered for several batches at once: the per-call costs (index lookups, one fancy-indexing copy)
-# are paid once per chunk, and the gathered windows (stored dtype, at most this many bytes) stay in the CPU's
-# L2/L3 cache until they are widened.
-_READ_AHEAD_BATCHES = 16
-_READ_AHEAD_BYTES = 1 << 20
+# Samples are gathered for many batches at once because each gather has a fixed cost that does not depend on
+# its size: Python bookkeeping, waking torch's intra-op worker thread, and warming the TLB over the file's
+# mapping again after the widening in between has evicted it. On the 2-core bench VM that was about 0.2-0.35 ms
+# per gather; at 16 batches per gather it was a third of the loader's time, at 256 it is lost in the noise
+# (docs/benchmarks.md). The ring of chunk buffers is (prefetch + 2) x at most READ_AHEAD_BYTES per loader.
+READ_AHEAD_BATCHES = 256
+READ_AHEAD_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,7 @@ class LoaderConfig:
     micro_batch_size: int
     seed: int = 1234
     validation_fraction: float = 0.01  # held-out split by whole documents, deterministic from seed
-    prefetch: int = 2  # read-ahead chunks (up to 16 batches each) prepared by a background thread (0: no thread)
+    prefetch: int = 2  # read-ahead chunks (up to 256 batches each) prepared by a background thread (0: no thread)
     verify_checksums: bool = False
 
     def __post_init__(self) -> None:
@@ -280,7 +282,7 @@ class _ReadAhead:
 
 def read_ahead_batches(batch_bytes: int) -> int:
     """Batches gathered per read-ahead chunk, for batches of `batch_bytes` stored bytes."""
-    return max(1, min(_READ_AHEAD_BATCHES, _READ_AHEAD_BYTES // batch_bytes))
+    return max(1, min(READ_AHEAD_BATCHES, READ_AHEAD_BYTES // batch_bytes))
 
 
 def collate(windows: np.ndarray) -> dict[str, torch.Tensor]:

@@ -130,7 +130,7 @@ def test_resume_at_another_data_parallel_size(prefix: str, before_world: int, af
 
 def test_prefetcher_does_not_advance_the_state(prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
     loader = PackedTokenLoader(config(prefix, prefetch=4), dp_rank=0, dp_world_size=1)
-    monkeypatch.setattr(loader_module, "_READ_AHEAD_BATCHES", 1)  # one batch per read-ahead chunk
+    monkeypatch.setattr(loader_module, "READ_AHEAD_BATCHES", 1)  # one batch per read-ahead chunk
     built: list[int] = []
     gather = loader._gather_ahead
 

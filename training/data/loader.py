@@ -183,11 +183,15 @@ class PackedTokenLoader:
             chunks = prefetched(chunks, self.config.prefetch, stop, f"packed-token-prefetch-rank{self.dp_rank}")
         try:
             for chunk in chunks:
-                for position, windows in chunk.each_batch():
+                # This loop runs once per batch: no generator, property or method call that it can do without.
+                windows, micro, step = chunk.windows, chunk.micro_batch_size, chunk.step
+                consumed = chunk.first_position
+                for row in range(0, chunk.batches * micro, micro):
                     if stop.is_set():
                         return
-                    batch = collate(windows)
-                    self._samples_consumed = position + self.global_batch_size
+                    batch = collate(windows[row : row + micro])
+                    consumed += step
+                    self._samples_consumed = consumed
                     yield batch
         finally:
             stop.set()
@@ -272,12 +276,6 @@ class _ReadAhead:
     batches: int
     micro_batch_size: int
     windows: np.ndarray  # [batches * micro_batch_size, seq_len + 1], stored dtype
-
-    def each_batch(self) -> Iterator[tuple[int, np.ndarray]]:
-        """(global stream position, [micro_batch_size, seq_len + 1] windows) of each batch, in order."""
-        micro = self.micro_batch_size
-        for batch in range(self.batches):
-            yield self.first_position + batch * self.step, self.windows[batch * micro : (batch + 1) * micro]
 
 
 def read_ahead_batches(batch_bytes: int) -> int:

@@ -1,4 +1,4 @@
-"""The training loop: FSDP2 model, AdamW, gradient accumulation from a global batch, validation, guards,
+"""The training loop: FSDP2 model (a plain module on one data-parallel rank), AdamW, gradient accumulation from a global batch, validation, guards,
 checkpoints, metrics and profiling. One Trainer per process; every rank runs the same code in lockstep."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import random
 import time
 import warnings
 from collections.abc import Iterator
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ from training.parallel.dist import DistContext
 from training.parallel.fsdp import mixed_precision_policy
 from training.parallel.mesh import build_mesh, data_parallel_shape
 from training.parallel.parallelize import parallelize
+from training.parallel.precision import unsharded_autocast
 from training.profiling import StepProfiler
 from training.signals import StopRequest
 
@@ -126,7 +128,8 @@ class Trainer:
             raise ConfigError([f"data.seq_len: {data.seq_len} exceeds model.max_seq_len {self.model_args.max_seq_len}"])
         self.params = count_parameters(self.model_args)
 
-        self.mesh = build_mesh(self.dp_shape, self.device.type)
+        # One data-parallel rank: no FSDP, whose gathers and reduce-scatters would only copy (as in torchtitan).
+        self.mesh = build_mesh(self.dp_shape, self.device.type) if self.dp_shape.size > 1 else None
         self.mp_policy = mixed_precision_policy(config.parallel.mixed_precision, self.device)
         self.model = build_model(self.model_args, device="meta")
         parallelize(self.model, config.parallel, self.mesh, self.mp_policy)
@@ -240,7 +243,7 @@ class Trainer:
         args, config = self.model_args, self.config
         if self.ctx.is_main:
             log.info(
-                "model %s: %s params (%s non-embedding), %d layers, dim %d; world %d (replicate %d x shard %d), "
+                "model %s: %s params (%s non-embedding), %d layers, dim %d; world %d (replicate %d x shard %d%s), "
                 "micro batch %d, grad accumulation %d, global batch %d x %d tokens",
                 config.model.name or config.model.hf_checkpoint,
                 f"{self.params.total:,}",
@@ -250,6 +253,7 @@ class Trainer:
                 self.ctx.world_size,
                 self.dp_shape.replicate,
                 self.dp_shape.shard,
+                "" if self.mesh is not None else "; one rank: no FSDP",
                 config.data.micro_batch_size,
                 self.grad_accum,
                 config.data.global_batch_size,
@@ -288,7 +292,8 @@ class Trainer:
         for micro in micro_batches:
             tokens = micro["tokens"].to(self.device, non_blocking=True)  # one copy; inputs and labels are views
             input_ids, labels = tokens[:, :-1], tokens[:, 1:]
-            logits = self.model(input_ids)
+            with self._compute_precision():
+                logits = self.model(input_ids)
             summed = F.cross_entropy(
                 logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
             )
@@ -318,6 +323,12 @@ class Trainer:
             self._log_step(step, loss, lr, grad_norm, step_time, global_tokens, checksum)
         self.profiler.after_step(step)
         return stop
+
+    def _compute_precision(self) -> AbstractContextManager[object]:
+        """bf16 autocast for a plain model when mixed precision applies; FSDP's policy does it when sharded."""
+        if self.mesh is not None:
+            return nullcontext()
+        return unsharded_autocast(self.config.parallel.mixed_precision, self.device)
 
     def _clip_gradients(self) -> float:
         params = [p for p in self.model.parameters() if p.grad is not None]
@@ -362,7 +373,8 @@ class Trainer:
                 break
             tokens = batch["tokens"].to(self.device)
             labels = tokens[:, 1:]
-            logits = self.model(tokens[:, :-1])
+            with self._compute_precision():
+                logits = self.model(tokens[:, :-1])
             sums[0] += F.cross_entropy(
                 logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
             ).double()

@@ -95,6 +95,37 @@ def test_resume_on_one_rank_continues_with_the_same_samples(
         assert abs(after[step]["loss"] - record["loss"]) <= 1e-4, step  # one rank sums in another order
 
 
+@pytest.mark.distributed
+def test_a_checkpoint_of_one_process_resumes_on_two_fsdp_ranks(
+    reference_run: tuple[Path, Path], tmp_path: Path
+) -> None:
+    config, _ = reference_run
+    one_process = tmp_path / "one-process"
+    process = start_training(config, one_process, ranks=1)  # one rank: a plain module, no FSDP
+    try:
+        wait_for_step(one_process, 6, process)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    two_ranks = tmp_path / "two-ranks"
+    shutil.copytree(one_process, two_ranks)
+    # Initial weights on CPU depend on the world size (DTensor's RNG tracker is CUDA-only), so the run to compare
+    # with is the one-process run itself, carried on in one process.
+    for run_dir, ranks in ((one_process, 1), (two_ranks, 2)):
+        result = run_training(config, run_dir, ranks=ranks)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "replicate 1 x shard 2" in result.stdout
+
+    resumed_at = _resume_step(two_ranks)
+    after = {r["step"]: r for r in records(two_ranks, "train") if r["step"] > resumed_at}
+    before = {r["step"]: r for r in records(one_process, "train") if r["step"] > resumed_at}
+    assert sorted(after) == sorted(before) == list(range(resumed_at + 1, STEPS + 1))
+    for step, record in before.items():
+        assert after[step]["batch_checksum"] == record["batch_checksum"], step
+        assert after[step]["samples_consumed"] == record["samples_consumed"], step
+        assert abs(after[step]["loss"] - record["loss"]) <= 1e-4, step  # two ranks sum in another order
+
+
 def _shard_export(exported: Path, out: Path) -> Path:
     """Split an export into two safetensors files with an HF index, as large checkpoints come."""
     tensors = load_file(exported / export.WEIGHTS_FILE)

@@ -10,13 +10,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
+from torch.distributed.tensor import DTensor
 
 from tests.training.jobs import records, tiny_job, write_job
 from training.checkpoint import direct_io
 from training.checkpoint.layout import TRAINER_STATE, complete_checkpoints
+from training.config import parse_job_config
 from training.export import load_checkpoint_model
+from training.parallel.dist import DistContext
 from training.signals import EXIT_CHECKPOINT_FAILED, EXIT_CONFIG_ERROR, EXIT_LOSS_GUARD, EXIT_OK, EXIT_STATUS_FILE
 from training.train import main
+from training.trainer import Trainer
 
 REQUIRED_KEYS = {"step", "loss", "lr", "grad_norm", "tokens_per_s", "mfu", "hfu", "mem_gib", "step_time_s"}
 
@@ -186,3 +191,25 @@ def test_a_loader_state_of_another_version_is_a_one_line_config_error_not_a_requ
         f"loader state: version: 1 does not match this loader's 2 (in {checkpoint}); resume with the version that "
         "wrote it, or start a new run"
     )
+
+
+@pytest.mark.usefixtures("process_group")
+def test_one_process_trains_a_plain_module_with_bf16_from_autocast(demo_data_prefix: str, tmp_path: Path) -> None:
+    job = tiny_job(demo_data_prefix, parallel={"mixed_precision": "bf16"}, checkpoint={"every": 0})
+    trainer = Trainer(
+        parse_job_config(job, source="test"), tmp_path / "run", DistContext(0, 1, 0, torch.device("cpu"), "gloo")
+    )
+    try:
+        assert trainer.mesh is None
+        assert not any(isinstance(param, DTensor) for param in trainer.model.parameters())
+        logits_dtypes: list[torch.dtype] = []
+        trainer.model.register_forward_hook(lambda module, args, out: logits_dtypes.append(out.dtype))
+        batches = iter(trainer.train_loader)
+        trainer._train_step(batches)
+        batches.close()  # type: ignore[attr-defined]
+    finally:
+        trainer.metrics.close()
+    assert logits_dtypes == [torch.bfloat16] * trainer.grad_accum
+    assert {param.dtype for param in trainer.model.parameters()} == {torch.float32}  # master weights stay fp32
+    assert all(param.grad is None for param in trainer.model.parameters())  # zero_grad after the step
+    assert trainer.step == 1

@@ -7,10 +7,12 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+from training.parallel.precision import uses_bf16
+
 
 def mixed_precision_policy(mode: str, device: torch.device) -> MixedPrecisionPolicy:
     """bf16 compute with fp32 gradient reduction on GPU ("auto"); fp32 throughout on CPU."""
-    if mode == "bf16" or (mode == "auto" and device.type == "cuda"):
+    if uses_bf16(mode, device):
         return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     return MixedPrecisionPolicy()
 

@@ -16,14 +16,19 @@ from training.parallel.fsdp import apply_fsdp
 _WRAPPER_PARTS = re.compile(r"(_checkpoint_wrapped_module|_orig_mod)\.")
 
 
-def parallelize(model: nn.Module, section: ParallelSection, mesh: DeviceMesh, policy: MixedPrecisionPolicy) -> None:
+def parallelize(
+    model: nn.Module, section: ParallelSection, mesh: DeviceMesh | None, policy: MixedPrecisionPolicy
+) -> None:
+    """`mesh` None: one data-parallel rank, where the model stays a plain module (FSDP would only add copies;
+    bf16 then comes from autocast, training/parallel/precision.py)."""
     layers = model.layers
     if not isinstance(layers, nn.ModuleList):
         raise TypeError(f"model.layers: {type(layers).__name__} is not an nn.ModuleList")
     apply_activation_checkpointing(layers, section.activation_checkpoint)
     if section.compile:
         apply_compile(layers, section.compile_backend)
-    apply_fsdp(model, layers, mesh, policy, section.reshard_after_forward)
+    if mesh is not None:
+        apply_fsdp(model, layers, mesh, policy, section.reshard_after_forward)
 
 
 def plain_name(name: str) -> str:

@@ -1,7 +1,11 @@
-"""Our trainer against torchtitan 0.3.0 on one GPU node: Llama 3.2 1B shape, seq 4096, bf16, FSDP2 over the node's
-GPUs, each with and without torch.compile; tokens/s per GPU and MFU side by side.
+"""Our trainer against torchtitan 0.3.0 on one H100/H200 (or FSDP2 over --gpus of a node): Llama 3.2 1B shape, seq
+4096, bf16, each with and without torch.compile; tokens/s per GPU and MFU side by side.
 
-    python bench/gpu_vs_torchtitan.py --gpus 8 --steps 50 --output docs/benchmarks-gpu.json
+    python bench/gpu_vs_torchtitan.py --steps 50 --output docs/benchmarks-gpu.json            # one GPU
+    python bench/gpu_vs_torchtitan.py --gpus 8 --steps 50 --output docs/benchmarks-gpu-8.json # FSDP2 over 8
+
+On one GPU neither framework shards: both train a plain module with bf16 autocast (torchtitan applies FSDP only
+from two data-parallel ranks, and so does our trainer).
 
 Not run in this repository's CI or by `make bench`: it needs CUDA GPUs and `pip install torchtitan==0.3.0` (with
 the torch build that release asks for). Both frameworks get the same corpus (the demo corpus, tokenized by a BPE
@@ -107,7 +111,7 @@ def render_table(results: list[RunResult]) -> str:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--gpus", type=int, default=8, help="GPUs on this node to use (FSDP2 over all of them)")
+    parser.add_argument("--gpus", type=int, default=1, help="GPUs on this node to use (FSDP2 over them from 2)")
     parser.add_argument("--steps", type=int, default=50, help="steps per run, warm-up included")
     parser.add_argument("--warmup", type=int, default=10, help="first steps left out of the median")
     parser.add_argument("--micro-batch", type=int, default=4, help="sequences per GPU per step")

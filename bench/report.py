@@ -13,16 +13,17 @@ GPU_SECTION = """## GPU: our trainer against torchtitan (not run)
 
 `bench/gpu_vs_torchtitan.py` trains the Llama 3.2 1B shape (tied 128k embeddings, GQA 32/8, SwiGLU 8192) with
 our trainer and with torchtitan 0.3.0 on the same corpus, tokenizer and micro-batch (4 x 4096 tokens per GPU),
-bf16 with fp32 reductions, FSDP2 over the node's GPUs, SDPA attention in both, each with and without
-`torch.compile`, and prints tokens/s per GPU and MFU side by side (MFU recomputed for both with one formula and
-one peak, each framework's own figure beside it).
+bf16, SDPA attention in both, each with and without `torch.compile`, and prints tokens/s per GPU and MFU side by
+side (MFU recomputed for both with one formula and one peak, each framework's own figure beside it). On one GPU
+(the default) neither framework shards: both train a plain module under bf16 autocast. With `--gpus N` both
+use FSDP2 over N GPUs with fp32 gradient reductions.
 
 It has not been run, so there are no GPU figures here: no GPU was available to this work (the device pool lent
-none to this task). Run it on an H100/H200 node:
+none to this task). Run it on an H100/H200:
 
 ```
 pip install torchtitan==0.3.0     # with the torch build that release asks for
-python bench/gpu_vs_torchtitan.py --gpus 8 --steps 50 --output docs/benchmarks-gpu.json
+python bench/gpu_vs_torchtitan.py --steps 50 --output docs/benchmarks-gpu.json
 ```
 
 The script stops with a one-line message when CUDA or the right torchtitan is missing. torchtitan's side is

@@ -19,10 +19,10 @@ pytestmark = pytest.mark.filterwarnings("ignore:DTensor random operators may not
 ARGS = ModelArgs(flavor="llama", dim=32, n_layers=3, n_heads=4, n_kv_heads=2, ffn_dim=64, vocab_size=64, max_seq_len=16)
 
 
-def _loss_and_grads(section: ParallelSection) -> tuple[float, dict[str, torch.Tensor]]:
+def _loss_and_grads(section: ParallelSection, sharded: bool = True) -> tuple[float, dict[str, torch.Tensor]]:
     torch.manual_seed(0)
     model = build_model(ARGS, device="meta")
-    mesh = build_mesh(DataParallelShape(replicate=1, shard=1), "cpu")
+    mesh = build_mesh(DataParallelShape(replicate=1, shard=1), "cpu") if sharded else None
     parallelize(model, section, mesh, mixed_precision_policy("auto", torch.device("cpu")))
     model.to_empty(device="cpu")
     torch.manual_seed(1)
@@ -55,6 +55,21 @@ def test_same_loss_and_gradients_as_plain_fsdp(section: ParallelSection) -> None
     assert grads.keys() == base_grads.keys()
     for name, grad in grads.items():
         torch.testing.assert_close(grad, base_grads[name], rtol=1e-5, atol=1e-6, msg=name)
+
+
+@pytest.mark.usefixtures("process_group")
+@pytest.mark.parametrize("mode", ["none", "full"])
+def test_without_a_mesh_the_model_stays_plain_and_computes_the_same(mode: str) -> None:
+    section = ParallelSection(activation_checkpoint=ActivationCheckpointSection(mode=mode))  # type: ignore[arg-type]
+    sharded_loss, sharded_grads = _loss_and_grads(section)
+    loss, grads = _loss_and_grads(section, sharded=False)
+    assert loss == pytest.approx(sharded_loss, abs=1e-6)
+    assert grads.keys() == sharded_grads.keys()
+    for name, grad in grads.items():
+        torch.testing.assert_close(grad, sharded_grads[name], rtol=1e-5, atol=1e-6, msg=name)
+    plain = build_model(ARGS, device="meta")
+    parallelize(plain, section, None, mixed_precision_policy("auto", torch.device("cpu")))
+    assert not any(isinstance(param, DTensor) for param in plain.parameters())
 
 
 @pytest.mark.usefixtures("process_group")

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.page_cache import drop_from_page_cache
 from bench.profiling import cumulative_seconds, own_seconds, profiled, top_rows
 from bench.result import BenchResult, best_times, ratio, timed
 from bench.training_setup import bench_trainer
@@ -33,17 +34,6 @@ MODEL = {"name": "125m"}
 ROUNDS = 5
 TARGET = ">= 0.8"
 _CHUNK = 64 << 20
-
-
-def drop_from_page_cache(path: Path) -> None:
-    """Evict a file's (clean) pages so the next read comes from the disk; other files are left alone."""
-    files = [path] if path.is_file() else [Path(d) / f for d, _, names in os.walk(path) for f in names]
-    for file in files:
-        fd = os.open(file, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
 
 
 def write_with_fsync(path: Path, data: memoryview) -> None:

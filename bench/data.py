@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from bench.page_cache import drop_from_page_cache
 from bench.profiling import profile_top
 from bench.result import BenchResult, best_times, ratio, timed
 from training.corpus import demo_corpus_path
@@ -83,22 +84,11 @@ def repeated_dataset(source_prefix: Path, output_prefix: Path, tokens: int) -> P
         eod_token=manifest.eod_token,
     )
     write_dataset(output_prefix, repeated(), info, [source])
-    _flush_to_disk(output_prefix)
-    return output_prefix
-
-
-def _flush_to_disk(prefix: Path) -> None:
-    """Write the dataset back to disk and drop it from the page cache, so both readers fault it in from the file
-    as a training job finds a dataset prepared earlier: otherwise the kernel's writeback of 128 MiB runs on this
-    2-core machine during the timed rounds (up to 30 s after the write), and the pages are those the writer left
-    rather than those a read maps."""
+    # Both readers then fault the dataset in from the file, as a training job finds one prepared earlier, and the
+    # kernel's writeback of 128 MiB does not run on this 2-core machine during the timed rounds.
     for suffix in (".bin", ".idx"):
-        descriptor = os.open(f"{prefix}{suffix}", os.O_RDONLY)
-        try:
-            os.fsync(descriptor)
-            os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(descriptor)
+        drop_from_page_cache(Path(f"{output_prefix}{suffix}"))
+    return output_prefix
 
 
 class RawReader:

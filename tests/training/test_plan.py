@@ -108,3 +108,33 @@ def test_the_planner_imports_no_torch() -> None:
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root).stdout
     assert out.strip() == "False"
+
+
+def test_compare_prints_one_line_per_layout_with_fit_time_rate_days_and_dollars(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = main_with(
+        capsys, "--compare", "--model", "llama3-8b", "--instance", "p5.48xlarge", "--nodes", "4", "--seq", "8192",
+        "--tokens", "1T",
+    )  # fmt: skip
+    assert code == 0
+    header = next(line for line in out.splitlines() if "layout" in line)
+    for column in ("fits", "step", "tokens/s/device", "days", "$"):
+        assert column in header
+    layouts = [line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ") and "---" not in line]
+    assert any(name.startswith("fsdp") for name in layouts)
+    assert any(name.startswith("hsdp") for name in layouts)
+    assert any(name.startswith("tp") for name in layouts)
+
+
+def test_compare_as_json_lists_every_layout(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = main_with(
+        capsys, "--compare", "--json", "--model", "llama2-70b", "--instance", "p4de.24xlarge", "--nodes", "2",
+        "--seq", "4096", "--activation-checkpointing", "full", "--tokens", "100B",
+    )  # fmt: skip
+    rows = json.loads(out)["layouts"]
+    assert code == 0 and len(rows) >= 3
+    for row in rows:
+        assert {"layout", "fits", "step_time_s", "tokens_per_s_per_device", "days", "cost_usd"} <= set(row)
+    hsdp = next(r for r in rows if r["layout"].startswith("hsdp"))
+    assert hsdp["fits"] is False  # 70B does not fit sharded over one node of A100s

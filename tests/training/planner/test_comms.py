@@ -49,3 +49,29 @@ def test_point_to_point_inside_or_across_nodes() -> None:
     inside = point_to_point(GB, P5, CALIBRATED, across_nodes=False, senders_per_node=8)
     assert across.network_bytes_per_node == 8 * GB and inside.network_bytes_per_node == 0.0
     assert inside.seconds < across.seconds
+
+
+def test_nccl_all_reduces_small_tensors_over_many_nodes_as_a_tree() -> None:
+    # A ring pays 2 (n - 1) network hops; NCCL's double binary tree pays 2 log2(n), and NCCL picks the faster.
+    from training.planner.calibration import NETWORK_HOP_LATENCY_S
+
+    small = collective("all_reduce", 1e3, Group(64 * 8, 8), P5, CALIBRATED)
+    assert small.algorithm == "tree"
+    assert small.seconds < 2 * 63 * NETWORK_HOP_LATENCY_S
+    large = collective("all_reduce", 10 * GB, Group(16 * 8, 8), P5, CALIBRATED)
+    assert large.algorithm == "ring"
+
+
+def test_gathers_and_reduce_scatters_run_as_rings_whatever_the_size() -> None:
+    from training.planner.calibration import NETWORK_HOP_LATENCY_S
+
+    gather = collective("all_gather", 1e3, Group(64 * 8, 8), P5, CALIBRATED)
+    assert gather.algorithm == "ring" and gather.seconds >= 63 * NETWORK_HOP_LATENCY_S
+
+
+def test_every_bucket_pays_the_collective_latency_again() -> None:
+    one = collective("all_reduce", GB, Group(32, 8), P5, CALIBRATED)
+    forty = collective("all_reduce", GB, Group(32, 8), P5, CALIBRATED, buckets=40)
+    latency = collective("all_reduce", 1.0, Group(32, 8), P5, CALIBRATED).seconds
+    assert forty.seconds - one.seconds == pytest.approx(39 * latency, rel=0.05)
+    assert forty.network_bytes_per_node == pytest.approx(one.network_bytes_per_node)

@@ -84,3 +84,19 @@ def test_bad_input_is_one_line_naming_the_argument(kwargs: dict, needle: str) ->
     with pytest.raises(PlanError) as caught:
         memory_per_device(LLAMA_7B, "p5.48xlarge", **arguments)
     assert needle in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_hsdp_shards_the_state_over_its_shard_group_only() -> None:
+    def state(**layout: object) -> float:
+        e = memory_per_device(LLAMA_7B, "p5.48xlarge", 4, 4096, 1, "full", **layout)  # type: ignore[arg-type]
+        return e.weights_gib + e.gradients_gib + e.optimizer_gib
+
+    full = 16 * count_parameters(LLAMA_7B).total / GIB
+    assert state(sharding="hsdp") == pytest.approx(full / 8)  # one node by default
+    assert state(sharding="hsdp", shard_group=16) == pytest.approx(full / 16)
+    assert state(sharding="fsdp") == pytest.approx(full / 32)
+
+
+def test_a_shard_group_that_does_not_divide_the_data_parallel_ranks_is_refused() -> None:
+    with pytest.raises(PlanError, match="shard_group: 12"):
+        memory_per_device(LLAMA_7B, "p5.48xlarge", 4, 4096, 1, "full", sharding="hsdp", shard_group=12)

@@ -2,6 +2,7 @@
 
     python -m training.plan --model llama3-8b --instance p5.48xlarge --nodes 4 --seq 8192 --micro-batch 1 \\
         --activation-checkpointing selective --tokens 1T [--json]
+    python -m training.plan ... --compare      # the same job as FSDP, HSDP and TP + FSDP, side by side
 
 The model behind the numbers (and how well it reproduces published tables) is in docs/planner.md. A "device"
 is one training worker: a GPU, or a NeuronCore on Trainium.
@@ -24,6 +25,8 @@ from training.planner.cost import CostEstimate, job_cost
 from training.planner.flops import CHECKPOINTING_MODES
 from training.planner.hardware import HardwareError, hardware
 from training.planner.job import ATTENTIONS, SHARDINGS, Job, PlanError, Software
+from training.planner.layouts import as_json as layouts_json
+from training.planner.layouts import compare_layouts, render_table
 from training.planner.memory import MemoryEstimate, fits_message, job_memory
 from training.planner.published import PLANNER_MODELS
 from training.planner.step_time import StepEstimate, estimate_step
@@ -42,6 +45,7 @@ FLAGS: dict[str, str] = {
     "attention": "--attention",
     "pipeline_interleave": "--pipeline-interleave",
     "grad_reduce_bytes": "--grad-reduce",
+    "shard_group": "--shard-group",
 }
 _SUFFIXES = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 
@@ -81,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--pipeline-parallel", type=int, default=1)
     parser.add_argument("--pipeline-interleave", type=int, default=1, help="model chunks per pipeline stage")
     parser.add_argument("--sharding", default="fsdp", choices=SHARDINGS)
+    parser.add_argument(
+        "--shard-group", type=int, default=None, help="hsdp: ranks one replica is sharded over (default: one node)"
+    )
     parser.add_argument("--attention", default="flash", choices=ATTENTIONS)
     parser.add_argument("--grad-reduce", default="fp32", choices=("fp32", "bf16"), help="gradient dtype on the wire")
     parser.add_argument("--no-overlap", action="store_true", help="data-parallel collectives do not overlap compute")
@@ -91,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--spec", default=None, help="deployment spec whose cluster.prices overrides the on-demand price table"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--compare", action="store_true", help="print the job under each layout: FSDP, HSDP, TP + FSDP")
     return parser
 
 
@@ -119,6 +127,7 @@ def job_from_args(options: argparse.Namespace) -> Job:
         pipeline_parallel=options.pipeline_parallel,
         global_batch=options.global_batch,
         software=software,
+        shard_group=options.shard_group,
     )
 
 
@@ -155,6 +164,7 @@ def plan_report(job: Job, tokens: float | None = None) -> dict[str, Any]:
             "data_parallel": job.data_parallel,
             "sharding": job.software.sharding,
             "weights_and_gradients_sharded_over": job.state_shard_size,
+            "replicas": job.replicas,
             "optimizer_sharded_over": job.optimizer_shard_size,
             "global_batch_sequences": job.global_batch_sequences,
             "tokens_per_step": job.tokens_per_step,
@@ -178,6 +188,7 @@ def plan_report(job: Job, tokens: float | None = None) -> dict[str, Any]:
             "pipeline_p2p": step.pipeline_p2p.seconds,
             "pipeline_bubble": step.pipeline_bubble_s,
             "data_parallel_comm": step.data_parallel.seconds,
+            "data_parallel_comm_by_collective": step.data_parallel_breakdown,
             "data_parallel_exposed": step.data_parallel_exposed_s,
             "optimizer": step.optimizer_s,
         },
@@ -248,6 +259,11 @@ def render_text(job: Job, memory: MemoryEstimate, step: StepEstimate, cost: Cost
         _timed("tensor-parallel all-reduces", step.tensor_parallel.seconds),
         _timed("pipeline sends + bubble", step.pipeline_p2p.seconds + step.pipeline_bubble_s),
         _timed("data-parallel comm (in all)", step.data_parallel.seconds),
+        *(
+            _timed(f"  {name.replace('_', ' ')}", seconds)
+            for name, seconds in step.data_parallel_breakdown.items()
+            if seconds > 0
+        ),
         f"    network: {_gb(step.data_parallel.network_bytes_per_node)} per node over "
         f"{hw.instance.network_gbps:g} Gbps at {CALIBRATED.network_efficiency:.0%}; local links: "
         f"{_gb(step.data_parallel.local_bytes_per_device)} per device at "
@@ -270,6 +286,15 @@ def render_text(job: Job, memory: MemoryEstimate, step: StepEstimate, cost: Cost
     return "\n".join(lines)
 
 
+def render_text_header(job: Job) -> str:
+    counts, hw = count_parameters(job.model), job.hardware
+    return (
+        f"{counts.total / 1e9:.2f} B parameters on {job.nodes} x {hw.label} ({job.world_size} devices), seq "
+        f"{job.seq_len}, micro-batch {job.micro_batch}, checkpointing {job.checkpointing}, global batch "
+        f"{job.global_batch_sequences} sequences in every layout\n"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     options = parser.parse_args(argv)
@@ -280,6 +305,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.exit(2, f"{parser.prog}: error: {flag}: {error.value!r} {error.reason}\n")
     except HardwareError as error:
         parser.exit(2, f"{parser.prog}: error: {error}\n")
+    if options.compare:
+        plans = compare_layouts(job, options.tokens)
+        if options.json:
+            print(json.dumps({"layouts": layouts_json(plans)}, indent=2))
+        else:
+            print(render_text_header(job))
+            print(render_table(plans))
+        return 0
     if options.json:
         print(json.dumps(plan_report(job, options.tokens), indent=2))
         return 0

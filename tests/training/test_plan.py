@@ -118,7 +118,7 @@ def test_compare_prints_one_line_per_layout_with_fit_time_rate_days_and_dollars(
         "--tokens", "1T",
     )  # fmt: skip
     assert code == 0
-    header = next(line for line in out.splitlines() if "layout" in line)
+    header = next(line for line in out.splitlines() if line.startswith("| layout"))
     for column in ("fits", "step", "tokens/s/device", "days", "$"):
         assert column in header
     layouts = [line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ") and "---" not in line]

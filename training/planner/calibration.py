@@ -13,17 +13,17 @@ class Efficiency:
 
     # Fraction of dense bf16 peak that large matmuls reach, per compute die.
     matmul_fraction: dict[str, float] = field(
-        default_factory=lambda: {"A100": 0.730, "H100": 0.450, "Trainium1": 0.578}
+        default_factory=lambda: {"A100": 0.753, "H100": 0.498, "Trainium1": 0.601}
     )
     # Bytes of memory-bound (elementwise) HBM traffic per token, per layer, per hidden unit, forward + backward:
     # norms, residual adds, activation functions, rotary, casts. Divided by HBM bandwidth, it is the part of a
     # layer's time that does not shrink with peak FLOP/s, which is why small hidden sizes and H100s (3x the FLOP/s
     # of an A100, 1.6x the bandwidth) fall short of peak.
-    elementwise_bytes_per_hidden: float = 161.677
+    elementwise_bytes_per_hidden: float = 306.743
     # Fraction of inter-node line rate (EFA or InfiniBand) that collectives reach.
-    network_efficiency: float = 0.463
+    network_efficiency: float = 0.747
     # Fraction of compute time that data-parallel collectives can hide behind (FSDP prefetch, DDP buckets).
-    overlap_fraction: float = 0.700
+    overlap_fraction: float = 0.458
 
     def replace(self, **changes: float) -> Efficiency:
         values = {
@@ -51,6 +51,12 @@ class Efficiency:
 LOCAL_LINK_EFFICIENCY = 0.8  # NVLink/NeuronLink collectives reach about 80 % of the link's line rate
 NETWORK_HOP_LATENCY_S = 15e-6  # per ring step across nodes (EFA/InfiniBand), seconds
 LOCAL_HOP_LATENCY_S = 5e-6  # per ring step inside a node
+# NCCL's tree all-reduce reaches less network bandwidth than its ring (its tuner scales tree bandwidth down), so it
+# wins only where latency dominates: small tensors over many nodes.
+TREE_BANDWIDTH_SHARE = 0.85
+# torch DDP's default gradient bucket (bucket_cap_mb=25); each bucket pays the all-reduce latency, and the last one
+# cannot hide behind backward. FSDP's unit is one transformer block instead.
+DDP_BUCKET_BYTES = 25 * 2**20
 # Materialized attention (unfused softmax, dropout): bytes through HBM per score element. Forward: write the
 # scores, softmax read+write, dropout read+write and its mask, read for P.V (about 13 bytes); backward about twice.
 MATERIALIZED_SCORE_BYTES_FORWARD = 13.0

@@ -3,8 +3,9 @@
     python -m training.planner.fit            # fit, print the parameters and the comparison table
     python -m training.planner.fit --check    # exit 1 unless calibration.CALIBRATED is the fitted optimum
 
-The loss is the mean squared log-ratio of predicted to published over the fitted rows (each row weighs the same;
-a row's compared metrics are averaged). Nelder-Mead on unconstrained coordinates (logit for fractions, log for
+The loss is the mean squared log-ratio of predicted to published over the fitted rows: a row's compared metrics
+are averaged, a source's rows are averaged, and every source weighs the same, so a long table (llm-foundry's)
+does not outvote a short one. Nelder-Mead on unconstrained coordinates (logit for fractions, log for
 byte counts) so every trial is physical.
 """
 
@@ -41,18 +42,25 @@ def _to_bounded(x: float, bounds: tuple[float, float]) -> float:
     return low + (high - low) / (1 + math.exp(-x))
 
 
-def fitted_rows() -> list[tuple[PublishedRow, tuple[str, ...]]]:
-    return [(row, table.compared) for table in TABLES for row in table.rows if not row.holdout]
+def fitted_rows(exclude_source: str | None = None) -> list[tuple[PublishedRow, tuple[str, ...]]]:
+    """Rows the parameters are fitted on: not held out, and not from `exclude_source` (leave-one-source-out)."""
+    return [
+        (row, table.compared)
+        for table in TABLES
+        for row in table.rows
+        if not row.holdout and row.source != exclude_source
+    ]
 
 
 def loss(efficiency: Efficiency, rows: Sequence[tuple[PublishedRow, tuple[str, ...]]] | None = None) -> float:
     rows = fitted_rows() if rows is None else rows
-    total = 0.0
+    by_source: dict[str, list[float]] = {}
     for row, metrics in rows:
         predicted = predicted_metrics(row, efficiency)
         used = [m for m in metrics if m in row.published]
-        total += sum(math.log(predicted[m] / row.published[m]) ** 2 for m in used) / len(used)
-    return total / len(rows)
+        error = sum(math.log(predicted[m] / row.published[m]) ** 2 for m in used) / len(used)
+        by_source.setdefault(row.source, []).append(error)
+    return sum(sum(errors) / len(errors) for errors in by_source.values()) / len(by_source)
 
 
 def nelder_mead(
@@ -91,9 +99,20 @@ def nelder_mead(
     return points[min(range(len(points)), key=values.__getitem__)]
 
 
-def fit(start: Efficiency = CALIBRATED, restarts: int = 3) -> Efficiency:
-    names = list(FREE_PARAMETERS)
-    rows = fitted_rows()
+def constrained_parameters(rows: Sequence[tuple[PublishedRow, tuple[str, ...]]]) -> list[str]:
+    """Free parameters the rows say something about: a die's matmul fraction needs a row on that die."""
+    dies = {row.job.hardware.accelerator.compute_die for row, _ in rows}
+    return [name for name in FREE_PARAMETERS if not name.startswith("matmul_fraction.") or name.split(".")[1] in dies]
+
+
+def fit(
+    start: Efficiency = CALIBRATED,
+    restarts: int = 3,
+    rows: Sequence[tuple[PublishedRow, tuple[str, ...]]] | None = None,
+) -> Efficiency:
+    """Nelder-Mead over the parameters `rows` constrain (the others keep their value from `start`)."""
+    rows = fitted_rows() if rows is None else rows
+    names = constrained_parameters(rows)
 
     def build(x: Sequence[float]) -> Efficiency:
         values = {name: _to_bounded(v, FREE_PARAMETERS[name]) for name, v in zip(names, x, strict=True)}

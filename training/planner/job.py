@@ -1,9 +1,10 @@
 """A training job as the planner sees it: model, nodes, batch, parallel layout and the framework's habits.
 
 Layout: tensor parallel (TP) inside a node, pipeline parallel (PP) across nodes, data parallel (DP) over the rest.
-DP is one of: fsdp (params, grads and optimizer sharded over every DP rank), hsdp (sharded inside a node,
-replicated across nodes), ddp (everything replicated, gradients all-reduced) or zero1 (optimizer states sharded,
-weights and gradients replicated: Megatron's distributed optimizer, Neuron NeMo).
+DP is one of: fsdp (params, grads and optimizer sharded over every DP rank), hsdp (sharded over a shard group, by
+default the DP ranks of one node, and replicated across groups: FSDP2's 2-D mesh, dp_replicate x dp_shard), ddp
+(everything replicated, gradients all-reduced) or zero1 (optimizer states sharded, weights and gradients
+replicated: Megatron's distributed optimizer, Neuron NeMo).
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ class Job:
     pipeline_parallel: int = 1
     global_batch: int | None = None  # sequences per optimizer step; None: one micro-batch per DP rank
     software: Software = field(default_factory=Software)
+    shard_group: int | None = None  # hsdp: DP ranks one replica is sharded over (dp_shard); None: one node's
 
     def __post_init__(self) -> None:
         problems = self.problems()
@@ -88,6 +90,10 @@ class Job:
             )
         if self.global_batch is not None and not _positive_int(self.global_batch):
             out.append(PlanError("global_batch", self.global_batch, "must be an integer >= 1"))
+        if self.shard_group is not None and not _positive_int(self.shard_group):
+            out.append(PlanError("shard_group", self.shard_group, "must be an integer >= 1"))
+        elif self.shard_group is not None and self.software.sharding != "hsdp":
+            out.append(PlanError("shard_group", self.shard_group, "applies only to sharding 'hsdp'"))
         out.extend(self.software.problems())
         if out:
             return out
@@ -99,6 +105,10 @@ class Job:
             out.append(PlanError("pipeline_parallel", pp, f"x tensor_parallel {tp} must divide {self.world_size}"))
         elif pp > self.model.n_layers:
             out.append(PlanError("pipeline_parallel", pp, f"exceeds the model's {self.model.n_layers} layers"))
+        elif self.shard_group is not None and self.data_parallel % self.shard_group:
+            out.append(
+                PlanError("shard_group", self.shard_group, f"must divide the {self.data_parallel} data-parallel ranks")
+            )
         elif self.global_batch is not None and self.global_batch % (self.data_parallel * self.micro_batch):
             unit = self.data_parallel * self.micro_batch
             out.append(
@@ -155,8 +165,13 @@ class Job:
         if sharding == "fsdp":
             return self.data_parallel
         if sharding == "hsdp":
-            return min(self.data_parallel, self.devices_per_node_in_dp_group)
+            return self.shard_group or min(self.data_parallel, self.devices_per_node_in_dp_group)
         return 1
+
+    @property
+    def replicas(self) -> int:
+        """Copies of the sharded state (HSDP's replicate dimension); 1 for fsdp."""
+        return self.data_parallel // self.state_shard_size if self.software.sharding in ("fsdp", "hsdp") else 1
 
     @property
     def optimizer_shard_size(self) -> int:

@@ -2,7 +2,8 @@
 
 Training state is 16 bytes per parameter (2 bf16 weights, 2 bf16 gradients, 12 fp32 master weights, momentum and
 variance), divided by tensor x pipeline parallel and then sharded as the DP mode says (fsdp: all 16 bytes over
-every DP rank; hsdp: over the DP ranks of one node; zero1: the 12 optimizer bytes only; ddp: nothing).
+every DP rank; hsdp: over its shard group only, by default the DP ranks of one node, every replica holding a full
+copy; zero1: the 12 optimizer bytes only; ddp: nothing).
 Activations are counted per saved tensor of one transformer block (bf16), times tokens in flight, divided by TP
 (sequence parallel assumed). A runtime reserve and a fragmentation fraction cover the allocator, CUDA or Neuron
 runtime and collective buffers.
@@ -135,6 +136,7 @@ def _job(
     pipeline_parallel: int,
     sharding: Sharding,
     global_batch: int | None,
+    shard_group: int | None = None,
 ) -> Job:
     node = instance if isinstance(instance, Hardware) else hardware(instance)
     return Job(
@@ -149,6 +151,7 @@ def _job(
         pipeline_parallel=pipeline_parallel,
         global_batch=global_batch,
         software=Software(sharding=sharding),
+        shard_group=shard_group,
     )
 
 
@@ -165,6 +168,7 @@ def memory_per_device(
     pipeline_parallel: int = 1,
     sharding: Sharding = "fsdp",
     global_batch: int | None = None,
+    shard_group: int | None = None,
 ) -> MemoryEstimate:
     """Peak memory per device. Raises PlanError (one line: argument and value) or HardwareError on bad input."""
     return job_memory(
@@ -180,6 +184,7 @@ def memory_per_device(
             pipeline_parallel,
             sharding,
             global_batch,
+            shard_group,
         )
     )
 
@@ -194,7 +199,12 @@ def fits_message(job: Job, estimate: MemoryEstimate) -> str:
         hints.append("activation checkpointing 'full'")
     if job.micro_batch > 1:
         hints.append("a smaller micro-batch")
-    hints.append("more nodes" if job.software.sharding == "fsdp" else "sharding 'fsdp'")
+    if job.software.sharding == "fsdp":
+        hints.append("more nodes")
+    elif job.software.sharding == "hsdp":
+        hints.append("a larger HSDP shard group or sharding 'fsdp'")
+    else:
+        hints.append("sharding 'fsdp'")
     return (
         f"does not fit: needs {estimate.total_gib:.1f} GiB per device, {where} ({parts} GiB) at micro-batch "
         f"{job.micro_batch}, seq {job.seq_len}, checkpointing {job.checkpointing!r}; try {' or '.join(hints)}"
@@ -214,6 +224,7 @@ def fits(
     pipeline_parallel: int = 1,
     sharding: Sharding = "fsdp",
     global_batch: int | None = None,
+    shard_group: int | None = None,
 ) -> tuple[bool, str]:
     """(True, "fits: ...") or (False, "does not fit: needs X GiB per device ..."), one line either way."""
     job = _job(
@@ -228,6 +239,7 @@ def fits(
         pipeline_parallel,
         sharding,
         global_batch,
+        shard_group,
     )
     estimate = job_memory(job)
     return estimate.fits, fits_message(job, estimate)

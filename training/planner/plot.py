@@ -18,14 +18,17 @@ DEFAULT_PNG = Path("docs/planner-vs-published.png")
 DEFAULT_DOC = Path("docs/planner.md")
 
 PRIMARY = {"fsdp": "tokens_per_s_per_device", "megatron": "tflops_per_device", "trainium": "sequences_per_s"}
-PRIMARY["ddp-scaling"] = "speedup"
+PRIMARY |= {"ddp-scaling": "speedup", "fms-fsdp": "tokens_per_s_per_device", "llm-foundry": "tokens_per_s_per_device"}
 LABELS = {
-    "fsdp": "seed 000 FSDP: tokens/s/GPU",
+    "fsdp": "seed 000 FSDP/HSDP: tokens/s/GPU",
+    "fms-fsdp": "fms-fsdp README FSDP/HSDP: tokens/s/GPU",
+    "llm-foundry": "llm-foundry FSDP: tokens/s/GPU",
     "megatron": "seed 003 Megatron: TFLOP/s/GPU",
     "trainium": "seed 004 trn1: sequences/s",
     "ddp-scaling": "seed 001 DDP: speedup",
 }
 COLORS = {"fsdp": "tab:blue", "megatron": "tab:orange", "trainium": "tab:green", "ddp-scaling": "tab:red"}
+COLORS |= {"fms-fsdp": "tab:purple", "llm-foundry": "tab:brown"}
 
 
 def _format(value: float) -> str:
@@ -51,6 +54,9 @@ def error_summary(comparisons: Sequence[Comparison]) -> list[str]:
         chosen = [c for c in comparisons if c.row.table == table]
         if chosen:
             lines.append(f"- {LABELS[table].split(':')[0]}: {stats(chosen)}")
+    hsdp = [c for c in comparisons if c.row.layout == "hsdp"]
+    if hsdp:
+        lines.append(f"- HSDP rows (all held out): {stats(hsdp)}")
     return lines
 
 

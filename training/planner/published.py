@@ -9,7 +9,12 @@ Sources (background documents, see docs/planner.md for what each table compares)
   trillion parameters" (Megatron-LM on DGX A100).
 - seed 004 (004_f98fec2840be2532.txt), "Table 1. Comparing mean throughput of GPT NeoX and Pythia models": Neuron
   NeMo on trn1.32xlarge at the 3-year reserved rate.
+- fms-fsdp's README table (github.com/foundation-model-stack/fms-fsdp): the same IBM A100 cluster as seed 000, with
+  the sharding strategy of each run (HSDP for 7B and 13B).
+- llm-foundry's MPT training benchmarks (github.com/mosaicml/llm-foundry, scripts/train/benchmarking/README.md):
+  Composer FSDP (FULL_SHARD) on A100 80GB / 40GB with 1600 Gbps RoCE and on single H100 nodes.
 
+SOURCES holds each one's title, URL, hardware and settings; leave-one-source-out validation groups rows by it.
 What the tables do not say is an assumption here, written next to the row and in docs/planner.md.
 """
 
@@ -26,6 +31,61 @@ SEED_000 = "000_4119ab8e5c6b8d9a.txt"
 SEED_001 = "001_8693a47929ae89b3.txt"
 SEED_003 = "003_afd1b48cb2b55e57.txt"
 SEED_004 = "004_f98fec2840be2532.txt"
+FMS_FSDP_README = "fms-fsdp-readme"
+LLM_FOUNDRY = "llm-foundry-benchmarks"
+
+
+@dataclass(frozen=True)
+class Source:
+    """One publication: what leave-one-source-out validation leaves out as a whole."""
+
+    title: str
+    url: str
+    hardware: str
+    settings: str
+
+
+SOURCES: dict[str, Source] = {
+    SEED_000: Source(
+        "Maximizing training throughput using PyTorch FSDP (Team PyTorch at IBM and Meta, 2024), Table 1",
+        "https://pytorch.org/blog/maximizing-training/",
+        "128 A100 80GB with 400 Gbps; 96 H100 80GB with 800 Gbps; GPUDirect RDMA",
+        "fms-fsdp (FSDP1), SDPA flash attention, bf16, sequence 4096, batch 2 per GPU, overlap on",
+    ),
+    SEED_001: Source(
+        "Scaling LLM training on Amazon SageMaker: distributed data parallel scaling table (background document 001)",
+        "https://aws.amazon.com/sagemaker/",
+        "1 to 8 instances; type not named (assumed ml.p4d.24xlarge, 400 Gbps EFA)",
+        "SageMaker distributed data parallel; model not named (assumed 125M, 8 x 2048 tokens per GPU)",
+    ),
+    SEED_003: Source(
+        "Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM (Narayanan et al., SC21), "
+        "weak-scaling table",
+        "https://arxiv.org/abs/2104.04473",
+        "DGX A100 80GB (Selene), 8 x 200 Gb/s HDR InfiniBand per node",
+        "Megatron-LM PTD-P, sequence 2048, full recomputation, fp32 gradient all-reduce",
+    ),
+    SEED_004: Source(
+        "Frugality meets Accuracy: Cost-efficient training of GPT NeoX and Pythia models with AWS Trainium, Table 1",
+        "https://aws.amazon.com/blogs/machine-learning/frugality-meets-accuracy-cost-efficient-training-of-gpt-neox"
+        "-and-pythia-models-with-aws-trainium/",
+        "trn1.32xlarge (16 Trainium chips, 32 NeuronCores), 1 to 64 nodes, $7.59/h 3-year reserved",
+        "Neuron NeMo, TP 8, PP 1 or 4, sequence 2048, ZeRO-1",
+    ),
+    FMS_FSDP_README: Source(
+        "foundation-model-stack/fms-fsdp README, throughput table (commit 0d319983)",
+        "https://github.com/foundation-model-stack/fms-fsdp/blob/main/README.md",
+        "128 A100 (the cluster of seed 000: 80GB, 400 Gbps, EFA libraries in scripts/*.sh)",
+        "fms-fsdp FSDP1, sharding strategy per row (HSDP 7B/13B, FSDP 34B/70B), SDPA flash attention, bf16, "
+        "sequence 4096",
+    ),
+    LLM_FOUNDRY: Source(
+        "mosaicml/llm-foundry MPT Training Benchmarks (scripts/train/benchmarking/README.md, commit 061f2c7c)",
+        "https://github.com/mosaicml/llm-foundry/blob/main/scripts/train/benchmarking/README.md",
+        "A100 80GB and A100 40GB with 1600 Gbps RoCE between nodes; H100 80GB (single-node rows only)",
+        "Composer FSDP1 FULL_SHARD, MPT models, flash attention, bf16 (DEFAULT: fp32 reduce; PURE: bf16 reduce)",
+    ),
+}
 
 # --- model shapes the tables use that the registry does not hold (table inputs, not training configs) ---------
 
@@ -114,6 +174,16 @@ class PublishedRow:
     holdout: bool = False  # not used to fit the parameters; its error is reported as a prediction
     notes: str = ""
 
+    @property
+    def layout(self) -> str:
+        """The parallel layout the validation report groups errors by: fsdp, hsdp, ddp, tp/pp or trainium."""
+        job = self.job
+        if job.hardware.accelerator.compute_die == "Trainium1":
+            return "trainium"
+        if job.tensor_parallel * job.pipeline_parallel > 1:
+            return "tp/pp"
+        return job.software.sharding
+
 
 @dataclass(frozen=True)
 class PublishedTable:
@@ -138,20 +208,29 @@ def _fsdp_row(
     holdout: bool,
     software: Software = FMS_FSDP,
     notes: str = "",
+    micro_batch: int = 2,
+    table: str = "fsdp",
+    source: str = SEED_000,
 ) -> PublishedRow:
     job = Job(
         model=model,
         hardware=node,
         nodes=nodes,
         seq_len=4096,
-        micro_batch=2,
+        micro_batch=micro_batch,
         checkpointing=checkpointing,  # type: ignore[arg-type]
         software=software,
     )
-    published = {"tokens_per_s_per_device": tokens, "mfu": mfu, "hfu": hfu}
-    return PublishedRow(key, "fsdp", SEED_000, words, job, published, holdout, notes)
+    published = {"tokens_per_s_per_device": tokens}
+    if mfu:
+        published |= {"mfu": mfu, "hfu": hfu}
+    return PublishedRow(key, table, source, words, job, published, holdout, notes)
 
 
+HSDP_000 = (
+    "hybrid-sharded: fms-fsdp's README lists the same 7B run as HSDP and the run chronicle switches to HSDP "
+    "checkpointing; held out, as every HSDP row is (no parameter is fitted on HSDP)"
+)
 SELECTIVE_000 = (
     "seed 000's 'Selective' checkpoints every n-th block; HFU/MFU = 0.59/0.51 = 1 + r/3 gives r = 0.47, "
     "so every 2nd block (every_n, n = 2)"
@@ -162,7 +241,7 @@ FSDP_ROWS: tuple[PublishedRow, ...] = (
     # MFU | HFU. A100 cluster: 128 GPUs (16 nodes), H100 cluster: 96 GPUs (12 nodes).
     _fsdp_row(
         "000/a100/7b", get_model_args("llama2-7b"), A100_400G, 16, "none",
-        "7B | 2 | No | 3700 | 0.57 | 0.57 (A100)", 3700, 0.57, 0.57, False, FMS_HSDP,
+        "7B | 2 | No | 3700 | 0.57 | 0.57 (A100)", 3700, 0.57, 0.57, True, FMS_HSDP, HSDP_000,
     ),
     _fsdp_row(
         "000/a100/13b", get_model_args("llama2-13b"), A100_400G, 16, "every_n",
@@ -178,7 +257,7 @@ FSDP_ROWS: tuple[PublishedRow, ...] = (
     ),
     _fsdp_row(
         "000/h100/7b", get_model_args("llama2-7b"), H100_800G, 12, "none",
-        "7B | 2 | No | 7500 | 0.37 | 0.37 (H100)", 7500, 0.37, 0.37, False, FMS_HSDP,
+        "7B | 2 | No | 7500 | 0.37 | 0.37 (H100)", 7500, 0.37, 0.37, True, FMS_HSDP, HSDP_000,
     ),
     _fsdp_row(
         "000/h100/13b", get_model_args("llama2-13b"), H100_800G, 12, "every_n",
@@ -193,6 +272,114 @@ FSDP_ROWS: tuple[PublishedRow, ...] = (
         "70B | 2 | Yes | 800 | 0.34 | 0.45 (H100)", 800, 0.34, 0.45, True,
     ),
 )  # fmt: skip
+
+
+def _fms_row(
+    size: str, model: ModelArgs, sharding: str, checkpointing: str, batch: int, tokens: float, holdout: bool
+) -> PublishedRow:
+    software = FMS_HSDP if sharding == "HSDP" else FMS_FSDP
+    words = f"{size} | 128 * A100 | {sharding} | {checkpointing != 'none'} | {batch} | {tokens:g} token/gpu/sec"
+    notes = "activation checkpointing on = every block (scripts/*.sh: selective_checkpointing=1)"
+    return _fsdp_row(
+        f"fms/a100/{size}", model, A100_400G, 16, checkpointing, words, tokens, 0.0, 0.0, holdout, software, notes,
+        batch, "fms-fsdp", FMS_FSDP_README,
+    )  # fmt: skip
+
+
+# Columns: Model Size | Hardware | Sharding Strategy | Activation Checkpointing | Batch Size | Training Throughput
+# (128 GPUs). Every HSDP row is held out: the HSDP model is physics plus parameters fitted on other layouts.
+FMS_ROWS: tuple[PublishedRow, ...] = (
+    _fms_row("7b", get_model_args("llama2-7b"), "HSDP", "none", 2, 3760, True),
+    _fms_row("13b", get_model_args("llama2-13b"), "HSDP", "none", 1, 1700, True),
+    _fms_row("34b", LLAMA2_34B, "FSDP", "full", 8, 772, False),
+    _fms_row("70b", get_model_args("llama2-70b"), "FSDP", "full", 6, 380, True),
+)
+
+
+def mpt(hidden: int, layers: int, heads: int) -> ModelArgs:
+    """MPT shapes (llm-foundry yamls): 4h GELU MLP, LayerNorm, 50,368 tied vocabulary. Their learned position
+    embeddings (seq x hidden) are left out: not matmul parameters, under 0.3 % of any benchmarked model."""
+    return ModelArgs(
+        flavor="neox", dim=hidden, n_layers=layers, n_heads=heads, ffn_dim=4 * hidden, vocab_size=50368,
+        tie_embeddings=True,
+    )  # fmt: skip
+
+
+MPT_SHAPES: dict[str, tuple[int, int, int]] = {
+    "1b": (2048, 24, 16),
+    "3b": (2560, 32, 20),
+    "7b": (4096, 32, 32),
+    "13b": (5120, 40, 40),
+    "30b": (7168, 48, 64),
+    "70b": (8192, 80, 64),
+}
+A100_80G_RoCE = hardware("p4de.24xlarge", network_gbps=1600, label="A100 80GB, 1600 Gbps RoCE (llm-foundry)")
+A100_40G_RoCE = hardware("p4d.24xlarge", network_gbps=1600, label="A100 40GB, 1600 Gbps RoCE (llm-foundry)")
+H100_NODE = hardware("p5.48xlarge", label="H100 80GB, one node (llm-foundry; no network used)")
+# Composer FSDP1: flash attention, backward prefetch; DEFAULT mixed precision reduces gradients in fp32, PURE in bf16.
+COMPOSER = {
+    "DEFAULT": Software(sharding="fsdp", attention="flash", grad_reduce_bytes=4, dp_overlap=True),
+    "PURE": Software(sharding="fsdp", attention="flash", grad_reduce_bytes=2, dp_overlap=True),
+}
+
+
+def _foundry_row(
+    size: str,
+    seq: int,
+    gpus: int,
+    node: Hardware,
+    micro_batch: int,
+    accumulation: int,
+    tokens: float,
+    mode: str,
+    checkpointing: bool,
+    holdout: bool,
+) -> PublishedRow:
+    job = Job(
+        model=mpt(*MPT_SHAPES[size]),
+        hardware=node,
+        nodes=gpus // 8,
+        seq_len=seq,
+        micro_batch=micro_batch,
+        checkpointing="full" if checkpointing else "none",
+        global_batch=micro_batch * accumulation * gpus,
+        software=COMPOSER[mode],
+    )
+    gpu = node.label.split(",")[0]
+    words = (
+        f"{size} | {seq} | {gpus} | {gpu} | mb {micro_batch} | accum {accumulation} | {tokens:g} T/s/GPU | "
+        f"{mode} | FULL_SHARD | AC {checkpointing}"
+    )
+    key = f"foundry/{gpu.split()[0].lower()}-{gpu.split()[1].lower()}/{size}/{seq}/{gpus}"
+    notes = "activation checkpointing True = every MPT block" if checkpointing else ""
+    return PublishedRow(
+        key, "llm-foundry", LLM_FOUNDRY, words, job, {"tokens_per_s_per_device": tokens}, holdout, notes
+    )
+
+
+# A spread of the bf16 rows (sizes 1B-70B, 1 to 16 nodes, sequences 2048/4096): Model | SeqLen | # GPUs | GPU |
+# MicroBatchSize | GradAccum | Throughput (T/s/GPU) | MP Mode | Sharding | Activation Checkpointing. Every third
+# row is held out. H100 rows are single-node only: the table does not give that cluster's network.
+FOUNDRY_ROWS: tuple[PublishedRow, ...] = (
+    _foundry_row("70b", 2048, 64, A100_80G_RoCE, 8, 4, 410, "PURE", True, False),
+    _foundry_row("70b", 2048, 32, A100_80G_RoCE, 2, 16, 373, "PURE", True, False),
+    _foundry_row("30b", 2048, 8, A100_80G_RoCE, 3, 21, 916, "DEFAULT", True, True),
+    _foundry_row("13b", 4096, 8, A100_80G_RoCE, 10, 3, 2060, "DEFAULT", True, False),
+    _foundry_row("7b", 2048, 8, A100_80G_RoCE, 6, 2, 4641, "DEFAULT", False, False),
+    _foundry_row("3b", 2048, 8, A100_80G_RoCE, 10, 2, 10811, "DEFAULT", False, True),
+    _foundry_row("1b", 2048, 8, A100_80G_RoCE, 14, 4, 20513, "DEFAULT", False, False),
+    _foundry_row("70b", 2048, 128, A100_40G_RoCE, 4, 1, 376, "PURE", True, False),
+    _foundry_row("30b", 2048, 128, A100_40G_RoCE, 6, 1, 865, "PURE", True, True),
+    _foundry_row("13b", 2048, 128, A100_40G_RoCE, 16, 1, 1972, "PURE", True, False),
+    _foundry_row("13b", 2048, 16, A100_40G_RoCE, 10, 1, 1993, "PURE", True, False),
+    _foundry_row("7b", 2048, 128, A100_40G_RoCE, 18, 1, 3623, "PURE", True, True),
+    _foundry_row("7b", 2048, 32, A100_40G_RoCE, 18, 1, 3725, "PURE", True, False),
+    _foundry_row("3b", 2048, 128, A100_40G_RoCE, 6, 1, 9538, "PURE", False, False),
+    _foundry_row("30b", 2048, 8, H100_NODE, 3, 21, 2002, "DEFAULT", True, True),
+    _foundry_row("13b", 2048, 8, H100_NODE, 2, 1, 4792, "DEFAULT", False, False),
+    _foundry_row("7b", 2048, 8, H100_NODE, 6, 1, 10643, "DEFAULT", False, False),
+    _foundry_row("1b", 2048, 8, H100_NODE, 14, 1, 45455, "DEFAULT", False, True),
+)
 
 
 def _megatron_row(
@@ -317,6 +504,22 @@ TABLES: tuple[PublishedTable, ...] = (
         ("tokens_per_s_per_device", "mfu", "hfu"),
         0.15,
         FSDP_ROWS,
+    ),
+    PublishedTable(
+        "fms-fsdp",
+        FMS_FSDP_README,
+        "fms-fsdp README: Llama 2 7B-70B on 128 A100, HSDP and FSDP",
+        ("tokens_per_s_per_device",),
+        0.15,
+        FMS_ROWS,
+    ),
+    PublishedTable(
+        "llm-foundry",
+        LLM_FOUNDRY,
+        "llm-foundry MPT benchmarks: FSDP on A100 80GB/40GB (1600 Gbps) and single H100 nodes",
+        ("tokens_per_s_per_device",),
+        0.15,
+        FOUNDRY_ROWS,
     ),
     PublishedTable(
         "megatron",

@@ -7,19 +7,22 @@ Per micro-batch and device:
   pipeline           = stage sends; the 1F1B bubble adds (p - 1) / v micro-batch times per step; the last stage
                        also runs the output head, so it sets the pace
 Per step:
-  data parallel      = FSDP all-gathers (forward, backward) and reduce-scatter per micro-batch, or one gradient
-                       all-reduce (ddp), or reduce-scatter + all-gather (zero1); hidden behind compute up to
-                       overlap_fraction of it, except the first gather and last reduce, which nothing hides
+  data parallel      = FSDP/HSDP all-gathers (forward, backward) and reduce-scatter in the shard group per
+                       micro-batch, plus HSDP's replica all-reduce once per step; or one gradient all-reduce (ddp),
+                       or reduce-scatter + all-gather (zero1); gathers hide behind forward, the rest behind
+                       backward, up to overlap_fraction of it, except the first gather and the last reduce
   optimizer          = AdamW bytes per local parameter / HBM bandwidth
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from training.models.params import count_parameters
 from training.planner.calibration import (
     CALIBRATED,
+    DDP_BUCKET_BYTES,
     MATERIALIZED_SCORE_BYTES_BACKWARD,
     MATERIALIZED_SCORE_BYTES_FORWARD,
     OPTIMIZER_BYTES_PER_PARAM,
@@ -29,8 +32,6 @@ from training.planner.comms import Group, Transfer, collective, point_to_point
 from training.planner.flops import hardware_flops_per_token, megatron_flops_per_token, model_flops_per_token
 from training.planner.job import Job
 from training.planner.memory import BF16, LOGIT_BYTES_PER_ELEMENT
-
-BACKWARD_SHARE = 2.0 / 3.0  # backward is two of the three matmul passes
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,9 @@ class StepEstimate:
     pipeline_p2p: Transfer
     pipeline_bubble_s: float
     data_parallel: Transfer  # all DP traffic of a step, hidden or not
+    # seconds by collective: shard_group (gathers + reduce-scatters, every micro-batch), replica_all_reduce (hsdp),
+    # gradient_all_reduce (ddp), optimizer_shards (zero1)
+    data_parallel_breakdown: dict[str, float]
     data_parallel_exposed_s: float
     optimizer_s: float
     step_s: float
@@ -78,34 +82,77 @@ class StepEstimate:
         return self.tokens_per_s_per_device * self.megatron_flops_per_token / 1e12
 
 
-def _data_parallel_group(job: Job) -> Group:
-    per_node = job.devices_per_node_in_dp_group
-    return Group(job.data_parallel, per_node, job.hardware.devices_per_node // per_node)
+@dataclass(frozen=True)
+class DataParallelTraffic:
+    """A step's data-parallel collectives, split by when they run and what they can hide behind."""
+
+    gather: Transfer  # one all-gather of the weights in the shard group (forward; backward gathers again)
+    reduce: Transfer  # one reduce-scatter of the gradients in the shard group
+    per_step: Transfer  # once per step: HSDP's replica all-reduce, DDP's all-reduce, ZeRO-1's reduce + gather
+    per_step_kind: str  # key of per_step in StepEstimate.data_parallel_breakdown
+    per_step_buckets: int  # the last bucket (one block, or one DDP bucket) cannot hide
+
+    @property
+    def per_micro_batch(self) -> Transfer:
+        return self.gather.times(2) + self.reduce
 
 
-def _data_parallel_traffic(job: Job, efficiency: Efficiency) -> tuple[Transfer, Transfer]:
-    """(traffic repeated every micro-batch, traffic once per step)."""
+def _buckets(total_bytes: float) -> int:
+    return max(1, math.ceil(total_bytes / DDP_BUCKET_BYTES))
+
+
+def _data_parallel_traffic(job: Job, efficiency: Efficiency) -> DataParallelTraffic:
+    """Collectives as FSDP2 / DDP / ZeRO-1 run them. FSDP units are transformer blocks: each gathers its weights
+    before its forward and again before its backward, and reduce-scatters its gradients after its backward."""
     hw, software = job.hardware, job.software
     params = count_parameters(job.model).total / (job.tensor_parallel * job.pipeline_parallel)
     weight_bytes, grad_bytes = BF16 * params, software.grad_reduce_bytes * params
-    group = _data_parallel_group(job)
-    if software.sharding == "fsdp":
-        gather = collective("all_gather", weight_bytes, group, hw, efficiency)
-        reduce = collective("reduce_scatter", grad_bytes, group, hw, efficiency)
-        return gather.times(2) + reduce, Transfer()
-    if software.sharding == "hsdp":
+    blocks = max(1, math.ceil(job.model.n_layers / job.pipeline_parallel))
+    per_node = job.devices_per_node_in_dp_group  # DP ranks of one DP group on a node
+    if software.sharding in ("fsdp", "hsdp"):
         shard = job.state_shard_size
-        shard_group = Group(shard, shard, hw.devices_per_node // shard)
-        gather = collective("all_gather", weight_bytes, shard_group, hw, efficiency)
-        reduce = collective("reduce_scatter", grad_bytes, shard_group, hw, efficiency)
-        replicas = job.data_parallel // shard
-        replica_group = Group(replicas, 1, hw.devices_per_node)
-        across = collective("all_reduce", grad_bytes / shard, replica_group, hw, efficiency)
-        return gather.times(2) + reduce, across
+        shard_per_node = min(shard, per_node)
+        shard_group = Group(shard, shard_per_node, hw.devices_per_node // shard_per_node)
+        gather = collective("all_gather", weight_bytes, shard_group, hw, efficiency, buckets=blocks)
+        reduce = collective("reduce_scatter", grad_bytes, shard_group, hw, efficiency, buckets=blocks)
+        across = Transfer()
+        if job.replicas > 1:
+            # Each shard index all-reduces its own gradient shard with the same index in the other replicas;
+            # shards are the inner mesh dimension, so a replica group has per_node // shard members on a node.
+            replica_per_node = max(1, per_node // shard)
+            replica_group = Group(job.replicas, replica_per_node, hw.devices_per_node // replica_per_node)
+            across = collective("all_reduce", grad_bytes / shard, replica_group, hw, efficiency, buckets=blocks)
+        return DataParallelTraffic(gather, reduce, across, "replica_all_reduce", blocks)
+    group = Group(job.data_parallel, per_node, hw.devices_per_node // per_node)
+    buckets = _buckets(grad_bytes)
     if software.sharding == "ddp":
-        return Transfer(), collective("all_reduce", grad_bytes, group, hw, efficiency)
-    reduce = collective("reduce_scatter", grad_bytes, group, hw, efficiency)
-    return Transfer(), reduce + collective("all_gather", weight_bytes, group, hw, efficiency)
+        all_reduce = collective("all_reduce", grad_bytes, group, hw, efficiency, buckets=buckets)
+        return DataParallelTraffic(Transfer(), Transfer(), all_reduce, "gradient_all_reduce", buckets)
+    reduce = collective("reduce_scatter", grad_bytes, group, hw, efficiency, buckets=buckets)
+    gather = collective("all_gather", weight_bytes, group, hw, efficiency, buckets=buckets)
+    return DataParallelTraffic(Transfer(), Transfer(), reduce + gather, "optimizer_shards", buckets)
+
+
+def _exposed_data_parallel(
+    traffic: DataParallelTraffic, forward_s: float, backward_s: float, micro_batches: int, blocks: int, overlap: float
+) -> float:
+    """Seconds of data-parallel traffic nothing hides, per step.
+
+    Forward: each block's all-gather is prefetched behind the previous block's forward, except the first block's.
+    Backward: the next block's all-gather and the previous block's reduce-scatter run behind a block's backward,
+    except the last reduce-scatter. The once-per-step traffic runs behind the last micro-batch's backward (HSDP's
+    replica all-reduce follows each block's reduce-scatter; DDP's buckets fill as gradients are made), except its
+    last bucket; where the shard group's traffic uses the network too, it takes that share of the window first.
+    Nothing hides behind more than `overlap` of the compute it runs beside.
+    """
+    gather, reduce, per_step = traffic.gather.seconds, traffic.reduce.seconds, traffic.per_step.seconds
+    exposed_forward = max(gather / blocks, gather - overlap * forward_s)
+    exposed_backward = max(reduce / blocks, gather + reduce - overlap * backward_s)
+    window = overlap * backward_s
+    if traffic.gather.network_bytes_per_node or traffic.reduce.network_bytes_per_node:
+        window = max(0.0, window - gather - reduce)
+    exposed_step = max(per_step / traffic.per_step_buckets, per_step - window) if per_step else 0.0
+    return micro_batches * (exposed_forward + exposed_backward) + exposed_step
 
 
 def estimate_step(job: Job, efficiency: Efficiency = CALIBRATED) -> StepEstimate:
@@ -149,17 +196,20 @@ def estimate_step(job: Job, efficiency: Efficiency = CALIBRATED) -> StepEstimate
     bubble = (pp - 1) / software.pipeline_interleave * micro_batch_s if pp > 1 else 0.0
     pipeline_s = m * micro_batch_s + bubble
 
-    per_mb, per_step = _data_parallel_traffic(job, efficiency)
+    traffic = _data_parallel_traffic(job, efficiency)
+    per_mb, per_step = traffic.per_micro_batch, traffic.per_step
     compute_mb = matmul_mb + memory_mb
+    # Forward is a third of the model FLOPs; backward the rest plus whatever checkpointing recomputes.
+    forward_mb = compute_mb * model_flops_per_token(args, seq) / 3 / flops_hw
     if software.dp_overlap:
-        # Nothing hides the first all-gather and the last reduce of a micro-batch or step: one layer's worth.
-        floor = per_mb.seconds / max(1.0, layers)
-        exposed_mb = max(floor, per_mb.seconds - efficiency.overlap_fraction * compute_mb)
-        window = efficiency.overlap_fraction * BACKWARD_SHARE * compute_mb
-        exposed_step = max(per_step.seconds / max(1.0, layers), per_step.seconds - window)
+        blocks = max(1, math.ceil(args.n_layers / pp))
+        overlap = efficiency.overlap_fraction
+        dp_exposed = _exposed_data_parallel(traffic, forward_mb, compute_mb - forward_mb, m, blocks, overlap)
     else:
-        exposed_mb, exposed_step = per_mb.seconds, per_step.seconds
-    dp_exposed = m * exposed_mb + exposed_step
+        dp_exposed = m * per_mb.seconds + per_step.seconds
+    breakdown = {"shard_group": m * per_mb.seconds, "replica_all_reduce": 0.0}
+    breakdown |= {"gradient_all_reduce": 0.0, "optimizer_shards": 0.0}
+    breakdown[traffic.per_step_kind] = per_step.seconds
 
     params = count_parameters(args).total / (tp * pp * job.optimizer_shard_size)
     optimizer_s = params * OPTIMIZER_BYTES_PER_PARAM / hw.hbm_bytes_per_s_per_device
@@ -173,6 +223,7 @@ def estimate_step(job: Job, efficiency: Efficiency = CALIBRATED) -> StepEstimate
         pipeline_p2p=p2p_mb.times(m),
         pipeline_bubble_s=bubble,
         data_parallel=per_mb.times(m) + per_step,
+        data_parallel_breakdown=breakdown,
         data_parallel_exposed_s=dp_exposed,
         optimizer_s=optimizer_s,
         step_s=step_s,

@@ -70,8 +70,10 @@ def test_gathers_and_reduce_scatters_run_as_rings_whatever_the_size() -> None:
 
 
 def test_every_bucket_pays_the_collective_latency_again() -> None:
-    one = collective("all_reduce", GB, Group(32, 8), P5, CALIBRATED)
-    forty = collective("all_reduce", GB, Group(32, 8), P5, CALIBRATED, buckets=40)
-    latency = collective("all_reduce", 1.0, Group(32, 8), P5, CALIBRATED).seconds
-    assert forty.seconds - one.seconds == pytest.approx(39 * latency, rel=0.05)
+    from training.planner.calibration import LOCAL_HOP_LATENCY_S, NETWORK_HOP_LATENCY_S
+
+    one = collective("all_reduce", GB, Group(16, 8), P5, CALIBRATED)
+    forty = collective("all_reduce", GB, Group(16, 8), P5, CALIBRATED, buckets=40)
+    ring_latency = 2 * 1 * NETWORK_HOP_LATENCY_S + 2 * 7 * LOCAL_HOP_LATENCY_S  # 2 nodes x 8 ranks, two passes
+    assert forty.seconds - one.seconds == pytest.approx(39 * ring_latency, rel=0.05)
     assert forty.network_bytes_per_node == pytest.approx(one.network_bytes_per_node)

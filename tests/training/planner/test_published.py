@@ -13,6 +13,8 @@ def test_every_row_names_its_source_and_words() -> None:
 def test_row_counts_match_the_documents() -> None:
     assert {table.name: len(table.rows) for table in TABLES} == {
         "fsdp": 8,  # 4 model sizes x (A100, H100)
+        "fms-fsdp": 4,  # 7b, 13b (HSDP), 34b, 70b (FSDP)
+        "llm-foundry": 18,  # a spread of its bf16 rows
         "megatron": 10,  # 1.7B .. 1T
         "trainium": 7,  # Pythia 1, 4 nodes; NeoX 4 .. 64 nodes
         "ddp-scaling": 4,  # 1, 2, 4, 8 instances

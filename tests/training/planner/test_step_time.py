@@ -105,9 +105,9 @@ def test_a_shard_group_of_two_nodes_sends_its_gathers_over_the_network() -> None
     per_node = estimate_step(job(software=HSDP_BF16))
     two_nodes = estimate_step(job(software=HSDP_BF16, shard_group=16))
     assert two_nodes.data_parallel_breakdown["shard_group"] > per_node.data_parallel_breakdown["shard_group"]
-    assert two_nodes.data_parallel_breakdown["replica_all_reduce"] < per_node.data_parallel_breakdown[
-        "replica_all_reduce"
-    ]
+    assert (
+        two_nodes.data_parallel_breakdown["replica_all_reduce"] < per_node.data_parallel_breakdown["replica_all_reduce"]
+    )
 
 
 def test_hsdp_13b_on_128_a100s_at_400_gbps_matches_fms_fsdp() -> None:

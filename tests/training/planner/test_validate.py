@@ -6,7 +6,7 @@ import pytest
 
 from training.planner.compare import compare_all
 from training.planner.published import ALL_ROWS, SOURCES
-from training.planner.validate import leave_one_source_out, layout_summary, markdown_report
+from training.planner.validate import layout_summary, leave_one_source_out, markdown_report
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -1,0 +1,145 @@
+"""Leave-one-source-out validation: fit the free parameters on every source but one, predict that one, repeat.
+
+    python -m training.planner.validate           # print the per-layout report
+    python -m training.planner.validate --write   # also replace the report in docs/planner.md
+
+A source is one publication (published.SOURCES); its rows are never in the fit that predicts them. The fit is the
+committed calibration's (same fitted rows, same loss) minus the left-out source. A parameter that no remaining row
+constrains (Trainium's matmul fraction without seed 004) cannot be predicted: those rows are reported as such and
+left out of the error. Errors are grouped by parallel layout (fsdp, hsdp, ddp, tp/pp, trainium); the target is a
+mean absolute error of at most 15 % on every layout with rows from two or more sources.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from training.planner.calibration import CALIBRATED, Efficiency
+from training.planner.compare import Comparison, compare_table
+from training.planner.fit import _rounded, constrained_parameters, fit, fitted_rows
+from training.planner.published import ALL_ROWS, SOURCES, TABLES
+
+TARGET = 0.15
+REPORT_START = "<!-- leave-one-source-out:start (python -m training.planner.validate --write) -->"
+REPORT_END = "<!-- leave-one-source-out:end -->"
+DEFAULT_DOC = Path("docs/planner.md")
+LAYOUTS = ("fsdp", "hsdp", "ddp", "tp/pp", "trainium")
+
+
+@dataclass(frozen=True)
+class HeldOutPrediction:
+    left_out: str  # source key
+    comparison: Comparison  # predicted by parameters fitted without the source
+    predictable: bool  # False: a parameter the row needs is constrained by this source alone
+
+
+@dataclass(frozen=True)
+class LayoutSummary:
+    sources: int  # sources with rows of this layout
+    values: int  # predicted values
+    unpredictable: int
+    mean_error: float
+    max_error: float
+
+
+def refit_without(source: str, start: Efficiency = CALIBRATED, restarts: int = 2) -> tuple[Efficiency, list[str]]:
+    """(parameters fitted without `source`, names of the free parameters the remaining rows constrain)."""
+    rows = fitted_rows(exclude_source=source)
+    return _rounded(fit(start, restarts, rows)), constrained_parameters(rows)
+
+
+def leave_one_source_out(start: Efficiency = CALIBRATED) -> list[HeldOutPrediction]:
+    out: list[HeldOutPrediction] = []
+    for source in SOURCES:
+        if not any(row.source == source for row in ALL_ROWS):
+            continue
+        efficiency, constrained = refit_without(source, start)
+        for table in TABLES:
+            if table.source != source:
+                continue
+            for comparison in compare_table(table, efficiency):
+                die = comparison.row.job.hardware.accelerator.compute_die
+                out.append(HeldOutPrediction(source, comparison, f"matmul_fraction.{die}" in constrained))
+    return out
+
+
+def layout_summary(predictions: Sequence[HeldOutPrediction]) -> dict[str, LayoutSummary]:
+    summary: dict[str, LayoutSummary] = {}
+    for layout in LAYOUTS:
+        chosen = [p for p in predictions if p.comparison.row.layout == layout]
+        if not chosen:
+            continue
+        errors = [abs(p.comparison.error) for p in chosen if p.predictable]
+        sources = len({row.source for row in ALL_ROWS if row.layout == layout})
+        summary[layout] = LayoutSummary(
+            sources,
+            len(errors),
+            len(chosen) - len(errors),
+            sum(errors) / len(errors) if errors else float("nan"),
+            max(errors) if errors else float("nan"),
+        )
+    return summary
+
+
+def _percent(value: float) -> str:
+    return "n/a" if value != value else f"{value:.1%}"
+
+
+def markdown_report(predictions: Sequence[HeldOutPrediction]) -> str:
+    summary = layout_summary(predictions)
+    lines = [
+        "| layout | sources | values predicted | mean error | max error | target (<= 15 % where 2+ sources) |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for layout, s in summary.items():
+        if s.sources < 2:
+            verdict = "one source: not validated across sources"
+        else:
+            verdict = "met" if s.mean_error <= TARGET else "NOT met"
+        values = f"{s.values}" + (f" (+{s.unpredictable} not predictable)" if s.unpredictable else "")
+        lines.append(
+            f"| {layout} | {s.sources} | {values} | {_percent(s.mean_error)} | {_percent(s.max_error)} | {verdict} |"
+        )
+    lines += ["", "| left out | layout: mean error (values) |", "|---|---|"]
+    for source in SOURCES:
+        chosen = [p for p in predictions if p.left_out == source]
+        if not chosen:
+            continue
+        parts = []
+        for layout in LAYOUTS:
+            errors = [abs(p.comparison.error) for p in chosen if p.comparison.row.layout == layout and p.predictable]
+            skipped = sum(1 for p in chosen if p.comparison.row.layout == layout and not p.predictable)
+            if errors:
+                parts.append(f"{layout} {sum(errors) / len(errors):.1%} ({len(errors)})")
+            if skipped:
+                parts.append(f"{layout} not predictable ({skipped}: its matmul fraction has no other source)")
+        lines.append(f"| {SOURCES[source].title.split(',')[0].split(' (')[0]} | {'; '.join(parts)} |")
+    return "\n".join(lines)
+
+
+def write_report(doc: Path, report: str) -> None:
+    text = doc.read_text()
+    start, end = text.index(REPORT_START), text.index(REPORT_END)
+    doc.write_text(text[: start + len(REPORT_START)] + "\n" + report + "\n" + text[end:])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m training.planner.validate", description=__doc__.split("\n")[0])
+    parser.add_argument("--write", action="store_true", help=f"replace the report in {DEFAULT_DOC}")
+    parser.add_argument("--doc", type=Path, default=DEFAULT_DOC)
+    options = parser.parse_args(argv)
+    predictions = leave_one_source_out()
+    report = markdown_report(predictions)
+    print(report)
+    if options.write:
+        write_report(options.doc, report)
+    multi = [s for s in layout_summary(predictions).values() if s.sources >= 2]
+    return 0 if all(s.mean_error <= TARGET for s in multi) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

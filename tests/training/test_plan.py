@@ -138,3 +138,13 @@ def test_compare_as_json_lists_every_layout(capsys: pytest.CaptureFixture[str]) 
         assert {"layout", "fits", "step_time_s", "tokens_per_s_per_device", "days", "cost_usd"} <= set(row)
     hsdp = next(r for r in rows if r["layout"].startswith("hsdp"))
     assert hsdp["fits"] is False  # 70B does not fit sharded over one node of A100s
+
+
+def test_the_compare_example_in_the_docs_is_current(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "planner.md").read_text()
+    block = doc.split("<!-- compare-example:start -->\n", 1)[1].split("<!-- compare-example:end -->", 1)[0]
+    _, out, _ = main_with(
+        capsys, "--model", "llama2-13b", "--instance", "p4de.24xlarge", "--nodes", "16", "--seq", "4096",
+        "--grad-reduce", "bf16", "--tokens", "1T", "--compare",
+    )  # fmt: skip
+    assert block == out

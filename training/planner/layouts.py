@@ -1,9 +1,10 @@
 """The same training job under each parallel layout a user would weigh: FSDP, HSDP (per node, per two nodes),
 tensor parallel inside a node with FSDP over the rest. `python -m training.plan --compare` prints them.
 
-Every layout trains the same global batch (the job's, or one micro-batch per device under FSDP), so layouts with
-fewer data-parallel ranks accumulate more micro-batches per step: tokens per step, and so days and dollars for a
-token budget, compare like for like.
+Every layout trains the same global batch (the job's, or one micro-batch per device under FSDP) in the same number
+of micro-batches per step: a TP group of t devices takes t times the micro-batch (the same sequences per device,
+its activations split t ways), so tokens per step, and days and dollars for a token budget, compare like for
+like.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def _layout(job: Job, name: str, tensor_parallel: int, sharding: str, shard_grou
     try:
         return dataclasses.replace(
             job,
+            micro_batch=job.micro_batch * tensor_parallel // job.tensor_parallel,
             tensor_parallel=tensor_parallel,
             pipeline_parallel=1,
             software=software,

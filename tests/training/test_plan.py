@@ -89,6 +89,8 @@ def main_with(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str,
         (["--global-batch", "33"], "--global-batch: 33"),
         (["--tokens", "lots"], "--tokens: 'lots'"),
         (["--activation-checkpointing", "most"], "--activation-checkpointing"),
+        (["--sharding", "hsdp", "--shard-group", "3"], "--shard-group: 3 must divide the 32 data-parallel ranks"),
+        (["--shard-group", "8"], "--shard-group: 8 applies only to sharding 'hsdp'"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], needle: str) -> None:

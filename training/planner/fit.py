@@ -125,7 +125,7 @@ def fit(
     return build(x)
 
 
-def _rounded(efficiency: Efficiency) -> Efficiency:
+def rounded(efficiency: Efficiency) -> Efficiency:
     return efficiency.replace(**{name: round(value, 3) for name, value in efficiency.as_flat_dict().items()})
 
 
@@ -146,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m training.planner.fit", description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true", help="fail unless CALIBRATED is the fitted optimum")
     options = parser.parse_args(argv)
-    fitted = _rounded(fit())
+    fitted = rounded(fit())
     if options.check:
         gap = loss(CALIBRATED) - loss(fitted)
         print(f"committed loss {loss(CALIBRATED):.5f}, refitted {loss(fitted):.5f}")

@@ -39,6 +39,7 @@ LLM_FOUNDRY = "llm-foundry-benchmarks"
 class Source:
     """One publication: what leave-one-source-out validation leaves out as a whole."""
 
+    name: str  # short label for reports
     title: str
     url: str
     hardware: str
@@ -47,18 +48,22 @@ class Source:
 
 SOURCES: dict[str, Source] = {
     SEED_000: Source(
+        "seed 000 (PyTorch FSDP blog)",
         "Maximizing training throughput using PyTorch FSDP (Team PyTorch at IBM and Meta, 2024), Table 1",
         "https://pytorch.org/blog/maximizing-training/",
         "128 A100 80GB with 400 Gbps; 96 H100 80GB with 800 Gbps; GPUDirect RDMA",
         "fms-fsdp (FSDP1), SDPA flash attention, bf16, sequence 4096, batch 2 per GPU, overlap on",
     ),
     SEED_001: Source(
-        "Scaling LLM training on Amazon SageMaker: distributed data parallel scaling table (background document 001)",
-        "https://aws.amazon.com/sagemaker/",
+        "seed 001 (SageMaker DDP)",
+        "Scaling LLM training on Amazon SageMaker, SageMaker Distributed Data Parallel slide (background document "
+        "001; the slide has no public address of its own, so the library's documentation is linked)",
+        "https://docs.aws.amazon.com/sagemaker/latest/dg/data-parallel.html",
         "1 to 8 instances; type not named (assumed ml.p4d.24xlarge, 400 Gbps EFA)",
         "SageMaker distributed data parallel; model not named (assumed 125M, 8 x 2048 tokens per GPU)",
     ),
     SEED_003: Source(
+        "seed 003 (Megatron-LM)",
         "Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM (Narayanan et al., SC21), "
         "weak-scaling table",
         "https://arxiv.org/abs/2104.04473",
@@ -66,6 +71,7 @@ SOURCES: dict[str, Source] = {
         "Megatron-LM PTD-P, sequence 2048, full recomputation, fp32 gradient all-reduce",
     ),
     SEED_004: Source(
+        "seed 004 (Neuron NeMo on trn1)",
         "Frugality meets Accuracy: Cost-efficient training of GPT NeoX and Pythia models with AWS Trainium, Table 1",
         "https://aws.amazon.com/blogs/machine-learning/frugality-meets-accuracy-cost-efficient-training-of-gpt-neox"
         "-and-pythia-models-with-aws-trainium/",
@@ -73,6 +79,7 @@ SOURCES: dict[str, Source] = {
         "Neuron NeMo, TP 8, PP 1 or 4, sequence 2048, ZeRO-1",
     ),
     FMS_FSDP_README: Source(
+        "fms-fsdp README",
         "foundation-model-stack/fms-fsdp README, throughput table (commit 0d319983)",
         "https://github.com/foundation-model-stack/fms-fsdp/blob/main/README.md",
         "128 A100 (the cluster of seed 000: 80GB, 400 Gbps, EFA libraries in scripts/*.sh)",
@@ -80,6 +87,7 @@ SOURCES: dict[str, Source] = {
         "sequence 4096",
     ),
     LLM_FOUNDRY: Source(
+        "llm-foundry benchmarks",
         "mosaicml/llm-foundry MPT Training Benchmarks (scripts/train/benchmarking/README.md, commit 061f2c7c)",
         "https://github.com/mosaicml/llm-foundry/blob/main/scripts/train/benchmarking/README.md",
         "A100 80GB and A100 40GB with 1600 Gbps RoCE between nodes; H100 80GB (single-node rows only)",

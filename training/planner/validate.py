@@ -20,7 +20,7 @@ from pathlib import Path
 
 from training.planner.calibration import CALIBRATED, Efficiency
 from training.planner.compare import Comparison, compare_table
-from training.planner.fit import _rounded, constrained_parameters, fit, fitted_rows
+from training.planner.fit import rounded, constrained_parameters, fit, fitted_rows
 from training.planner.published import ALL_ROWS, SOURCES, TABLES
 
 TARGET = 0.15
@@ -49,7 +49,7 @@ class LayoutSummary:
 def refit_without(source: str, start: Efficiency = CALIBRATED, restarts: int = 2) -> tuple[Efficiency, list[str]]:
     """(parameters fitted without `source`, names of the free parameters the remaining rows constrain)."""
     rows = fitted_rows(exclude_source=source)
-    return _rounded(fit(start, restarts, rows)), constrained_parameters(rows)
+    return rounded(fit(start, restarts, rows)), constrained_parameters(rows)
 
 
 def leave_one_source_out(start: Efficiency = CALIBRATED) -> list[HeldOutPrediction]:
@@ -117,7 +117,7 @@ def markdown_report(predictions: Sequence[HeldOutPrediction]) -> str:
                 parts.append(f"{layout} {sum(errors) / len(errors):.1%} ({len(errors)})")
             if skipped:
                 parts.append(f"{layout} not predictable ({skipped}: its matmul fraction has no other source)")
-        lines.append(f"| {SOURCES[source].title.split(',')[0].split(' (')[0]} | {'; '.join(parts)} |")
+        lines.append(f"| {SOURCES[source].name} | {'; '.join(parts)} |")
     return "\n".join(lines)
 
 

@@ -98,18 +98,29 @@ SOURCES: dict[str, Source] = {
 # --- model shapes the tables use that the registry does not hold (table inputs, not training configs) ---------
 
 
-def megatron_gpt(hidden: int, layers: int, heads: int) -> ModelArgs:
-    """Seed 003's GPT shapes: 4h MLP with GELU, LayerNorm, biases, 51,200 tied vocabulary, 2048 tokens."""
+def gpt_4h(hidden: int, layers: int, heads: int, vocab: int) -> ModelArgs:
+    """A GPT with a 4h GELU MLP, LayerNorm and tied embeddings (the neox flavor's block)."""
     return ModelArgs(
         flavor="neox",
         dim=hidden,
         n_layers=layers,
         n_heads=heads,
         ffn_dim=4 * hidden,
-        vocab_size=51200,
+        vocab_size=vocab,
         max_seq_len=2048,
         tie_embeddings=True,
     )
+
+
+def megatron_gpt(hidden: int, layers: int, heads: int) -> ModelArgs:
+    """Seed 003's GPT shapes: 51,200 vocabulary, 2048 tokens."""
+    return gpt_4h(hidden, layers, heads, 51200)
+
+
+def mpt(hidden: int, layers: int, heads: int) -> ModelArgs:
+    """MPT shapes (llm-foundry's yamls): 50,368 vocabulary. Their learned position embeddings (seq x hidden) are left
+    out: not matmul parameters, under 0.3 % of any benchmarked model."""
+    return gpt_4h(hidden, layers, heads, 50368)
 
 
 # Llama 2 34B was never released as a base model; this is the shape Code Llama 34B and the FSDP recipe use.
@@ -139,10 +150,21 @@ MEGATRON_SHAPES: dict[str, tuple[int, int, int]] = {
     "1t": (25600, 128, 160),
 }
 
+# llm-foundry's MPT shapes by size label: (hidden, layers, heads).
+MPT_SHAPES: dict[str, tuple[int, int, int]] = {
+    "1b": (2048, 24, 16),
+    "3b": (2560, 32, 20),
+    "7b": (4096, 32, 32),
+    "13b": (5120, 40, 40),
+    "30b": (7168, 48, 64),
+    "70b": (8192, 80, 64),
+}
+
 # Shapes the planner knows beyond the registry (so `--model megatron-gpt-1t` plans a published configuration).
 PLANNER_MODELS: dict[str, ModelArgs] = {
     "llama2-34b": LLAMA2_34B,
     **{f"megatron-gpt-{size}": megatron_gpt(*shape) for size, shape in MEGATRON_SHAPES.items()},
+    **{f"mpt-{size}": mpt(*shape) for size, shape in MPT_SHAPES.items()},
 }
 
 # --- the clusters behind the tables -------------------------------------------------------------------------
@@ -304,23 +326,6 @@ FMS_ROWS: tuple[PublishedRow, ...] = (
 )
 
 
-def mpt(hidden: int, layers: int, heads: int) -> ModelArgs:
-    """MPT shapes (llm-foundry yamls): 4h GELU MLP, LayerNorm, 50,368 tied vocabulary. Their learned position
-    embeddings (seq x hidden) are left out: not matmul parameters, under 0.3 % of any benchmarked model."""
-    return ModelArgs(
-        flavor="neox", dim=hidden, n_layers=layers, n_heads=heads, ffn_dim=4 * hidden, vocab_size=50368,
-        tie_embeddings=True,
-    )  # fmt: skip
-
-
-MPT_SHAPES: dict[str, tuple[int, int, int]] = {
-    "1b": (2048, 24, 16),
-    "3b": (2560, 32, 20),
-    "7b": (4096, 32, 32),
-    "13b": (5120, 40, 40),
-    "30b": (7168, 48, 64),
-    "70b": (8192, 80, 64),
-}
 A100_80G_RoCE = hardware("p4de.24xlarge", network_gbps=1600, label="A100 80GB, 1600 Gbps RoCE (llm-foundry)")
 A100_40G_RoCE = hardware("p4d.24xlarge", network_gbps=1600, label="A100 40GB, 1600 Gbps RoCE (llm-foundry)")
 H100_NODE = hardware("p5.48xlarge", label="H100 80GB, one node (llm-foundry; no network used)")
@@ -344,7 +349,7 @@ def _foundry_row(
     holdout: bool,
 ) -> PublishedRow:
     job = Job(
-        model=mpt(*MPT_SHAPES[size]),
+        model=PLANNER_MODELS[f"mpt-{size}"],
         hardware=node,
         nodes=gpus // 8,
         seq_len=seq,

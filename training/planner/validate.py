@@ -20,7 +20,7 @@ from pathlib import Path
 
 from training.planner.calibration import CALIBRATED, Efficiency
 from training.planner.compare import Comparison, compare_table
-from training.planner.fit import rounded, constrained_parameters, fit, fitted_rows
+from training.planner.fit import constrained_parameters, fit, fitted_rows, rounded
 from training.planner.published import ALL_ROWS, SOURCES, TABLES
 
 TARGET = 0.15

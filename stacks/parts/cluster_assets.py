@@ -1,5 +1,6 @@
 """Bootstrap scripts and the head node's payload as CDK assets: versioned with the repo, never fetched
-from a moving branch."""
+from a moving branch. The payload's URI also goes into an SSM parameter whose name never changes: the
+head node's OnNodeConfigured names that stable key (see cluster.config_builder.ClusterRefs)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ from pathlib import Path
 
 import yaml
 from aws_cdk import aws_s3_assets as s3_assets
+from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from cluster.payload import build_payload
+from policies.cluster_nodes import payload_parameter_name
 from spec import DeploymentSpec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,6 +30,13 @@ class ClusterAssets(Construct):
         spec_yaml = yaml.safe_dump(spec.model_dump(mode="json", exclude_none=True), sort_keys=False)
         payload = build_payload(spec, spec_yaml, build_dir)
         self.payload = s3_assets.Asset(self, "head-node-payload", path=str(payload))
+        self.payload_parameter = ssm.StringParameter(
+            self,
+            "head-node-payload-uri",
+            parameter_name=payload_parameter_name(spec),
+            string_value=self.payload.s3_object_url,
+            description=f"{spec.name}: S3 URI of the head node's current payload (read by head_node.sh)",
+        )
 
     @property
     def all(self) -> list[s3_assets.Asset]:

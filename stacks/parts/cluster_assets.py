@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
 from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from cluster.payload import build_payload
+from cluster.payload import build_payload, deployment_yaml
 from policies.cluster_nodes import payload_parameter_name
 from spec import DeploymentSpec
 
@@ -27,8 +26,7 @@ class ClusterAssets(Construct):
             name: s3_assets.Asset(self, name.replace("_", "-").removesuffix(".sh"), path=str(BOOTSTRAP / name))
             for name in SCRIPTS
         }
-        spec_yaml = yaml.safe_dump(spec.model_dump(mode="json", exclude_none=True), sort_keys=False)
-        payload = build_payload(spec, spec_yaml, build_dir)
+        payload = build_payload(spec, deployment_yaml(spec), build_dir)
         self.payload = s3_assets.Asset(self, "head-node-payload", path=str(payload))
         self.payload_parameter = ssm.StringParameter(
             self,

@@ -23,6 +23,7 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "offline-contract")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "offline-contract")
 
+from aws_cdk import aws_iam as iam  # CDK v1, ParallelCluster's pin
 from aws_cdk import core
 from pcluster.config.common import SharedStorageType
 from pcluster.models.s3_bucket import S3Bucket
@@ -130,8 +131,9 @@ def main():
             stack, f"ComputeNodeIamResources{queue.name}", config, queue, storage, queue.name
         )
         compute_roles[queue.name] = built.instance_role
-    # The Slurm part needs no Lambda of its own when the config names none; the cleanup Lambda is only
-    # wired for the hosted zone, whose role is ParallelCluster's business, not the nodes'.
+    # With managed DNS the Slurm part also wires a cleanup Lambda for the hosted zone; its role (a stand-in
+    # here, as ParallelCluster's cluster stack would pass its own) is not a node role and is not reported.
+    cleanup_role = iam.CfnRole(stack, "CleanupLambdaRole", assume_role_policy_document={})
     slurm = SlurmConstruct(
         scope=stack,
         id="Slurm",
@@ -139,7 +141,7 @@ def main():
         cluster_config=config,
         bucket=bucket,
         managed_head_node_instance_role=head.instance_role,
-        cleanup_lambda_role=None,
+        cleanup_lambda_role=cleanup_role,
         cleanup_lambda=None,
     )
     slurm.register_policies_with_role(stack, compute_roles)

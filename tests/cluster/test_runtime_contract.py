@@ -114,3 +114,26 @@ def test_the_endpoint_policy_is_part_of_every_verdict(contract: Contract, defaul
     verdicts = evaluate(contract.calls, default_assembly.spec, contract.deployment.identity, endpoints, Engine())
     refused = [v for v in verdicts if v.call.action == "s3:GetObjectVersion" and not v.allowed]
     assert refused and all(v.identity == "Allowed" and v.endpoint == "ImplicitlyDenied" for v in refused)
+
+
+def test_with_internet_egress_the_head_node_may_register_nodes_in_parallelclusters_zone(
+    tmp_path: Path, pcluster_venv: Path
+) -> None:
+    """With NAT egress ParallelCluster keeps managed DNS: its builders add the Route 53 policy, ours must match."""
+    from spec import parse_spec
+    from tests.cluster.conftest import spec_dict
+    from tests.stacks.test_variants import synth
+
+    data = spec_dict()
+    data["network"]["internet_egress"] = "nat"
+    del data["cluster"]["python_wheelhouse"]
+    synth(data, tmp_path)
+    spec = parse_spec(data)
+    deployment = read_deployment(tmp_path, spec)
+    granted = granted_from(node_policies(node_policies_request(spec, deployment.config)))
+    found = calls(spec, granted)
+    assert any(c.action == "route53:ChangeResourceRecordSets" for c in found)
+    verdicts = evaluate(found, spec, deployment.identity, deployment.endpoints, Engine())
+    found_omissions = omissions(spec, deployment.config)
+    denied = [v.describe() for v in verdicts if not v.allowed and omitted(v.call, found_omissions) is None]
+    assert denied == []

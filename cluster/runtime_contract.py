@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from policies.harness.engine import ALLOWED, Engine
+from policies.harness.layers import NEUTRAL_IDENTITY, NEUTRAL_RESOURCE
 from spec import DeploymentSpec
 
 PolicyDocument = dict[str, Any]
@@ -318,16 +319,6 @@ class Verdict:
     def describe(self) -> str:
         through = f"; endpoint {self.endpoint_name}: {self.endpoint}" if self.endpoint_name else ""
         return f"{self.call.label()}: identity {self.identity}{through}"
-
-
-NEUTRAL_IDENTITY: PolicyDocument = {
-    "Version": "2012-10-17",
-    "Statement": [{"Sid": "Neutral", "Effect": "Allow", "Action": "*", "Resource": "*"}],
-}
-NEUTRAL_RESOURCE: PolicyDocument = {
-    "Version": "2012-10-17",
-    "Statement": [{"Sid": "Neutral", "Effect": "Allow", "Principal": "*", "Action": "*", "Resource": "*"}],
-}
 
 
 def _resource_account(call: Call, spec: DeploymentSpec) -> str:

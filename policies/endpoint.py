@@ -76,7 +76,7 @@ def parallelcluster_bucket_statement(spec: DeploymentSpec, conditions: dict[str,
 
     bucket = f"arn:aws:s3:::{CLUSTER_BUCKET}"
     return statement(
-        "ParallelClusterBucket",
+        "ParallelClusterBuckets",
         "Allow",
         ["s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket", "s3:GetBucketLocation"],
         [bucket, f"{bucket}/{cluster_artifact_prefix(spec)}/*"],

@@ -109,7 +109,7 @@ def test_the_endpoint_policy_is_part_of_every_verdict(contract: Contract, defaul
     bucket's statement the head node's reads are refused there even though its role allows them."""
     s3 = contract.deployment.endpoints["s3"]
     assert s3 is not None
-    narrowed = {**s3, "Statement": [s for s in s3["Statement"] if s.get("Sid") != "ParallelClusterBucket"]}
+    narrowed = {**s3, "Statement": [s for s in s3["Statement"] if s.get("Sid") != "ParallelClusterBuckets"]}
     endpoints = {**contract.deployment.endpoints, "s3": narrowed}
     verdicts = evaluate(contract.calls, default_assembly.spec, contract.deployment.identity, endpoints, Engine())
     refused = [v for v in verdicts if v.call.action == "s3:GetObjectVersion" and not v.allowed]

@@ -40,7 +40,7 @@ SAMPLES: dict[str, str] = {
     "placement-group": "gpu-p5-48xlarge",
     "index": "InstanceId",  # the Slurm table's index the compute nodes query at boot
 }
-# An account that is not ours, for AWS-owned buckets (ParallelCluster's regional bucket, DCV licences).
+# An account that is not ours, for AWS-owned resources (ParallelCluster's regional bucket, DCV licences, AMIs).
 AWS_OWNED_ACCOUNT = "999999999999"
 # Services whose calls do not pass through a VPC endpoint (evaluated by IAM alone).
 NO_ENDPOINT = {"iam", "route53"}
@@ -296,6 +296,37 @@ def calls(spec: DeploymentSpec, granted: Granted) -> list[Call]:
     return list(unique.values())
 
 
+def _s3_object_arn(uri: str) -> str:
+    return "arn:aws:s3:::" + uri.removeprefix("s3://")
+
+
+def bootstrap_calls(spec: DeploymentSpec, config: Mapping[str, Any]) -> list[Call]:
+    """What this repo's own bootstrap adds at run time: each node fetches its CustomActions scripts, and
+    the head node resolves its payload through the SSM key and fetches it (cluster/bootstrap/head_node.sh)."""
+    from policies.cluster_nodes import payload_parameter_name
+
+    out: list[Call] = []
+
+    def fetch(role: str, queue: str | None, actions: Mapping[str, Any]) -> None:
+        for event in actions.values():
+            for step in event.get("Sequence", []):
+                uris = [step["Script"], *(a for a in step.get("Args", []) if str(a).startswith("s3://cdk-"))]
+                for uri in uris:
+                    if str(uri).startswith("s3://"):
+                        call = Call(role, queue, "bootstrap", "repo", "s3:GetObject", _s3_object_arn(str(uri)))
+                        out.append(call)
+
+    head = config["HeadNode"]
+    fetch("head", None, head.get("CustomActions", {}))
+    if "--payload-parameter" in json.dumps(head.get("CustomActions", {})):
+        parameter = f"arn:aws:ssm:{spec.region}:{spec.accounts.compute}:parameter{payload_parameter_name(spec)}"
+        out.append(Call("head", None, "payload-key", "repo", "ssm:GetParameter", parameter))
+    for queue in config["Scheduling"]["SlurmQueues"]:
+        fetch("compute", queue["Name"], queue.get("CustomActions", {}))
+    unique = {(c.role, c.action, c.resource): c for c in out}
+    return list(unique.values())
+
+
 def omitted(call: Call, found: Iterable[Omission]) -> Omission | None:
     for omission in found:
         if omission.role not in ("*", call.role):
@@ -326,6 +357,8 @@ def _resource_account(call: Call, spec: DeploymentSpec) -> str:
         bucket = call.resource.removeprefix("arn:aws:s3:::").split("/", 1)[0]
         owned = bucket.startswith("parallelcluster-") or bucket.startswith("cdk-")
         return spec.accounts.compute if owned else AWS_OWNED_ACCOUNT
+    if ":image/" in call.resource:
+        return AWS_OWNED_ACCOUNT  # ParallelCluster's official AMIs belong to AWS
     parts = call.resource.split(":")
     return parts[4] if len(parts) > 4 and parts[4] else spec.accounts.compute
 

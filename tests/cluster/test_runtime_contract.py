@@ -16,6 +16,7 @@ from cluster.runtime_contract import (
     Granted,
     Omission,
     Verdict,
+    bootstrap_calls,
     calls,
     evaluate,
     granted_from,
@@ -137,3 +138,17 @@ def test_with_internet_egress_the_head_node_may_register_nodes_in_parallelcluste
     found_omissions = omissions(spec, deployment.config)
     denied = [v.describe() for v in verdicts if not v.allowed and omitted(v.call, found_omissions) is None]
     assert denied == []
+
+
+def test_our_own_bootstrap_calls_pass_the_role_and_the_endpoints(
+    contract: Contract, default_assembly: Assembly
+) -> None:
+    """Beyond ParallelCluster's needs: the nodes fetch their bootstrap scripts and the head node resolves and
+    fetches its payload (the CDK asset bucket through the S3 endpoint, the SSM key through the ssm endpoint)."""
+    spec = default_assembly.spec
+    found = bootstrap_calls(spec, contract.deployment.config)
+    actions = {(c.role, c.action) for c in found}
+    assert actions == {("head", "s3:GetObject"), ("head", "ssm:GetParameter"), ("compute", "s3:GetObject")}
+    assert len([c for c in found if c.role == "head" and c.action == "s3:GetObject"]) == 2  # script and payload
+    verdicts = evaluate(found, spec, contract.deployment.identity, contract.deployment.endpoints, Engine())
+    assert [v.describe() for v in verdicts if not v.allowed] == []

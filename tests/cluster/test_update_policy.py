@@ -144,7 +144,7 @@ def test_deleting_a_managed_placement_group_needs_a_stop() -> None:
 
 def test_replace_for_os_head_node_and_version() -> None:
     def edit(data: dict[str, Any]) -> None:
-        data["cluster"]["os"] = "ubuntu2404"
+        data["cluster"]["os"] = "rhel9"
         data["cluster"]["head_node"]["instance_type"] = "m7i.4xlarge"
         data["cluster"]["parallelcluster_version"] = "3.15.0"
 

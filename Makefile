@@ -58,8 +58,8 @@ demo: setup
 policy-report: synth
 	$(PY) -m policies.report --cdk-out cdk.out $(if $(SPEC),--spec $(SPEC),) --output docs/access-matrix.md
 
-# aws-parallelcluster pins CDK v1 and jsii 1.85, so it gets its own environment; the tests use it
-# only to validate cluster configs with ParallelCluster's own schema (about a minute to build).
+# aws-parallelcluster pins CDK v1 and jsii 1.85, so it gets its own environment; the tests run its schema,
+# ConfigPatch and node-role builders on what the repo synthesizes (cluster/pcluster/*; about a minute to build).
 pcluster-venv: $(PCLUSTER_VENV)/.installed
 
 $(PCLUSTER_VENV)/.installed: cluster/pcluster/requirements.txt cluster/pcluster/constraints.txt

@@ -21,6 +21,7 @@ import yaml
 
 from cluster.instances import instance_facts
 from cluster.neuron import neuron_pins
+from policies.cluster_nodes import payload_parameter_name
 from spec.cluster import ClusterSpec, QueueSpec
 from spec.errors import SpecError
 from spec.load import load_spec
@@ -47,8 +48,13 @@ class ClusterRefs:
     # When set, these groups REPLACE ParallelCluster's managed ones (whose egress is open to the world):
     # the deployment's cluster group carries the EFA self rule and egress only to listed destinations.
     security_group_ids: tuple[str, ...] = ()
-    # S3 URI of the head node's payload: the training package and cluster/health's prolog/epilog.
+    # S3 URI of the head node's payload: the training package and cluster/health's prolog/epilog. It is
+    # content-addressed, so it changes with the code: it goes only into OnNodeUpdated (update policy
+    # SUPPORTED), never into OnNodeConfigured, whose any change ParallelCluster refuses (UNSUPPORTED).
     head_payload_uri: str | None = None
+    # SSM parameter whose value is head_payload_uri: the stable key OnNodeConfigured names, so the head
+    # node finds the current payload at creation while its CustomActions never change with the code.
+    head_payload_parameter: str | None = None
     # S3 URI of neuron_install.sh, for trn1 nodes with internet egress whose AMI lacks the pins.
     neuron_install_uri: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
@@ -70,6 +76,7 @@ def example_refs(spec: DeploymentSpec) -> ClusterRefs:
         trn1_bootstrap_uri=f"{assets}/bootstrap/trn1_node.sh",
         additional_security_group_ids=("sg-0123456789abcdef0",),
         head_payload_uri=f"{assets}/payload/head_node_payload.tar.gz",
+        head_payload_parameter=payload_parameter_name(spec),
         neuron_install_uri=f"{assets}/bootstrap/neuron_install.sh",
     )
 
@@ -148,16 +155,37 @@ def _networking_groups(refs: ClusterRefs) -> dict[str, Any]:
     )
 
 
-def _head_node(cluster: ClusterSpec, refs: ClusterRefs, no_egress: bool) -> dict[str, Any]:
+def _head_node_args(cluster: ClusterSpec, payload: list[str], no_egress: bool) -> list[str]:
     args = ["--cluster-name-tag", "deployment"]
     if cluster.fsx is not None:
         args += ["--shared-dir", cluster.fsx.mount_dir]
-    if refs.head_payload_uri:
-        args += ["--payload", refs.head_payload_uri]
+    if payload:
+        args += payload
         if cluster.fsx is not None:
             args += _python_env_args(cluster, no_egress)
     if cluster.containers.pyxis and any(instance_facts(q.instance_type).accelerator == "gpu" for q in cluster.queues):
         args += ["--pyxis", "true"]
+    return args
+
+
+def _head_custom_actions(cluster: ClusterSpec, refs: ClusterRefs, no_egress: bool) -> dict[str, Any]:
+    """OnNodeConfigured names only stable things (the script, the payload's SSM key); OnNodeUpdated
+    names the payload itself, so a code change is a SUPPORTED update that re-runs the script."""
+    script = refs.head_bootstrap_uri
+    if refs.head_payload_parameter:
+        configured = _head_node_args(cluster, ["--payload-parameter", refs.head_payload_parameter], no_egress)
+    else:
+        configured = _head_node_args(
+            cluster, ["--payload", refs.head_payload_uri] if refs.head_payload_uri else [], no_egress
+        )
+    actions: dict[str, Any] = {"OnNodeConfigured": {"Sequence": [{"Script": script, "Args": configured}]}}
+    if refs.head_payload_parameter and refs.head_payload_uri:
+        updated = _head_node_args(cluster, ["--payload", refs.head_payload_uri], no_egress)
+        actions["OnNodeUpdated"] = {"Sequence": [{"Script": script, "Args": updated}]}
+    return actions
+
+
+def _head_node(cluster: ClusterSpec, refs: ClusterRefs, no_egress: bool) -> dict[str, Any]:
     head: dict[str, Any] = {
         "InstanceType": cluster.head_node.instance_type,
         "Networking": {"SubnetId": refs.head_subnet_id, **_networking_groups(refs)},
@@ -166,7 +194,7 @@ def _head_node(cluster: ClusterSpec, refs: ClusterRefs, no_egress: bool) -> dict
         },
         "Iam": {"InstanceRole": refs.head_instance_role_arn},
         "Imds": {"Secured": True},
-        "CustomActions": {"OnNodeConfigured": {"Sequence": [{"Script": refs.head_bootstrap_uri, "Args": args}]}},
+        "CustomActions": _head_custom_actions(cluster, refs, no_egress),
     }
     if cluster.ssh_key_name:
         head["Ssh"] = {"KeyName": cluster.ssh_key_name}

@@ -12,6 +12,8 @@ import io
 import tarfile
 from pathlib import Path
 
+import yaml
+
 from spec import DeploymentSpec
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,6 +49,11 @@ def _add(archive: tarfile.TarFile, name: str, data: bytes, mode: int) -> None:
     info.uid = info.gid = 0
     info.uname = info.gname = "root"
     archive.addfile(info, io.BytesIO(data))
+
+
+def deployment_yaml(spec: DeploymentSpec) -> str:
+    """The deployment spec as the payload carries it (deployment.yaml)."""
+    return yaml.safe_dump(spec.model_dump(mode="json", exclude_none=True), sort_keys=False)
 
 
 def build_payload(spec: DeploymentSpec, spec_yaml: str, out_dir: Path, root: Path = REPO) -> Path:

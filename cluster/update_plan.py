@@ -1,8 +1,16 @@
-"""Plan a cluster update: `python -m cluster.update_plan OLD.yaml NEW.yaml [--json]`.
+"""Plan a cluster update: `python -m cluster.update_plan OLD.yaml NEW.yaml [--json]`
+or, between two synthesized checkouts, `... OLD.yaml NEW.yaml --old-cdk-out DIR --new-cdk-out DIR`.
 
-Builds both specs' ClusterConfigurations (same example references, so only spec changes show),
-classifies every change by ParallelCluster's update policy (cluster.update_policy) and prints the
-runbook for the most demanding one. Exit status: 0 with a plan, 2 when a spec is invalid.
+Builds both ClusterConfigurations from the references the cluster stack really passes: the bootstrap
+scripts' and the payload's S3 URIs as CDK computes them (its own FileSystem.fingerprint of the same
+files, in the CDK bootstrap bucket), so a spec change that changes the payload shows as the change it is.
+With two cloud assemblies it reads both configs from their templates instead (a code change between two
+checkouts). Every change is classified by ParallelCluster's update policy (cluster.update_policy) and
+the runbook for the most demanding one is printed. Exit status: 0 with a plan, 2 when a spec is invalid.
+
+A training-code change reaches the head node through OnNodeUpdated (SUPPORTED: a live update that
+re-runs head_node.sh); a change of head_node.sh itself changes OnNodeConfigured, which ParallelCluster
+never updates: a new cluster.
 """
 
 from __future__ import annotations
@@ -12,8 +20,11 @@ import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from cluster.config_builder import build_cluster_config, cluster_name, example_refs
+from cluster.config_builder import ClusterRefs, build_cluster_config, cluster_name, example_refs
+from cluster.payload import build_payload, deployment_yaml
 from cluster.update_policy import Action, Change, Classified, classify, diff_configs
 from spec.errors import SpecError
 from spec.load import load_spec
@@ -53,11 +64,64 @@ def _stack_level_changes(old: DeploymentSpec, new: DeploymentSpec) -> list[Class
     return out
 
 
-def plan_update(old: DeploymentSpec, new: DeploymentSpec) -> UpdatePlan:
+REPO = Path(__file__).resolve().parents[1]
+BOOTSTRAP = REPO / "cluster" / "bootstrap"
+# CDK's default bootstrap qualifier (cdk.json sets none): assets land in cdk-<qualifier>-assets-<account>-<region>.
+CDK_QUALIFIER = "hnb659fds"
+
+
+def asset_uri(spec: DeploymentSpec, path: Path) -> str:
+    """The S3 URI CDK gives a file asset: its own fingerprint of the file, the file's extension."""
+    from aws_cdk import FileSystem  # jsii starts only when a plan is built
+
+    bucket = f"cdk-{CDK_QUALIFIER}-assets-{spec.accounts.compute}-{spec.region}"
+    return f"s3://{bucket}/{FileSystem.fingerprint(str(path))}{path.suffix}"
+
+
+def deployment_refs(spec: DeploymentSpec, build_dir: Path) -> ClusterRefs:
+    """The references stacks.cluster_stack passes for `spec`, from this checkout's files (subnets and
+    groups stay examples: they never change between two plans of one network)."""
+    from dataclasses import replace
+
+    from policies.cluster_nodes import payload_parameter_name
+
+    payload = build_payload(spec, deployment_yaml(spec), build_dir)
+    return replace(
+        example_refs(spec),
+        head_bootstrap_uri=asset_uri(spec, BOOTSTRAP / "head_node.sh"),
+        gpu_bootstrap_uri=asset_uri(spec, BOOTSTRAP / "gpu_node.sh"),
+        trn1_bootstrap_uri=asset_uri(spec, BOOTSTRAP / "trn1_node.sh"),
+        neuron_install_uri=asset_uri(spec, BOOTSTRAP / "neuron_install.sh"),
+        head_payload_uri=asset_uri(spec, payload),
+        head_payload_parameter=payload_parameter_name(spec),
+    )
+
+
+def cluster_config_of(cdk_out: Path, spec: DeploymentSpec) -> dict[str, Any]:
+    """The ClusterConfiguration a synthesized cluster stack passes to ParallelCluster."""
+    template = json.loads((cdk_out / f"{spec.stack_names['cluster']}.template.json").read_text())
+    (cluster,) = [r for r in template["Resources"].values() if r["Type"] == "Custom::PclusterCluster"]
+    config: dict[str, Any] = cluster["Properties"]["ClusterConfiguration"]
+    return config
+
+
+def plan_update(
+    old: DeploymentSpec,
+    new: DeploymentSpec,
+    *,
+    build_dir: Path | None = None,
+    configs: tuple[dict[str, Any], dict[str, Any]] | None = None,
+) -> UpdatePlan:
+    """`configs`: the two ClusterConfigurations when they come from synthesized templates; otherwise both
+    are built here with deployment_refs (payloads written under `build_dir`, default build/update-plan)."""
     if old.cluster is None or new.cluster is None:
         raise ValueError("cluster: both specs need a cluster section")
-    old_config = build_cluster_config(old, example_refs(old))
-    new_config = build_cluster_config(new, example_refs(new))
+    if configs is None:
+        build = build_dir or REPO / "build" / "update-plan"
+        old_config = build_cluster_config(old, deployment_refs(old, build / "old"))
+        new_config = build_cluster_config(new, deployment_refs(new, build / "new"))
+    else:
+        old_config, new_config = configs
     classified = [classify(change, old_config, new_config) for change in diff_configs(old_config, new_config)]
     classified += _stack_level_changes(old, new)
     plan = UpdatePlan(classified, [])
@@ -72,7 +136,13 @@ def runbook(action: Action, spec: DeploymentSpec, any_change: bool) -> list[str]
     if not any_change:
         return ["No cluster change: nothing to do."]
     if action == Action.LIVE:
-        return [deploy, watch]
+        return [
+            deploy,
+            watch,
+            "A new payload (training code, deployment.yaml) comes with OnNodeUpdated: the head node re-runs "
+            "head_node.sh, builds the new release on shared storage and switches llm-training to it; running "
+            "jobs keep the release they started from.",
+        ]
     if action == Action.DRAIN:
         return [
             "Expect affected nodes to drain: running jobs finish, then nodes are replaced (TERMINATE ends them now).",
@@ -129,10 +199,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("old", help="the deployed spec")
     parser.add_argument("new", help="the spec to deploy")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--old-cdk-out", type=Path, help="cloud assembly of the deployed checkout")
+    parser.add_argument("--new-cdk-out", type=Path, help="cloud assembly of the checkout to deploy")
     args = parser.parse_args(argv)
+    if (args.old_cdk_out is None) != (args.new_cdk_out is None):
+        print("--old-cdk-out and --new-cdk-out: give both or neither", file=sys.stderr)
+        return 2
     try:
         old, new = load_spec(args.old), load_spec(args.new)
-        plan = plan_update(old, new)
+        configs = None
+        if args.old_cdk_out is not None:
+            configs = (cluster_config_of(args.old_cdk_out, old), cluster_config_of(args.new_cdk_out, new))
+        plan = plan_update(old, new, configs=configs)
     except (SpecError, ValueError) as error:
         print(error, file=sys.stderr)
         return 2

@@ -62,6 +62,8 @@ POLICIES: dict[str, str] = {
     "HeadNode.CustomActions": "IGNORED",
     "HeadNode.CustomActions.OnNodeConfigured": "UNSUPPORTED",
     "HeadNode.CustomActions.OnNodeConfigured.Sequence": "UNSUPPORTED",
+    "HeadNode.CustomActions.OnNodeUpdated": "SUPPORTED",
+    "HeadNode.CustomActions.OnNodeUpdated.Sequence": "SUPPORTED",
     "Scheduling": "UNSUPPORTED",
     "Scheduling.Scheduler": "UNSUPPORTED",
     "Scheduling.ScalingStrategy": "SUPPORTED",

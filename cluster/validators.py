@@ -36,6 +36,7 @@ def spec_problems(
     """Every cross-field problem of a cluster section, in the order a reader would fix them."""
     return [
         *_head_node(cluster, prefix),
+        *_head_node_python(cluster, prefix),
         *_queues(cluster, availability_zone, prefix),
         *_neuron(cluster, internet_egress, prefix),
         *_python_env(cluster, internet_egress, prefix),
@@ -53,6 +54,35 @@ def _head_node(cluster: ClusterSpec, prefix: str) -> Iterator[SpecProblem]:
         )
     elif INSTANCE_TYPES[name].accelerator != "none":
         yield SpecProblem(path, "is an accelerated type; the head node needs a CPU type such as m6i.2xlarge", name)
+
+
+# The Python versions the head node's bootstrap can get on each ParallelCluster OS without a custom AMI:
+# head_node.sh installs a missing `python3.X` with dnf (Amazon Linux 2023's and RHEL 9 AppStream's
+# python3.11/python3.12 packages); Ubuntu has no dnf, so only the interpreter its image ships counts
+# (22.04: 3.10, below the training env's 3.11; 24.04: 3.12).
+HEAD_NODE_PYTHONS: dict[str, tuple[str, ...]] = {
+    "alinux2023": ("3.11", "3.12"),
+    "rhel9": ("3.11", "3.12"),
+    "rocky9": ("3.11", "3.12"),
+    "ubuntu2204": (),
+    "ubuntu2404": ("3.12",),
+}
+
+
+def _head_node_python(cluster: ClusterSpec, prefix: str) -> Iterator[SpecProblem]:
+    """The head node boots cluster.os (or cluster.custom_ami): a queue's custom AMI never changes it, so the
+    interpreter its bootstrap asks for must come with that OS."""
+    if cluster.custom_ami is not None or cluster.python_version in HEAD_NODE_PYTHONS.get(cluster.os, ()):
+        return
+    offered = HEAD_NODE_PYTHONS.get(cluster.os, ())
+    choices = [name for name, versions in HEAD_NODE_PYTHONS.items() if cluster.python_version in versions]
+    yield SpecProblem(
+        f"{prefix}.python_version",
+        f"is not available on the head node's OS {cluster.os} "
+        f"(it offers {', '.join(offered) or 'no supported Python'}; a queue's custom AMI does not change the "
+        f"head node): use os {' or '.join(choices)}, or a cluster.custom_ami that has python{cluster.python_version}",
+        cluster.python_version,
+    )
 
 
 def _queues(cluster: ClusterSpec, availability_zone: str, prefix: str) -> Iterator[SpecProblem]:

@@ -14,29 +14,56 @@ from policies.endpoint import wheelhouse_location
 from spec import DeploymentSpec
 
 CLUSTER_TAG = "parallelcluster:cluster-name"
+# ParallelCluster's own bucket for the account and region (pcluster.models.s3_bucket.S3Bucket.get_bucket_name).
+CLUSTER_BUCKET = "parallelcluster-*-v1-do-not-delete"
+
+
+def cluster_artifact_prefix(spec: DeploymentSpec) -> str:
+    """Where ParallelCluster keeps this cluster's config and templates in its bucket:
+    parallelcluster/<version>/clusters/<cluster name>-<random suffix>/ (models/cluster.py)."""
+    return f"parallelcluster/*/clusters/{spec.name}-*"
+
+
+def payload_parameter_name(spec: DeploymentSpec) -> str:
+    """The SSM parameter holding the S3 URI of the head node's current payload (a stable key)."""
+    return f"/{spec.name}/cluster/head-node-payload"
 
 
 def _scope(spec: DeploymentSpec) -> dict[str, str]:
-    cluster = spec.name  # cluster.config_builder.cluster_name: the ParallelCluster name
+    cluster = spec.name  # cluster.config_builder.cluster_name: the ParallelCluster name (and its stack's)
     account, region = spec.accounts.compute, spec.region
+    dynamodb = f"arn:aws:dynamodb:{region}:{account}:table"
     return {
         "cluster": cluster,
         "stack": f"arn:aws:cloudformation:{region}:{account}:stack/{cluster}/*",
-        "tables": f"arn:aws:dynamodb:{region}:{account}:table/parallelcluster-*{cluster}",
+        "status_table": f"{dynamodb}/parallelcluster-{cluster}",
+        "slurm_table": f"{dynamodb}/parallelcluster-slurm-{cluster}",
         "logs": f"arn:aws:logs:{region}:{account}:log-group:/aws/parallelcluster/{cluster}-*",
-        "bucket": "arn:aws:s3:::parallelcluster-*-v1-do-not-delete",
+        "bucket": f"arn:aws:s3:::{CLUSTER_BUCKET}",
+        "artifacts": f"arn:aws:s3:::{CLUSTER_BUCKET}/{cluster_artifact_prefix(spec)}/*",
         "regional": f"arn:aws:s3:::{region}-aws-parallelcluster/*",
+        "instances": f"arn:aws:ec2:{region}:{account}:instance/*",
+        "volumes": f"arn:aws:ec2:{region}:{account}:volume/*",
+        "payload_parameter": f"arn:aws:ssm:{region}:{account}:parameter{payload_parameter_name(spec)}",
     }
 
 
-def _common(spec: DeploymentSpec, asset_object_arns: list[str]) -> list[dict[str, object]]:
+def _common(spec: DeploymentSpec, asset_object_arns: list[str]) -> list[Statement]:
+    """What every node does: ParallelCluster's ComputeNodeIamResources, the Slurm table lookup, and
+    the CloudWatch agent (CloudWatchAgentServerPolicy, less what cluster/runtime_contract.py omits)."""
     scope = _scope(spec)
     return [
-        # Describe calls have no resource-level permissions.
+        # Describe calls have no resource-level permissions; DescribeVolumes/Tags serve the CloudWatch agent.
         statement(
-            "DescribeInstancesAndStack",
+            "DescribeInstancesAndVolumes",
             "Allow",
-            ["ec2:DescribeInstances", "ec2:DescribeInstanceAttribute", "ec2:DescribeInstanceStatus"],
+            [
+                "ec2:DescribeInstances",
+                "ec2:DescribeInstanceAttribute",
+                "ec2:DescribeInstanceStatus",
+                "ec2:DescribeVolumes",
+                "ec2:DescribeTags",
+            ],
             ["*"],
         ),
         statement(
@@ -48,14 +75,30 @@ def _common(spec: DeploymentSpec, asset_object_arns: list[str]) -> list[dict[str
         statement(
             "ClusterStateTables",
             "Allow",
-            ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:BatchGetItem"],
-            [scope["tables"]],
+            ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
+            [scope["status_table"], scope["slurm_table"]],
         ),
+        # A compute node finds its Slurm name through the table's InstanceId index at boot.
         statement(
-            "ClusterBucketAndRegionalArtifacts",
+            "FindSlurmNodeName",
             "Allow",
-            ["s3:GetObject"],
-            [f"{scope['bucket']}/parallelcluster/*/clusters/{scope['cluster']}-*", scope["regional"]],
+            ["dynamodb:Query"],
+            [scope["slurm_table"], f"{scope['slurm_table']}/index/*"],
+        ),
+        # The head node reads its config by version (the cookbook's `s3api get-object --version-id`).
+        statement(
+            "ReadClusterArtifacts",
+            "Allow",
+            ["s3:GetObject", "s3:GetObjectVersion"],
+            [scope["artifacts"], scope["regional"]],
+        ),
+        statement("LocateClusterBucket", "Allow", ["s3:GetBucketLocation"], [scope["bucket"]]),
+        statement(
+            "ListClusterArtifacts",
+            "Allow",
+            ["s3:ListBucket"],
+            [scope["bucket"]],
+            conditions={"StringLike": {"s3:prefix": [cluster_artifact_prefix(spec)]}},
         ),
         statement("BootstrapAssets", "Allow", ["s3:GetObject"], asset_object_arns),
         statement(
@@ -64,6 +107,8 @@ def _common(spec: DeploymentSpec, asset_object_arns: list[str]) -> list[dict[str
             ["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
             [scope["logs"], f"{scope['logs']}:*"],
         ),
+        # PutMetricData has no resource-level permissions.
+        statement("NodeMetrics", "Allow", ["cloudwatch:PutMetricData"], ["*"]),
     ]
 
 
@@ -71,27 +116,45 @@ def compute_node_cluster_policy(spec: DeploymentSpec, asset_object_arns: list[st
     return document(*_common(spec, asset_object_arns))
 
 
+def _wheelhouse(spec: DeploymentSpec) -> list[Statement]:
+    location = wheelhouse_location(spec)
+    if location is None:
+        return []
+    bucket, prefix = location
+    return [
+        statement("ReadWheelhouse", "Allow", ["s3:GetObject"], [f"arn:aws:s3:::{bucket}/{prefix}*"]),
+        statement(
+            "ListWheelhouse",
+            "Allow",
+            ["s3:ListBucket"],
+            [f"arn:aws:s3:::{bucket}"],
+            conditions={"StringLike": {"s3:prefix": f"{prefix}*"}},
+        ),
+    ]
+
+
+def _managed_dns(spec: DeploymentSpec) -> list[Statement]:
+    """With internet egress ParallelCluster keeps its private hosted zone (Route 53 has no VPC endpoint);
+    the zone's id exists only once ParallelCluster's stack made it."""
+    if spec.network.internet_egress == "none":
+        return []
+    return [
+        statement(
+            "RegisterNodesInClusterZone",
+            "Allow",
+            ["route53:ChangeResourceRecordSets"],
+            ["arn:aws:route53:::hostedzone/*"],
+        )
+    ]
+
+
 def head_node_cluster_policy(spec: DeploymentSpec, asset_object_arns: list[str]) -> PolicyDocument:
     scope = _scope(spec)
-    account, region = spec.accounts.compute, spec.region
-    own_instances = {"StringEquals": {f"aws:ResourceTag/{CLUSTER_TAG}": scope["cluster"]}}
-    wheelhouse: list[Statement] = []
-    location = wheelhouse_location(spec)
-    if location is not None:
-        bucket, prefix = location
-        wheelhouse = [
-            statement("ReadWheelhouse", "Allow", ["s3:GetObject"], [f"arn:aws:s3:::{bucket}/{prefix}*"]),
-            statement(
-                "ListWheelhouse",
-                "Allow",
-                ["s3:ListBucket"],
-                [f"arn:aws:s3:::{bucket}"],
-                conditions={"StringLike": {"s3:prefix": f"{prefix}*"}},
-            ),
-        ]
+    own = {"StringEquals": {f"aws:ResourceTag/{CLUSTER_TAG}": scope["cluster"]}}
     return document(
         *_common(spec, asset_object_arns),
-        *wheelhouse,
+        *_wheelhouse(spec),
+        *_managed_dns(spec),
         statement(
             "DescribeCapacity",
             "Allow",
@@ -101,7 +164,6 @@ def head_node_cluster_policy(spec: DeploymentSpec, asset_object_arns: list[str])
                 "ec2:DescribeLaunchTemplateVersions",
                 "ec2:DescribeCapacityReservations",
                 "ec2:DescribeSubnets",
-                "ec2:DescribeVolumes",
             ],
             ["*"],
         ),
@@ -111,15 +173,24 @@ def head_node_cluster_policy(spec: DeploymentSpec, asset_object_arns: list[str])
             "TagLaunchedNodes",
             "Allow",
             ["ec2:CreateTags"],
-            [f"arn:aws:ec2:{region}:{account}:instance/*", f"arn:aws:ec2:{region}:{account}:volume/*"],
+            [scope["instances"], scope["volumes"]],
             conditions={"StringEquals": {"ec2:CreateAction": ["RunInstances", "CreateFleet"]}},
         ),
+        # Tags on this cluster's own instances and volumes (ParallelCluster tags them at launch): never
+        # on others, which could otherwise be tagged into the cluster and then terminated.
+        statement("RetagOwnNodes", "Allow", ["ec2:CreateTags"], [scope["instances"], scope["volumes"]], conditions=own),
+        statement("TerminateOwnNodesOnly", "Allow", ["ec2:TerminateInstances"], [scope["instances"]], conditions=own),
         statement(
-            "TerminateOwnNodesOnly",
+            "ComputeConsoleOutput",
             "Allow",
-            ["ec2:TerminateInstances"],
-            [f"arn:aws:ec2:{region}:{account}:instance/*"],
-            conditions=own_instances,
+            ["ec2:GetConsoleOutput"],
+            [scope["instances"]],
+            conditions={
+                "StringEquals": {
+                    f"aws:ResourceTag/{CLUSTER_TAG}": scope["cluster"],
+                    "aws:ResourceTag/parallelcluster:node-type": "Compute",
+                }
+            },
         ),
         statement(
             "PassComputeRoleToEc2",
@@ -129,16 +200,7 @@ def head_node_cluster_policy(spec: DeploymentSpec, asset_object_arns: list[str])
             conditions={"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
         ),
         statement("SignalOwnClusterStack", "Allow", ["cloudformation:SignalResource"], [scope["stack"]]),
-        statement(
-            "ClusterStateTablesWrite",
-            "Allow",
-            ["dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:DescribeTable", "dynamodb:Scan"],
-            [scope["tables"]],
-        ),
-        statement(
-            "ClusterBucketWrite",
-            "Allow",
-            ["s3:PutObject", "s3:ListBucket"],
-            [scope["bucket"], f"{scope['bucket']}/parallelcluster/*/clusters/{scope['cluster']}-*"],
-        ),
+        statement("WriteSlurmNodeNames", "Allow", ["dynamodb:BatchWriteItem"], [scope["slurm_table"]]),
+        # cluster/bootstrap/head_node.sh resolves the current payload through this stable key.
+        statement("ReadPayloadPointer", "Allow", ["ssm:GetParameter"], [scope["payload_parameter"]]),
     )

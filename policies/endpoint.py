@@ -69,9 +69,20 @@ def aws_owned_bucket_arns(region: str, writable: bool) -> list[str]:
     return [b.pattern.format(region=region) for b in AWS_OWNED_BUCKETS if b.writable == writable]
 
 
-def parallelcluster_bucket_arns() -> list[str]:
-    """ParallelCluster's per-cluster bucket (configs, templates, node state): the head node writes there."""
-    return ["arn:aws:s3:::parallelcluster-*", "arn:aws:s3:::parallelcluster-*/*"]
+def parallelcluster_bucket_statement(spec: DeploymentSpec, conditions: dict[str, dict[str, object]]) -> Statement:
+    """ParallelCluster's bucket in the compute account, only this cluster's artifact directory: the nodes
+    read their config by version (s3:GetObjectVersion) and locate and list the directory; nothing writes."""
+    from policies.cluster_nodes import CLUSTER_BUCKET, cluster_artifact_prefix  # cluster_nodes imports this module
+
+    bucket = f"arn:aws:s3:::{CLUSTER_BUCKET}"
+    return statement(
+        "ParallelClusterBuckets",
+        "Allow",
+        ["s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket", "s3:GetBucketLocation"],
+        [bucket, f"{bucket}/{cluster_artifact_prefix(spec)}/*"],
+        "*",
+        conditions,
+    )
 
 
 def compute_account_read_only_bucket_arns(spec: DeploymentSpec) -> list[str]:
@@ -132,14 +143,7 @@ def gateway_endpoint_policy(spec: DeploymentSpec) -> PolicyDocument:
             aws_owned_bucket_arns(spec.region, writable=True),
             "*",
         ),
-        statement(
-            "ParallelClusterBuckets",
-            "Allow",
-            ["s3:GetObject", "s3:PutObject", "s3:ListBucket", "s3:GetBucketLocation"],
-            parallelcluster_bucket_arns(),
-            "*",
-            own_conditions,
-        ),
+        parallelcluster_bucket_statement(spec, own_conditions),
         statement(
             "ReadComputeAccountDeploymentBuckets",
             "Allow",

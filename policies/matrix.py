@@ -663,6 +663,9 @@ def platform_cases(spec: DeploymentSpec) -> list[Case]:
     intruder = Principal("other organization's role", f"arn:aws:iam::{OTHER_ORG_ACCOUNT}:role/intruder", OTHER_ORG_ID)
     cluster_bucket = "parallelcluster-a1b2c3d4e5f6g7h8-v1-do-not-delete"
     squatted = "parallelcluster-squatted-v1-do-not-delete"
+    # ParallelCluster's artifact directory of this cluster and of another one in the same bucket.
+    cluster_config = f"parallelcluster/3.16.1/clusters/{spec.name}-0123456789abcdef/configs/cluster-config.yaml"
+    other_config = "parallelcluster/3.16.1/clusters/other-0123456789abcdef/configs/cluster-config.yaml"
     assets_bucket = f"cdk-hnb659fds-assets-{compute}-{region}"
 
     def via_endpoint(who: Principal, action: str, bucket: str, account: str, key: str) -> S3Request:
@@ -707,15 +710,23 @@ def platform_cases(spec: DeploymentSpec) -> list[Case]:
             "node-reads-cluster-bucket",
             "platform",
             "a node reads the cluster configuration from the cluster's ParallelCluster bucket",
-            via_endpoint(node, "s3:GetObject", cluster_bucket, compute, "configs/cluster-config.yaml"),
+            via_endpoint(node, "s3:GetObjectVersion", cluster_bucket, compute, cluster_config),
             {},
-            why="the compute account's deployment buckets are usable from the VPC",
+            why="the head node reads its config by version from this cluster's artifact directory",
+        ),
+        Case(
+            "node-reads-other-cluster-artifacts",
+            "platform",
+            "a node reads another cluster's configuration from the shared ParallelCluster bucket",
+            via_endpoint(node, "s3:GetObject", cluster_bucket, compute, other_config),
+            implicit(ENDPOINT),
+            why="only this cluster's artifact directory passes the endpoint",
         ),
         Case(
             "node-deletes-cluster-bucket",
             "platform",
             "a node deletes from the cluster's ParallelCluster bucket",
-            via_endpoint(node, "s3:DeleteObject", cluster_bucket, compute, "configs/cluster-config.yaml"),
+            via_endpoint(node, "s3:DeleteObject", cluster_bucket, compute, cluster_config),
             implicit(ENDPOINT),
             why="deployment buckets are cleaned up by the CLI, not from the nodes",
         ),
@@ -724,6 +735,14 @@ def platform_cases(spec: DeploymentSpec) -> list[Case]:
             "platform",
             f"a node writes into a parallelcluster-* bucket owned by account {OUTSIDE_ACCOUNT}",
             via_endpoint(node, "s3:PutObject", squatted, OUTSIDE_ACCOUNT, "loot.bin"),
+            implicit(ENDPOINT),
+            why="nothing in the VPC writes to ParallelCluster's bucket, let alone to one named like it",
+        ),
+        Case(
+            "node-reads-squatted-cluster-bucket",
+            "platform",
+            f"a node reads a planted config from a parallelcluster-* bucket owned by account {OUTSIDE_ACCOUNT}",
+            via_endpoint(node, "s3:GetObject", squatted, OUTSIDE_ACCOUNT, cluster_config),
             implicit(ENDPOINT),
             why="a bucket name pattern is not an owner: aws:ResourceAccount pins it",
         ),
@@ -760,10 +779,10 @@ def platform_cases(spec: DeploymentSpec) -> list[Case]:
             why="the organization perimeter covers the deployment buckets too",
         ),
         Case(
-            "outside-credentials-write-cluster-bucket",
+            "outside-credentials-read-cluster-bucket",
             "platform",
-            "credentials of another organization write into the cluster bucket through the endpoint",
-            via_endpoint(intruder, "s3:PutObject", cluster_bucket, compute, "configs/cluster-config.yaml"),
+            "credentials of another organization read the cluster's config through the endpoint",
+            via_endpoint(intruder, "s3:GetObject", cluster_bucket, compute, cluster_config),
             implicit(ENDPOINT) if spec.perimeter.organization_bound else {},
             why="the organization perimeter covers the deployment buckets too",
         ),

@@ -11,7 +11,7 @@ from constructs import Construct
 
 from cluster.config_builder import ClusterRefs, custom_resource_properties
 from cluster.validators import config_problems
-from policies.cluster_nodes import compute_node_cluster_policy, head_node_cluster_policy
+from policies.cluster_nodes import compute_node_cluster_policy, head_node_cluster_policy, payload_parameter_name
 from spec import DeploymentSpec, SpecError
 from stacks.network_stack import NetworkStack
 from stacks.parts.cluster_assets import ClusterAssets
@@ -39,18 +39,43 @@ class ClusterStack(Stack):
             neuron_install_uri=assets.uri("neuron_install.sh"),
             security_group_ids=(network.security_groups.cluster.security_group_id,),
             head_payload_uri=assets.payload.s3_object_url,
+            head_payload_parameter=payload_parameter_name(spec),
         )
         properties = custom_resource_properties(spec, refs)
-        problems = config_problems(properties["ClusterConfiguration"])
+        # The rules ParallelCluster's validators apply to groups and subnets, checked on what this app builds.
+        compute_subnet = network.network.compute_subnets[0]
+        problems = config_problems(
+            properties["ClusterConfiguration"],
+            security_groups=network.security_groups.self_rule_descriptions(),
+            subnet_azs={subnet: compute_subnet.availability_zone},
+            reservation_azs={
+                q.capacity.reservation_id: q.capacity.availability_zone or ""
+                for q in spec.cluster.queues  # type: ignore[union-attr]
+                if q.capacity.reservation_id is not None
+            },
+        )
         if problems:
             raise SpecError(problems)
         self.parallel_cluster = ParallelCluster(self, "ParallelCluster", spec, properties)
-        self._node_permissions(spec, assets)
+        policies = self._node_permissions(spec, assets)
+        # ParallelCluster's nodes start calling AWS as soon as they boot: their permissions and the
+        # payload's key must exist before the cluster does (IAM is eventually consistent; no race).
+        for dependency in (*policies, assets.payload_parameter.node.default_child):
+            self.parallel_cluster.cluster.node.add_dependency(dependency)
         CfnOutput(self, "HeadNodePrivateIp", value=self.parallel_cluster.head_node_private_ip)
         CfnOutput(self, "ValidationMessages", value=self.parallel_cluster.validation_messages)
+        fsx = spec.cluster.fsx  # type: ignore[union-attr]
+        if fsx is not None and fsx.file_system_id is None and fsx.deletion_policy == "Retain":
+            CfnOutput(
+                self,
+                "FindRetainedFileSystem",
+                description="A failed create rolls the cluster back but keeps a Retain file system (billed)",
+                value=retained_file_system_command(spec),
+            )
 
-    def _node_permissions(self, spec: DeploymentSpec, assets: ClusterAssets) -> None:
+    def _node_permissions(self, spec: DeploymentSpec, assets: ClusterAssets) -> list[iam.CfnPolicy]:
         # Attached by role name: the roles live in the identity stack, and names keep the stacks free of exports.
+        policies = []
         for role, document in (
             ("head-node", head_node_cluster_policy(spec, assets.object_arns)),
             ("cluster-node", compute_node_cluster_policy(spec, assets.object_arns)),
@@ -70,3 +95,14 @@ class ClusterStack(Stack):
                 "instances (TerminateInstances is pinned by the parallelcluster:cluster-name tag).",
                 applies_to=wildcard_resources(document),
             )
+            policies.append(policy)
+        return policies
+
+
+def retained_file_system_command(spec: DeploymentSpec) -> str:
+    """The AWS CLI line that lists this cluster's FSx file systems (ParallelCluster tags them with the
+    cluster name); docs/cluster.md#troubleshooting says when and how to delete one."""
+    return (
+        f"aws fsx describe-file-systems --region {spec.region} --query "
+        f"\"FileSystems[?Tags[?Key=='parallelcluster:cluster-name' && Value=='{spec.name}']].FileSystemId\""
+    )

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # OnNodeConfigured for the head node, run as root by ParallelCluster.
 #
-#   head_node.sh --cluster-name-tag deployment --shared-dir /fsx [--payload s3://.../payload.tar.gz]
+#   head_node.sh --cluster-name-tag deployment --shared-dir /fsx
+#                [--payload s3://.../payload.tar.gz | --payload-parameter /<name>/cluster/head-node-payload]
 #                [--python python3.11 --python-env internet|wheelhouse:<dir or s3://prefix>]
 #                [--requirements requirements-node.txt] [--pyxis true]
 #
@@ -19,6 +20,11 @@
 #    `python -m training.submit` reads by default) and puts the `llm-submit` command on PATH.
 # 4. With --pyxis true: turns on the pyxis SPANK plugin (srun --container-image) with its runtime
 #    path on node-local /run/pyxis.
+#
+# OnNodeConfigured passes --payload-parameter, an SSM parameter (a stable key) whose value is the S3 URI of the
+# current payload, so the cluster config's OnNodeConfigured never changes with the code (ParallelCluster
+# refuses any change to it). OnNodeUpdated passes --payload with the new payload's URI: a code-only change
+# is then a supported cluster update that re-runs this script, which builds and switches to the new release.
 #
 # System paths can be redirected (SLURM_ETC, PROFILE_D, PYXIS_PLUGIN) for tests; a payload or a
 # wheelhouse may be a local path. A missing interpreter is installed with dnf (Amazon Linux 2023's
@@ -38,21 +44,29 @@ die() {
 }
 log() { echo "head_node: $*" >&2; }
 
-shared_dir="" payload="" pyxis="false" tag="" python="python3" python_env="" requirements="requirements-node.txt"
+shared_dir="" payload="" payload_parameter="" pyxis="false" tag="" python="python3" python_env="" requirements="requirements-node.txt"
 while [[ $# -gt 0 ]]; do
 	[[ $# -ge 2 ]] || die "argument $1 needs a value"
 	case "$1" in
 	--cluster-name-tag) tag="$2" ;;
 	--shared-dir) shared_dir="$2" ;;
 	--payload) payload="$2" ;;
+	--payload-parameter) payload_parameter="$2" ;;
 	--pyxis) pyxis="$2" ;;
 	--python) python="$2" ;;
 	--python-env) python_env="$2" ;;
 	--requirements) requirements="$2" ;;
-	*) die "unknown argument $1 (expected --cluster-name-tag, --shared-dir, --payload, --python, --python-env, --requirements, --pyxis)" ;;
+	*) die "unknown argument $1 (expected --cluster-name-tag, --shared-dir, --payload, --payload-parameter, --python, --python-env, --requirements, --pyxis)" ;;
 	esac
 	shift 2
 done
+if [[ -n "$payload_parameter" ]]; then
+	[[ -z "$payload" ]] || die "--payload and --payload-parameter exclude each other"
+	payload="$(aws ssm get-parameter --name "$payload_parameter" --query Parameter.Value --output text)" ||
+		die "cannot read SSM parameter $payload_parameter (the head node role needs ssm:GetParameter on it)"
+	[[ -n "$payload" && "$payload" != None ]] || die "SSM parameter $payload_parameter is empty"
+	log "payload $payload (from SSM parameter $payload_parameter)"
+fi
 [[ -z "$shared_dir" || "$shared_dir" == /* ]] || die "--shared-dir must be an absolute path, not '$shared_dir'"
 [[ "$pyxis" == true || "$pyxis" == false ]] || die "--pyxis must be true or false, not '$pyxis'"
 wheelhouse=""

@@ -53,3 +53,9 @@ def update_policies(paths: Sequence[str] | None = None) -> dict[str, str]:
     """ParallelCluster's update policy name for every schema path (or just `paths`)."""
     result: dict[str, str] = run_script("dump_update_policies.py", {"paths": list(paths) if paths else None})
     return result
+
+
+def node_policies(request: Mapping[str, Any]) -> dict[str, Any]:
+    """What ParallelCluster's builders grant the node roles it would create (node_policies.py)."""
+    result: dict[str, Any] = run_script("node_policies.py", request, timeout_s=300)
+    return result

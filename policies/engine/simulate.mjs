@@ -9,6 +9,8 @@
 // The lint covers what the engine does not report: a misspelled action or condition key inside a
 // policy is accepted silently and simply never matches.
 //
+// An entry with "wildcard": true may name "*" as its resource for actions whose resource types are all
+// optional; only its overall decision comes back.
 // Simulations run in Strict mode unless an entry says "mode": "Discovery" (the engine tests use it to
 // show what Strict mode cannot see; the matrix never does). The output keeps what the Python harness needs to say why a
 // decision holds: per policy type, the statements that allowed, the ones that denied, and the ones
@@ -77,6 +79,11 @@ async function evaluate(entry) {
   const response = await runSimulation(entry.simulation, { simulationMode: mode })
   if (response.resultType === 'error') {
     return { id: entry.id, resultType: 'error', errors: response.errors }
+  }
+  if (response.resultType === 'wildcard' && entry.wildcard === true) {
+    // A call on "*" for an action whose resource types are all optional (cloudwatch:PutMetricData): the
+    // engine answers it as a set; the caller asked for the overall decision only.
+    return { id: entry.id, resultType: 'single', overallResult: response.overallResult, analyses: {} }
   }
   if (response.resultType !== 'single') {
     // A wildcard in the request resource would fan out into several simulations: the harness

@@ -1,15 +1,17 @@
 """Bootstrap scripts and the head node's payload as CDK assets: versioned with the repo, never fetched
-from a moving branch."""
+from a moving branch. The payload's URI also goes into an SSM parameter whose name never changes: the
+head node's OnNodeConfigured names that stable key (see cluster.config_builder.ClusterRefs)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
 from aws_cdk import aws_s3_assets as s3_assets
+from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from cluster.payload import build_payload
+from cluster.payload import build_payload, deployment_yaml
+from policies.cluster_nodes import payload_parameter_name
 from spec import DeploymentSpec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,9 +26,15 @@ class ClusterAssets(Construct):
             name: s3_assets.Asset(self, name.replace("_", "-").removesuffix(".sh"), path=str(BOOTSTRAP / name))
             for name in SCRIPTS
         }
-        spec_yaml = yaml.safe_dump(spec.model_dump(mode="json", exclude_none=True), sort_keys=False)
-        payload = build_payload(spec, spec_yaml, build_dir)
+        payload = build_payload(spec, deployment_yaml(spec), build_dir)
         self.payload = s3_assets.Asset(self, "head-node-payload", path=str(payload))
+        self.payload_parameter = ssm.StringParameter(
+            self,
+            "head-node-payload-uri",
+            parameter_name=payload_parameter_name(spec),
+            string_value=self.payload.s3_object_url,
+            description=f"{spec.name}: S3 URI of the head node's current payload (read by head_node.sh)",
+        )
 
     @property
     def all(self) -> list[s3_assets.Asset]:

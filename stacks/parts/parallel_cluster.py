@@ -4,6 +4,10 @@ The provider is ParallelCluster's own template (a nested stack, version from the
 is a `Custom::PclusterCluster` resource whose `DeletionPolicy` is a resource *property*. CDK's
 RemovalPolicy must stay at its default: a retained custom resource never receives Delete, so
 destroying the stack would leave the cluster (and its instances) running.
+
+The provider's Lambda may pass only roles under `/parallelcluster/`; this repo's node roles sit at `/`
+because the data account's policies name them by ARN. The provider's `AdditionalIamPolicies` parameter
+gets a managed policy that lets it pass and read exactly those two roles.
 """
 
 from __future__ import annotations
@@ -12,8 +16,10 @@ from typing import Any
 
 from aws_cdk import CfnResource, Fn
 from aws_cdk import aws_cloudformation as cloudformation
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from policies.documents import PolicyDocument, document, statement
 from spec import DeploymentSpec
 
 PROVIDER_TEMPLATE = (
@@ -22,14 +28,38 @@ PROVIDER_TEMPLATE = (
 )
 
 
+def provider_node_roles_policy(spec: DeploymentSpec) -> PolicyDocument:
+    """What the provider Lambda needs on the repo's node roles: read them (ParallelCluster's role
+    validators) and pass them to EC2 (the head node instance and the instance profiles)."""
+    roles = [spec.role_arn("head-node"), spec.role_arn("cluster-node")]
+    return document(
+        statement(
+            "PassNodeRolesToEc2",
+            "Allow",
+            ["iam:PassRole"],
+            roles,
+            conditions={"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
+        ),
+        statement("ReadNodeRoles", "Allow", ["iam:GetRole"], roles),
+    )
+
+
 class ParallelCluster(Construct):
     def __init__(self, scope: Construct, construct_id: str, spec: DeploymentSpec, properties: dict[str, Any]) -> None:
         super().__init__(scope, construct_id)
         assert spec.cluster is not None
+        self.provider_policy = iam.CfnManagedPolicy(
+            self,
+            "ProviderNodeRoles",
+            managed_policy_name=f"{spec.name}-parallelcluster-provider-node-roles",
+            description="ParallelCluster's provider Lambda may pass and read this deployment's node roles",
+            policy_document=provider_node_roles_policy(spec),
+        )
         self.provider = cloudformation.CfnStack(
             self,
             "Provider",
             template_url=Fn.sub(PROVIDER_TEMPLATE % spec.cluster.parallelcluster_version),
+            parameters={"AdditionalIamPolicies": self.provider_policy.ref},
         )
         self.cluster = CfnResource(
             self,

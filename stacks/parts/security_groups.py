@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from spec import DeploymentSpec
 
+# Lustre: the client connects to TCP 988 from the reserved ports 1018-1023 (FSx for Lustre user guide).
 LUSTRE_PORTS: tuple[ec2.Port, ...] = (ec2.Port.tcp(988), ec2.Port.tcp_range(1018, 1023))
 
 
 class TrainingSecurityGroups(Construct):
-    """cluster: head and compute nodes; fsx: the Lustre file system; endpoints: interface endpoints;
-    notebook: the SageMaker notebook."""
+    """cluster: head and compute nodes; endpoints: interface endpoints; notebook: the SageMaker notebook.
+
+    A managed FSx for Lustre file system gets ParallelCluster's own storage group (its id exists only
+    once ParallelCluster's stack made it), which admits the cluster group; the cluster group may send
+    Lustre traffic to the VPC's addresses, where that file system lives."""
 
     def __init__(self, scope: Construct, construct_id: str, spec: DeploymentSpec, vpc: ec2.IVpc) -> None:
         super().__init__(scope, construct_id)
         s3_prefix_list = ec2.Peer.prefix_list(spec.s3_prefix_list_id)
+        self._self_rules: dict[str, set[str]] = {}  # group id -> directions with an all-traffic self rule
 
         def group(name: str, description: str) -> ec2.SecurityGroup:
             return ec2.SecurityGroup(
@@ -29,18 +36,18 @@ class TrainingSecurityGroups(Construct):
             )
 
         self.cluster = group("Cluster", "head and compute nodes (EFA, SLURM, NFS among themselves)")
-        self.fsx = group("Fsx", "FSx for Lustre file system")
         self.endpoints = group("Endpoints", "interface VPC endpoints (HTTPS in, nothing out)")
         self.notebook = group("Notebook", "SageMaker notebook (VPC only)")
 
         # EFA needs all traffic to and from the group itself; ParallelCluster's validator checks it.
         self.cluster.add_ingress_rule(self.cluster, ec2.Port.all_traffic(), "EFA, SLURM and NFS among cluster nodes")
         self.cluster.add_egress_rule(self.cluster, ec2.Port.all_traffic(), "EFA, SLURM and NFS among cluster nodes")
-        for port in LUSTRE_PORTS:
-            self.cluster.add_egress_rule(self.fsx, port, "Lustre client to FSx")
-            self.fsx.add_ingress_rule(self.cluster, port, "Lustre clients on the cluster")
-            self.fsx.add_ingress_rule(self.fsx, port, "Lustre servers among themselves")
-            self.fsx.add_egress_rule(self.fsx, port, "Lustre servers among themselves")
+        self._self_rules[self.cluster.security_group_id] = {"ingress", "egress"}
+
+        if spec.cluster is not None and spec.cluster.fsx is not None:
+            lustre = ec2.Peer.ipv4(vpc.vpc_cidr_block)
+            for port in LUSTRE_PORTS:
+                self.cluster.add_egress_rule(lustre, port, "Lustre client to FSx for Lustre in the VPC")
 
         for client, who in ((self.cluster, "cluster nodes"), (self.notebook, "the notebook")):
             client.add_egress_rule(s3_prefix_list, ec2.Port.tcp(443), "HTTPS to S3 through the gateway endpoint")
@@ -59,3 +66,15 @@ class TrainingSecurityGroups(Construct):
             # Chosen in the spec: package mirrors and registries through the NAT gateway.
             for port, why in ((443, "HTTPS"), (80, "HTTP package mirrors")):
                 self.cluster.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(port), f"{why} through NAT (spec)")
+
+    def self_rule_descriptions(self) -> dict[str, dict[str, Any]]:
+        """Group id -> its all-traffic self rules in EC2 DescribeSecurityGroups' shape, for
+        cluster.validators.config_problems at synth (ids are tokens, compared as strings)."""
+        out: dict[str, dict[str, Any]] = {}
+        for group_id, directions in self._self_rules.items():
+            rule = [{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": group_id}]}]
+            out[group_id] = {
+                "IpPermissions": rule if "ingress" in directions else [],
+                "IpPermissionsEgress": rule if "egress" in directions else [],
+            }
+        return out

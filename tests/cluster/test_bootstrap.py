@@ -317,3 +317,33 @@ def test_shipped_neuron_image_config_matches_the_generator(capsys: pytest.Captur
     assert yaml.safe_load(capsys.readouterr().out)["Build"]["ParentImage"] == "ami-0123456789abcdef0"
     assert main([str(ALL_SPECS[0])]) == 2
     assert capsys.readouterr().err.strip() == "cluster.neuron: None is required to build a Neuron image"
+
+
+def test_head_node_finds_its_payload_through_the_stable_ssm_key(tmp_path: Path) -> None:
+    """OnNodeConfigured names the SSM parameter; its value is the current payload's URI (an `aws` stand-in
+    answers `ssm get-parameter` the way the CLI does, with --query Parameter.Value --output text)."""
+    payload = make_payload(tmp_path)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "aws-calls"
+    executable(bin_dir / "aws", f'echo "$*" >>{calls}\necho {payload}\n')
+    shared = tmp_path / "fsx"
+    shared.mkdir()
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "SLURM_ETC": str(tmp_path / "etc"),
+        "PROFILE_D": str(tmp_path / "profile.d"),
+    }
+    name = "/llm-demo/cluster/head-node-payload"
+    result = run("head_node.sh", ["--shared-dir", str(shared), "--payload-parameter", name], env)
+    assert result.returncode == 0, result.stderr
+    assert calls.read_text().split() == [
+        *("ssm", "get-parameter", "--name", name, "--query", "Parameter.Value", "--output", "text")
+    ]
+    assert (shared / "llm-training" / "training" / "__init__.py").read_text() == "VERSION = 2\n"
+    assert f"payload {payload} (from SSM parameter {name})" in result.stderr
+
+    both = run("head_node.sh", ["--payload", str(payload), "--payload-parameter", name], env)
+    assert both.returncode == 1
+    assert both.stderr.strip() == "head_node: --payload and --payload-parameter exclude each other"

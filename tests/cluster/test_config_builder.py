@@ -112,7 +112,7 @@ def test_trn1_neuron() -> None:
     config = config_of(example("trn1-neuron.yaml"))
     queue = only_queue(config)
     (resource,) = queue["ComputeResources"]
-    assert config["Image"] == {"Os": "ubuntu2204"}
+    assert config["Image"] == {"Os": "alinux2023"}
     assert queue["Image"] == {"CustomAmi": "ami-0123456789abcdef0"}
     assert "HealthChecks" not in resource  # the GPU check has nothing to check on Trainium
     assert resource["Efa"] == {"Enabled": True}

@@ -25,9 +25,19 @@ def edited(edit: Callable[[dict[str, Any]], None], path: Path = DEFAULT) -> Any:
     return parse_spec(data)
 
 
+PAYLOAD = "HeadNode.CustomActions.OnNodeUpdated.Sequence"
+
+
+def spec_changes(plan: Any) -> dict[str, Action]:
+    """The plan's changes but the new payload: every spec edit changes the deployment.yaml the payload
+    carries, which reaches the head node through OnNodeUpdated, a live update."""
+    changes = {item.change.path: item.action for item in plan.changes}
+    assert changes.pop(PAYLOAD, Action.LIVE) == Action.LIVE
+    return changes
+
+
 def actions(old: Any, new: Any) -> dict[str, Action]:
-    plan = plan_update(old, new)
-    return {item.change.path: item.action for item in plan.changes}
+    return spec_changes(plan_update(old, new))
 
 
 def gpu(data: dict[str, Any]) -> dict[str, Any]:
@@ -50,7 +60,7 @@ def test_live_raise_max_count_and_health_checks() -> None:
         gpu(data).update(max_count=6, gpu_health_checks=False)
 
     plan = plan_update(load_spec(), edited(edit))
-    assert {c.change.path: c.action for c in plan.changes} == {
+    assert spec_changes(plan) == {
         f"{RESOURCE}.MaxCount": Action.LIVE,
         f"{RESOURCE}.HealthChecks.Gpu.Enabled": Action.LIVE,
     }
@@ -73,7 +83,7 @@ def test_drain_through_queue_update_strategy() -> None:
         gpu(data)["root_volume_gib"] = 400
 
     plan = plan_update(load_spec(), edited(edit))
-    assert {c.change.path: c.action for c in plan.changes} == {
+    assert spec_changes(plan) == {
         "Scheduling.SlurmQueues[gpu].CustomActions.OnNodeConfigured.Sequence": Action.DRAIN,
         "Scheduling.SlurmQueues[gpu].ComputeSettings.LocalStorage.RootVolume.Size": Action.DRAIN,
     }
@@ -134,12 +144,12 @@ def test_deleting_a_managed_placement_group_needs_a_stop() -> None:
 
 def test_replace_for_os_head_node_and_version() -> None:
     def edit(data: dict[str, Any]) -> None:
-        data["cluster"]["os"] = "ubuntu2404"
+        data["cluster"]["os"] = "rhel9"
         data["cluster"]["head_node"]["instance_type"] = "m7i.4xlarge"
         data["cluster"]["parallelcluster_version"] = "3.15.0"
 
     plan = plan_update(load_spec(), edited(edit))
-    assert {c.change.path: c.action for c in plan.changes} == {
+    assert spec_changes(plan) == {
         "Image.Os": Action.REPLACE,
         "HeadNode.InstanceType": Action.REPLACE,
         "cluster.parallelcluster_version": Action.REPLACE,
@@ -150,7 +160,7 @@ def test_replace_for_os_head_node_and_version() -> None:
 
 def test_unsupported_for_managed_file_system_settings() -> None:
     plan = plan_update(load_spec(), edited(lambda d: d["cluster"]["fsx"].update(storage_gib=2400)))
-    (item,) = plan.changes
+    (item,) = [c for c in plan.changes if c.change.path != PAYLOAD]
     assert item.change.path == "SharedStorage[fsx].FsxLustreSettings.StorageCapacity"
     assert (item.change.old, item.change.new, item.action) == (1200, 2400, Action.UNSUPPORTED)
     assert plan.steps[0].startswith("Refused: revert the changes marked 'unsupported'")
@@ -206,7 +216,8 @@ def test_cli_prints_a_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert main([str(DEFAULT), str(new), "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
     assert payload["action"] == "stop"
-    assert payload["changes"][0]["policy"] == "COMPUTE_FLEET_STOP"
+    policies = {c["path"]: c["policy"] for c in payload["changes"]}
+    assert policies == {"Scheduling.SlurmSettings.ScaledownIdletime": "COMPUTE_FLEET_STOP", PAYLOAD: "SUPPORTED"}
 
 
 def test_cli_reports_bad_specs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

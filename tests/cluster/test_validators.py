@@ -382,3 +382,20 @@ def test_config_rule_subnet_az_matches_reservation_az() -> None:
         "Scheduling.SlurmQueues[0].Networking.SubnetIds[0]: 'subnet-0123456789abcdef0' is in us-east-1c, but "
         "capacity reservation cr-0a1b2c3d4e5f67890 is in us-east-1a"
     ]
+
+
+def test_head_node_os_must_offer_the_python_its_bootstrap_asks_for() -> None:
+    """The trn1 queue's custom AMI does not change the head node: on ubuntu2204 (Python 3.10, no dnf) the
+    head node's bootstrap cannot get python3.11."""
+    data = trn1_spec()
+    data["cluster"]["os"] = "ubuntu2204"
+    assert problems_of(data) == [
+        "cluster.python_version: '3.11' is not available on the head node's OS ubuntu2204 (it offers no "
+        "supported Python; a queue's custom AMI does not change the head node): use os alinux2023 or rhel9 or "
+        "rocky9, or a cluster.custom_ami that has python3.11"
+    ]
+    data["cluster"]["custom_ami"] = "ami-0fedcba9876543210"  # a cluster-wide AMI does boot the head node
+    assert parse(data).cluster is not None
+    data = trn1_spec()
+    data["cluster"].update(os="ubuntu2404", python_version="3.12")
+    assert parse(data).cluster is not None

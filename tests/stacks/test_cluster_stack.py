@@ -59,8 +59,13 @@ def test_bootstrap_comes_from_versioned_assets(default_assembly: Assembly) -> No
     config = _one(default_assembly, "Custom::PclusterCluster")["Properties"]["ClusterConfiguration"]
     script = config["HeadNode"]["CustomActions"]["OnNodeConfigured"]["Sequence"][0]
     assert script["Script"].startswith("s3://cdk-")
-    payload = script["Args"][script["Args"].index("--payload") + 1]
-    assert payload.startswith("s3://cdk-")
+    # OnNodeConfigured names the payload's stable SSM key; the key holds the versioned asset's URI.
+    name = script["Args"][script["Args"].index("--payload-parameter") + 1]
+    parameter = _one(default_assembly, "AWS::SSM::Parameter")["Properties"]
+    assert parameter["Name"] == name == "/llm-demo/cluster/head-node-payload"
+    update = config["HeadNode"]["CustomActions"]["OnNodeUpdated"]["Sequence"][0]
+    payload = update["Args"][update["Args"].index("--payload") + 1]
+    assert payload.startswith("s3://cdk-") and payload == parameter["Value"]
     assets = json.loads((default_assembly.out / "llm-demo-cluster.assets.json").read_text())["files"]
     assert len(assets) >= 5  # four bootstrap scripts and the payload (plus the template itself)
 
@@ -135,3 +140,82 @@ def test_every_example_cluster_synthesizes_and_passes_parallelclusters_schema(
     (cluster,) = [r for r in templates["cluster"]["Resources"].values() if r["Type"] == "Custom::PclusterCluster"]
     config = cluster["Properties"]["ClusterConfiguration"]
     assert schema_errors({"example": _placeholders(config)}) == {"example": None}
+
+
+def test_the_provider_may_pass_and_read_exactly_our_node_roles(default_assembly: Assembly) -> None:
+    """ParallelCluster's provider Lambda may pass only role/parallelcluster/*; our roles sit at / (the data
+    account names them by ARN), so its AdditionalIamPolicies parameter carries a policy for exactly them."""
+    from policies.harness.engine import Engine
+
+    spec = default_assembly.spec
+    provider = _one(default_assembly, "AWS::CloudFormation::Stack")
+    (policy_id,) = [k for k in default_assembly.resources("cluster", "AWS::IAM::ManagedPolicy")]
+    assert provider["Properties"]["Parameters"] == {"AdditionalIamPolicies": {"Ref": policy_id}}
+    document = default_assembly.resources("cluster", "AWS::IAM::ManagedPolicy")[policy_id]["Properties"][
+        "PolicyDocument"
+    ]
+    lambda_role = "arn:aws:iam::111111111111:role/llm-demo-cluster-Provider-PclusterLambdaRole-EXAMPLE"
+    cases = {
+        (action, role): expected
+        for role, expected in (
+            (spec.role_arn("head-node"), "Allowed"),
+            (spec.role_arn("cluster-node"), "Allowed"),
+            (spec.role_arn("notebook"), "ImplicitlyDenied"),
+            ("arn:aws:iam::111111111111:role/admin", "ImplicitlyDenied"),
+        )
+        for action in ("iam:PassRole", "iam:GetRole")
+    }
+    simulations = {
+        f"{action} {role}": {
+            "request": {
+                "principal": lambda_role,
+                "action": action,
+                "resource": {"resource": role, "accountId": "111111111111"},
+                "contextVariables": {"iam:PassedToService": "ec2.amazonaws.com"} if action == "iam:PassRole" else {},
+            },
+            "identityPolicies": [{"name": "additional", "policy": document}],
+            "serviceControlPolicies": [],
+            "resourceControlPolicies": [],
+        }
+        for action, role in cases
+    }
+    results = Engine().run_batch(simulations)
+    assert {key: results[f"{key[0]} {key[1]}"].decision for key in cases} == cases
+
+
+def test_the_cluster_waits_for_its_node_permissions(default_assembly: Assembly) -> None:
+    cluster = _one(default_assembly, "Custom::PclusterCluster")
+    policies = set(default_assembly.resources("cluster", "AWS::IAM::Policy"))
+    (parameter,) = default_assembly.resources("cluster", "AWS::SSM::Parameter")
+    assert len(policies) == 2 and policies | {parameter} <= set(cluster["DependsOn"])
+
+
+def test_a_retained_file_system_can_be_found_after_a_failed_create(default_assembly: Assembly) -> None:
+    output = default_assembly.templates["cluster"]["Outputs"]["FindRetainedFileSystem"]
+    assert "aws fsx describe-file-systems" in output["Value"]
+    assert "Key=='parallelcluster:cluster-name' && Value=='llm-demo'" in output["Value"]
+
+
+@pytest.mark.synth
+def test_config_problems_run_at_synth_with_the_groups_and_subnet_azs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/cluster.md promises the EFA self-rule and AZ checks at synth: the stack passes what they need."""
+    import stacks.cluster_stack
+    from cluster import validators
+    from tests.cluster.conftest import spec_dict
+    from tests.stacks.test_variants import synth
+
+    seen: list[dict[str, Any]] = []
+
+    def spy(config: dict[str, Any], **kwargs: Any) -> list[Any]:
+        seen.append(kwargs)
+        return validators.config_problems(config, **kwargs)
+
+    monkeypatch.setattr(stacks.cluster_stack, "config_problems", spy)
+    synth(spec_dict(), tmp_path)
+    (kwargs,) = seen
+    groups, azs = kwargs["security_groups"], kwargs["subnet_azs"]
+    assert len(groups) == 1 and all(validators.allows_all_traffic_with_itself(g, d) for g, d in groups.items())
+    assert list(azs.values()) == ["us-east-1a"]
+    assert kwargs["reservation_azs"] == {}

@@ -72,6 +72,9 @@ def test_security_group_egress_goes_only_to_listed_destinations(default_assembly
         elif "DestinationSecurityGroupId" in rule:
             target = rule["DestinationSecurityGroupId"]["Fn::GetAtt"][0]
             assert target in groups
+        elif rule.get("CidrIp") == {"Fn::GetAtt": ["NetworkVpc7FB7348F", "CidrBlock"]}:
+            # Lustre to the managed FSx file system, whose group ParallelCluster makes (no id at synth).
+            assert (rule["FromPort"], rule["ToPort"], rule["IpProtocol"]) in {(988, 988, "tcp"), (1018, 1023, "tcp")}
         else:
             # CDK's placeholder for "no egress at all" is the only CIDR rule when there is no NAT.
             assert rule["CidrIp"] == "255.255.255.255/32" and rule["IpProtocol"] == "icmp", rule
@@ -86,5 +89,13 @@ def test_cluster_group_has_efa_self_rule_and_lustre_ports(default_assembly: Asse
         if r["IpProtocol"] == "-1" and r["SourceSecurityGroupId"]["Fn::GetAtt"][0] == r["GroupId"]["Fn::GetAtt"][0]
     ]
     assert self_rules, "EFA needs all traffic from the group itself"
-    lustre = {(r["FromPort"], r["ToPort"]) for r in ingress if r["IpProtocol"] == "tcp" and r.get("FromPort") != 443}
-    assert {(988, 988), (1018, 1023)} <= lustre
+    # Lustre: the cluster group sends to the file system in the VPC; ParallelCluster's storage group admits it.
+    assert not [r for r in ingress if r["IpProtocol"] == "tcp" and r.get("FromPort") != 443]
+    groups = [v["Properties"] for v in resources.values() if v["Type"] == "AWS::EC2::SecurityGroup"]
+    lustre = {
+        (r["FromPort"], r["ToPort"])
+        for g in groups
+        for r in g.get("SecurityGroupEgress", [])
+        if r.get("CidrIp") == {"Fn::GetAtt": ["NetworkVpc7FB7348F", "CidrBlock"]}
+    }
+    assert lustre == {(988, 988), (1018, 1023)}

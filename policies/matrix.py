@@ -1171,7 +1171,7 @@ def _endpoint_calls(spec: DeploymentSpec) -> dict[str, list[_Call]]:
 
 
 def _slug(text: str) -> str:
-    return "-".join("".join(c if c.isalnum() else " " for c in text.lower()).split())[:60]
+    return "-".join("".join(c if c.isalnum() else " " for c in text.lower()).split())
 
 
 def interface_endpoint_cases(spec: DeploymentSpec, policies_present: frozenset[str]) -> list[Case]:

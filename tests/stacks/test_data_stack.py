@@ -5,6 +5,7 @@ from __future__ import annotations
 from aws_cdk.assertions import Match, Template
 
 from policies import access_point_policy, bucket_policy, key_policy
+from policies.extract import extract_from_assembly
 from tests.stacks.conftest import Assembly
 
 
@@ -52,14 +53,20 @@ def test_bucket_policy_is_exactly_the_builders_and_only_delegates(default_assemb
         if p["Properties"]["Bucket"] == spec.data.bucket_name
     ]
     assert len(policies) == 1
-    document = policies[0]["PolicyDocument"]
-    assert document == bucket_policy(spec)
+    # The template names the managed key by Fn::GetAtt; the extractor resolves it as CloudFormation would.
+    extracted = extract_from_assembly(default_assembly.out, spec)
+    document = extracted.bucket_policy
+    assert document == bucket_policy(spec, extracted.key_arn)
+    assert policies[0]["PolicyDocument"] != document, "the key ARN is a reference to the key, not a literal"
     tls = [s for s in document["Statement"] if s["Sid"] == "DenyRequestsWithoutTls"]
     assert tls and tls[0]["Effect"] == "Deny" and tls[0]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
     for statement in document["Statement"]:
         if statement["Effect"] == "Allow":
             # Delegation only: every grant depends on the request coming through this account's access points.
-            assert statement["Condition"]["StringEquals"]["s3:DataAccessPointAccount"] == spec.accounts.data
+            # ... and only through the spec's access points, by ARN (not every access point of the account).
+            assert statement["Condition"]["StringEquals"]["s3:DataAccessPointArn"] == [
+                spec.access_point_arn(d) for d in spec.data.datasets
+            ]
             assert not any("Delete" in a or a.endswith("*") for a in _list(statement["Action"]))
 
 

@@ -352,24 +352,8 @@ def api_layers(request: ApiRequest, policies: PolicySet) -> list[Layer]:
                     endpoint=endpoint,
                 )
             )
-    org = policies.organization_id
-    scps = policies.control_policies("scp")
-    if scps and request.principal.org_id == org and org is not None:
-        layers.append(
-            _layer(
-                SCP,
-                _ids(policies, "scp"),
-                request,
-                request.action,
-                request.resource,
-                account,
-                context,
-                request.resource_type,
-                scps=scps,
-                organization_id=org,
-            )
-        )
-    return layers
+    scp = _scp_layer(request, policies, request.resource, account, context, request.resource_type)
+    return [*layers, *([scp] if scp else [])]
 
 
 def _identity(policies: PolicySet, request: Request) -> list[tuple[str, PolicyDocument]] | None:
@@ -440,21 +424,9 @@ def s3_layers(request: S3Request, policies: PolicySet) -> list[Layer]:
                 resource_policy=policies.documents["bucket"],
             )
         )
-    scps = policies.control_policies("scp")
-    if scps and request.principal.org_id == org and org is not None:
-        layers.append(
-            _layer(
-                SCP,
-                _ids(policies, "scp"),
-                request,
-                request.action,
-                resource,
-                account,
-                context,
-                scps=scps,
-                organization_id=org,
-            )
-        )
+    scp = _scp_layer(request, policies, resource, account, context)
+    if scp is not None:
+        layers.append(scp)
     rcps = policies.control_policies("rcp")
     if rcps and request.ours and org is not None:
         layers.append(
@@ -471,6 +443,33 @@ def s3_layers(request: S3Request, policies: PolicySet) -> list[Layer]:
             )
         )
     return layers
+
+
+def _scp_layer(
+    request: Request,
+    policies: PolicySet,
+    resource: str,
+    account: str,
+    context: Mapping[str, ContextValue],
+    resource_type: str | bool | None = False,
+) -> Layer | None:
+    """The organization's SCPs, for a principal of the organization (None when there are none to apply)."""
+    org = policies.organization_id
+    scps = policies.control_policies("scp")
+    if not scps or org is None or request.principal.org_id != org:
+        return None
+    return _layer(
+        SCP,
+        _ids(policies, "scp"),
+        request,
+        request.action,
+        resource,
+        account,
+        context,
+        resource_type,
+        scps=scps,
+        organization_id=org,
+    )
 
 
 def _ids(policies: PolicySet, kind: str) -> tuple[str, ...]:
@@ -510,21 +509,9 @@ def kms_layers(request: KmsRequest, policies: PolicySet) -> list[Layer]:
             )
         )
     org = policies.organization_id
-    scps = policies.control_policies("scp")
-    if scps and request.principal.org_id == org and org is not None:
-        layers.append(
-            _layer(
-                f"{SCP}",
-                _ids(policies, "scp"),
-                request,
-                request.action,
-                request.key_arn,
-                request.key_account,
-                context,
-                scps=scps,
-                organization_id=org,
-            )
-        )
+    scp = _scp_layer(request, policies, request.key_arn, request.key_account, context)
+    if scp is not None:
+        layers.append(scp)
     rcps = policies.control_policies("rcp")
     if rcps and request.ours and org is not None:
         layers.append(

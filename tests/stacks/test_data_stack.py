@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 from aws_cdk.assertions import Match, Template
 
 from policies import access_point_policy, bucket_policy, key_policy
 from policies.extract import extract_from_assembly
-from tests.stacks.conftest import Assembly
+from tests.stacks.conftest import REPO, Assembly
 
 
 def _bucket(assembly: Assembly) -> dict:
@@ -105,3 +107,20 @@ def test_one_vpc_origin_access_point_per_dataset_with_scoped_policy(default_asse
 
 def _list(value: str | list[str]) -> list[str]:
     return [value] if isinstance(value, str) else value
+
+
+def test_synth_says_what_the_gateway_endpoint_id_would_add(default_assembly: Assembly) -> None:
+    """Issue 14: until network.s3_gateway_endpoint_id is set, synth warns that aws:SourceVpce would follow."""
+    from aws_cdk import App, Environment
+    from aws_cdk.assertions import Annotations, Match
+
+    from stacks.data_stack import DataStack
+
+    spec = default_assembly.spec
+    unpinned = spec.model_copy(update={"network": spec.network.model_copy(update={"s3_gateway_endpoint_id": None})})
+    env = Environment(account=spec.accounts.data, region=spec.region)
+    flags = json.loads((REPO / "cdk.json").read_text())["context"]  # the feature flags the CLI passes
+    for given, warned in ((unpinned, True), (spec, False)):
+        stack = DataStack(App(context=flags), "Data", given, env=env)
+        warnings = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp(".*aws:SourceVpce.*"))
+        assert bool(warnings) is warned

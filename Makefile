@@ -5,6 +5,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 PCLUSTER_VENV := .pcluster-venv
+CHECKOV_VENV := .checkov-venv
 SPEC ?=
 SPEC_CONTEXT := $(if $(SPEC),-c spec=$(abspath $(SPEC)),)
 CDK := npx --no-install cdk
@@ -16,7 +17,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup synth demo test lint format clean pcluster-venv bench wheelhouse wheelhouse-test policy-report
+.PHONY: help setup synth demo test lint format clean pcluster-venv checkov-venv bench wheelhouse wheelhouse-test policy-report
 
 help:
 	@echo "make demo    synthesize the default deployment and run a training job (does all setup)"
@@ -67,6 +68,15 @@ $(PCLUSTER_VENV)/.installed: cluster/pcluster/requirements.txt cluster/pcluster/
 	$(PCLUSTER_VENV)/bin/pip install --quiet -r cluster/pcluster/requirements.txt -c cluster/pcluster/constraints.txt
 	touch $@
 
+# checkov (a second opinion on the templates; tests/policies/test_checkov.py) pins its own dependency tree,
+# which clashes with ours: its own environment, about 290 MB, built in about two minutes.
+checkov-venv: $(CHECKOV_VENV)/.installed
+
+$(CHECKOV_VENV)/.installed: policies/checkov/requirements.txt policies/checkov/constraints.txt
+	test -x $(CHECKOV_VENV)/bin/python || python3 -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install --quiet -r policies/checkov/requirements.txt -c policies/checkov/constraints.txt
+	touch $@
+
 # The nodes' wheelhouse for a cluster without internet egress (spec cluster.python_wheelhouse): every wheel
 # of requirements-node.txt for the nodes' Python (cluster.python_version) on x86_64 Linux, several GB with
 # CUDA. Upload it with `aws s3 sync build/wheelhouse s3://BUCKET/PREFIX/`. Never run by the tests.
@@ -85,7 +95,7 @@ build/wheelhouse-test/.complete: requirements-submit.txt constraints.txt | $(VEN
 	$(PY) -m pip download --quiet --only-binary=:all: -r requirements-submit.txt -c constraints.txt -d build/wheelhouse-test
 	touch $@
 
-test: setup pcluster-venv wheelhouse-test
+test: setup pcluster-venv checkov-venv wheelhouse-test
 	$(PY) -m pytest
 
 bench: setup

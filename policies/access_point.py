@@ -23,12 +23,18 @@ from spec.model import DatasetSpec, DeploymentSpec
 
 
 def _caller_conditions(spec: DeploymentSpec, roles: list[str]) -> dict[str, dict[str, object]]:
-    conditions: dict[str, dict[str, object]] = {
-        "ArnLike": {"aws:PrincipalArn": one_or_list([spec.role_arn(r) for r in roles])},
+    network: dict[str, object]
+    if spec.network.s3_gateway_endpoint_id is not None:
+        # Only through the gateway endpoint whose policy we wrote, not through a second S3 endpoint (an
+        # interface endpoint with the default policy) someone adds to the VPC. It implies VPC origin.
+        network = {"aws:SourceVpce": spec.network.s3_gateway_endpoint_id}
+    else:
         # The access point is VPC-only already; the condition makes the policy say so on its own.
-        "StringEquals": {"s3:AccessPointNetworkOrigin": "VPC"},
+        network = {"s3:AccessPointNetworkOrigin": "VPC"}
+    return {
+        "ArnLike": {"aws:PrincipalArn": one_or_list([spec.role_arn(r) for r in roles])},
+        "StringEquals": network,
     }
-    return conditions
 
 
 def access_point_policy(spec: DeploymentSpec, dataset: DatasetSpec) -> PolicyDocument:

@@ -29,6 +29,11 @@ class AwsOwnedBucket:
     writable: bool = False
 
 
+# Every name is exact: a wildcard inside a bucket name would let anyone register a matching bucket and
+# receive what the VPC sends there. Not listed because nothing in the VPC needs them: Amazon Linux 2
+# repositories (no supported cluster OS is AL2), SSM Distributor and Patch Manager buckets (not used), and
+# CloudFormation's custom-resource response bucket, `cloudformation-custom-resource-response-<region
+# without dashes>` (no Lambda of ParallelCluster's provider or cluster stacks runs in the VPC).
 AWS_OWNED_BUCKETS: tuple[AwsOwnedBucket, ...] = (
     AwsOwnedBucket(
         "arn:aws:s3:::{region}-aws-parallelcluster/*",
@@ -42,24 +47,12 @@ AWS_OWNED_BUCKETS: tuple[AwsOwnedBucket, ...] = (
         "arn:aws:s3:::al2023-repos-{region}-de612dc2/*",
         "Amazon Linux 2023 package repositories (dnf) on the nodes.",
     ),
-    AwsOwnedBucket(
-        "arn:aws:s3:::amazonlinux-2-repos-{region}/*",
-        "Amazon Linux 2 package repositories (yum) on the nodes.",
-    ),
     AwsOwnedBucket("arn:aws:s3:::amazon-ssm-{region}/*", "SSM Agent updates (Session Manager is the way in)."),
-    AwsOwnedBucket("arn:aws:s3:::amazon-ssm-packages-{region}/*", "SSM Distributor packages used by the agent."),
-    AwsOwnedBucket("arn:aws:s3:::{region}-birdwatcher-prod/*", "SSM Distributor document downloads."),
     AwsOwnedBucket("arn:aws:s3:::aws-ssm-{region}/*", "SSM documents and plugins for Run Command."),
     AwsOwnedBucket("arn:aws:s3:::aws-ssm-document-attachments-{region}/*", "SSM document attachments."),
-    AwsOwnedBucket("arn:aws:s3:::patch-baseline-snapshot-{region}/*", "SSM Patch Manager baseline snapshots."),
     AwsOwnedBucket(
         "arn:aws:s3:::cloudformation-waitcondition-{region}/*",
         "cfn-signal answers ParallelCluster's HeadNodeWaitCondition through a pre-signed URL here.",
-        writable=True,
-    ),
-    AwsOwnedBucket(
-        "arn:aws:s3:::cloudformation-custom-resource-response-{region}*/*",
-        "Custom resources in the VPC reply to CloudFormation through a pre-signed URL here.",
         writable=True,
     ),
 )

@@ -191,6 +191,9 @@ class ExtractedPolicies:
     key_policy: PolicyDocument | None  # None when the spec brings its own key
     key_arn: str
     sources: Mapping[str, str] = field(default_factory=dict)  # what -> "stack/LogicalId"
+    # Interface endpoints of the compute VPC: service ("logs", "ecr.api", "notebook") -> policy, None when
+    # the endpoint has none (the allow-all default).
+    interface_endpoints: Mapping[str, PolicyDocument | None] = field(default_factory=dict)
 
 
 def stack_environments(cdk_out: Path) -> dict[str, StackEnvironment]:
@@ -278,6 +281,8 @@ def extract_policies(
     endpoint_policy = network.resolve(resource["Properties"]["PolicyDocument"], f"{logical}.PolicyDocument")
     sources["endpoint"] = f"{names['network']}/{logical}"
 
+    interface_endpoints = _interface_endpoint_policies(network, spec.region, names["network"], sources)
+
     compute_stacks = [
         (names[key], Resolver(template, environments[names[key]]))
         for key, template in templates.items()
@@ -311,7 +316,54 @@ def extract_policies(
         key_policy=key_policy,
         key_arn=key_arn,
         sources=sources,
+        interface_endpoints=interface_endpoints,
     )
+
+
+def interface_endpoint_service(service_name: str, region: str) -> str:
+    """'com.amazonaws.us-east-1.ecr.api' -> 'ecr.api'; 'aws.sagemaker.us-east-1.notebook' -> 'notebook'."""
+    for prefix in (f"com.amazonaws.{region}.", f"aws.sagemaker.{region}."):
+        if service_name.startswith(prefix):
+            return service_name.removeprefix(prefix)
+    raise ExtractionError(f"interface endpoint service {service_name!r}: not a service of region {region}")
+
+
+def _interface_endpoint_policies(
+    network: Resolver, region: str, stack_name: str, sources: dict[str, str]
+) -> dict[str, PolicyDocument | None]:
+    found: dict[str, PolicyDocument | None] = {}
+    for logical, r in network.resources.items():
+        props = r.get("Properties", {})
+        if r["Type"] != "AWS::EC2::VPCEndpoint" or props.get("VpcEndpointType") != "Interface":
+            continue
+        service = interface_endpoint_service(network.resolve(props["ServiceName"], logical), region)
+        if service in found:
+            raise ExtractionError(f"{logical}: a second interface endpoint for {service}")
+        policy = props.get("PolicyDocument")
+        found[service] = None if policy is None else network.resolve(policy, f"{logical}.PolicyDocument")
+        sources[f"endpoint:{service}"] = f"{stack_name}/{logical}"
+    return found
+
+
+def extract_endpoint_policies(cdk_out: Path, spec: DeploymentSpec) -> dict[str, PolicyDocument | None]:
+    """Every VPC endpoint policy of the network stack, by service: "s3" and "dynamodb" (the gateways) and each
+    interface endpoint ("logs", "ecr.api", ...; None where the endpoint has no policy). For oracles that
+    evaluate a call as identity policy AND the endpoint policy it passes through."""
+    templates = load_templates(cdk_out, spec)
+    environments = stack_environments(cdk_out)
+    name = spec.stack_names["network"]
+    if "network" not in templates:
+        raise ExtractionError(f"{name}: stack template missing from the assembly")
+    network = Resolver(templates["network"], environments[name])
+    policies: dict[str, PolicyDocument | None] = {}
+    for logical, r in network.resources.items():
+        props = r.get("Properties", {})
+        if r["Type"] == "AWS::EC2::VPCEndpoint" and props.get("VpcEndpointType", "Gateway") == "Gateway":
+            service = interface_endpoint_service(network.resolve(props["ServiceName"], logical), spec.region)
+            policy = props.get("PolicyDocument")
+            policies[service] = None if policy is None else network.resolve(policy, f"{logical}.PolicyDocument")
+    policies.update(_interface_endpoint_policies(network, spec.region, name, {}))
+    return policies
 
 
 def _referenced_resource(value: Any) -> str | None:
@@ -357,10 +409,12 @@ def extract_from_assembly(cdk_out: Path, spec: DeploymentSpec) -> ExtractedPolic
     return extract_policies(load_templates(cdk_out, spec), spec, stack_environments(cdk_out))
 
 
-def from_builders(spec: DeploymentSpec) -> ExtractedPolicies:
+def from_builders(spec: DeploymentSpec, key_arn: str | None = None) -> ExtractedPolicies:
     """The same documents straight from the builders in policies/, for spec variants the tests do not
-    synthesize (the default spec's templates are checked against these by `drift_from_builders`)."""
+    synthesize (the default spec's templates are checked against these by `drift_from_builders`).
+    `key_arn`: the managed key's ARN as the templates render it (a stand-in otherwise)."""
     from policies import access_point_policy, bucket_policy, gateway_endpoint_policy, identity_policy, key_policy
+    from policies.interface_endpoints import interface_endpoint_policy, wanted_interface_endpoints
 
     access_points = {
         d.access_point: AccessPointFacts(
@@ -383,23 +437,26 @@ def from_builders(spec: DeploymentSpec) -> ExtractedPolicies:
         if document is not None:
             roles[spec.role_name(role)] = RolePolicies(spec.role_name(role), {"datasets": document}, ())
     managed = spec.kms_key_is_managed
-    key_arn = spec.data.encryption.kms_key_arn or (
-        f"arn:aws:kms:{spec.region}:{spec.accounts.data}:key/{spec.stack_names['data']}-DatasetKey"
+    key_arn = (
+        spec.data.encryption.kms_key_arn
+        or key_arn
+        or (f"arn:aws:kms:{spec.region}:{spec.accounts.data}:key/{spec.stack_names['data']}-DatasetKey")
     )
     return ExtractedPolicies(
-        bucket_policy=bucket_policy(spec),
+        bucket_policy=bucket_policy(spec, key_arn),
         access_points=access_points,
         endpoint_policy=gateway_endpoint_policy(spec),
         roles=roles,
         key_policy=key_policy(spec) if managed else None,
         key_arn=key_arn,
         sources={"builders": "policies/"},
+        interface_endpoints={name: interface_endpoint_policy(spec, name) for name in wanted_interface_endpoints(spec)},
     )
 
 
 def drift_from_builders(extracted: ExtractedPolicies, spec: DeploymentSpec) -> list[str]:
     """Where the templates attach something other than the builders produce (empty: no drift)."""
-    built = from_builders(spec)
+    built = from_builders(spec, extracted.key_arn)
     drift = []
     if extracted.bucket_policy != built.bucket_policy:
         drift.append(f"bucket policy ({extracted.sources.get('bucket')}) differs from policies.bucket_policy")
@@ -413,6 +470,13 @@ def drift_from_builders(extracted: ExtractedPolicies, spec: DeploymentSpec) -> l
         found = extracted.access_points.get(name)
         if found is None or found.policy != facts.policy:
             drift.append(f"access point {name}: policy differs from policies.access_point_policy")
+    if dict(extracted.interface_endpoints) != dict(built.interface_endpoints):
+        differing = sorted(
+            name
+            for name in set(extracted.interface_endpoints) | set(built.interface_endpoints)
+            if extracted.interface_endpoints.get(name, "missing") != built.interface_endpoints.get(name, "missing")
+        )
+        drift.append(f"interface endpoints {', '.join(differing)}: differ from policies.interface_endpoint_policy")
     for role, policies in built.roles.items():
         found_role = extracted.roles.get(role)
         if found_role is None or found_role.inline.get("datasets") != policies.inline["datasets"]:

@@ -2,7 +2,9 @@
 
 Cross-account SSE-KMS needs both sides: this key policy lets the dataset principals use the key,
 and their identity policies (policies.identity) allow it on their side. Both are limited to
-calls S3 makes on the caller's behalf (kms:ViaService), so a data key never decrypts outside S3.
+calls S3 makes on the caller's behalf (kms:ViaService), so a data key never decrypts outside S3, and
+to the dataset bucket (kms:EncryptionContext:aws:s3:arn: the bucket with Bucket Keys, an object of it
+without), so the dataset roles cannot encrypt or decrypt another bucket's objects with this key.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ def _through_s3_for(spec: DeploymentSpec, roles: list[str]) -> dict[str, dict[st
             "kms:CallerAccount": spec.accounts.compute,
         },
         "ArnLike": {"aws:PrincipalArn": one_or_list([spec.role_arn(r) for r in roles])},
+        "StringLike": {"kms:EncryptionContext:aws:s3:arn": [spec.bucket_arn, f"{spec.bucket_arn}/*"]},
     }
 
 

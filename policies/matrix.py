@@ -18,6 +18,7 @@ from pathlib import Path
 from policies.documents import READ_OBJECT_ACTIONS, WRITE_OBJECT_ACTIONS
 from policies.endpoint import wheelhouse_location
 from policies.extract import ExtractedPolicies
+from policies.guardrails import GUARDRAIL_POLICY_ID, guardrail_scps
 from policies.harness.engine import ALLOWED, EXPLICITLY_DENIED, IMPLICITLY_DENIED, Decision, Engine
 from policies.harness.layers import (
     ACCESS_POINT,
@@ -25,9 +26,11 @@ from policies.harness.layers import (
     ENDPOINT,
     ENDPOINT_BUCKET,
     IDENTITY,
+    INTERFACE_ENDPOINT,
     KEY,
     KMS_IDENTITY,
     LAYER_ORDER,
+    SCP,
     Layer,
     LayerOutcome,
     layers_for,
@@ -35,6 +38,7 @@ from policies.harness.layers import (
 )
 from policies.harness.model import (
     AccessPointTarget,
+    ApiRequest,
     KmsRequest,
     Network,
     PolicyDocument,
@@ -167,13 +171,28 @@ def policy_set(extracted: ExtractedPolicies, spec: DeploymentSpec, base: Path | 
             documents[f"identity:{role}/{policy_name}"] = document
     if extracted.key_policy is not None:
         documents["key"] = extracted.key_policy
+    for service, document in extracted.interface_endpoints.items():
+        if document is not None:
+            documents[f"endpoint:{service}"] = document
     documents.update(load_control_policies(spec, base))
+    guardrails = guardrail_scps(spec)
+    if guardrails is not None:
+        documents[GUARDRAIL_POLICY_ID] = guardrails
     org_accounts = frozenset({spec.accounts.compute, spec.accounts.data}) if spec.organization_id else frozenset()
+    endpoint_ids = {}
+    if spec.network.sagemaker_api_endpoint_id is not None:
+        endpoint_ids["sagemaker.api"] = spec.network.sagemaker_api_endpoint_id
+    gateway = (
+        {"s3_gateway_endpoint_id": spec.network.s3_gateway_endpoint_id} if spec.network.s3_gateway_endpoint_id else {}
+    )
     return PolicySet(
         documents=documents,
         role_arns=role_arns,
         organization_id=spec.organization_id,
         organization_accounts=org_accounts,
+        vpc_id=spec.network.vpc_id,
+        interface_endpoint_ids=endpoint_ids,
+        **gateway,  # type: ignore[arg-type]
     )
 
 
@@ -376,8 +395,11 @@ def key_cases(spec: DeploymentSpec, context: MatrixContext) -> list[Case]:
             Case(
                 f"decrypt-outside-s3/{ref}",
                 "perimeter",
-                f"{ref} calls kms:Decrypt on the dataset key directly, not through S3",
-                KmsRequest(who, "kms:Decrypt", context.key_arn, context.key_aliases, None),
+                f"{ref} calls kms:Decrypt on the dataset key directly, not through S3, claiming the bucket's "
+                "encryption context (any caller can)",
+                KmsRequest(
+                    who, "kms:Decrypt", context.key_arn, context.key_aliases, None, s3_arn_context=spec.bucket_arn
+                ),
                 implicit(KMS_IDENTITY, KEY) if managed else implicit(KMS_IDENTITY),
                 why="the data key never leaves S3: kms:ViaService on both sides",
             ),
@@ -391,6 +413,24 @@ def key_cases(spec: DeploymentSpec, context: MatrixContext) -> list[Case]:
             ),
         ]
         if managed:
+            scratch = f"arn:aws:s3:::{spec.name}-scratch-{spec.accounts.compute}"
+            cases.append(
+                Case(
+                    f"key-for-another-bucket/{ref}",
+                    "perimeter",
+                    f"{ref} has S3 decrypt an object of another bucket ({scratch}) with the dataset key",
+                    KmsRequest(
+                        who,
+                        "kms:Decrypt",
+                        context.key_arn,
+                        context.key_aliases,
+                        context.via_service,
+                        s3_arn_context=scratch,
+                    ),
+                    implicit(KEY),
+                    why="the key serves the dataset bucket only (kms:EncryptionContext:aws:s3:arn)",
+                )
+            )
             cases.append(
                 Case(
                     f"other-data-account-key/{ref}",
@@ -789,6 +829,510 @@ def platform_cases(spec: DeploymentSpec) -> list[Case]:
     ]
 
 
+# ---- side channels around the access point path (issue 14) -----------------------------------
+
+SSE = "s3:x-amz-server-side-encryption"
+SSE_KEY = "s3:x-amz-server-side-encryption-aws-kms-key-id"
+SSE_C = "s3:x-amz-server-side-encryption-customer-algorithm"
+
+
+def encryption_cases(spec: DeploymentSpec, context: MatrixContext) -> list[Case]:
+    """Writers cannot choose their encryption: the dataset key, or nothing (the bucket default, the same key)."""
+    dataset = next((d for d in spec.data.datasets if d.writers), None)
+    if dataset is None:
+        return []
+    assert dataset.output_prefix is not None
+    ref = dataset.writers[0]
+    who = _role(spec, ref)
+    key = f"{dataset.output_prefix}shard-00001.bin"
+    write = _through_ap(spec, who, "s3:PutObject", dataset, key=key)
+    other_key = f"arn:aws:kms:{spec.region}:{spec.accounts.data}:key/0a0a0a0a-1b1b-2c2c-3d3d-4e4e4e4e4e4e"
+    tag = f"{dataset.name}/{ref}"
+
+    def headers(**values: str) -> tuple[tuple[str, str], ...]:
+        names = {"sse": SSE, "key": SSE_KEY, "customer": SSE_C}
+        return tuple((names[k], v) for k, v in values.items())
+
+    return [
+        Case(
+            f"write-with-dataset-key/{tag}",
+            "grant",
+            f"{ref} writes under {dataset.output_prefix} asking for SSE-KMS with the dataset key "
+            "(as CreateMultipartUpload does)",
+            replace(write, headers=headers(sse="aws:kms", key=context.key_arn)),
+            {},
+            why="naming the dataset key is what the bucket default does anyway",
+        ),
+        Case(
+            f"write-multipart-part/{tag}",
+            "grant",
+            f"{ref} uploads a part of a multipart upload (UploadPart: s3:PutObject without encryption headers)",
+            write,
+            {},
+            why="parts carry no encryption headers; the upload's key was fixed when it was created",
+        ),
+        Case(
+            f"write-with-other-key/{tag}",
+            "perimeter",
+            f"{ref} writes asking for SSE-KMS with another key of the data account",
+            replace(write, headers=headers(sse="aws:kms", key=other_key)),
+            merge(explicit(BUCKET, "DenyWritesWithOtherKey"), implicit(KMS_IDENTITY)),
+            why="objects another key encrypts would leave the dataset key's policy behind",
+        ),
+        Case(
+            f"write-with-aws-managed-key/{tag}",
+            "perimeter",
+            f"{ref} writes asking for SSE-KMS without a key id (S3 then uses the AWS managed key aws/s3)",
+            replace(write, headers=headers(sse="aws:kms")),
+            merge(explicit(BUCKET, "DenyWritesWithOtherKey"), implicit(KMS_IDENTITY)),
+            why="the AWS managed key has a policy nobody here wrote",
+        ),
+        Case(
+            f"write-with-sse-s3/{tag}",
+            "perimeter",
+            f"{ref} writes asking for SSE-S3 (AES256) instead of the dataset key",
+            replace(write, headers=headers(sse="AES256")),
+            explicit(BUCKET, "DenyWritesWithOtherEncryption", "DenyWritesWithOtherKey"),
+            why="SSE-S3 objects are readable by anyone S3 lets read them, with no key policy in the way",
+        ),
+        Case(
+            f"write-with-customer-key/{tag}",
+            "perimeter",
+            f"{ref} writes with a key of its own (SSE-C)",
+            replace(write, headers=headers(customer="AES256")),
+            explicit(BUCKET, "DenyWritesWithCustomerKeys"),
+            why="an SSE-C object is unreadable to everyone but the writer: ransom by encryption",
+        ),
+    ]
+
+
+def access_point_pinning_cases(spec: DeploymentSpec) -> list[Case]:
+    """The bucket delegates to the spec's access points by ARN; the access points to our gateway endpoint."""
+    dataset = next(d for d in spec.data.datasets if d.readers)
+    ref = dataset.readers[0]
+    reader = _role(spec, ref)
+    sample = f"{dataset.prefix}shard-00000.bin"
+    rogue = AccessPointTarget(f"arn:aws:s3:{spec.region}:{spec.accounts.data}:accesspoint/rogue-public", owned=False)
+    admin = Principal(
+        "compute admin (s3:*, kms:* on *)", f"arn:aws:iam::{spec.accounts.compute}:role/ops-admin", spec.organization_id
+    )
+    internet = Network(through_endpoint=False, origin="Internet")
+    cases = [
+        Case(
+            "new-data-account-access-point",
+            "perimeter",
+            f"{ref} reads through a new Internet-origin access point someone created in the data account",
+            S3Request(
+                reader, "s3:GetObject", spec.data.bucket_name, spec.accounts.data, key=sample, access_point=rogue
+            ).with_network(through_endpoint=False, origin="Internet"),
+            implicit(IDENTITY, BUCKET),
+            why="the bucket delegates to the spec's access point ARNs, not to every access point of its account",
+        ),
+        Case(
+            "new-data-account-access-point-by-admin",
+            "perimeter",
+            "a compute-account administrator reads through a new access point of the data account, from the Internet",
+            S3Request(
+                admin,
+                "s3:GetObject",
+                spec.data.bucket_name,
+                spec.accounts.data,
+                key=sample,
+                access_point=rogue,
+                network=internet,
+            ),
+            implicit(BUCKET, KEY),
+            why="the bucket alone stops an access point it does not name",
+        ),
+    ]
+    if spec.network.s3_gateway_endpoint_id is not None:
+        cases.append(
+            Case(
+                "other-s3-endpoint-in-the-vpc",
+                "perimeter",
+                f"{ref} reads through its access point via a second S3 endpoint in the VPC (with the default policy)",
+                _through_ap(spec, reader, "s3:GetObject", dataset, key=sample).with_network(
+                    through_endpoint=False, other_endpoint="vpce-0ffffffffffffffff"
+                ),
+                implicit(ACCESS_POINT),
+                why="aws:SourceVpce pins the access points to the gateway endpoint whose policy we wrote",
+            )
+        )
+    return cases
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One call through an interface endpoint: what the nodes do (allowed) or a way out (denied)."""
+
+    label: str
+    action: str
+    resource: str
+    account: str | None
+    resource_type: str | None
+    allowed: bool
+    context: tuple[tuple[str, str], ...] = ()
+    caller: str = "node"  # node, operator
+
+
+def _endpoint_calls(spec: DeploymentSpec) -> dict[str, list[_Call]]:
+    """Per interface endpoint with a policy: the calls the platform needs, and the ways out that must fail."""
+    region, compute, data, out = spec.region, spec.accounts.compute, spec.accounts.data, OUTSIDE_ACCOUNT
+    log_stream = "log-group:/aws/parallelcluster/{name}:log-stream:head-node"
+    cluster_stack = f"arn:aws:cloudformation:{region}:{{account}}:stack/{spec.name}-cluster/0a1b2c3d"
+    notebook = f"arn:aws:sagemaker:{region}:{{account}}:notebook-instance/{spec.name}"
+    calls: dict[str, list[_Call]] = {
+        "logs": [
+            _Call(
+                "puts its log events",
+                "logs:PutLogEvents",
+                f"arn:aws:logs:{region}:{compute}:" + log_stream.format(name=spec.name),
+                compute,
+                "log-stream",
+                True,
+            ),
+            _Call(
+                f"writes log events into a log group of account {out}",
+                "logs:PutLogEvents",
+                f"arn:aws:logs:{region}:{out}:" + log_stream.format(name="drop"),
+                out,
+                "log-stream",
+                False,
+            ),
+        ],
+        "monitoring": [
+            _Call("publishes metrics", "cloudwatch:PutMetricData", "*", compute, None, True),
+            _Call(
+                "reads the cluster's CloudWatch dashboard",
+                "cloudwatch:GetDashboard",
+                f"arn:aws:cloudwatch::{compute}:dashboard/{spec.name}-cluster-{region}",
+                compute,
+                "dashboard",
+                True,
+            ),
+            _Call(
+                f"reads a dashboard of account {out}",
+                "cloudwatch:GetDashboard",
+                f"arn:aws:cloudwatch::{out}:dashboard/drop",
+                out,
+                "dashboard",
+                False,
+            ),
+        ],
+        "sts": [
+            _Call(
+                "assumes a role of this deployment",
+                "sts:AssumeRole",
+                spec.role_arn("head-node"),
+                compute,
+                "role",
+                True,
+            ),
+            _Call(
+                f"assumes a role of account {out}",
+                "sts:AssumeRole",
+                f"arn:aws:iam::{out}:role/drop",
+                out,
+                "role",
+                False,
+            ),
+            _Call(
+                "assumes another role of the organization",
+                "sts:AssumeRole",
+                f"arn:aws:iam::{compute}:role/ops-admin",
+                compute,
+                "role",
+                False,
+            ),
+        ],
+        "kms": [
+            _Call(
+                "decrypts with a key of the data account",
+                "kms:Decrypt",
+                f"arn:aws:kms:{region}:{data}:key/0a0a0a0a-1b1b-2c2c-3d3d-4e4e4e4e4e4e",
+                data,
+                "key",
+                True,
+            ),
+            _Call(
+                f"encrypts with a key of account {out}",
+                "kms:Encrypt",
+                f"arn:aws:kms:{region}:{out}:key/5f5f5f5f-6a6a-7b7b-8c8c-9d9d9d9d9d9d",
+                out,
+                "key",
+                False,
+            ),
+        ],
+        "ecr.api": [
+            _Call("gets an ECR authorization token", "ecr:GetAuthorizationToken", "*", compute, None, True),
+            _Call(
+                "reads the manifest of the compute account's NeMo image",
+                "ecr:BatchGetImage",
+                f"arn:aws:ecr:{region}:{compute}:repository/{spec.name}/nemo",
+                compute,
+                "repository",
+                True,
+            ),
+            _Call(
+                f"pulls an image manifest from a repository of account {out}",
+                "ecr:BatchGetImage",
+                f"arn:aws:ecr:{region}:{out}:repository/tools",
+                out,
+                "repository",
+                False,
+            ),
+        ],
+        "ecr.dkr": [
+            _Call(
+                "pulls a layer of the compute account's NeMo image",
+                "ecr:GetDownloadUrlForLayer",
+                f"arn:aws:ecr:{region}:{compute}:repository/{spec.name}/nemo",
+                compute,
+                "repository",
+                True,
+            ),
+            _Call(
+                f"pushes a layer to a repository of account {out}",
+                "ecr:InitiateLayerUpload",
+                f"arn:aws:ecr:{region}:{out}:repository/drop",
+                out,
+                "repository",
+                False,
+            ),
+        ],
+        "cloudformation": [
+            _Call(
+                "signals its cluster stack",
+                "cloudformation:SignalResource",
+                cluster_stack.format(account=compute),
+                compute,
+                "stack",
+                True,
+            ),
+            _Call(
+                f"creates a stack in account {out} (data in its parameters)",
+                "cloudformation:CreateStack",
+                cluster_stack.format(account=out),
+                out,
+                "stack",
+                False,
+            ),
+        ],
+        "ec2": [
+            _Call(
+                "terminates a compute node of the cluster",
+                "ec2:TerminateInstances",
+                f"arn:aws:ec2:{region}:{compute}:instance/i-0123456789abcdef0",
+                compute,
+                "instance",
+                True,
+            ),
+            _Call(
+                "launches an Amazon-owned ParallelCluster AMI",
+                "ec2:RunInstances",
+                f"arn:aws:ec2:{region}::image/ami-0123456789abcdef0",
+                None,
+                "image",
+                True,
+                (("ec2:Owner", "amazon"),),
+            ),
+            _Call(
+                f"launches an AMI of account {out}",
+                "ec2:RunInstances",
+                f"arn:aws:ec2:{region}::image/ami-0fedcba9876543210",
+                out,
+                "image",
+                False,
+                (("ec2:Owner", out),),
+            ),
+        ],
+        "ssm": [
+            _Call(
+                "opens a session on a node (operator)",
+                "ssm:StartSession",
+                f"arn:aws:ec2:{region}:{compute}:instance/i-0123456789abcdef0",
+                compute,
+                "instance",
+                True,
+                caller="operator",
+            ),
+            _Call(
+                f"reads an SSM document of account {out}",
+                "ssm:GetDocument",
+                f"arn:aws:ssm:{region}:{out}:document/payload",
+                out,
+                "document",
+                False,
+            ),
+        ],
+    }
+    if spec.notebook.enabled:
+        calls["sagemaker.api"] = [
+            _Call(
+                "opens the notebook (presigned URL)",
+                "sagemaker:CreatePresignedNotebookInstanceUrl",
+                notebook.format(account=compute),
+                compute,
+                "notebook-instance",
+                True,
+                caller="operator",
+            ),
+            _Call(
+                f"opens a notebook of account {out}",
+                "sagemaker:CreatePresignedNotebookInstanceUrl",
+                notebook.format(account=out),
+                out,
+                "notebook-instance",
+                False,
+            ),
+        ]
+    return calls
+
+
+def _slug(text: str) -> str:
+    return "-".join("".join(c if c.isalnum() else " " for c in text.lower()).split())
+
+
+def interface_endpoint_cases(spec: DeploymentSpec, policies_present: frozenset[str]) -> list[Case]:
+    """Through each interface endpoint with a policy: the platform's calls pass, the ways out do not, credentials
+    of another organization do not, and AWS service principals acting for us do."""
+    org = spec.organization_id
+    node = Principal("cluster node (endpoint layer only)", spec.role_arn("cluster-node"), org)
+    operator_arn = (
+        spec.perimeter.operator_roles[0]
+        if spec.perimeter.operator_roles
+        else f"arn:aws:iam::{spec.accounts.compute}:role/{spec.name}-operator"
+    )
+    operator = Principal("operator role (endpoint layer only)", operator_arn, org)
+    intruder = Principal("other organization's role", f"arn:aws:iam::{OTHER_ORG_ACCOUNT}:role/intruder", OTHER_ORG_ID)
+    service_principal = Principal("an AWS service principal", "ec2.amazonaws.com", None, is_aws_service=True)
+    cases: list[Case] = []
+    for service, calls in _endpoint_calls(spec).items():
+        if f"endpoint:{service}" not in policies_present:
+            continue
+        for index, call in enumerate(calls):
+            who = operator if call.caller == "operator" else node
+
+            def request(principal: Principal, call: _Call = call, service: str = service) -> ApiRequest:
+                # An action without resource types acts in the caller's own account.
+                account = principal.account if call.resource == "*" and principal.account else call.account
+                return ApiRequest(
+                    principal, call.action, call.resource, account, service, call.resource_type, call.context
+                )
+
+            slug = f"{service}/{_slug(call.label)}"
+            cases.append(
+                Case(
+                    f"endpoint/{slug}",
+                    "endpoints",
+                    f"{who.label.split(' (')[0]} {call.label} through the {service} endpoint",
+                    request(who),
+                    {} if call.allowed else implicit(INTERFACE_ENDPOINT),
+                    why="what the platform needs" if call.allowed else "a way out of the organization",
+                )
+            )
+            if call.allowed:
+                cases.append(
+                    Case(
+                        f"endpoint-outside-credentials/{slug}",
+                        "endpoints",
+                        f"credentials of another organization: {call.label} through the {service} endpoint",
+                        request(intruder),
+                        implicit(INTERFACE_ENDPOINT),
+                        why="only the organization's principals use the VPC's endpoints",
+                    )
+                )
+            if index == 0:
+                cases.append(
+                    Case(
+                        f"endpoint-aws-service/{service}",
+                        "endpoints",
+                        f"an AWS service principal, acting for us: {call.label} through the {service} endpoint",
+                        request(service_principal),
+                        {},
+                        why="services that act on the caller's behalf carry no organization id",
+                    )
+                )
+    return cases
+
+
+def guardrail_cases(spec: DeploymentSpec, policies_present: frozenset[str]) -> list[Case]:
+    """The guardrail SCP (policies.guardrails), as the organization's principals meet it."""
+    if GUARDRAIL_POLICY_ID not in policies_present:
+        return []
+    org, region, compute, data = spec.organization_id, spec.region, spec.accounts.compute, spec.accounts.data
+    data_admin = Principal("data-account administrator", f"arn:aws:iam::{data}:role/storage-admin", org)
+    access_point = f"arn:aws:s3:{region}:{data}:accesspoint/new-dataset"
+
+    def create(origin: str) -> ApiRequest:
+        return ApiRequest(
+            data_admin,
+            "s3:CreateAccessPoint",
+            access_point,
+            data,
+            None,
+            "accesspoint",
+            (("s3:AccessPointNetworkOrigin", origin),),
+        )
+
+    cases = [
+        Case(
+            "guardrail-create-vpc-access-point",
+            "guardrails",
+            "the data account's administrator creates a VPC-origin access point",
+            create("VPC"),
+            {},
+            why="new datasets stay possible, VPC-only",
+        ),
+        Case(
+            "guardrail-create-internet-access-point",
+            "guardrails",
+            "the data account's administrator creates an Internet-origin access point",
+            create("Internet"),
+            explicit(SCP, "DenyAccessPointsOutsideVpc"),
+            why="no access point that the Internet can reach, on any bucket of the organization",
+        ),
+    ]
+    instance = f"arn:aws:ec2:{region}:{compute}:instance/i-0123456789abcdef0"
+    if spec.perimeter.operator_roles:
+        node = Principal("cluster node credentials", spec.role_arn("cluster-node"), org)
+        cases.append(
+            Case(
+                "guardrail-session-by-non-operator",
+                "guardrails",
+                "a role that is not an operator (the nodes' own credentials) opens an SSM session on a node",
+                ApiRequest(node, "ssm:StartSession", instance, compute, "ssm", "instance"),
+                explicit(SCP, "DenySessionsOnInstancesExceptOperators"),
+                why="a session is a shell inside the VPC with the node's credentials",
+            )
+        )
+    if spec.notebook.enabled and spec.network.vpc_id is not None:
+        operator = Principal(
+            "an operator, outside the VPC",
+            spec.perimeter.operator_roles[0] if spec.perimeter.operator_roles else f"arn:aws:iam::{compute}:role/ops",
+            org,
+        )
+        notebook = f"arn:aws:sagemaker:{region}:{compute}:notebook-instance/{spec.name}"
+        cases.append(
+            Case(
+                "guardrail-presigned-url-outside-vpc",
+                "guardrails",
+                "an operator asks for a presigned notebook URL from outside the VPC",
+                ApiRequest(
+                    operator,
+                    "sagemaker:CreatePresignedNotebookInstanceUrl",
+                    notebook,
+                    compute,
+                    None,
+                    "notebook-instance",
+                ),
+                explicit(SCP, "DenyPresignedNotebookUrlsOutsideVpc"),
+                why="the URL opens Jupyter (and the notebook role) from any browser that holds it",
+            )
+        )
+    return cases
+
+
 def _adjusted(case: Case, spec: DeploymentSpec) -> Case:
     """Expectations that depend on options of the spec rather than on the case itself."""
     denials = dict(case.denials)
@@ -842,14 +1386,24 @@ def wheelhouse_cases(spec: DeploymentSpec) -> list[Case]:
     ]
 
 
-def build_cases(spec: DeploymentSpec, context: MatrixContext) -> list[Case]:
+def build_cases(
+    spec: DeploymentSpec, context: MatrixContext, policies_present: frozenset[str] | None = None
+) -> list[Case]:
+    """Every case of `spec`. `policies_present`: the policy ids of the policy set (which interface endpoints
+    have a policy, whether the guardrail SCP is evaluated); by default those the spec implies."""
+    if policies_present is None:
+        policies_present = implied_policy_ids(spec)
     cases = [
         *dataset_cases(spec),
+        *encryption_cases(spec, context),
         *key_cases(spec, context),
         *dataset_perimeter_cases(spec),
         *perimeter_cases(spec),
+        *access_point_pinning_cases(spec),
         *platform_cases(spec),
         *wheelhouse_cases(spec),
+        *interface_endpoint_cases(spec, policies_present),
+        *guardrail_cases(spec, policies_present),
     ]
     cases = [_adjusted(case, spec) for case in cases]
     ids = [case.case_id for case in cases]
@@ -857,6 +1411,16 @@ def build_cases(spec: DeploymentSpec, context: MatrixContext) -> list[Case]:
     if duplicates:
         raise ValueError(f"duplicate case ids: {sorted(duplicates)}")
     return cases
+
+
+def implied_policy_ids(spec: DeploymentSpec) -> frozenset[str]:
+    """The interface endpoint and guardrail policy ids a deployment of `spec` has."""
+    from policies.interface_endpoints import interface_endpoint_policy, wanted_interface_endpoints
+
+    ids = {f"endpoint:{s}" for s in wanted_interface_endpoints(spec) if interface_endpoint_policy(spec, s) is not None}
+    if guardrail_scps(spec) is not None:
+        ids.add(GUARDRAIL_POLICY_ID)
+    return frozenset(ids)
 
 
 # ---- evaluation -----------------------------------------------------------------------------

@@ -7,7 +7,8 @@ finding and is acknowledged the same way (stacks/parts/nag.py), per construct an
   DataPerimeter-AP2   an S3 access point blocks all public access (all four settings)
   DataPerimeter-RP1   no Allow for a wildcard principal without a condition that scopes the caller,
                       in bucket, access point and key policies (one finding per statement)
-  DataPerimeter-VPCE1 the S3 gateway endpoint has its own policy, and none of its Allows is open-ended
+  DataPerimeter-VPCE1 every VPC endpoint (gateway or interface) has its own policy, unless its service takes
+                      none (policies.interface_endpoints.POLICYLESS), and none of its Allows is open-ended
   DataPerimeter-VPCE2 the S3 gateway endpoint policy lists the access points (and their bucket)
   DataPerimeter-EC1   security-group egress goes only to declared destinations: security groups,
                       the spec's S3 and DynamoDB prefix lists, the VPC's CIDR, the internet only
@@ -37,6 +38,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from cdk_nag import IApplyRule, NagMessageLevel, NagPack, NagRuleCompliance
 from constructs import IConstruct
 
+from policies.interface_endpoints import POLICYLESS
 from spec import DeploymentSpec
 
 PACK_NAME = "DataPerimeter"
@@ -92,9 +94,14 @@ def is_wildcard_principal(statement: Mapping[str, Any]) -> bool:
 
 
 def scopes_the_caller(statement: Mapping[str, Any]) -> bool:
-    """Whether a condition limits who the statement admits (a positive match on a caller key)."""
+    """Whether a condition limits who the statement admits (a positive match on a caller key, or AWS
+    service principals only)."""
     for operator, block in (statement.get("Condition") or {}).items():
         base = str(operator).lower().split(":")[-1]
+        if base == "bool" and isinstance(block, dict):
+            flag = {k.lower(): v for k, v in block.items()}.get("aws:principalisawsservice")
+            if flag is not None and all(str(v).lower() == "true" for v in _as_list(flag)):
+                return True
         if base not in _POSITIVE_OPERATORS or not isinstance(block, dict):
             continue
         for key, values in block.items():
@@ -168,11 +175,23 @@ def _open_ended(statement: Mapping[str, Any]) -> bool:
     return "NotResource" in statement or any(r in everything for r in resources)
 
 
+def _endpoint_service(node: ec2.CfnVPCEndpoint) -> str:
+    """The last part of the service name: 's3', 'logs', 'ecr.api', 'notebook'."""
+    service = _resolve(node, node.service_name)
+    if not isinstance(service, str):
+        return ""
+    parts = service.split(".")
+    # com.amazonaws.<region>.<service...> and aws.sagemaker.<region>.<service...>
+    return ".".join(parts[3:]) if len(parts) > 3 else parts[-1]
+
+
 def endpoint_policy_is_bounded(node: CfnResource) -> RuleResult:
-    if not _s3_gateway(node):
+    if not isinstance(node, ec2.CfnVPCEndpoint):
         return NagRuleCompliance.NOT_APPLICABLE
-    document = _resolve(node, node.policy_document)  # type: ignore[union-attr]
+    document = _resolve(node, node.policy_document)
     if not _statements(document):
+        if (node.vpc_endpoint_type or "Gateway") == "Interface" and _endpoint_service(node) in POLICYLESS:
+            return NagRuleCompliance.COMPLIANT  # the service takes no endpoint policy
         return NagRuleCompliance.NON_COMPLIANT  # the default policy allows everything
     open_ended = [
         _sid(statement, index)
@@ -363,8 +382,8 @@ def rules_for(spec: DeploymentSpec | None) -> list[RuleSpec]:
         ),
         (
             "VPCE1",
-            "The S3 gateway endpoint policy is the default or allows open-ended access.",
-            "The endpoint is the VPC's only way to S3: it must name the buckets and access points it serves.",
+            "The VPC endpoint policy is the default or allows open-ended access.",
+            "An endpoint is the VPC's way to a service: it must bound the principals and resources it serves.",
             endpoint_policy_is_bounded,
         ),
         (

@@ -17,7 +17,7 @@ from pathlib import Path
 from policies.extract import ExtractedPolicies, ExtractionError, drift_from_builders, extract_from_assembly
 from policies.harness.engine import ALLOWED, Engine, EngineError
 from policies.harness.layers import LAYER_ORDER
-from policies.harness.model import KmsRequest, S3Request
+from policies.harness.model import ApiRequest, KmsRequest, S3Request
 from policies.matrix import Case, CaseResult, build_cases, evaluate, matrix_context, policy_set
 from policies.mutations import MutationReport
 from policies.mutations import run as run_mutations
@@ -27,12 +27,15 @@ GROUP_TITLES = {
     "grant": "Dataset grants and their nearest denials",
     "perimeter": "Perimeter threats",
     "platform": "What the nodes need through the endpoint, and where it stops",
+    "endpoints": "Interface endpoints: what the platform calls, and the ways out they close",
+    "guardrails": "Guardrail SCPs (policies/guardrails.py)",
 }
 LAYER_NOTES = {
     "identity": "the caller's identity policies (compute account), on the requested ARN",
     "scp": "the organization's service control policies (spec perimeter.scps)",
     "endpoint": "the S3 gateway endpoint policy, on the requested ARN",
     "endpoint-bucket": "the same endpoint policy, on the bucket ARN behind an access point",
+    "interface-endpoint": "the policy of the interface endpoint a call to another service passes (logs, ecr, sts, ...)",
     "access-point": "the access point policy (data account)",
     "bucket": "the bucket policy, on the bucket ARN (access point keys decided by the harness)",
     "rcp": "the organization's resource control policies (spec perimeter.rcps)",
@@ -49,16 +52,24 @@ def _target(case: Case) -> str:
     request = case.request
     if isinstance(request, KmsRequest):
         via = f" via {request.via_service}" if request.via_service else " (direct)"
-        return f"`{request.key_arn.rsplit(':', 1)[-1]}`{via}"
+        context = f", for `{request.s3_arn_context}`" if request.s3_arn_context else ""
+        return f"`{request.key_arn.rsplit(':', 1)[-1]}`{via}{context}"
+    if isinstance(request, ApiRequest):
+        path = f"the {request.endpoint} endpoint" if request.endpoint else "no VPC endpoint"
+        extra = "".join(f", {k} = `{v}`" for k, v in request.context)
+        return f"`{request.resource}` through {path}{extra}"
     assert isinstance(request, S3Request)
     where = f"`{request.key}`" if request.key is not None else f"prefix `{request.list_prefix or ''}`"
+    where += "".join(f" ({k.removeprefix('s3:x-amz-')}: `{v}`)" for k, v in request.headers)
     through = f"access point `{request.access_point.name}`" if request.access_point else f"bucket `{request.bucket}`"
     network = []
     if not request.network.tls:
         network.append("no TLS")
     if request.network.origin != "VPC":
         network.append(f"{request.network.origin} origin")
-    if not request.network.through_endpoint:
+    if request.network.other_endpoint is not None:
+        network.append(f"through another S3 endpoint `{request.network.other_endpoint}`")
+    elif not request.network.through_endpoint:
         network.append("not through the VPC endpoint")
     suffix = f" ({', '.join(network)})" if network else ""
     return f"{where} through {through}{suffix}"

@@ -35,6 +35,7 @@ _VPC_ID_RE = re.compile(r"^vpc-[0-9a-f]{8}(?:[0-9a-f]{9})?$")
 _SUBNET_ID_RE = re.compile(r"^subnet-[0-9a-f]{8}(?:[0-9a-f]{9})?$")
 _RTB_ID_RE = re.compile(r"^rtb-[0-9a-f]{8}(?:[0-9a-f]{9})?$")
 _PREFIX_LIST_RE = re.compile(r"^pl-[0-9a-f]{8}(?:[0-9a-f]{9})?$")
+_VPCE_ID_RE = re.compile(r"^vpce-[0-9a-f]{8}(?:[0-9a-f]{9})?$")
 _AZ_RE = re.compile(r"^(?P<region>[a-z]{2}(?:-[a-z]+)+-\d)[a-z]$")
 CLOUDWATCH_RETENTION_DAYS = frozenset(
     {1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653}
@@ -149,6 +150,25 @@ class NetworkSpec(StrictModel):
         Field(default=None, description="Overrides the pinned per-region table (needed with a cluster).")
     )
     flow_log_retention_days: int = Field(default=90, description="VPC flow log retention (a CloudWatch value).")
+    s3_gateway_endpoint_id: (
+        Annotated[str, matches(_VPCE_ID_RE, "a VPC endpoint id such as vpce-0123456789abcdef0")] | None
+    ) = Field(
+        default=None,
+        description=(
+            "The S3GatewayEndpointId output of the network stack (two-phase deploy, like vpc_id). When set, the "
+            "access point policies also require aws:SourceVpce, so a second S3 endpoint in the VPC (one without "
+            "our endpoint policy) reaches no dataset; until then synth warns what it would add."
+        ),
+    )
+    sagemaker_api_endpoint_id: (
+        Annotated[str, matches(_VPCE_ID_RE, "a VPC endpoint id such as vpce-0123456789abcdef0")] | None
+    ) = Field(
+        default=None,
+        description=(
+            "The SageMakerApiEndpointId output of the network stack: the guardrail SCP then allows presigned notebook "
+            "URLs only through this endpoint (aws:SourceVpce); until then only from the VPC (aws:SourceVpc)."
+        ),
+    )
 
     @field_validator("availability_zone")
     @classmethod
@@ -230,7 +250,12 @@ class DataSpec(StrictModel):
     noncurrent_version_days: int = Field(
         default=30, ge=1, le=3650, description="Days a replaced or deleted object version is kept."
     )
-    access_log_days: int = Field(default=365, ge=1, le=3650, description="Days server access logs are kept.")
+    access_log_days: int = Field(
+        default=1096,
+        ge=90,
+        le=3650,
+        description="Days server access logs are kept (a deleted or overwritten log stays recoverable as long).",
+    )
 
     @property
     def log_bucket_name(self) -> str:
@@ -272,6 +297,23 @@ class PerimeterSpec(StrictModel):
     rcps: list[PolicySource] = Field(
         default_factory=list,
         description="Resource control policies over the data account; the policy tests evaluate them as a layer.",
+    )
+    guardrail_scps: bool = Field(
+        default=True,
+        description=(
+            "Evaluate this repo's guardrail SCPs (policies/guardrails.py: VPC-only access points, presigned notebook "
+            "URLs only from the VPC, SSM sessions on the nodes only for operator_roles) as a layer of the matrix. "
+            "`python -m policies.guardrails` prints them for the organization's administrators to attach."
+        ),
+    )
+    operator_roles: list[Annotated[str, matches(_ROLE_ARN_RE, "an IAM role ARN arn:aws:iam::ACCOUNT:role/NAME")]] = (
+        Field(
+            default_factory=list,
+            description=(
+                "Roles that may open SSM sessions on the compute account's instances (guardrail SCP). Empty: the "
+                "guardrail leaves sessions to IAM and says so."
+            ),
+        )
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import Annotations, CfnOutput, Stack
 from constructs import Construct
 
 from spec import DeploymentSpec
@@ -24,5 +24,13 @@ class DataStack(Stack):
             )
             access_point.node.add_dependency(storage.policy)
             CfnOutput(self, f"AccessPointArn{dataset.name.title().replace('-', '')}", value=access_point.arn)
+        if spec.network.s3_gateway_endpoint_id is None:
+            # The same two-phase step as network.vpc_id; until then the access points accept any S3 endpoint
+            # of the VPC, including one without our endpoint policy.
+            Annotations.of(self).add_warning_v2(
+                "llm:access-points-without-source-vpce",
+                "network.s3_gateway_endpoint_id is unset: once it is set (the network stack's S3GatewayEndpointId "
+                "output), every access point statement also requires StringEquals aws:SourceVpce = that endpoint",
+            )
         CfnOutput(self, "BucketName", value=storage.bucket.bucket_name)
         CfnOutput(self, "KeyArn", value=key.key.key_arn)

@@ -31,3 +31,8 @@ class NetworkStack(Stack):
         CfnOutput(self, "VpcId", value=self.network.vpc.vpc_id)
         CfnOutput(self, "ComputeSubnetId", value=self.network.compute_subnets[0].subnet_id)
         CfnOutput(self, "ClusterSecurityGroupId", value=self.security_groups.cluster.security_group_id)
+        # Phase two also copies these (network.s3_gateway_endpoint_id, network.sagemaker_api_endpoint_id).
+        CfnOutput(self, "S3GatewayEndpointId", value=self.endpoints.s3.ref)
+        if "sagemaker.api" in self.endpoints.interface_endpoints:
+            sagemaker_api = self.endpoints.interface_endpoints["sagemaker.api"]
+            CfnOutput(self, "SageMakerApiEndpointId", value=sagemaker_api.vpc_endpoint_id)

@@ -80,23 +80,38 @@ async function evaluate(entry) {
   if (response.resultType === 'error') {
     return { id: entry.id, resultType: 'error', errors: response.errors }
   }
-  if (response.resultType === 'wildcard' && entry.wildcard === true) {
-    // A call on "*" for an action whose resource types are all optional (cloudwatch:PutMetricData): the
-    // engine answers it as a set; the caller asked for the overall decision only.
-    return { id: entry.id, resultType: 'single', overallResult: response.overallResult, analyses: {} }
-  }
-  if (response.resultType !== 'single') {
+  // An action without resource types (cloudwatch:PutMetricData, ecr:GetAuthorizationToken) is asked
+  // about the resource "*": the engine answers it as a wildcard request with exactly one result.
+  // A denied one comes back with no result at all: its verdict is the overall one, with no statement named
+  // (no Deny statement of ours names such an action).
+  const resourceless =
+    response.resultType === 'wildcard' && entry.simulation.request.resource.resource === '*' && response.results.length <= 1
+  if (response.resultType !== 'single' && !resourceless) {
     // A wildcard in the request resource would fan out into several simulations: the harness
     // always asks about one concrete resource, so this is a harness bug.
     return { id: entry.id, resultType: response.resultType, errors: { message: 'request resource is not concrete' } }
   }
-  const analysis = response.result.analysis
+  if (resourceless && response.results.length === 0) {
+    const verdict = { result: response.overallResult, allow: [], deny: [], nearMisses: [] }
+    return {
+      id: entry.id,
+      resultType: 'single',
+      overallResult: response.overallResult,
+      ignoredContextKeys: [],
+      resourceType: null,
+      blockedBy: [],
+      analyses: { identity: verdict, resource: verdict, endpoint: verdict, scp: verdict, rcp: verdict }
+    }
+  }
+  const result = resourceless ? response.results[0] : response.result
+  const analysis = result.analysis
   return {
     id: entry.id,
     resultType: 'single',
     overallResult: response.overallResult,
-    ignoredContextKeys: response.result.ignoredContextKeys ?? [],
-    resourceType: response.result.resourceType ?? null,
+    ignoredContextKeys: result.ignoredContextKeys ?? [],
+    // The engine names some type for a resourceless action ("dataset" for cloudwatch:PutMetricData): none.
+    resourceType: resourceless ? null : result.resourceType ?? null,
     blockedBy: analysis.blockedBy ?? [],
     discovery:
       mode === 'Discovery'

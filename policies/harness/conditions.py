@@ -1,5 +1,8 @@
 """The conditions the engine cannot see, decided by the harness in the open.
 
+Two gaps: the access point keys on bucket resources (below), and KMS's encryption context key
+kms:EncryptionContext:aws:s3:arn on key resources (the engine recognizes variable keys only after a '/').
+
 iam-simulate drops s3:DataAccessPointAccount, s3:DataAccessPointArn and s3:AccessPointNetworkOrigin
 from a request on a bucket or bucket object (it reports them in `ignoredContextKeys`), so every
 condition on them would fail and the bucket policy's delegation to the access points would look
@@ -35,7 +38,14 @@ def is_bucket_resource(resource: str) -> bool:
     return resource.startswith("arn:aws:s3:::")
 
 
+# The engine matches variable condition keys only at a '/' (aws:PrincipalTag/x); KMS's encryption context
+# keys vary after a ':' (kms:EncryptionContext:aws:s3:arn), so it drops them on every KMS request.
+ENGINE_BLIND_KMS_KEYS: frozenset[str] = frozenset({"kms:encryptioncontext:aws:s3:arn"})
+
+
 def blind_keys_for(resource: str) -> frozenset[str]:
+    if resource.startswith("arn:aws:kms:"):
+        return ENGINE_BLIND_KMS_KEYS
     return ENGINE_BLIND_BUCKET_KEYS if is_bucket_resource(resource) else frozenset()
 
 

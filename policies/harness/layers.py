@@ -13,6 +13,8 @@ Layers of an S3 request through an access point of the dataset bucket:
   kms-identity     the caller's identity policies, on the kms call S3 makes for it
   key              the key policy, on that kms call
   scp / rcp        the organization's control policies, when the spec gives any
+A call to another service (ApiRequest) has the interface endpoint's policy as its layer
+(interface-endpoint), and the SCPs for principals of the organization.
 Layers whose policy is not ours (another account's identity, access point or bucket) are not
 evaluated: they are assumed to allow, the worst case.
 """
@@ -44,7 +46,7 @@ from policies.harness.engine import (
     PolicyAnalysis,
     simulation_key,
 )
-from policies.harness.model import KmsRequest, PolicyDocument, PolicySet, Request, S3Request
+from policies.harness.model import ApiRequest, KmsRequest, PolicyDocument, PolicySet, Request, S3Request
 
 NEUTRAL_IDENTITY: PolicyDocument = {
     "Version": "2012-10-17",
@@ -83,6 +85,7 @@ PRUNE_STATEMENTS = True
 IDENTITY = "identity"
 ENDPOINT = "endpoint"
 ENDPOINT_BUCKET = "endpoint-bucket"
+INTERFACE_ENDPOINT = "interface-endpoint"
 ACCESS_POINT = "access-point"
 BUCKET = "bucket"
 KMS_IDENTITY = "kms-identity"
@@ -94,6 +97,7 @@ LAYER_ORDER: tuple[str, ...] = (
     SCP,
     ENDPOINT,
     ENDPOINT_BUCKET,
+    INTERFACE_ENDPOINT,
     ACCESS_POINT,
     BUCKET,
     RCP,
@@ -106,6 +110,7 @@ _ANALYSIS_OF: dict[str, str] = {
     KMS_IDENTITY: "identity",
     ENDPOINT: "endpoint",
     ENDPOINT_BUCKET: "endpoint",
+    INTERFACE_ENDPOINT: "endpoint",
     ACCESS_POINT: "resource",
     BUCKET: "resource",
     KEY: "resource",
@@ -132,7 +137,7 @@ class Layer:
     simulation: dict[str, Any]
     decided: tuple[Decided, ...]  # conditions the harness decided (engine-blind keys)
     expected_ignored: frozenset[str]
-    expected_resource_type: str
+    expected_resource_type: str | None
 
     @cached_property
     def key(self) -> str:
@@ -226,6 +231,7 @@ def _layer(
     resource: str,
     resource_account: str,
     context: Mapping[str, ContextValue],
+    resource_type: str | bool | None = False,
     **policies: Any,
 ) -> Layer:
     """One layer. Each document is first reduced to what can bear on this request: on a bucket
@@ -263,7 +269,8 @@ def _layer(
         simulation=_simulation(request, action, resource, resource_account, context, **policies),
         decided=tuple(decided),
         expected_ignored=expected_ignored_keys(resource, context),
-        expected_resource_type=_RESOURCE_TYPES[_resource_kind(resource)],
+        # False: derived from the ARN (S3 and KMS); otherwise the request's own (None for no resource type).
+        expected_resource_type=_RESOURCE_TYPES[_resource_kind(resource)] if resource_type is False else resource_type,
     )
 
 
@@ -274,6 +281,11 @@ def s3_context(request: S3Request, resource_account: str, policies: PolicySet) -
     resource_org = policies.resource_org_id(resource_account)
     if resource_org is not None:
         context["aws:ResourceOrgID"] = resource_org
+    if request.network.through_endpoint:
+        context["aws:SourceVpce"] = policies.s3_gateway_endpoint_id
+    elif request.network.other_endpoint is not None:
+        context["aws:SourceVpce"] = request.network.other_endpoint
+    context.update(dict(request.headers))
     if request.access_point is not None:
         context["s3:DataAccessPointAccount"] = request.access_point.account
         context["s3:DataAccessPointArn"] = request.access_point.arn
@@ -296,7 +308,52 @@ def kms_context(request: KmsRequest, policies: PolicySet) -> dict[str, ContextVa
         context["kms:ViaService"] = request.via_service
     if request.key_aliases:
         context["kms:ResourceAliases"] = list(request.key_aliases)
+    if request.s3_arn_context is not None:
+        context["kms:EncryptionContext:aws:s3:arn"] = request.s3_arn_context
     return context
+
+
+def api_context(request: ApiRequest, policies: PolicySet) -> dict[str, ContextValue]:
+    context: dict[str, ContextValue] = dict(request.principal.context())
+    context["aws:SecureTransport"] = "true"
+    if request.resource_account is not None:
+        context["aws:ResourceAccount"] = request.resource_account
+        resource_org = policies.resource_org_id(request.resource_account)
+        if resource_org is not None:
+            context["aws:ResourceOrgID"] = resource_org
+    if request.endpoint is not None:
+        context["aws:SourceVpce"] = policies.interface_endpoint_id(request.endpoint)
+        if policies.vpc_id is not None:
+            context["aws:SourceVpc"] = policies.vpc_id
+    context.update(dict(request.context))
+    return context
+
+
+def api_layers(request: ApiRequest, policies: PolicySet) -> list[Layer]:
+    """The interface endpoint the call passes, and the SCPs of its principal's organization. The caller's
+    identity policies and the resource's policy are not ours here: assumed to allow (the worst case)."""
+    context = api_context(request, policies)
+    account = request.resource_account or ""
+    layers: list[Layer] = []
+    if request.endpoint is not None:
+        policy_id = f"endpoint:{request.endpoint}"
+        endpoint = policies.documents.get(policy_id)
+        if endpoint is not None:
+            layers.append(
+                _layer(
+                    INTERFACE_ENDPOINT,
+                    (policy_id,),
+                    request,
+                    request.action,
+                    request.resource,
+                    account,
+                    context,
+                    request.resource_type,
+                    endpoint=endpoint,
+                )
+            )
+    scp = _scp_layer(request, policies, request.resource, account, context, request.resource_type)
+    return [*layers, *([scp] if scp else [])]
 
 
 def _identity(policies: PolicySet, request: Request) -> list[tuple[str, PolicyDocument]] | None:
@@ -367,21 +424,9 @@ def s3_layers(request: S3Request, policies: PolicySet) -> list[Layer]:
                 resource_policy=policies.documents["bucket"],
             )
         )
-    scps = policies.control_policies("scp")
-    if scps and request.principal.org_id == org and org is not None:
-        layers.append(
-            _layer(
-                SCP,
-                _ids(policies, "scp"),
-                request,
-                request.action,
-                resource,
-                account,
-                context,
-                scps=scps,
-                organization_id=org,
-            )
-        )
+    scp = _scp_layer(request, policies, resource, account, context)
+    if scp is not None:
+        layers.append(scp)
     rcps = policies.control_policies("rcp")
     if rcps and request.ours and org is not None:
         layers.append(
@@ -398,6 +443,33 @@ def s3_layers(request: S3Request, policies: PolicySet) -> list[Layer]:
             )
         )
     return layers
+
+
+def _scp_layer(
+    request: Request,
+    policies: PolicySet,
+    resource: str,
+    account: str,
+    context: Mapping[str, ContextValue],
+    resource_type: str | bool | None = False,
+) -> Layer | None:
+    """The organization's SCPs, for a principal of the organization (None when there are none to apply)."""
+    org = policies.organization_id
+    scps = policies.control_policies("scp")
+    if not scps or org is None or request.principal.org_id != org:
+        return None
+    return _layer(
+        SCP,
+        _ids(policies, "scp"),
+        request,
+        request.action,
+        resource,
+        account,
+        context,
+        resource_type,
+        scps=scps,
+        organization_id=org,
+    )
 
 
 def _ids(policies: PolicySet, kind: str) -> tuple[str, ...]:
@@ -437,21 +509,9 @@ def kms_layers(request: KmsRequest, policies: PolicySet) -> list[Layer]:
             )
         )
     org = policies.organization_id
-    scps = policies.control_policies("scp")
-    if scps and request.principal.org_id == org and org is not None:
-        layers.append(
-            _layer(
-                f"{SCP}",
-                _ids(policies, "scp"),
-                request,
-                request.action,
-                request.key_arn,
-                request.key_account,
-                context,
-                scps=scps,
-                organization_id=org,
-            )
-        )
+    scp = _scp_layer(request, policies, request.key_arn, request.key_account, context)
+    if scp is not None:
+        layers.append(scp)
     rcps = policies.control_policies("rcp")
     if rcps and request.ours and org is not None:
         layers.append(
@@ -471,11 +531,26 @@ def kms_layers(request: KmsRequest, policies: PolicySet) -> list[Layer]:
 
 
 def kms_call_for(request: S3Request, key_arn: str, key_aliases: tuple[str, ...], via_service: str) -> KmsRequest | None:
-    """The call S3 makes to KMS for the caller: Decrypt to read, GenerateDataKey to write."""
+    """The call S3 makes to KMS for the caller: Decrypt to read, GenerateDataKey to write (with the key the
+    request names, else the bucket's default: the dataset key). SSE-S3 and SSE-C writes call no KMS key."""
     kms_action = {"s3:GetObject": "kms:Decrypt", "s3:PutObject": "kms:GenerateDataKey"}.get(request.action)
     if kms_action is None or not request.ours or request.key is None:
         return None
-    return KmsRequest(request.principal, kms_action, key_arn, key_aliases, via_service)
+    if request.header("s3:x-amz-server-side-encryption-customer-algorithm") is not None:
+        return None
+    if request.header("s3:x-amz-server-side-encryption") not in (None, "aws:kms"):
+        return None
+    bucket = f"arn:aws:s3:::{request.bucket}"  # the encryption context with Bucket Keys
+    named = request.header("s3:x-amz-server-side-encryption-aws-kms-key-id")
+    if named is None and request.header("s3:x-amz-server-side-encryption") == "aws:kms":
+        # SSE-KMS without a key id: S3 uses the AWS managed key aws/s3 of the bucket's account.
+        aws_s3 = f"arn:aws:kms:{key_arn.split(':')[3]}:{request.bucket_account}:key/aws-managed-s3"
+        return KmsRequest(
+            request.principal, kms_action, aws_s3, ("alias/aws/s3",), via_service, ours=False, s3_arn_context=bucket
+        )
+    if named is not None and named != key_arn:
+        return KmsRequest(request.principal, kms_action, named, (), via_service, ours=False, s3_arn_context=bucket)
+    return KmsRequest(request.principal, kms_action, key_arn, key_aliases, via_service, s3_arn_context=bucket)
 
 
 def layers_for(
@@ -483,6 +558,8 @@ def layers_for(
 ) -> list[Layer]:
     if isinstance(request, KmsRequest):
         return kms_layers(request, policies)
+    if isinstance(request, ApiRequest):
+        return api_layers(request, policies)
     layers = s3_layers(request, policies)
     kms_call = kms_call_for(request, key_arn, key_aliases, via_service)
     if kms_call is not None:

@@ -46,6 +46,8 @@ class Network:
     through_endpoint: bool = True
     origin: str = "VPC"
     tls: bool = True
+    # The S3 endpoint a request not through ours passed (aws:SourceVpce): a second S3 endpoint in the VPC.
+    other_endpoint: str | None = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,11 @@ class S3Request:
     access_point: AccessPointTarget | None = None
     network: Network = field(default_factory=Network)
     ours: bool = True  # the dataset bucket: its policy and key are ours to evaluate
+    # Request headers S3 exposes as condition keys (s3:x-amz-server-side-encryption, ...), as (key, value).
+    headers: tuple[tuple[str, str], ...] = ()
+
+    def header(self, key: str) -> str | None:
+        return dict(self.headers).get(key)
 
     @property
     def bucket_resource(self) -> str:
@@ -106,13 +113,31 @@ class KmsRequest:
     key_aliases: tuple[str, ...]
     via_service: str | None
     ours: bool = True  # the dataset key: its policy is ours to evaluate
+    # kms:EncryptionContext:aws:s3:arn of a call S3 makes (the bucket, with Bucket Keys); None when direct.
+    s3_arn_context: str | None = None
 
     @property
     def key_account(self) -> str:
         return self.key_arn.split(":")[4]
 
 
-Request = S3Request | KmsRequest
+@dataclass(frozen=True)
+class ApiRequest:
+    """A call to another service than S3 (logs, ecr, sts, ...), through the compute VPC's interface endpoint
+    for `endpoint` (None: not through the VPC). `resource_account` None: a resource AWS owns (an Amazon AMI,
+    an AWS-owned SSM document), which belongs to no organization. `resource_type`: what the engine must
+    read the resource as."""
+
+    principal: Principal
+    action: str
+    resource: str  # an ARN, or "*" for an action without resource types
+    resource_account: str | None
+    endpoint: str | None
+    resource_type: str | None
+    context: tuple[tuple[str, str], ...] = ()
+
+
+Request = S3Request | KmsRequest | ApiRequest
 
 
 @dataclass(frozen=True)
@@ -127,6 +152,14 @@ class PolicySet:
     role_arns: Mapping[str, str]  # role name -> ARN (the identity documents belong to these roles)
     organization_id: str | None
     organization_accounts: frozenset[str] = frozenset()  # accounts known to be in the organization
+    # aws:SourceVpce of requests through the VPC's S3 gateway endpoint, and aws:SourceVpc of the VPC.
+    s3_gateway_endpoint_id: str = "vpce-s3gateway0000000"
+    vpc_id: str | None = None
+    interface_endpoint_ids: Mapping[str, str] = field(default_factory=dict)  # service -> its endpoint id
+
+    def interface_endpoint_id(self, service: str) -> str:
+        """The endpoint's id: the spec's where known, else a stand-in of the endpoint id's shape."""
+        return self.interface_endpoint_ids.get(service, "vpce-" + service.replace(".", "")[:17].ljust(17, "0"))
 
     def resource_org_id(self, account: str) -> str | None:
         return self.organization_id if account in self.organization_accounts else None

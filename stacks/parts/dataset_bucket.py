@@ -35,7 +35,9 @@ class DatasetBucket(Construct):
                 s3.LifecycleRule(
                     id="expire-access-logs",
                     expiration=Duration.days(spec.data.access_log_days),
-                    noncurrent_version_expiration=Duration.days(1),
+                    # A log deleted or overwritten by someone covering tracks stays recoverable as long as
+                    # the log itself would have been kept.
+                    noncurrent_version_expiration=Duration.days(spec.data.access_log_days),
                 )
             ],
             removal_policy=RemovalPolicy.RETAIN,
@@ -67,11 +69,12 @@ class DatasetBucket(Construct):
             ],
             removal_policy=RemovalPolicy.RETAIN,
         )
-        # The bucket policy is exactly policies.bucket_policy(spec): TLS deny, delegation to the
-        # access points of this account, the organization perimeter; it grants nothing else.
+        # The bucket policy is exactly policies.bucket_policy(spec, key ARN): TLS deny, delegation to the
+        # spec's access points, the dataset key on every write, the organization perimeter; it grants
+        # nothing else.
         # The bucket is named by its literal name, as in the policy's ARNs (and as cdk-nag matches them);
         # the explicit dependency replaces the one a Ref would have given.
         self.policy = s3.CfnBucketPolicy(
-            self, "Policy", bucket=spec.data.bucket_name, policy_document=bucket_policy(spec)
+            self, "Policy", bucket=spec.data.bucket_name, policy_document=bucket_policy(spec, key.key_arn)
         )
         self.policy.add_resource_dependency(self.bucket.node.default_child)  # type: ignore[arg-type]

@@ -6,26 +6,8 @@ from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from policies import dynamodb_endpoint_policy, gateway_endpoint_policy
+from policies.interface_endpoints import interface_endpoint_policy, wanted_interface_endpoints
 from spec import DeploymentSpec
-
-# Interface endpoints every node needs without internet, and why.
-BASE_INTERFACE_ENDPOINTS: dict[str, str] = {
-    "ssm": "Session Manager and Run Command (the way in; no SSH, no bastion)",
-    "ssmmessages": "Session Manager data channel",
-    "ec2messages": "Run Command message delivery",
-    "logs": "CloudWatch Logs (ParallelCluster and job logs)",
-    "monitoring": "CloudWatch metrics from the nodes",
-    "sts": "role credentials for the SDKs",
-    "kms": "KMS for encrypted volumes and dataset keys",
-    "ecr.api": "ECR authorization for container pulls",
-    "ecr.dkr": "ECR registry for container pulls (pyxis/enroot)",
-    "cloudformation": "ParallelCluster's node bootstrap reads the cluster stack",
-    "ec2": "ParallelCluster's node daemons launch and describe instances",
-}
-NOTEBOOK_INTERFACE_ENDPOINTS: dict[str, str] = {
-    "sagemaker.api": "SageMaker API from the notebook",
-    "notebook": "SageMaker notebook UI (aws.sagemaker.<region>.notebook)",
-}
 
 
 def _service(name: str, region: str) -> ec2.IInterfaceVpcEndpointService:
@@ -63,11 +45,8 @@ class VpcEndpoints(Construct):
         self.s3 = gateway("S3Gateway", "s3", gateway_endpoint_policy(spec))
         # ParallelCluster keeps its cluster state in DynamoDB; a gateway endpoint is free.
         self.dynamodb = gateway("DynamoDbGateway", "dynamodb", dynamodb_endpoint_policy(spec))
-        wanted = dict(BASE_INTERFACE_ENDPOINTS)
-        if spec.notebook.enabled:
-            wanted.update(NOTEBOOK_INTERFACE_ENDPOINTS)
         self.interface_endpoints: dict[str, ec2.InterfaceVpcEndpoint] = {}
-        for name in wanted:
+        for name in wanted_interface_endpoints(spec):
             construct_name = "".join(part.capitalize() for part in name.replace(".", "-").split("-"))
             self.interface_endpoints[name] = ec2.InterfaceVpcEndpoint(
                 self,
@@ -79,3 +58,9 @@ class VpcEndpoints(Construct):
                 private_dns_enabled=True,
                 open=False,
             )
+            policy = interface_endpoint_policy(spec, name)
+            if policy is not None:
+                # Exactly policies.interface_endpoint_policy(spec, name), set as the property so that rule packs
+                # see it; the services in policies.interface_endpoints.POLICYLESS take none.
+                cfn = self.interface_endpoints[name].node.default_child
+                cfn.policy_document = policy  # type: ignore[union-attr]

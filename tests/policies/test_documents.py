@@ -8,6 +8,8 @@ import pytest
 
 from policies import access_point_policy, bucket_policy, gateway_endpoint_policy, identity_policy, key_policy
 from policies.documents import object_arns
+from policies.guardrails import guardrail_scps
+from policies.interface_endpoints import interface_endpoint_policy
 from spec import DeploymentSpec, load_spec
 
 
@@ -46,22 +48,52 @@ def test_read_only_dataset_has_no_write_statement(spec: DeploymentSpec) -> None:
     assert "s3:PutObject" not in json.dumps(statements)
 
 
+KEY = "arn:aws:kms:us-east-1:222222222222:key/0f0e0d0c-0b0a-0908-0706-050403020100"
+
+
 def test_bucket_policy_has_org_perimeter_and_optional_vpc_origin_deny(spec: DeploymentSpec) -> None:
-    statements = _statements(bucket_policy(spec))
+    statements = _statements(bucket_policy(spec, KEY))
     perimeter = statements["DenyPrincipalsOutsideOrganization"]
     assert perimeter["Condition"]["StringNotEqualsIfExists"] == {"aws:PrincipalOrgID": spec.organization_id}
     assert "DenyObjectAccessNotFromVpcAccessPoints" not in statements
     strict = spec.model_copy(
         update={"perimeter": spec.perimeter.model_copy(update={"require_vpc_origin_on_bucket": True})}
     )
-    vpc_deny = _statements(bucket_policy(strict))["DenyObjectAccessNotFromVpcAccessPoints"]
+    vpc_deny = _statements(bucket_policy(strict, KEY))["DenyObjectAccessNotFromVpcAccessPoints"]
     assert vpc_deny["Condition"] == {"StringNotEquals": {"s3:AccessPointNetworkOrigin": "VPC"}}
 
 
 def test_no_org_condition_when_perimeter_is_off(spec: DeploymentSpec) -> None:
     open_spec = spec.model_copy(update={"perimeter": spec.perimeter.model_copy(update={"organization_bound": False})})
-    assert "aws:PrincipalOrgID" not in json.dumps(bucket_policy(open_spec))
+    assert "aws:PrincipalOrgID" not in json.dumps(bucket_policy(open_spec, KEY))
     assert "aws:PrincipalOrgID" not in json.dumps(gateway_endpoint_policy(open_spec))
+    for service in ("logs", "ecr.api", "ec2", "sts"):
+        text = json.dumps(interface_endpoint_policy(open_spec, service))
+        assert "aws:PrincipalOrgID" not in text and "aws:PrincipalAccount" in text, service
+
+
+def test_access_points_fall_back_to_vpc_origin_until_the_endpoint_id_is_known(spec: DeploymentSpec) -> None:
+    unpinned = spec.model_copy(update={"network": spec.network.model_copy(update={"s3_gateway_endpoint_id": None})})
+    for statement in access_point_policy(unpinned, spec.dataset("pretraining"))["Statement"]:
+        assert statement["Condition"]["StringEquals"] == {"s3:AccessPointNetworkOrigin": "VPC"}
+
+
+def test_guardrails_follow_the_spec(spec: DeploymentSpec) -> None:
+    guardrails = guardrail_scps(spec)
+    assert guardrails is not None
+    statements = _statements(guardrails)
+    assert statements["DenyPresignedNotebookUrlsOutsideVpc"]["Condition"] == {
+        "StringNotEquals": {"aws:SourceVpce": spec.network.sagemaker_api_endpoint_id}
+    }
+    no_endpoint = spec.model_copy(
+        update={"network": spec.network.model_copy(update={"sagemaker_api_endpoint_id": None})}
+    )
+    fallback = _statements(guardrail_scps(no_endpoint))["DenyPresignedNotebookUrlsOutsideVpc"]  # type: ignore[arg-type]
+    assert fallback["Condition"] == {"StringNotEquals": {"aws:SourceVpc": spec.network.vpc_id}}
+    no_operators = spec.model_copy(update={"perimeter": spec.perimeter.model_copy(update={"operator_roles": []})})
+    assert "DenySessionsOnInstancesExceptOperators" not in _statements(guardrail_scps(no_operators))  # type: ignore[arg-type]
+    off = spec.model_copy(update={"perimeter": spec.perimeter.model_copy(update={"guardrail_scps": False})})
+    assert guardrail_scps(off) is None
 
 
 def test_endpoint_policy_lists_both_access_point_and_bucket_arns(spec: DeploymentSpec) -> None:
@@ -75,7 +107,8 @@ def test_endpoint_policy_lists_both_access_point_and_bucket_arns(spec: Deploymen
 def test_endpoint_policy_never_writes_to_aws_owned_buckets_except_cloudformation_signals(spec: DeploymentSpec) -> None:
     statements = _statements(gateway_endpoint_policy(spec))
     assert statements["ReadAwsOwnedBucketsNodesNeed"]["Action"] == "s3:GetObject"
-    assert all("cloudformation" in r for r in statements["SignalCloudFormation"]["Resource"])
+    signals = statements["SignalCloudFormation"]["Resource"]
+    assert signals == f"arn:aws:s3:::cloudformation-waitcondition-{spec.region}/*"
     for sid in ("ParallelClusterBuckets", "ReadComputeAccountDeploymentBuckets"):
         own = statements[sid]["Condition"]["StringEquals"]
         assert own["aws:ResourceAccount"] == spec.accounts.compute

@@ -18,6 +18,7 @@ from policies.extract import (
     load_templates,
     stack_environments,
 )
+from policies.interface_endpoints import interface_endpoint_policy
 from tests.policies.conftest import PolicyWorld
 from tests.stacks.conftest import Assembly
 
@@ -103,7 +104,9 @@ def test_every_policy_document_of_the_assembly_resolves(default_assembly: Assemb
 
 def test_templates_attach_exactly_what_the_builders_build(world: PolicyWorld) -> None:
     spec, extracted = world.spec, world.extracted
-    assert extracted.bucket_policy == bucket_policy(spec)
+    assert extracted.bucket_policy == bucket_policy(spec, extracted.key_arn)
+    for service, document in extracted.interface_endpoints.items():
+        assert document == interface_endpoint_policy(spec, service), service
     assert extracted.endpoint_policy == gateway_endpoint_policy(spec)
     assert extracted.key_policy == key_policy(spec)
     for dataset in spec.data.datasets:

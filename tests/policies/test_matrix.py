@@ -109,8 +109,11 @@ def test_the_harness_decides_the_bucket_delegation_in_the_open(matrix: list[Case
     results = _by_id(matrix)
     bucket = next(layer for layer in results["compute-account-access-point"].layers if layer.layer == BUCKET)
     assert bucket.reasons == (
-        "DelegateObjectAccessToOwnAccessPoints: StringEquals s3:DataAccessPointAccount 222222222222 fails "
-        "(request: 111111111111)",
+        "DelegateObjectAccessToOwnAccessPoints: StringEquals s3:DataAccessPointArn "
+        "['arn:aws:s3:us-east-1:222222222222:accesspoint/llm-demo-pretraining', "
+        "'arn:aws:s3:us-east-1:222222222222:accesspoint/llm-demo-finetuning', "
+        "'arn:aws:s3:us-east-1:222222222222:accesspoint/llm-demo-models'] fails "
+        "(request: arn:aws:s3:us-east-1:111111111111:accesspoint/shadow-llm-demo-pretraining)",
     )
     allowed = next(layer for layer in results["read/pretraining/cluster-node"].layers if layer.layer == BUCKET)
     assert allowed.allow_sids == ("DelegateObjectAccessToOwnAccessPoints",)
@@ -163,9 +166,35 @@ def _read_only(doc: dict[str, Any]) -> None:
         dataset.pop("output_prefix", None)
 
 
+def _endpoint_ids_unknown(doc: dict[str, Any]) -> None:
+    """Before phase two: access points fall back to VPC origin, the guardrail to aws:SourceVpc."""
+    doc["network"].pop("s3_gateway_endpoint_id")
+    doc["network"].pop("sagemaker_api_endpoint_id")
+
+
+def _no_guardrails_no_operators(doc: dict[str, Any]) -> None:
+    doc["perimeter"]["guardrail_scps"] = False
+    doc["perimeter"]["operator_roles"] = []
+
+
+def _no_notebook(doc: dict[str, Any]) -> None:
+    doc["notebook"]["enabled"] = False
+    for dataset in doc["data"]["datasets"]:
+        dataset["readers"] = [r for r in dataset["readers"] if r != "notebook"]
+
+
 @pytest.mark.parametrize(
     "edit",
-    [_organization_unbound, _vpc_origin_on_bucket, _given_key, _reader_by_arn, _read_only],
+    [
+        _organization_unbound,
+        _vpc_origin_on_bucket,
+        _given_key,
+        _reader_by_arn,
+        _read_only,
+        _endpoint_ids_unknown,
+        _no_guardrails_no_operators,
+        _no_notebook,
+    ],
     ids=lambda edit: edit.__name__.strip("_"),
 )
 def test_the_matrix_follows_the_spec(edit: Any, engine: Engine) -> None:
@@ -196,7 +225,6 @@ SCP = {
             "Action": "s3:PutObject",
             "NotResource": [
                 "arn:aws:s3:::cloudformation-waitcondition-*/*",
-                "arn:aws:s3:::cloudformation-custom-resource-response-*/*",
             ],
             "Condition": {"StringNotEqualsIfExists": {"aws:ResourceOrgID": "o-a1b2c3d4e5"}},
         }
@@ -222,6 +250,7 @@ def test_organization_policies_from_the_spec_are_layers(tmp_path: Path, engine: 
     doc = _default_doc()
     doc["perimeter"]["scps"] = [SCP]
     doc["perimeter"]["rcps"] = ["rcp.json"]
+    doc["perimeter"]["guardrail_scps"] = False  # only the spec's own SCP (the guardrails have their own cases)
     results = _variant_results(doc, engine, base=tmp_path)
     by_scp = {r.case.case_id for r in results if "scp" in r.denials}
     by_rcp = {r.case.case_id for r in results if "rcp" in r.denials}

@@ -56,7 +56,28 @@ def test_the_named_weakenings_are_caught_by_the_cases_that_guard_them(mutation_r
     assert "outside-organization-credentials" in _find(
         report, "endpoint", "DatasetsThroughAccessPoints: drop StringEquals aws:PrincipalOrgID"
     )
-    assert "compute-account-access-point" in _find(report, "bucket", "drop StringEquals s3:DataAccessPointAccount")
+    assert "new-data-account-access-point" in _find(report, "bucket", "drop StringEquals s3:DataAccessPointArn")
+    assert "other-s3-endpoint-in-the-vpc" in _find(
+        report, "access-point:llm-demo-pretraining", "ReadersGetUnderDatasetPrefix: drop StringEquals aws:SourceVpce"
+    )
+    assert "write-with-customer-key/pretraining/head-node" in _find(
+        report, "bucket", "DenyWritesWithCustomerKeys: drop the Deny statement"
+    )
+    assert "write-multipart-part/pretraining/head-node" in _find(
+        report, "bucket", "DenyWritesWithOtherKey: drop Null s3:x-amz-server-side-encryption"
+    )
+    assert "key-for-another-bucket/notebook" in _find(
+        report, "key", "DatasetPrincipalsDecryptThroughS3: drop StringLike kms:EncryptionContext:aws:s3:arn"
+    )
+    assert "endpoint/logs/writes-log-events-into-a-log-group-of-account-333333333333" in _find(
+        report, "endpoint:logs", "OrgPrincipalsToOrgResources: drop StringEquals aws:ResourceOrgID"
+    )
+    assert "endpoint/sts/assumes-a-role-of-account-333333333333" in _find(
+        report, "endpoint:sts", "OrgPrincipalsAssumeOurRolesOnly: arn:aws:iam::111111111111:role/llm-demo-* -> *"
+    )
+    assert "guardrail-create-internet-access-point" in _find(
+        report, "scp:guardrails", "DenyAccessPointsOutsideVpc: drop the Deny statement"
+    )
     assert "read/pretraining/cluster-node" in _find(report, "endpoint", "endpoint-drop-access-points")
     assert "read/pretraining/cluster-node" in _find(report, "endpoint", "endpoint-drop-buckets")
     assert "read-sibling-prefix/pretraining/notebook" in _find(
@@ -69,7 +90,7 @@ def test_the_named_weakenings_are_caught_by_the_cases_that_guard_them(mutation_r
     assert "internet-origin-write/models" in _find(
         report,
         "access-point:llm-demo-models",
-        "WritersPutUnderOutputPrefix: drop StringEquals s3:AccessPointNetworkOrigin",
+        "WritersPutUnderOutputPrefix: drop StringEquals aws:SourceVpce",
     )
     assert "decrypt-outside-s3/notebook" in _find(
         report, "key", "DatasetPrincipalsDecryptThroughS3: drop StringEquals kms:ViaService"

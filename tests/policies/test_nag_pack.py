@@ -16,13 +16,15 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 
-from policies import access_point_policy, bucket_policy, gateway_endpoint_policy, key_policy
+from policies import access_point_policy, bucket_policy, dynamodb_endpoint_policy, gateway_endpoint_policy, key_policy
+from policies.interface_endpoints import interface_endpoint_policy
 from policies.nag_pack import PACK_NAME, DataPerimeterChecks, findings, rule_ids
 from spec import DEFAULT_SPEC_PATH, DeploymentSpec, load_spec, parse_spec
 from stacks.assemble import assemble
 from tests.stacks.conftest import REPO, Assembly
 
 SPEC = load_spec()
+KEY_ARN = "arn:aws:kms:us-east-1:222222222222:key/0f0e0d0c-0b0a-0908-0706-050403020100"
 Build = Callable[[Stack], Any]
 
 
@@ -144,7 +146,7 @@ def test_rp1_access_point_and_key_policies() -> None:
 
 
 def test_rp1_our_bucket_policy_is_compliant() -> None:
-    assert_compliant(_bucket_policy(*bucket_policy(SPEC)["Statement"]), "RP1")
+    assert_compliant(_bucket_policy(*bucket_policy(SPEC, KEY_ARN)["Statement"]), "RP1")
 
 
 # ---- VPCE1 / VPCE2 --------------------------------------------------------------------------------
@@ -174,9 +176,36 @@ def test_vpce1_endpoint_policy_is_bounded() -> None:
     assert_compliant(endpoint(scoped), "VPCE1")
 
 
-def test_vpce_rules_apply_to_the_s3_gateway_only() -> None:
+def interface_endpoint(policy: dict[str, Any] | None, service: str) -> Build:
+    return lambda stack: ec2.CfnVPCEndpoint(
+        stack,
+        "Endpoint",
+        vpc_id="vpc-0a1b2c3d4e5f67890",
+        service_name=service,
+        vpc_endpoint_type="Interface",
+        policy_document=policy,
+    )
+
+
+@pytest.mark.parametrize("service", ["logs", "ecr.api", "sts", "cloudformation", "ec2", "ssm"])
+def test_vpce1_covers_every_interface_endpoint(service: str) -> None:
+    """Issue 14: interface endpoints kept the allow-all default and no rule noticed."""
+    name = f"com.amazonaws.us-east-1.{service}"
+    assert_non_compliant(interface_endpoint(None, name), "VPCE1")
+    assert_non_compliant(interface_endpoint(OPEN_ENDPOINT, name), "VPCE1", finding="Everything")
+    assert_compliant(interface_endpoint(interface_endpoint_policy(SPEC, service), name), "VPCE1")
+
+
+def test_vpce1_accepts_no_policy_only_where_the_service_takes_none() -> None:
+    assert_compliant(interface_endpoint(None, "com.amazonaws.us-east-1.ssmmessages"), "VPCE1")
+    assert_compliant(interface_endpoint(None, "aws.sagemaker.us-east-1.notebook"), "VPCE1")
+    assert_non_compliant(endpoint(None, service="com.amazonaws.us-east-1.dynamodb"), "VPCE1")
+    assert_compliant(endpoint(dynamodb_endpoint_policy(SPEC), service="com.amazonaws.us-east-1.dynamodb"), "VPCE1")
+
+
+def test_vpce2_applies_to_the_s3_gateway_only() -> None:
     found = validate(endpoint(None, service="com.amazonaws.us-east-1.dynamodb"))
-    assert not rule_ids(found) & {f"{PACK_NAME}-VPCE1", f"{PACK_NAME}-VPCE2"}
+    assert f"{PACK_NAME}-VPCE2" not in rule_ids(found)
 
 
 def test_vpce2_endpoint_lists_the_access_points() -> None:

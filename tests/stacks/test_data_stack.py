@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 from aws_cdk.assertions import Match, Template
 
 from policies import access_point_policy, bucket_policy, key_policy
-from tests.stacks.conftest import Assembly
+from policies.extract import extract_from_assembly
+from tests.stacks.conftest import REPO, Assembly
 
 
 def _bucket(assembly: Assembly) -> dict:
@@ -52,14 +55,20 @@ def test_bucket_policy_is_exactly_the_builders_and_only_delegates(default_assemb
         if p["Properties"]["Bucket"] == spec.data.bucket_name
     ]
     assert len(policies) == 1
-    document = policies[0]["PolicyDocument"]
-    assert document == bucket_policy(spec)
+    # The template names the managed key by Fn::GetAtt; the extractor resolves it as CloudFormation would.
+    extracted = extract_from_assembly(default_assembly.out, spec)
+    document = extracted.bucket_policy
+    assert document == bucket_policy(spec, extracted.key_arn)
+    assert policies[0]["PolicyDocument"] != document, "the key ARN is a reference to the key, not a literal"
     tls = [s for s in document["Statement"] if s["Sid"] == "DenyRequestsWithoutTls"]
     assert tls and tls[0]["Effect"] == "Deny" and tls[0]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
     for statement in document["Statement"]:
         if statement["Effect"] == "Allow":
             # Delegation only: every grant depends on the request coming through this account's access points.
-            assert statement["Condition"]["StringEquals"]["s3:DataAccessPointAccount"] == spec.accounts.data
+            # ... and only through the spec's access points, by ARN (not every access point of the account).
+            assert statement["Condition"]["StringEquals"]["s3:DataAccessPointArn"] == [
+                spec.access_point_arn(d) for d in spec.data.datasets
+            ]
             assert not any("Delete" in a or a.endswith("*") for a in _list(statement["Action"]))
 
 
@@ -98,3 +107,20 @@ def test_one_vpc_origin_access_point_per_dataset_with_scoped_policy(default_asse
 
 def _list(value: str | list[str]) -> list[str]:
     return [value] if isinstance(value, str) else value
+
+
+def test_synth_says_what_the_gateway_endpoint_id_would_add(default_assembly: Assembly) -> None:
+    """Issue 14: until network.s3_gateway_endpoint_id is set, synth warns that aws:SourceVpce would follow."""
+    from aws_cdk import App, Environment
+    from aws_cdk.assertions import Annotations, Match
+
+    from stacks.data_stack import DataStack
+
+    spec = default_assembly.spec
+    unpinned = spec.model_copy(update={"network": spec.network.model_copy(update={"s3_gateway_endpoint_id": None})})
+    env = Environment(account=spec.accounts.data, region=spec.region)
+    flags = json.loads((REPO / "cdk.json").read_text())["context"]  # the feature flags the CLI passes
+    for given, warned in ((unpinned, True), (spec, False)):
+        stack = DataStack(App(context=flags), "Data", given, env=env)
+        warnings = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp(".*aws:SourceVpce.*"))
+        assert bool(warnings) is warned

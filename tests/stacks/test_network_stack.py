@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from policies import gateway_endpoint_policy
+from policies.interface_endpoints import interface_endpoint_policy
 from tests.stacks.conftest import Assembly
 
 
@@ -26,7 +27,8 @@ def test_s3_gateway_endpoint_policy_names_access_points_and_bucket_with_org(defa
     assert datasets["Condition"] == {"StringEquals": {"aws:PrincipalOrgID": spec.organization_id}}
     for statement in policy["Statement"]:
         assert statement["Principal"] == "*"
-        assert statement["Resource"] != "*" and "*" not in statement["Resource"]
+        resources = [statement["Resource"]] if isinstance(statement["Resource"], str) else statement["Resource"]
+        assert "*" not in resources
 
 
 def test_dynamodb_gateway_reaches_only_parallelclusters_tables(default_assembly: Assembly) -> None:
@@ -45,9 +47,12 @@ def test_interface_endpoints_cover_what_nodes_need_without_internet(default_asse
         assert f"com.amazonaws.us-east-1.{service}" in names, service
     assert "com.amazonaws.us-east-1.sagemaker.api" in names
     assert "aws.sagemaker.us-east-1.notebook" in names
-    for props in _endpoints(default_assembly).values():
+    for name, props in _endpoints(default_assembly).items():
         if props.get("VpcEndpointType") == "Interface":
             assert props["PrivateDnsEnabled"] is True
+            # Each has exactly its builder's policy, or none where the service takes none.
+            service = name.split(".us-east-1.")[-1]
+            assert props.get("PolicyDocument") == interface_endpoint_policy(default_assembly.spec, service), service
 
 
 def test_no_internet_path_by_default(default_assembly: Assembly) -> None:

@@ -379,6 +379,8 @@ def _simulation(
         "aws:ResourceAccount": account,
         **call.context,
     }
+    if ":image/" in call.resource:
+        context["ec2:Owner"] = "amazon"  # ParallelCluster's official AMIs; EC2 sets this key on image resources
     if spec.organization_id:
         context["aws:PrincipalOrgID"] = spec.organization_id
         if account == spec.accounts.compute:

@@ -93,7 +93,15 @@ def test_a_failure_while_training_is_a_failure_and_a_stop_is_a_requeue(tmp_path:
     assert run_job(str(_config(tmp_path)), lambda _: lambda: "trainer", lambda t: False) == 0
 
 
-def test_only_rank_zero_writes_the_status(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rank_zero_reports_the_end_and_every_rank_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SLURM_PROCID", "3")
     assert run_job(str(_config(tmp_path)), lambda _: lambda: None, lambda _: False) == 0
     assert not (tmp_path / "exit_status.json").exists()
+
+    # srun --kill-on-bad-exit may kill rank 0 before it writes, if another rank fails first.
+    def configure(config: dict) -> None:
+        raise ModuleNotFoundError("No module named 'nemo_run'")
+
+    assert run_job(str(_config(tmp_path)), configure, lambda _: False) == signals.EXIT_CONFIG_ERROR
+    assert _status(tmp_path)["exit_code"] == signals.EXIT_CONFIG_ERROR
+    assert [p.name for p in tmp_path.iterdir() if "partial" in p.name] == []

@@ -98,13 +98,21 @@ def build_recipe(config: dict[str, Any]) -> Any:
     return recipe
 
 
-def write_exit_status(path: str | None, code: int, reason: str) -> None:
-    """Rank 0's verdict for the batch script (same format as training/signals.py); other ranks write nothing."""
-    if not path or os.environ.get("SLURM_PROCID", "0") != "0":
+def write_exit_status(path: str | None, code: int, reason: str, every_rank: bool = False) -> None:
+    """The verdict for the batch script (same format as training/signals.py), written whole (rename).
+
+    Rank 0 reports how training ended. An error is reported by every rank that sees it: srun's
+    --kill-on-bad-exit may kill rank 0 before it writes when another rank fails first.
+    """
+    rank = os.environ.get("SLURM_PROCID", "0")
+    if not path or (rank != "0" and not every_rank):
         return
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
     status = {"exit_code": code, "reason": reason, "step": None, "time": round(time.time(), 3)}
-    Path(path).write_text(json.dumps(status) + "\n", encoding="utf-8")
+    partial = target.with_name(f"{target.name}.{rank}.partial")
+    partial.write_text(json.dumps(status) + "\n", encoding="utf-8")
+    os.replace(partial, target)
 
 
 def _first_line(error: BaseException) -> str:
@@ -126,14 +134,14 @@ def run_job(
     except Exception as error:  # every start-up failure is a configuration error
         traceback.print_exc()
         reason = f"configuration error: {_first_line(error)}"
-        write_exit_status(status_file, EXIT_CONFIG_ERROR, reason)
+        write_exit_status(status_file, EXIT_CONFIG_ERROR, reason, every_rank=True)
         print(f"nemo_pretrain: {reason}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
     try:
         trained = train()
     except Exception as error:  # the batch script decides whether a retry may help
         traceback.print_exc()
-        write_exit_status(status_file, EXIT_FAILED, f"training failed: {_first_line(error)}")
+        write_exit_status(status_file, EXIT_FAILED, f"training failed: {_first_line(error)}", every_rank=True)
         return EXIT_FAILED
     if interrupted(trained):
         write_exit_status(status_file, EXIT_REQUEUE, f"stopped on {STOP_SIGNAL.name} after a checkpoint")

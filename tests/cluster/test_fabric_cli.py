@@ -187,7 +187,7 @@ def test_check_exits_0_on_a_pass_and_1_on_a_failure(fast_tmp: Path, capsys: pyte
     code, out, _ = run_main(_check_argv("all_reduce_perf-2x-p5.48xlarge-sockets.txt", before, after), capsys)
     assert code == 1
     assert out.splitlines()[-3:] == [
-        "FAIL: busbw 2.9 GB/s < 280.0 GB/s expected for 2 x p5.48xlarge (70 % of 3200 Gbps)",
+        "FAIL: busbw 2.9 GB/s < 389.6 GB/s expected for 2 x p5.48xlarge (80 % of the published 487 GB/s)",
         "FAIL: EFA counters did not move: NCCL used sockets (check FI_PROVIDER, the aws-ofi-nccl plugin, "
         "the security group's self rule)",
         "fabric check: FAILED (2 problems)",

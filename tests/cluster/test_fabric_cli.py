@@ -72,7 +72,10 @@ def test_gpu_script_runs_nccl_tests_with_the_efa_env(capsys: pytest.CaptureFixtu
         "export NCCL_BUFFSIZE=8388608",
         "export NCCL_P2P_NET_CHUNKSIZE=524288",
         "export NCCL_DEBUG=INFO",
-        ': "${NCCL_TESTS_DIR:=/opt/nccl-tests/build}" "${OFI_NCCL_DIR:=/opt/amazon/ofi-nccl}"',
+        "export NCCL_NET='AWS Libfabric'",  # no silent fallback to sockets
+        ': "${NCCL_TESTS_DIR:=/opt/nccl-tests/build}" "${OFI_NCCL_DIR:=/opt/amazon/ofi-nccl}" "${NCCL_LIB_DIR:=}"',
+        'export LD_LIBRARY_PATH="${NCCL_LIB_DIR:+$NCCL_LIB_DIR:}$OFI_NCCL_DIR/lib:/opt/amazon/efa/lib:'
+        '/opt/amazon/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"',
         ': "${FABRIC_SYSFS_ROOT:=/sys}"',
     ):
         assert line in lines, line

@@ -22,6 +22,11 @@ asks for a fraction F of that ceiling:
   a broken path, which loses far more than that.
 
 Both can be overridden (--min-fraction, a share of the line rate) once a site knows what its clusters reach.
+
+One GPU node (--nodes 1) checks NVLink instead: all eight GPUs all-reduce through NVSwitch, and busbw must reach
+60 % of one GPU's NVLink bandwidth in one direction (A100: 12 NVLink 3 links, 300 GB/s each way; H100 and H200:
+18 NVLink 4 links, 450 GB/s each way). A healthy node reaches 75 % or more (NVLS on H100 more still); a GPU with
+NVLink errors or a link down falls far below. --min-fraction then is a share of that NVLink bandwidth.
 """
 
 from __future__ import annotations
@@ -34,6 +39,15 @@ from cluster.instances import InstanceFacts
 MIN_FRACTION_BY_ACCELERATOR: dict[str, float] = {"gpu": 0.70, "neuron": 0.40}
 GIB = 1 << 30
 BASELINE_FRACTION = 0.80
+NVLINK_FRACTION = 0.60
+# One GPU's NVLink bandwidth in one direction (GB/s), from NVIDIA's A100 / H100 / H200 SXM specifications.
+NVLINK_GB_PER_S_PER_GPU: dict[str, float] = {
+    "p4d.24xlarge": 300.0,
+    "p4de.24xlarge": 300.0,
+    "p5.48xlarge": 450.0,
+    "p5e.48xlarge": 450.0,
+    "p5en.48xlarge": 450.0,
+}
 _BASELINE_SOURCE = "awsome-distributed-training micro-benchmarks/nccl-tests: all_reduce_perf busbw at 16 GiB, 2 nodes"
 
 
@@ -60,6 +74,11 @@ class BusbwThreshold:
     nodes: int
     fraction: float
     baseline: PublishedBaseline | None = None  # the floor is fraction x baseline when set, else x line rate
+    nvlink_gb_per_s: float | None = None  # one node: the floor is fraction x one GPU's NVLink bandwidth
+
+    @property
+    def intra_node(self) -> bool:
+        return self.nvlink_gb_per_s is not None
 
     @property
     def line_rate_gbps(self) -> float:
@@ -73,12 +92,19 @@ class BusbwThreshold:
 
     @property
     def min_busbw_gb_per_s(self) -> float:
+        if self.nvlink_gb_per_s is not None:
+            return self.fraction * self.nvlink_gb_per_s
         if self.baseline is not None:
             return self.fraction * self.baseline.busbw_gb_per_s
         return self.fraction * self.ceiling_gb_per_s
 
     def describe(self) -> str:
         """'2 x p5.48xlarge (80 % of the published 487 GB/s)' or '2 x p5en.48xlarge (70 % of 3200 Gbps)'"""
+        if self.nvlink_gb_per_s is not None:
+            return (
+                f"1 x {self.instance.name} over NVLink ({self.fraction * 100:.0f} % of {self.nvlink_gb_per_s:.0f} GB/s "
+                "per GPU)"
+            )
         if self.baseline is not None:
             reference = f"the published {self.baseline.busbw_gb_per_s:.0f} GB/s"
         else:
@@ -86,21 +112,25 @@ class BusbwThreshold:
         return f"{self.nodes} x {self.instance.name} ({self.fraction * 100:.0f} % of {reference})"
 
 
-def check_nodes(nodes: int) -> None:
-    if nodes < 2:
+def check_nodes(nodes: int, single_node: bool = False) -> None:
+    """At least 2 nodes (EFA between them); 1 where the instance's NVLink is checked on its own."""
+    if nodes < 1 or (nodes == 1 and not single_node):
         raise FabricError(f"--nodes: {nodes} must be at least 2 (the check measures traffic between nodes over EFA)")
 
 
 def busbw_threshold(instance: InstanceFacts, nodes: int, fraction: float | None = None) -> BusbwThreshold:
-    """The floor for large-message all-reduce busbw on `nodes` nodes of `instance`."""
-    check_nodes(nodes)
+    """The floor for large-message all-reduce busbw on `nodes` nodes of `instance` (one GPU node: NVLink)."""
+    check_nodes(nodes, single_node=instance.name in NVLINK_GB_PER_S_PER_GPU)
     if instance.accelerator not in MIN_FRACTION_BY_ACCELERATOR:
         raise FabricError(f"--instance-type: {instance.name} has no accelerators; the fabric check needs GPU or trn1")
     if not instance.efa_capable:
         raise FabricError(f"--instance-type: {instance.name} has no EFA interfaces")
+    if fraction is not None and not 0 < fraction <= 1:
+        raise FabricError(f"--min-fraction: {fraction} must be above 0 and at most 1")
+    if nodes == 1:
+        nvlink = NVLINK_GB_PER_S_PER_GPU[instance.name]
+        return BusbwThreshold(instance, 1, fraction or NVLINK_FRACTION, nvlink_gb_per_s=nvlink)
     if fraction is not None:
-        if not 0 < fraction <= 1:
-            raise FabricError(f"--min-fraction: {fraction} must be above 0 and at most 1")
         return BusbwThreshold(instance, nodes, fraction)
     baseline = PUBLISHED_BUSBW_16GIB.get(instance.name)
     if baseline is not None:
@@ -115,5 +145,5 @@ def min_cross_node_bytes(sizes: Iterable[int], nodes: int, operations_per_size: 
     buffer per operation: the reduce-scatter half alone, which no real algorithm undercuts (ring and tree send
     more). Warm-up and validation runs are not counted, so the bound stays below what a healthy run moves.
     """
-    check_nodes(nodes)
+    check_nodes(nodes, single_node=True)
     return sum(size * (nodes - 1) // nodes for size in sizes) * operations_per_size

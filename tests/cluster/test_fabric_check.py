@@ -247,3 +247,20 @@ def test_the_transport_nccl_logged_per_rank(fast_tmp: Path, lines: list[str], in
         logs.append(log)
     verdict = p5_verdict(fast_tmp, "all_reduce_perf-2x-p5.48xlarge.txt", P5_NEEDS, transports=read_transports(logs))
     assert info in verdict.info and verdict.failures == failures
+
+
+def test_one_node_is_judged_on_nvlink_and_needs_no_efa_traffic(fast_tmp: Path) -> None:
+    before, after = counter_samples(fast_tmp, 32, 0, nodes=("n1",))
+    verdict = evaluate(
+        CheckInputs(
+            run=parse_all_reduce_perf(fixture("all_reduce_perf-1x-p5.48xlarge.txt")),
+            threshold=busbw_threshold(instance_facts("p5.48xlarge"), 1),
+            before=before,
+            after=after,
+            output_path="all_reduce_perf.out",
+            expected_ranks=8,
+        )
+    )
+    assert verdict.passed, verdict.render()
+    assert verdict.info[0].endswith("needs >= 270.0 for 1 x p5.48xlarge over NVLink (60 % of 450 GB/s per GPU)")
+    assert "one node: the all-reduce runs over NVLink; EFA counters are checked for errors only" in verdict.info

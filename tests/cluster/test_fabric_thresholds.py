@@ -60,7 +60,8 @@ def test_an_explicit_fraction_overrides_the_default() -> None:
 @pytest.mark.parametrize(
     ("instance", "nodes", "fraction", "message"),
     [
-        ("p5.48xlarge", 1, None, "--nodes: 1 must be at least 2 (the check measures traffic between nodes over EFA)"),
+        ("trn1.32xlarge", 1, None, "--nodes: 1 must be at least 2 (the check measures traffic between nodes over EFA)"),
+        ("p5.48xlarge", 0, None, "--nodes: 0 must be at least 2 (the check measures traffic between nodes over EFA)"),
         ("p5.48xlarge", 2, 1.5, "--min-fraction: 1.5 must be above 0 and at most 1"),
         ("p5.48xlarge", 2, 0.0, "--min-fraction: 0.0 must be above 0 and at most 1"),
         (
@@ -94,3 +95,14 @@ def test_the_docs_table_matches_the_rule() -> None:
         threshold = busbw_threshold(facts, 2)
         assert (int(gbps), int(efa)) == (facts.network_gbps, facts.efa_interfaces), instance
         assert float(fraction) == threshold.fraction and float(floor) == round(threshold.min_busbw_gb_per_s, 1)
+
+
+@pytest.mark.parametrize(
+    ("instance", "floor"), [("p4d.24xlarge", 180.0), ("p5.48xlarge", 270.0), ("p5en.48xlarge", 270.0)]
+)
+def test_one_gpu_node_is_held_to_its_nvlink_bandwidth(instance: str, floor: float) -> None:
+    threshold = busbw_threshold(instance_facts(instance), nodes=1)
+    assert threshold.intra_node and threshold.min_busbw_gb_per_s == pytest.approx(floor)
+    assert min_cross_node_bytes([1 << 30], nodes=1, operations_per_size=20) == 0
+    if instance == "p5.48xlarge":
+        assert threshold.describe() == "1 x p5.48xlarge over NVLink (60 % of 450 GB/s per GPU)"

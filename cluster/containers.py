@@ -11,6 +11,7 @@ system that pyxis runs on every node (docs/containers.md).
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import subprocess
 import sys
@@ -100,12 +101,16 @@ def _gpu_partition(spec: DeploymentSpec) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cluster.containers", description=__doc__.splitlines()[0])
     parser.add_argument("step", choices=("push", "import"))
-    parser.add_argument("--spec", type=Path, help="deployment spec (default: spec/default.yaml)")
+    parser.add_argument(
+        "--spec",
+        type=Path,
+        help="deployment spec (default: $LLM_TRAINING_SPEC, set on the head node, else spec/default.yaml)",
+    )
     parser.add_argument("--partition", help="import: the GPU partition (default: the spec's first GPU queue)")
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     args = parser.parse_args(argv)
     try:
-        spec = load_spec(args.spec)
+        spec = load_spec(args.spec or os.environ.get("LLM_TRAINING_SPEC") or None)
     except SpecError as error:
         print(f"error: --spec: {str(error).splitlines()[0]}", file=sys.stderr)
         return 2

@@ -119,6 +119,13 @@ def test_import_runs_on_one_gpu_node_and_writes_the_sqsh_atomically(tmp_path: Pa
     ]
 
 
-def test_cli_dry_run_prints_the_steps(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_dry_run_prints_the_steps_for_the_deployed_spec(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LLM_TRAINING_SPEC", raising=False)
     assert main(["import", "--dry-run"]) == 0
     assert capsys.readouterr().err.startswith("+ srun --partition=gpu --nodes=1")
+    # On the head node the deployed spec decides; the trn1 example has no GPU queue to import on.
+    monkeypatch.setenv("LLM_TRAINING_SPEC", str(REPO / "spec" / "examples" / "trn1-neuron.yaml"))
+    with pytest.raises(SystemExit, match="no GPU queue to import the image on"):
+        main(["import", "--dry-run"])

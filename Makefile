@@ -17,7 +17,8 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup synth demo test lint format clean pcluster-venv checkov-venv bench wheelhouse wheelhouse-test policy-report
+.PHONY: help setup synth demo test lint format clean pcluster-venv checkov-venv nemo-venv bench wheelhouse \
+	wheelhouse-test policy-report nemo-image
 
 help:
 	@echo "make demo    synthesize the default deployment and run a training job (does all setup)"
@@ -27,6 +28,7 @@ help:
 	@echo "make bench   CPU benchmarks against in-run baselines -> docs/benchmarks.{md,json} (under 10 minutes)"
 	@echo "make policy-report  the access matrix, its reasons and the mutation score -> docs/access-matrix.md"
 	@echo "make wheelhouse  the nodes' wheels for a cluster without internet (WHEELHOUSE_PYTHON=3.11)"
+	@echo "make nemo-image  build the EFA NeMo image and push it to the spec's ECR repository (needs docker, AWS)"
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -77,6 +79,25 @@ $(CHECKOV_VENV)/.installed: policies/checkov/requirements.txt policies/checkov/c
 	$(CHECKOV_VENV)/bin/pip install --quiet -r policies/checkov/requirements.txt -c policies/checkov/constraints.txt
 	touch $@
 
+# NeMo 2.4.0 (the nemo:25.07 container's) for the NeMo contract tests (tests/jobs/test_nemo_contract.py): its pins
+# clash with ours, so it gets its own environment, every package pinned and installed without resolution
+# (about 3.2 GB; 8 minutes on the 2-core VM, most of it downloading).
+NEMO_VENV := .nemo-venv
+NEMO_LOCK := tests/jobs/contracts/nemo-lock.txt
+
+nemo-venv: $(NEMO_VENV)/.installed
+
+$(NEMO_VENV)/.installed: $(NEMO_LOCK)
+	rm -rf $(NEMO_VENV)
+	python3 -m venv $(NEMO_VENV)
+	$(NEMO_VENV)/bin/pip install --quiet --no-deps -r $(NEMO_LOCK)
+	touch $@
+
+# The EFA-enabled NeMo image (containers/nemo-efa) into the compute account's ECR, on a machine with docker and
+# credentials for that account; then, on the head node, `python -m cluster.containers import` makes the .sqsh.
+nemo-image: setup
+	$(PY) -m cluster.containers push $(if $(SPEC),--spec $(SPEC),)
+
 # The nodes' wheelhouse for a cluster without internet egress (spec cluster.python_wheelhouse): every wheel
 # of requirements-node.txt for the nodes' Python (cluster.python_version) on x86_64 Linux, several GB with
 # CUDA. Upload it with `aws s3 sync build/wheelhouse s3://BUCKET/PREFIX/`. Never run by the tests.
@@ -95,7 +116,7 @@ build/wheelhouse-test/.complete: requirements-submit.txt constraints.txt | $(VEN
 	$(PY) -m pip download --quiet --only-binary=:all: -r requirements-submit.txt -c constraints.txt -d build/wheelhouse-test
 	touch $@
 
-test: setup pcluster-venv checkov-venv wheelhouse-test
+test: setup pcluster-venv checkov-venv nemo-venv wheelhouse-test
 	$(PY) -m pytest
 
 bench: setup

@@ -112,8 +112,26 @@ def _common(spec: DeploymentSpec, asset_object_arns: list[str]) -> list[Statemen
     ]
 
 
+def container_pull_statements(spec: DeploymentSpec) -> list[Statement]:
+    """GPU nodes pull the NeMo image (enroot import, or pyxis per job) from the spec's ECR repository only."""
+    cluster = spec.cluster
+    if cluster is None or not cluster.containers.pyxis:
+        return []
+    image = cluster.containers.ecr_image(spec.accounts.compute, spec.region)
+    return [
+        # GetAuthorizationToken has no resource-level permissions.
+        statement("EcrAuthorization", "Allow", ["ecr:GetAuthorizationToken"], ["*"]),
+        statement(
+            "PullNemoImage",
+            "Allow",
+            ["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
+            [image.repository_arn],
+        ),
+    ]
+
+
 def compute_node_cluster_policy(spec: DeploymentSpec, asset_object_arns: list[str]) -> PolicyDocument:
-    return document(*_common(spec, asset_object_arns))
+    return document(*_common(spec, asset_object_arns), *container_pull_statements(spec))
 
 
 def _wheelhouse(spec: DeploymentSpec) -> list[Statement]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from spec.containers import container_problems
 from spec.errors import SpecProblem
 from spec.model import BUILTIN_ROLES, DeploymentSpec
 from spec.regions import DYNAMODB_PREFIX_LISTS, S3_PREFIX_LISTS
@@ -22,6 +23,7 @@ def cross_field_problems(spec: DeploymentSpec) -> list[SpecProblem]:
         *_bucket(spec),
         *_datasets(spec),
         *_cluster(spec),
+        *container_problems(spec),
     ]
 
 

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, field_validator
 
+from spec.containers import ContainersSpec
 from spec.fields import StrictModel, matches
 
 DEFAULT_PARALLELCLUSTER_VERSION = "3.16.1"
@@ -27,7 +28,6 @@ _FSX_ID_RE = re.compile(r"^fs-[0-9a-f]{17}$")
 _VERSION_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
 _MOUNT_DIR_RE = re.compile(r"^/[a-zA-Z0-9_][a-zA-Z0-9_./-]*$")
 _SSH_KEY_RE = re.compile(r"^[\x20-\x7e]{1,255}$")
-_IMAGE_RE = re.compile(r"^[a-z0-9.-]+(?::\d+)?/[a-z0-9._/-]+:[A-Za-z0-9._-]+$")
 _S3_PREFIX_RE = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](?:/[A-Za-z0-9!_.*'()/-]*)?$")
 
 # CloudWatch Logs accepts only these retention periods (ParallelCluster's schema repeats them).
@@ -172,18 +172,6 @@ class NeuronSpec(StrictModel):
             if not re.fullmatch(r"\d+(?:\.\d+){2,5}", version):
                 raise ValueError(f"pin for {name} must be a plain version such as 2.24.7.0, not {version!r}")
         return value
-
-
-class ContainersSpec(StrictModel):
-    """Containers on GPU queues: pyxis (srun --container-image) on enroot."""
-
-    pyxis: bool = True
-    nemo_image: Annotated[
-        str, matches(_IMAGE_RE, "an image reference with a tag such as nvcr.io/nvidia/nemo:25.04")
-    ] = "nvcr.io/nvidia/nemo:25.04"
-    # Local NVMe (ParallelCluster mounts instance store at /scratch). Never shared storage: enroot
-    # unpacks per node, and a shared runtime path breaks multi-node srun.
-    enroot_local_dir: MountDir = "/scratch/enroot"
 
 
 class ClusterSpec(StrictModel):

@@ -92,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workdir", type=Path, default=REPO_ROOT, help="the repository on shared storage")
     parser.add_argument("--tensor-parallel", type=int, help="nemo/neuron (neuron default: seed 004's for the model)")
     parser.add_argument("--pipeline-parallel", type=int, help="nemo/neuron")
+    parser.add_argument("--context-parallel", type=int, help="nemo: context-parallel size (default 1)")
+    parser.add_argument("--expert-parallel", type=int, help="nemo: expert-parallel size (default 1; MoE models only)")
     parser.add_argument("--tokenizer", help="nemo/neuron: Hugging Face tokenizer directory (default: the dataset's)")
     parser.add_argument("--container-image", help="nemo: image (default: the spec's cluster.containers.nemo_image)")
     parser.add_argument("--neuron-venv", default="/opt/neuron-venv", help="neuron: the Neuron python env on nodes")
@@ -99,7 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--nxdt-dir",
         help="neuron: NeuronX Distributed Training's examples/ (default: <shared>/neuronx-distributed-training/examples)",
     )
-    parser.add_argument("--compile-steps", type=int, default=3, help="neuron: steps traced by the compile job")
+    parser.add_argument(
+        "--compile-steps", type=int, default=10, help="neuron: steps traced by the compile job, validation included"
+    )
     parser.add_argument("--master-port", type=int, default=41000, help="neuron: rendezvous port (reserved on nodes)")
     parser.add_argument("--nccl-debug", default="WARN", help="NCCL_DEBUG for GPU jobs: WARN, or INFO to see transports")
     parser.add_argument("--libfabric-version", default=netenv.DEFAULT_LIBFABRIC)
@@ -167,6 +171,8 @@ def render(args: argparse.Namespace, command_line: str) -> Rendered:
         (args.max_steps, "--max-steps"),
         (args.tensor_parallel, "--tensor-parallel"),
         (args.pipeline_parallel, "--pipeline-parallel"),
+        (args.context_parallel, "--context-parallel"),
+        (args.expert_parallel, "--expert-parallel"),
         (args.compile_steps, "--compile-steps"),
         (args.signal_lead, "--signal-lead"),
     ):
@@ -246,7 +252,8 @@ def write(rendered: Rendered) -> None:
 def sbatch(script: Path, dependency: str | None, env: dict[str, str], extra: list[str] | None = None) -> str:
     command = ["sbatch", "--parsable", *(extra or [])]
     if dependency:
-        command.append(f"--dependency=afterok:{dependency}")
+        # A failed dependency would otherwise leave the job pending forever (DependencyNeverSatisfied).
+        command += [f"--dependency=afterok:{dependency}", "--kill-on-invalid-dep=yes"]
     command.append(str(script))
     try:
         result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60, check=False)

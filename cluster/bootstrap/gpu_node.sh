@@ -2,14 +2,17 @@
 # OnNodeConfigured for GPU queues (p4d/p4de/p5/p5e/p5en), run as root by ParallelCluster.
 #
 #   gpu_node.sh --gpus 8 --efa-devices 32 --pyxis true --enroot-dir /scratch/enroot \
-#               --container-image nvcr.io/nvidia/nemo:25.04 [--python python3.11]
+#               --container-image /fsx/containers/llm-nemo-efa-25.07.00-efa1.43.2.sqsh [--python python3.11]
 #               [--shared-dir /fsx --scratch-dir /scratch]
 #
 # 1. Sanity: the node has the GPUs and EFA devices its instance type promises (facts table), and
 #    libfabric's EFA provider answers (`fi_info -p efa`). A short node fails its bootstrap here instead
 #    of hanging the first NCCL job.
 # 2. enroot/pyxis: runtime, data and cache paths on node-local disk. Never on shared storage: each
-#    node unpacks images itself, and a shared runtime path breaks multi-node srun.
+#    node unpacks images itself, and a shared runtime path breaks multi-node srun. The runtime path's parent
+#    is 1777 (each job user creates its own directory there), /dev is not restricted (EFA's uverbs devices
+#    must be visible in the container, or NCCL falls back to sockets), and an ECR image gets credentials
+#    from the node role (docs/containers.md).
 # 3. Job environment for EFA/NCCL (/etc/profile.d) and the health-check settings the SLURM prolog reads.
 #
 # Every system path can be redirected (NODE_ROOT, SYSFS_ROOT, NVIDIA_SMI, FI_INFO) for tests.
@@ -79,6 +82,20 @@ fi
 if [[ "$pyxis" == true ]]; then
 	install -d -m 1777 "$NODE_ROOT$enroot_dir" "$NODE_ROOT$enroot_dir/data" "$NODE_ROOT$enroot_dir/cache" "$NODE_ROOT$enroot_dir/tmp"
 	install -d -m 0755 "$NODE_ROOT/etc/enroot" "$NODE_ROOT/run/pyxis"
+	install -d -m 1777 "$NODE_ROOT/run/enroot"
+	config_line=""
+	# An ECR image (<account>.dkr.ecr.<region>.amazonaws.com/<repo>:<tag>): enroot logs in with a token of the
+	# node role, fetched when it pulls (enroot runs the command in the credentials file).
+	if [[ "$container_image" =~ ^([0-9]{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com/ ]]; then
+		registry="${container_image%%/*}"
+		region="${BASH_REMATCH[2]}"
+		install -d -m 0755 "$NODE_ROOT/etc/enroot/config"
+		echo "machine $registry login AWS password \$(aws ecr get-login-password --region $region)" \
+			>"$NODE_ROOT/etc/enroot/config/.credentials"
+		chmod 0644 "$NODE_ROOT/etc/enroot/config/.credentials"
+		config_line="ENROOT_CONFIG_PATH /etc/enroot/config"
+		log "enroot pulls from $registry with the node role's ECR token"
+	fi
 	cat >"$NODE_ROOT/etc/enroot/enroot.conf" <<CONF
 # Written by gpu_node.sh: everything on node-local disk, per user.
 ENROOT_RUNTIME_PATH /run/enroot/user-\$(id -u)
@@ -87,8 +104,9 @@ ENROOT_CACHE_PATH $enroot_dir/cache/group-\$(id -g)
 ENROOT_TEMP_PATH $enroot_dir/tmp
 ENROOT_SQUASH_OPTIONS -noI -noD -noF -noX -no-duplicates
 ENROOT_MOUNT_HOME y
-ENROOT_RESTRICT_DEV y
+ENROOT_RESTRICT_DEV no
 ENROOT_ROOTFS_WRITABLE y
+$config_line
 CONF
 	log "enroot paths under $enroot_dir (node-local)"
 fi
@@ -96,7 +114,10 @@ fi
 # ---- 3. job environment and health settings -----------------------------------------------------
 install -d -m 0755 "$NODE_ROOT/etc/profile.d" "$NODE_ROOT/etc/llm-health" "$NODE_ROOT/etc/llm-cluster"
 cat >"$NODE_ROOT/etc/profile.d/llm-efa.sh" <<'CONF'
-# Written by gpu_node.sh: NCCL over EFA (libfabric >= 1.18 and aws-ofi-nccl >= 1.7 need no more).
+# Written by gpu_node.sh: NCCL over EFA (libfabric >= 1.18 and aws-ofi-nccl >= 1.7 need no more). NCCL_NET
+# names the aws-ofi-nccl plugin, so a node without it fails instead of falling back to sockets.
+export LD_LIBRARY_PATH=/opt/amazon/efa/lib:/opt/amazon/ofi-nccl/lib:/opt/amazon/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export NCCL_NET="AWS Libfabric"
 export FI_PROVIDER=efa
 export FI_EFA_USE_HUGE_PAGE=0
 export FI_EFA_SET_CUDA_SYNC_MEMOPS=0

@@ -10,14 +10,20 @@
 #    the bootstrap with the package named. Nodes with egress install the pins (neuron_install.sh).
 # 2. Sanity: Neuron devices and EFA devices match the facts table.
 # 3. Compile cache on shared storage (every node reuses compiled graphs), job environment, health settings.
+# 4. What NxDT's own launch scripts do as root before a run (examples/train_setup.sh): reserve the rendezvous
+#    port (--master-port, the jobs' default 41000) so no ephemeral connection takes it, and cap each Lustre
+#    client connection's dirty cache (osc.*.max_dirty_mb=64) so checkpoint writes cannot exhaust host memory.
 #
-# System paths can be redirected (NODE_ROOT, SYSFS_ROOT, DEV_ROOT, NEURON_VENV, INSTALLED_VERSION) for tests.
+# System paths and tools can be redirected (NODE_ROOT, SYSFS_ROOT, DEV_ROOT, NEURON_VENV, INSTALLED_VERSION,
+# SYSCTL, LCTL) for tests.
 set -euo pipefail
 
 NODE_ROOT="${NODE_ROOT:-}"
 SYSFS_ROOT="${SYSFS_ROOT:-/sys}"
 DEV_ROOT="${DEV_ROOT:-/dev}"
 NEURON_VENV="${NEURON_VENV:-/opt/neuron-venv}"
+SYSCTL="${SYSCTL:-sysctl}"
+LCTL="${LCTL:-lctl}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 die() {
@@ -40,7 +46,7 @@ installed_version() {
 	fi
 }
 
-sdk="" pins="" devices="" efa_devices="" compile_cache="" offline="true" installer="" shared_dir="" scratch_dir=""
+sdk="" pins="" devices="" efa_devices="" compile_cache="" offline="true" installer="" shared_dir="" scratch_dir="" master_port=41000
 while [[ $# -gt 0 ]]; do
 	[[ $# -ge 2 ]] || die "argument $1 needs a value"
 	case "$1" in
@@ -53,7 +59,8 @@ while [[ $# -gt 0 ]]; do
 	--installer) installer="$2" ;;
 	--shared-dir) shared_dir="$2" ;;
 	--scratch-dir) scratch_dir="$2" ;;
-	*) die "unknown argument $1 (expected --neuron-sdk, --pins, --devices, --efa-devices, --compile-cache, --offline, --installer, --shared-dir, --scratch-dir)" ;;
+	--master-port) master_port="$2" ;;
+	*) die "unknown argument $1 (expected --neuron-sdk, --pins, --devices, --efa-devices, --compile-cache, --offline, --installer, --shared-dir, --scratch-dir, --master-port)" ;;
 	esac
 	shift 2
 done
@@ -64,6 +71,9 @@ done
 [[ "$offline" == true || "$offline" == false ]] || die "--offline must be true or false, not '$offline'"
 [[ -z "$shared_dir" || "$shared_dir" == /* ]] || die "--shared-dir must be an absolute path, not '$shared_dir'"
 [[ -z "$scratch_dir" || "$scratch_dir" == /* ]] || die "--scratch-dir must be an absolute path, not '$scratch_dir'"
+if [[ ! "$master_port" =~ ^[0-9]+$ ]] || ((master_port < 1 || master_port > 65535)); then
+	die "--master-port must be a TCP port, not '$master_port'"
+fi
 
 # ---- 1. pinned Neuron packages ------------------------------------------------------------------
 mismatches=()
@@ -124,4 +134,13 @@ fi
 if [[ -n "$scratch_dir" ]]; then
 	echo "HEALTH_SCRATCH_PATH=$scratch_dir" >>"$NODE_ROOT/etc/llm-health/health.env"
 fi
+# ---- 4. rendezvous port and Lustre client, as NxDT's launch scripts set them ----------------------
+"$SYSCTL" -w "net.ipv4.ip_local_reserved_ports=$master_port" >/dev/null ||
+	die "could not reserve port $master_port (sysctl net.ipv4.ip_local_reserved_ports)"
+if command -v "$LCTL" >/dev/null; then
+	"$LCTL" set_param 'osc.*.max_dirty_mb=64' >/dev/null || log "lctl set_param osc.*.max_dirty_mb=64 failed; Lustre keeps its default"
+else
+	log "no lctl (no Lustre client): Lustre tuning skipped"
+fi
+
 log "configured: Neuron SDK $sdk, $devices devices, $efa_devices EFA devices, cache $compile_cache"

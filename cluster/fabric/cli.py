@@ -107,7 +107,7 @@ def _target(args: argparse.Namespace) -> Target:
 
 
 def _job(args: argparse.Namespace, command_line: str) -> FabricJob:
-    check_nodes(args.nodes)
+    check_nodes(args.nodes, single_node=True)  # one node: NVLink, refused below for types without it
     if args.mpi not in SRUN_MPI_PLUGINS:
         raise FabricError(f"--mpi: {args.mpi!r} is not one of {', '.join(SRUN_MPI_PLUGINS)}")
     for extra in args.sbatch_arg:

@@ -5,8 +5,13 @@
 # Settings: GPUS_PER_NODE, SRUN_MPI, TEST_ARGS. Environment, with its default:
 #   NCCL_TESTS_DIR=/opt/nccl-tests/build   nccl-tests built with MPI=1 (all_reduce_perf)
 #   OFI_NCCL_DIR=/opt/amazon/ofi-nccl      aws-ofi-nccl; its tuner plugin is used when found (NCCL_TUNER_PLUGIN wins)
-: "${NCCL_TESTS_DIR:=/opt/nccl-tests/build}" "${OFI_NCCL_DIR:=/opt/amazon/ofi-nccl}"
+#   NCCL_LIB_DIR=                          libnccl.so.2 nccl-tests was built against (the AMI has none), e.g. the
+#                                          training env's nvidia-nccl wheel (docs/fabric-checks.md)
+: "${NCCL_TESTS_DIR:=/opt/nccl-tests/build}" "${OFI_NCCL_DIR:=/opt/amazon/ofi-nccl}" "${NCCL_LIB_DIR:=}"
 fabric_start
+# NCCL finds the aws-ofi-nccl plugin and libfabric on the library path; NCCL_NET (set) fails the test without them.
+export LD_LIBRARY_PATH="${NCCL_LIB_DIR:+$NCCL_LIB_DIR:}$OFI_NCCL_DIR/lib:/opt/amazon/efa/lib:/opt/amazon/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fabric_log "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 
 # The tuner library is in lib/ (Amazon Linux) or lib/<multiarch triplet>/ (Ubuntu).
 if [[ -z "${NCCL_TUNER_PLUGIN:-}" ]]; then

@@ -1,6 +1,14 @@
 """What a healthy fabric must deliver: the bus-bandwidth floor and the EFA bytes an all-reduce cannot avoid.
 
-The rule is physical, not a table of numbers per type. In a ring all-reduce over N nodes every node sends and
+Where a published nccl-tests baseline exists for the instance type, the floor is 80 % of it: the all_reduce_perf
+busbw at 16 GiB on two nodes that AWS's awsome-distributed-training micro-benchmarks report (p5.48xlarge about
+487 GB/s, p4de.24xlarge about 78 GB/s). Those exceed what the line rate alone predicts, because NCCL's NVLS and
+tree algorithms send fewer bytes between nodes than a ring; a line-rate floor would pass a run that lost a
+third of its bandwidth. p4d.24xlarge has p4de's network (4 x 100 Gbps EFA) and NVSwitch, so it shares its
+baseline. More nodes lower busbw a little (longer rings, more latency); the 20 % margin covers the sizes this
+check runs (2 to 16 nodes).
+
+For the types without a published baseline the rule is physical. In a ring all-reduce over N nodes every node sends and
 receives 2(N-1)/N times the buffer through its network cards, and nccl-tests (and nccom-test, which copies its
 definition) scale the measured rate by the same 2(N-1)/N to get "bus bandwidth". The factors cancel: across nodes,
 large-message busbw can at best equal the node's EFA bandwidth in bytes per second, for any N >= 2. A check then
@@ -13,7 +21,12 @@ asks for a fraction F of that ceiling:
   about half of trn1.32xlarge's 800 Gbps at 1 GiB, so a floor at 40 % passes a healthy pair and still fails
   a broken path, which loses far more than that.
 
-Both can be overridden (--min-fraction) once a site knows what its clusters reach.
+Both can be overridden (--min-fraction, a share of the line rate) once a site knows what its clusters reach.
+
+One GPU node (--nodes 1) checks NVLink instead: all eight GPUs all-reduce through NVSwitch, and busbw must reach
+60 % of one GPU's NVLink bandwidth in one direction (A100: 12 NVLink 3 links, 300 GB/s each way; H100 and H200:
+18 NVLink 4 links, 450 GB/s each way). A healthy node reaches 75 % or more (NVLS on H100 more still); a GPU with
+NVLink errors or a link down falls far below. --min-fraction then is a share of that NVLink bandwidth.
 """
 
 from __future__ import annotations
@@ -25,6 +38,30 @@ from cluster.instances import InstanceFacts
 
 MIN_FRACTION_BY_ACCELERATOR: dict[str, float] = {"gpu": 0.70, "neuron": 0.40}
 GIB = 1 << 30
+BASELINE_FRACTION = 0.80
+NVLINK_FRACTION = 0.60
+# One GPU's NVLink bandwidth in one direction (GB/s), from NVIDIA's A100 / H100 / H200 SXM specifications.
+NVLINK_GB_PER_S_PER_GPU: dict[str, float] = {
+    "p4d.24xlarge": 300.0,
+    "p4de.24xlarge": 300.0,
+    "p5.48xlarge": 450.0,
+    "p5e.48xlarge": 450.0,
+    "p5en.48xlarge": 450.0,
+}
+_BASELINE_SOURCE = "awsome-distributed-training micro-benchmarks/nccl-tests: all_reduce_perf busbw at 16 GiB, 2 nodes"
+
+
+@dataclass(frozen=True)
+class PublishedBaseline:
+    busbw_gb_per_s: float
+    source: str
+
+
+PUBLISHED_BUSBW_16GIB: dict[str, PublishedBaseline] = {
+    "p5.48xlarge": PublishedBaseline(487.0, _BASELINE_SOURCE),
+    "p4de.24xlarge": PublishedBaseline(78.0, _BASELINE_SOURCE),
+    "p4d.24xlarge": PublishedBaseline(78.0, _BASELINE_SOURCE + " (measured on p4de, same network and NVSwitch)"),
+}
 
 
 class FabricError(ValueError):
@@ -36,6 +73,12 @@ class BusbwThreshold:
     instance: InstanceFacts
     nodes: int
     fraction: float
+    baseline: PublishedBaseline | None = None  # the floor is fraction x baseline when set, else x line rate
+    nvlink_gb_per_s: float | None = None  # one node: the floor is fraction x one GPU's NVLink bandwidth
+
+    @property
+    def intra_node(self) -> bool:
+        return self.nvlink_gb_per_s is not None
 
     @property
     def line_rate_gbps(self) -> float:
@@ -49,30 +92,50 @@ class BusbwThreshold:
 
     @property
     def min_busbw_gb_per_s(self) -> float:
+        if self.nvlink_gb_per_s is not None:
+            return self.fraction * self.nvlink_gb_per_s
+        if self.baseline is not None:
+            return self.fraction * self.baseline.busbw_gb_per_s
         return self.fraction * self.ceiling_gb_per_s
 
     def describe(self) -> str:
-        """'2 x p5.48xlarge (70 % of 3200 Gbps)'"""
-        return f"{self.nodes} x {self.instance.name} ({self.fraction * 100:.0f} % of {self.line_rate_gbps:.0f} Gbps)"
+        """'2 x p5.48xlarge (80 % of the published 487 GB/s)' or '2 x p5en.48xlarge (70 % of 3200 Gbps)'"""
+        if self.nvlink_gb_per_s is not None:
+            return (
+                f"1 x {self.instance.name} over NVLink ({self.fraction * 100:.0f} % of {self.nvlink_gb_per_s:.0f} GB/s "
+                "per GPU)"
+            )
+        if self.baseline is not None:
+            reference = f"the published {self.baseline.busbw_gb_per_s:.0f} GB/s"
+        else:
+            reference = f"{self.line_rate_gbps:.0f} Gbps"
+        return f"{self.nodes} x {self.instance.name} ({self.fraction * 100:.0f} % of {reference})"
 
 
-def check_nodes(nodes: int) -> None:
-    if nodes < 2:
+def check_nodes(nodes: int, single_node: bool = False) -> None:
+    """At least 2 nodes (EFA between them); 1 where the instance's NVLink is checked on its own."""
+    if nodes < 1 or (nodes == 1 and not single_node):
         raise FabricError(f"--nodes: {nodes} must be at least 2 (the check measures traffic between nodes over EFA)")
 
 
 def busbw_threshold(instance: InstanceFacts, nodes: int, fraction: float | None = None) -> BusbwThreshold:
-    """The floor for large-message all-reduce busbw on `nodes` nodes of `instance`."""
-    check_nodes(nodes)
+    """The floor for large-message all-reduce busbw on `nodes` nodes of `instance` (one GPU node: NVLink)."""
+    check_nodes(nodes, single_node=instance.name in NVLINK_GB_PER_S_PER_GPU)
     if instance.accelerator not in MIN_FRACTION_BY_ACCELERATOR:
         raise FabricError(f"--instance-type: {instance.name} has no accelerators; the fabric check needs GPU or trn1")
     if not instance.efa_capable:
         raise FabricError(f"--instance-type: {instance.name} has no EFA interfaces")
-    if fraction is None:
-        fraction = MIN_FRACTION_BY_ACCELERATOR[instance.accelerator]
-    elif not 0 < fraction <= 1:
+    if fraction is not None and not 0 < fraction <= 1:
         raise FabricError(f"--min-fraction: {fraction} must be above 0 and at most 1")
-    return BusbwThreshold(instance, nodes, fraction)
+    if nodes == 1:
+        nvlink = NVLINK_GB_PER_S_PER_GPU[instance.name]
+        return BusbwThreshold(instance, 1, fraction or NVLINK_FRACTION, nvlink_gb_per_s=nvlink)
+    if fraction is not None:
+        return BusbwThreshold(instance, nodes, fraction)
+    baseline = PUBLISHED_BUSBW_16GIB.get(instance.name)
+    if baseline is not None:
+        return BusbwThreshold(instance, nodes, BASELINE_FRACTION, baseline)
+    return BusbwThreshold(instance, nodes, MIN_FRACTION_BY_ACCELERATOR[instance.accelerator])
 
 
 def min_cross_node_bytes(sizes: Iterable[int], nodes: int, operations_per_size: int) -> int:
@@ -82,5 +145,5 @@ def min_cross_node_bytes(sizes: Iterable[int], nodes: int, operations_per_size: 
     buffer per operation: the reduce-scatter half alone, which no real algorithm undercuts (ring and tree send
     more). Warm-up and validation runs are not counted, so the bound stays below what a healthy run moves.
     """
-    check_nodes(nodes)
+    check_nodes(nodes, single_node=True)
     return sum(size * (nodes - 1) // nodes for size in sizes) * operations_per_size

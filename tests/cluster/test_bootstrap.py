@@ -69,6 +69,9 @@ def fixture_node(tmp_path: Path, efa: int, gpus: int = 0, neuron: int = 0) -> di
         "DEV_ROOT": str(dev),
         "NVIDIA_SMI": str(executable(tmp_path / "nvidia-smi", lines)),
         "FI_INFO": str(executable(tmp_path / "fi_info", 'echo "provider: efa"\n')),
+        # Never the host's own: the tests run as root.
+        "SYSCTL": str(executable(tmp_path / "sysctl", f'echo "sysctl $*" >>{tmp_path}/tools.log\n')),
+        "LCTL": str(executable(tmp_path / "lctl", f'echo "lctl $*" >>{tmp_path}/tools.log\n')),
     }
     return env
 
@@ -80,14 +83,22 @@ def run(script: str, args: list[str], env: dict[str, str]) -> subprocess.Complet
 GPU_ARGS = ["--gpus", "8", "--efa-devices", "32", "--pyxis", "true", "--enroot-dir", "/scratch/enroot"]
 
 
+SQSH = "/fsx/containers/llm-nemo-efa-25.07.00-efa1.43.2.sqsh"
+ECR_IMAGE = "111111111111.dkr.ecr.us-east-1.amazonaws.com/llm-nemo-efa:25.07.00-efa1.43.2"
+
+
 def test_gpu_node_configures_enroot_on_local_disk(tmp_path: Path) -> None:
     env = fixture_node(tmp_path, efa=32, gpus=8)
-    result = run("gpu_node.sh", [*GPU_ARGS, "--container-image", "nvcr.io/nvidia/nemo:25.04"], env)
+    result = run("gpu_node.sh", [*GPU_ARGS, "--container-image", SQSH], env)
     assert result.returncode == 0, result.stderr
     root = tmp_path / "root"
     enroot = (root / "etc/enroot/enroot.conf").read_text()
     assert "ENROOT_RUNTIME_PATH /run/enroot/user-$(id -u)" in enroot
     assert "ENROOT_DATA_PATH /scratch/enroot/data/user-$(id -u)" in enroot
+    # Each job user creates its runtime directory under /run/enroot; EFA's /dev/infiniband stays visible.
+    assert (root / "run/enroot").stat().st_mode & 0o7777 == 0o1777
+    assert "ENROOT_RESTRICT_DEV no" in enroot.splitlines()
+    assert "ENROOT_CONFIG_PATH" not in enroot  # a .sqsh needs no registry login
     assert "/fsx" not in enroot
     assert (root / "scratch/enroot/cache").is_dir()
     assert (root / "etc/llm-health/health.env").read_text().splitlines() == [
@@ -95,8 +106,22 @@ def test_gpu_node_configures_enroot_on_local_disk(tmp_path: Path) -> None:
         "HEALTH_EXPECTED_NEURON=0",
         "HEALTH_EXPECTED_EFA=32",
     ]
-    assert "export FI_PROVIDER=efa" in (root / "etc/profile.d/llm-efa.sh").read_text()
-    assert (root / "etc/llm-cluster/container-image").read_text().strip() == "nvcr.io/nvidia/nemo:25.04"
+    profile = (root / "etc/profile.d/llm-efa.sh").read_text()
+    assert "export FI_PROVIDER=efa" in profile and 'export NCCL_NET="AWS Libfabric"' in profile
+    assert "export LD_LIBRARY_PATH=/opt/amazon/efa/lib:/opt/amazon/ofi-nccl/lib:" in profile
+    assert (root / "etc/llm-cluster/container-image").read_text().strip() == SQSH
+
+
+def test_gpu_node_logs_enroot_into_ecr_with_the_node_role(tmp_path: Path) -> None:
+    env = fixture_node(tmp_path, efa=32, gpus=8)
+    result = run("gpu_node.sh", [*GPU_ARGS, "--container-image", ECR_IMAGE], env)
+    assert result.returncode == 0, result.stderr
+    root = tmp_path / "root"
+    assert "ENROOT_CONFIG_PATH /etc/enroot/config" in (root / "etc/enroot/enroot.conf").read_text().splitlines()
+    assert (root / "etc/enroot/config/.credentials").read_text() == (
+        "machine 111111111111.dkr.ecr.us-east-1.amazonaws.com login AWS password "
+        "$(aws ecr get-login-password --region us-east-1)\n"
+    )
 
 
 def test_gpu_node_fails_on_missing_efa_devices(tmp_path: Path) -> None:
@@ -175,6 +200,11 @@ def test_trn1_node_with_the_pins_in_the_ami(tmp_path: Path) -> None:
     profile = (root / "etc/profile.d/llm-neuron.sh").read_text()
     assert 'export NEURON_COMPILE_CACHE_URL="/fsx/neuron-cache"' in profile
     assert "HEALTH_EXPECTED_NEURON=16" in (root / "etc/llm-health/health.env").read_text()
+    # What NxDT's train_setup.sh does as root: the rendezvous port reserved, Lustre's dirty cache capped.
+    assert (tmp_path / "tools.log").read_text().splitlines() == [
+        "sysctl -w net.ipv4.ip_local_reserved_ports=41000",
+        "lctl set_param osc.*.max_dirty_mb=64",
+    ]
 
 
 def test_trn1_node_offline_names_the_wrong_package(tmp_path: Path) -> None:

@@ -85,7 +85,7 @@ def test_gpu_bootstrap_sequence_carries_the_facts() -> None:
     assert args[args.index("--gpus") + 1] == "8"
     assert args[args.index("--efa-devices") + 1] == "32"
     assert args[args.index("--enroot-dir") + 1] == "/scratch/enroot"
-    assert args[args.index("--container-image") + 1] == "nvcr.io/nvidia/nemo:25.04"
+    assert args[args.index("--container-image") + 1] == "/fsx/containers/llm-nemo-efa-25.07.00-efa1.43.2.sqsh"
 
 
 def test_p4d_odcr() -> None:
@@ -189,6 +189,7 @@ def test_ssh_key_and_existing_file_system() -> None:
     def edit(cluster: dict[str, Any]) -> None:
         cluster["ssh_key_name"] = "ops-key"
         cluster["fsx"] = {"file_system_id": "fs-0123456789abcdef0", "mount_dir": "/shared"}
+        cluster["containers"]["nemo_image"] = "/shared/containers/nemo.sqsh"  # images live on the shared mount
 
     spec = parse_spec(with_cluster(edit))
     config = build_cluster_config(spec, example_refs(spec))

@@ -67,8 +67,8 @@ def test_a_healthy_p5_pair_passes(fast_tmp: Path) -> None:
     verdict = p5_verdict(fast_tmp, "all_reduce_perf-2x-p5.48xlarge.txt", traffic_per_device=P5_NEEDS // 32 + GIB)
     assert verdict.passed and verdict.warnings == []
     assert verdict.info[0] == (
-        "busbw at the largest sizes (GB/s): 4 GiB 353.0/355.0, 8 GiB 352.3/358.2, 16 GiB 354.4/355.4; median 354.7, "
-        "needs >= 280.0 for 2 x p5.48xlarge (70 % of 3200 Gbps)"
+        "busbw at the largest sizes (GB/s): 4 GiB 484.2/487.0, 8 GiB 483.3/491.3, 16 GiB 486.1/487.6; median 486.6, "
+        "needs >= 389.6 for 2 x p5.48xlarge (80 % of the published 487 GB/s)"
     )
     assert "EFA bytes each node must exchange for this test: at least 640.0 GiB each way" in verdict.info
     assert verdict.render().splitlines()[0] == "fabric check: all_reduce_perf on 2 x p5.48xlarge, 16 ranks on 2 hosts"
@@ -77,7 +77,10 @@ def test_a_healthy_p5_pair_passes(fast_tmp: Path) -> None:
 
 def test_sockets_fail_on_busbw_and_on_counters_that_did_not_move(fast_tmp: Path) -> None:
     verdict = p5_verdict(fast_tmp, "all_reduce_perf-2x-p5.48xlarge-sockets.txt", traffic_per_device=0)
-    assert verdict.failures == ["busbw 2.9 GB/s < 280.0 GB/s expected for 2 x p5.48xlarge (70 % of 3200 Gbps)", SOCKETS]
+    assert verdict.failures == [
+        "busbw 2.9 GB/s < 389.6 GB/s expected for 2 x p5.48xlarge (80 % of the published 487 GB/s)",
+        SOCKETS,
+    ]
     assert verdict.render().splitlines()[-1] == "fabric check: FAILED (2 problems)"
 
 
@@ -244,3 +247,20 @@ def test_the_transport_nccl_logged_per_rank(fast_tmp: Path, lines: list[str], in
         logs.append(log)
     verdict = p5_verdict(fast_tmp, "all_reduce_perf-2x-p5.48xlarge.txt", P5_NEEDS, transports=read_transports(logs))
     assert info in verdict.info and verdict.failures == failures
+
+
+def test_one_node_is_judged_on_nvlink_and_needs_no_efa_traffic(fast_tmp: Path) -> None:
+    before, after = counter_samples(fast_tmp, 32, 0, nodes=("n1",))
+    verdict = evaluate(
+        CheckInputs(
+            run=parse_all_reduce_perf(fixture("all_reduce_perf-1x-p5.48xlarge.txt")),
+            threshold=busbw_threshold(instance_facts("p5.48xlarge"), 1),
+            before=before,
+            after=after,
+            output_path="all_reduce_perf.out",
+            expected_ranks=8,
+        )
+    )
+    assert verdict.passed, verdict.render()
+    assert verdict.info[0].endswith("needs >= 270.0 for 1 x p5.48xlarge over NVLink (60 % of 450 GB/s per GPU)")
+    assert "one node: the all-reduce runs over NVLink; EFA counters are checked for errors only" in verdict.info

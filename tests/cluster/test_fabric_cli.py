@@ -72,7 +72,10 @@ def test_gpu_script_runs_nccl_tests_with_the_efa_env(capsys: pytest.CaptureFixtu
         "export NCCL_BUFFSIZE=8388608",
         "export NCCL_P2P_NET_CHUNKSIZE=524288",
         "export NCCL_DEBUG=INFO",
-        ': "${NCCL_TESTS_DIR:=/opt/nccl-tests/build}" "${OFI_NCCL_DIR:=/opt/amazon/ofi-nccl}"',
+        "export NCCL_NET='AWS Libfabric'",  # no silent fallback to sockets
+        ': "${NCCL_TESTS_DIR:=/opt/nccl-tests/build}" "${OFI_NCCL_DIR:=/opt/amazon/ofi-nccl}" "${NCCL_LIB_DIR:=}"',
+        'export LD_LIBRARY_PATH="${NCCL_LIB_DIR:+$NCCL_LIB_DIR:}$OFI_NCCL_DIR/lib:/opt/amazon/efa/lib:'
+        '/opt/amazon/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"',
         ': "${FABRIC_SYSFS_ROOT:=/sys}"',
     ):
         assert line in lines, line
@@ -120,7 +123,7 @@ def _spec_file(tmp_path: Path, edit: object) -> Path:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--queue", "gpu", "--nodes", "1"], "--nodes: 1 must be at least 2 (the check measures traffic between nodes over EFA)"),
+        (["--queue", "gpu", "--nodes", "0"], "--nodes: 0 must be at least 2 (the check measures traffic between nodes over EFA)"),
         (["--queue", "gpu", "--nodes", "3"], "--nodes: 3 is more than queue 'gpu' can start (max_count 2)"),
         (["--queue", "cpu", "--nodes", "2"], "--queue: no queue named 'cpu' (known: gpu)"),
         (["--queue", "gpu", "--nodes", "2", "--mpi", "openmpi"], "--mpi: 'openmpi' is not one of pmix, pmi2"),
@@ -187,7 +190,7 @@ def test_check_exits_0_on_a_pass_and_1_on_a_failure(fast_tmp: Path, capsys: pyte
     code, out, _ = run_main(_check_argv("all_reduce_perf-2x-p5.48xlarge-sockets.txt", before, after), capsys)
     assert code == 1
     assert out.splitlines()[-3:] == [
-        "FAIL: busbw 2.9 GB/s < 280.0 GB/s expected for 2 x p5.48xlarge (70 % of 3200 Gbps)",
+        "FAIL: busbw 2.9 GB/s < 389.6 GB/s expected for 2 x p5.48xlarge (80 % of the published 487 GB/s)",
         "FAIL: EFA counters did not move: NCCL used sockets (check FI_PROVIDER, the aws-ofi-nccl plugin, "
         "the security group's self rule)",
         "fabric check: FAILED (2 problems)",
@@ -217,7 +220,7 @@ def test_check_reads_the_nccl_debug_logs_and_the_iterations_of_nccom_test(
     ("change", "message"),
     [
         ({"--instance-type": "p9.96xlarge"}, "--instance-type: instance type 'p9.96xlarge' is not in the facts table"),
-        ({"--nodes": "1"}, "--nodes: 1 must be at least 2 (the check measures traffic between nodes over EFA)"),
+        ({"--nodes": "0"}, "--nodes: 0 must be at least 2 (the check measures traffic between nodes over EFA)"),
         ({"--output": "/nonexistent/all_reduce_perf.out"}, "--output: cannot read '/nonexistent/all_reduce_perf.out' (No such file or directory)"),
         ({"--before": "/nonexistent"}, "--before: '/nonexistent' is not a directory"),
         ({"--min-fraction": "-0.1"}, "--min-fraction: -0.1 must be above 0 and at most 1"),
@@ -256,11 +259,37 @@ def test_a_malformed_sample_names_its_file_and_line(tmp_path: Path, capsys: pyte
 
 def test_the_module_runs_as_a_program() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "cluster.fabric", "render", "--queue", "gpu", "--nodes", "1", "--dry-run"],
+        [sys.executable, "-m", "cluster.fabric", "render", "--queue", "gpu", "--nodes", "0", "--dry-run"],
         cwd=REPO,
         capture_output=True,
         text=True,
         check=False,
     )
     assert (result.returncode, result.stdout) == (2, "")
-    assert result.stderr.startswith("error: --nodes: 1 must be at least 2")
+    assert result.stderr.startswith("error: --nodes: 0 must be at least 2")
+
+
+def test_one_gpu_node_renders_the_nvlink_check_and_trn1_refuses_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, _ = run_main(
+        ["render", "--queue", "gpu", "--nodes", "1", "--output", str(tmp_path), "--dry-run"], capsys
+    )
+    assert code == 0 and "#SBATCH --nodes=1" in out.splitlines()
+    code, _, err = run_main(
+        [
+            "render",
+            "--queue",
+            "trn1",
+            "--nodes",
+            "1",
+            "--spec",
+            str(REPO / "spec/examples/trn1-neuron.yaml"),
+            "--dry-run",
+        ],
+        capsys,
+    )
+    assert (
+        code == 2
+        and err == "error: --nodes: 1 must be at least 2 (the check measures traffic between nodes over EFA)\n"
+    )

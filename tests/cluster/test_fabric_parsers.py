@@ -23,11 +23,11 @@ def test_a_two_node_p5_run() -> None:
     assert run.timed_iterations == 20 and run.placements == 2 and run.out_of_bounds == 0
     assert len(run.sizes) == 32
     assert (run.sizes[0].size_bytes, run.sizes[-1].size_bytes) == (8, 16 << 30)
-    assert run.sizes[-1].busbw_gb_per_s == (354.38, 355.43)
-    assert run.avg_busbw_gb_per_s == 119.413
+    assert run.sizes[-1].busbw_gb_per_s == (486.15, 487.59)
+    assert run.avg_busbw_gb_per_s == 163.803
     assert [row.size_bytes for row in run.largest()] == [4 << 30, 8 << 30, 16 << 30]
-    # median of 352.98 354.97 | 352.29 358.16 | 354.38 355.43
-    assert run.large_message_busbw() == pytest.approx((354.38 + 354.97) / 2)
+    # median of 484.23 486.96 | 483.28 491.33 | 486.15 487.59
+    assert run.large_message_busbw() == pytest.approx((486.15 + 486.96) / 2)
 
 
 def test_a_run_that_crashed_has_no_summary_and_keeps_the_error_lines() -> None:

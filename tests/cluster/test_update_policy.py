@@ -79,7 +79,7 @@ def test_added_queue_is_live() -> None:
 
 def test_drain_through_queue_update_strategy() -> None:
     def edit(data: dict[str, Any]) -> None:
-        data["cluster"]["containers"]["nemo_image"] = "nvcr.io/nvidia/nemo:25.07"  # new bootstrap args
+        data["cluster"]["containers"]["nemo_image"] = "/fsx/containers/llm-nemo-efa-25.07.01.sqsh"  # new bootstrap args
         gpu(data)["root_volume_gib"] = 400
 
     plan = plan_update(load_spec(), edited(edit))
@@ -250,7 +250,9 @@ SCENARIOS: dict[str, Callable[[dict[str, Any]], None]] = {
         {"name": "a100", "instance_type": "p4d.24xlarge", "max_count": 2, "placement_group": True}
     ),
     "queue-removed-and-renamed": lambda d: gpu(d).update(name="h100"),
-    "bootstrap-args": lambda d: d["cluster"]["containers"].update(nemo_image="nvcr.io/nvidia/nemo:25.07"),
+    "bootstrap-args": lambda d: d["cluster"]["containers"].update(
+        nemo_image="/fsx/containers/llm-nemo-efa-25.07.01.sqsh"
+    ),
     "placement-off": lambda d: gpu(d).update(placement_group=False),
     "scaledown": lambda d: d["cluster"].update(scaledown_idletime_minutes=30),
     "os-and-head": lambda d: d["cluster"].update(os="rocky9", head_node={"instance_type": "c6i.4xlarge"}),

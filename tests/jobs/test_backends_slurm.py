@@ -1,11 +1,14 @@
 """The NeMo and Neuron job scripts, rendered for their real queues (p5 with pyxis, trn1) and run on the local
 cluster's partition. Only the tools this host lacks are recorders: the pyxis-enabled srun (CONTAINER_SRUN),
-neuron_parallel_compile, Neuron's torchrun and neuron-ls. The scripts, sbatch, srun and the dependency are real.
+neuron_parallel_compile, Neuron's torchrun and neuron-ls. The scripts, sbatch, srun and the dependency are real;
+for the requeue decisions the pyxis stand-in runs the step through the real srun (tests/jobs/standins).
 """
 
 from __future__ import annotations
 
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +17,7 @@ import yaml
 from cluster.local_slurm import LocalSlurm
 from cluster.local_slurm.install import ensure_shellcheck
 from tests.jobs.conftest import install_recorders, read_records, write_job
-from tests.jobs.slurm_helpers import job_log, submit, wait_for_end
+from tests.jobs.slurm_helpers import job_log, submit, wait_for_end, wait_for_restart
 
 pytestmark = pytest.mark.slurm
 
@@ -50,9 +53,8 @@ def test_nemo_job_launches_the_container_step_with_pyxis_flags(
         "--nodes=2",
         "--ntasks=16",
         "--ntasks-per-node=8",
-        "--mpi=pmi2",
         "--kill-on-bad-exit=1",
-        "--container-image=nvcr.io/nvidia/nemo:25.04",
+        "--container-image=/fsx/containers/llm-nemo-efa-25.07.00-efa1.43.2.sqsh",
         f"--container-mounts=/fsx:/fsx,{REPO}:{REPO},{run_dir}:{run_dir},{data_dir}:{data_dir}",
         f"--container-workdir={REPO}",
         "--no-container-mount-home",
@@ -65,6 +67,7 @@ def test_nemo_job_launches_the_container_step_with_pyxis_flags(
     for name, value in {
         "FI_PROVIDER": "efa",
         "FI_EFA_USE_HUGE_PAGE": "0",
+        "NCCL_NET": "AWS Libfabric",
         "NCCL_SOCKET_IFNAME": "^docker,lo,veth",
         "TORCH_NCCL_AVOID_RECORD_STREAMS": "1",
         "NVTE_DP_AMAX_REDUCE_INTERVAL": "0",
@@ -78,6 +81,61 @@ def test_nemo_job_launches_the_container_step_with_pyxis_flags(
     nemo = yaml.safe_load((run_dir / "nemo-config.yaml").read_text())
     assert nemo["overrides"]["model.config.num_layers"] == 2 and nemo["overrides"]["model.config.hidden_size"] == 64
     assert nemo["data"]["paths"] == [str(Path(demo_data).resolve())]
+
+
+STANDINS = Path(__file__).resolve().parent / "standins"
+
+
+def _nemo_with_standin(tmp_path: Path, demo_data: str, program: str | None) -> tuple[list[str], dict[str, str], Path]:
+    recorders = install_recorders(tmp_path / "bin", "pyxis-srun")
+    run_dir = tmp_path / "nemo-run"
+    config = write_job(tmp_path / "job.yaml", data={"global_batch_size": 64})
+    argv = ["--backend", "nemo", "--model", str(config), "--nodes", "2", "--data-prefix", demo_data,
+            "--run-dir", str(run_dir), "--partition", "local"]  # fmt: skip
+    env = {
+        "CONTAINER_SRUN": str(STANDINS / "pyxis-srun"),
+        "RECORDER": str(recorders / "pyxis-srun"),
+        "RECORD_LOG": str(tmp_path / "record.jsonl"),
+        "HOST_PYTHON": sys.executable,
+        **({"STANDIN_PROGRAM": str(STANDINS / program)} if program else {}),
+    }
+    return argv, env, run_dir
+
+
+def test_nemo_config_error_is_not_requeued(local_slurm: LocalSlurm, demo_data: str, tmp_path: Path) -> None:
+    # The real nemo_pretrain.py, on a host python without NeMo: start-up fails, which is a configuration error.
+    argv, env, run_dir = _nemo_with_standin(tmp_path, demo_data, None)
+    (job_id,) = submit(local_slurm, argv, env)
+    job = wait_for_end(local_slurm, job_id)
+    log = job_log(run_dir)
+    assert (job["JobState"], job["ExitCode"], job["Restarts"]) == ("FAILED", "2:0", "0"), log
+    assert "failed with exit 2 (configuration error: ModuleNotFoundError: No module named " in log
+    assert "a retry cannot fix this, not requeued" in log
+
+
+def test_nemo_time_limit_stop_is_requeued_and_not_counted_as_a_failure(
+    local_slurm: LocalSlurm, demo_data: str, tmp_path: Path
+) -> None:
+    argv, env, run_dir = _nemo_with_standin(tmp_path, demo_data, "preemptible_step.py")
+    # Even with no failure allowed, a checkpointed stop before the time limit requeues.
+    (job_id,) = submit(local_slurm, [*argv, "--max-requeues", "0"], env)
+    deadline = time.monotonic() + 120
+    while not all((run_dir / f"step-ready.{rank}").exists() for rank in (0, 1)):
+        assert time.monotonic() < deadline, job_log(run_dir)
+        time.sleep(0.2)
+    # What #SBATCH --signal=B:USR1@300 does before the time limit.
+    local_slurm.run(["scancel", "--signal=USR1", "--batch", job_id])
+    wait_for_restart(local_slurm, job_id, 1)
+    job = wait_for_end(local_slurm, job_id)
+    log = job_log(run_dir)
+    assert (job["JobState"], job["ExitCode"], job["Restarts"]) == ("COMPLETED", "0:0", "1"), log
+    assert "got SIGUSR1; sending SIGUSR1 to the training step" in log
+    assert (
+        "stopped before the time limit with a checkpoint (stopped on SIGUSR1 after a checkpoint); "
+        "requeueing (restart 1, not a failure)"
+    ) in log
+    assert "restart 1; 0 failed attempts requeued of at most 0" in log
+    assert not list(run_dir.glob(".requeue-failures.*"))
 
 
 def test_neuron_compile_job_then_dependent_training_job(
@@ -120,9 +178,11 @@ def test_neuron_compile_job_then_dependent_training_job(
         ]  # fmt: skip
 
     compile_overrides = [
-        "trainer.max_steps=3",
+        "trainer.max_steps=10",
+        "trainer.val_check_interval=10",
         f"exp_manager.explicit_log_dir={run_dir}/nxdt-compile",
         "exp_manager.create_checkpoint_callback=False",
+        "exp_manager.create_tensorboard_logger=False",
         "exp_manager.resume_if_exists=False",
     ]
     for rank, record in enumerate(compile_runs):
@@ -145,7 +205,7 @@ def test_neuron_compile_job_then_dependent_training_job(
             "MASTER_PORT": "41000",
         }.items():
             assert record["env"].get(name) == value, name
-        assert "--distribution-strategy=llm-training" in record["env"]["NEURON_CC_FLAGS"]
+        assert "NEURON_CC_FLAGS" not in record["env"]  # NxDT sets it from the config's compiler_flags
 
     nxdt_config = yaml.safe_load((run_dir / "nxdt-config.yaml").read_text())
     assert nxdt_config["distributed_strategy"]["tensor_model_parallel_size"] == 8

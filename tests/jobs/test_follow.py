@@ -46,3 +46,24 @@ def test_the_summary_takes_the_last_attempt_of_each_step_and_the_newest_committe
     lines = summary.lines()
     assert lines[0] == "final loss      4.0000 at step 6"
     assert lines[1].startswith("throughput      102 tokens/s per rank, 203 tokens/s over 2 ranks")
+
+
+def test_nemo_and_neuron_runs_are_summarized_by_their_own_checkpoints_and_exit_status(tmp_path: Path) -> None:
+    nemo = tmp_path / "nemo-run"
+    checkpoints = nemo / "nemo" / "nemo-run" / "checkpoints"
+    for name in ("nemo-run--val_loss=2.10-step=99-consumed_samples=6400.0", "nemo-run--val_loss=1.90-step=199-last"):
+        (checkpoints / name).mkdir(parents=True)
+    (nemo / "nemo" / "nemo-run" / "events.out.tfevents.1.host").touch()
+    (nemo / "exit_status.json").write_text('{"exit_code": 42, "reason": "stopped on SIGUSR1 after a checkpoint"}')
+    summary = summarize(nemo)
+    assert summary.checkpoint == checkpoints / "nemo-run--val_loss=1.90-step=199-last"
+    assert summary.tensorboard == nemo / "nemo"
+    assert "exit status     42 (stopped on SIGUSR1 after a checkpoint)" in summary.lines()
+
+    neuron = tmp_path / "pythia"
+    (neuron / "nxdt" / "checkpoints" / "pythia--step=1000-consumed_samples=256000.0.ckpt").mkdir(parents=True)
+    (neuron / "nxdt" / "checkpoints" / "pythia--step=500-consumed_samples=128000.0.ckpt").mkdir(parents=True)
+    assert (
+        summarize(neuron).checkpoint
+        == neuron / "nxdt" / "checkpoints" / "pythia--step=1000-consumed_samples=256000.0.ckpt"
+    )

@@ -107,8 +107,11 @@ def test_stops_and_failures_requeue_or_end_and_the_run_resumes_with_the_referenc
     log = job_log(run_dir)
     assert (job["JobState"], job["ExitCode"], job["Restarts"]) == ("FAILED", "42:0", "2"), log
     assert "got SIGUSR1; sending SIGUSR1 to the training step" in log
-    assert "stopped on request with a checkpoint (stopped on request (SIGUSR1)); requeueing (requeue 1 of" in log
-    assert "step failed (step exit status" in log and "requeueing (requeue 2 of at most 10)" in log
+    assert (
+        "stopped before the time limit with a checkpoint (stopped on request (SIGUSR1)); requeueing (restart 1, not a failure)"
+        in log
+    )
+    assert "step failed (step exit status" in log and "requeueing (failure 1 of at most 10)" in log
     assert "stopped on request (SIGUSR2; stopped on request (SIGUSR1)): not requeued" in log
     resumed = [int(step) for step in re.findall(r"resumed from \S+/step-(\d+) at step \d+", log)]
     assert len(resumed) == 2 and resumed[0] >= 3  # the stop's own checkpoint
@@ -135,12 +138,20 @@ def test_an_error_a_retry_cannot_fix_is_not_requeued(local_slurm: LocalSlurm, de
     assert "a retry cannot fix this, not requeued" in log
 
 
-def test_rank_failures_stop_requeueing_at_the_bound(local_slurm: LocalSlurm, demo_data: str, tmp_path: Path) -> None:
+def test_rank_failures_stop_requeueing_at_the_bound_and_time_limit_stops_do_not_count(
+    local_slurm: LocalSlurm, demo_data: str, tmp_path: Path
+) -> None:
     run_dir = tmp_path / "run"
     (job_id,) = submit(local_slurm, _argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir, "--max-requeues", "0"))
+    # A healthy stop before the time limit requeues even when no failure may be retried.
     wait_for_step(run_dir, 2)
+    local_slurm.run(["scancel", "--signal=USR1", "--batch", job_id])
+    wait_for_restart(local_slurm, job_id, 1)
+    # The first failure is then already one too many.
+    wait_for_step(run_dir, 6)
     kill_rank(run_dir, rank=0)
     job = wait_for_end(local_slurm, job_id)
     log = job_log(run_dir)
-    assert (job["JobState"], job["Restarts"]) == ("FAILED", "0"), log
-    assert "giving up after 0 requeues (MAX_REQUEUES=0)" in log
+    assert (job["JobState"], job["Restarts"]) == ("FAILED", "1"), log
+    assert "requeueing (restart 1, not a failure)" in log
+    assert "giving up after 0 failed attempts (MAX_REQUEUES=0)" in log

@@ -12,7 +12,7 @@ import yaml
 from cluster.local_slurm.install import ensure_shellcheck
 from tests.jobs.conftest import write_job
 from training.launch.errors import SubmitError
-from training.submit import build_parser, main, parse_time, render, write
+from training.submit import build_parser, main, parse_time, render, sbatch, write
 
 REPO = Path(__file__).resolve().parents[2]
 TRN1_SPEC = REPO / "spec" / "examples" / "trn1-neuron.yaml"
@@ -112,6 +112,8 @@ def test_gpu_queue_gets_eight_ranks_whole_nodes_and_the_efa_environment(
         "export NCCL_SOCKET_IFNAME='^docker,lo,veth'",
         "export NCCL_DEBUG=WARN",
         "export TORCH_NCCL_ASYNC_ERROR_HANDLING=1",
+        "export NCCL_NET='AWS Libfabric'",  # no silent fallback to sockets
+        "LIBRARY_DIRS=(/opt/amazon/efa/lib /opt/amazon/ofi-nccl/lib /opt/amazon/openmpi/lib)",
     ):
         assert env in lines, env
     assert not any("FI_EFA_USE_DEVICE_RDMA" in line or "NCCL_PROTO" in line for line in lines)
@@ -149,7 +151,9 @@ def test_nemo_job_writes_its_config_and_a_tokenizer_directory(demo_data: str, tm
         Path(demo_data).parent / "demo_tokenizer.json"
     ).read_bytes()
     (script,) = rendered.scripts
-    assert "CONTAINER_IMAGE=nvcr.io/nvidia/nemo:25.04" in script.text.splitlines()
+    # The .sqsh `make nemo-image` imports onto /fsx: no registry is reached per job.
+    assert "CONTAINER_IMAGE=/fsx/containers/llm-nemo-efa-25.07.00-efa1.43.2.sqsh" in script.text.splitlines()
+    assert f"EXIT_STATUS_FILE={run_dir}/exit_status.json" in script.text.splitlines()
     assert "export NVTE_ASYNC_AMAX_REDUCTION=1" in script.text.splitlines()
 
 
@@ -163,6 +167,55 @@ def test_neuron_renders_a_compile_job_and_a_dependent_training_job(demo_data: st
     assert "NEURON_MODE=compile" in compile_job.text and "NEURON_MODE=train" in train_job.text
     assert "NPROC_PER_NODE=32" in train_job.text
     assert "export NEURON_COMPILE_CACHE_URL=/fsx/neuron-cache" in train_job.text
+    # NxDT appends the YAML's compiler_flags to $NEURON_CC_FLAGS: setting both would pass every flag twice.
+    assert "NEURON_CC_FLAGS" not in compile_job.text + train_job.text
+    # Ten traced steps with a validation pass at the last: the validation graphs are compiled too.
+    assert "trainer.max_steps=10" in compile_job.text and "trainer.val_check_interval=10" in compile_job.text
+    # NxDT writes no checkpoint on a stop signal: the script must not claim one.
+    assert "STEP_CHECKPOINTS_ON_STOP=0" in train_job.text
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--context-parallel", "3"], "error: --tensor-parallel x --pipeline-parallel x --context-parallel: 1 x 1 x 3 "
+         "does not divide 16 workers"),
+        (["--context-parallel", "16"], "error: --context-parallel: data.seq_len 48 is not a multiple of 2 x 16"),
+        (["--expert-parallel", "2"], "error: --expert-parallel: 2 needs a mixture-of-experts model; llama has no experts"),
+        (["--context-parallel", "0"], "error: --context-parallel: 0 must be at least 1"),
+    ],
+)  # fmt: skip
+def test_nemo_layouts_megatron_would_refuse_are_refused_before_submission(
+    extra: list[str], message: str, demo_data: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_job(tmp_path / "gbs64.yaml", data={"global_batch_size": 64, "seq_len": 48})
+    argv = [*_base(config, demo_data, tmp_path / "r", backend="nemo"), *extra, "--dry-run"]
+    assert _fails(capsys, argv) == message
+
+
+def test_nemo_context_parallelism_is_rendered_and_shrinks_data_parallelism(demo_data: str, tmp_path: Path) -> None:
+    run_dir = tmp_path / "cp"
+    job = write_job(tmp_path / "gbs64.yaml", data={"global_batch_size": 64})
+    write(render(_args(*_base(job, demo_data, run_dir, backend="nemo"), "--context-parallel", "2"), "t"))
+    overrides = yaml.safe_load((run_dir / "nemo-config.yaml").read_text())["overrides"]
+    assert overrides["trainer.strategy.context_parallel_size"] == 2
+    assert overrides["trainer.strategy.expert_model_parallel_size"] == 1
+    assert overrides["log.ckpt.train_time_interval"] is None
+
+
+def test_the_training_job_waits_on_the_compile_job_and_dies_if_it_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[list[str]] = []
+
+    def fake_run(command: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        seen.append(command)
+        return subprocess.CompletedProcess(command, 0, stdout="77;cluster\n", stderr="")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    assert sbatch(tmp_path / "train.sbatch", "76", {}) == "77"
+    assert seen == [["sbatch", "--parsable", "--dependency=afterok:76", "--kill-on-invalid-dep=yes",
+                     str(tmp_path / "train.sbatch")]]  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -233,7 +286,7 @@ def test_a_model_that_cannot_fit_is_refused_before_any_node_is_allocated(
         (
             "neuron",
             ["--spec", str(TRN1_SPEC), "--tensor-parallel", "3"],
-            "error: --tensor-parallel x --pipeline-parallel: 3 x 1 does not divide 64 workers",
+            "error: --tensor-parallel x --pipeline-parallel x --context-parallel: 3 x 1 x 1 does not divide 64 workers",
         ),
         (
             "fsdp",

@@ -20,7 +20,9 @@ def test_the_first_matching_queue_is_picked() -> None:
 
 
 def test_nemo_takes_the_container_image_from_the_spec() -> None:
-    assert resolve_target(DEFAULT, "nemo", "gpu", None).container_image == "nvcr.io/nvidia/nemo:25.04"
+    assert resolve_target(DEFAULT, "nemo", "gpu", None).container_image == (
+        "/fsx/containers/llm-nemo-efa-25.07.00-efa1.43.2.sqsh"
+    )
 
 
 def test_trainium_runs_one_worker_per_neuron_core() -> None:

@@ -3,8 +3,10 @@
 # Shared by every rendered job script (after its settings block): the log header, the first node's address,
 # signal forwarding to the training step, and the requeue decision when the step ends.
 #
-# Settings it reads: RUN_DIR, MAX_REQUEUES, STEP_STOP_SIGNAL (what the step gets when the batch shell gets USR1),
-# EXIT_REQUEUE, NO_REQUEUE_CODES (exit codes a retry cannot fix), EXIT_STATUS_FILE ("" when the step writes none).
+# Settings it reads: RUN_DIR, MAX_REQUEUES (requeues after failures; time-limit requeues are not counted),
+# STEP_STOP_SIGNAL (what the step gets when the batch shell gets USR1), STEP_CHECKPOINTS_ON_STOP (1 when the step
+# checkpoints before it stops on that signal, 0 when it resumes from its last periodic checkpoint), EXIT_REQUEUE,
+# NO_REQUEUE_CODES (exit codes a retry cannot fix), EXIT_STATUS_FILE ("" when the step writes none).
 set -uo pipefail # no -e: the requeue decision runs after a failed step
 
 STEP_PID=""
@@ -13,13 +15,31 @@ SIGNAL_ARRIVED=""
 
 job_log() { echo "job[$(date -u +%FT%TZ)]: $*"; }
 
+# Failed attempts of this job so far (SLURM_RESTART_COUNT also counts healthy time-limit requeues).
+failure_count_file() { echo "$RUN_DIR/.requeue-failures.${SLURM_JOB_ID:-0}"; }
+failures_so_far() {
+	local count
+	count="$(cat "$(failure_count_file)" 2>/dev/null || true)"
+	[[ "$count" =~ ^[0-9]+$ ]] && echo "$count" || echo 0
+}
+
 # The environment the job runs with, first in its log; values of secret-looking variables are hidden.
 job_start() {
-	job_log "job ${SLURM_JOB_ID:-?} (${SLURM_JOB_NAME:-?}) restart ${SLURM_RESTART_COUNT:-0} of at most $MAX_REQUEUES"
+	job_log "job ${SLURM_JOB_ID:-?} (${SLURM_JOB_NAME:-?}) restart ${SLURM_RESTART_COUNT:-0}; $(failures_so_far) failed attempts requeued of at most $MAX_REQUEUES"
 	job_log "nodes ${SLURM_JOB_NODELIST:-?} (${SLURM_JOB_NUM_NODES:-?}), batch host $(hostname)"
 	echo "---- environment ----"
 	env | LC_ALL=C sort | sed -E 's/^([A-Za-z0-9_]*(SECRET|TOKEN|PASSWORD|CREDENTIAL|PRIVATE)[A-Za-z0-9_]*)=.*/\1=<hidden>/'
 	echo "---- end of environment ----"
+}
+
+# LIBRARY_DIRS (a setting, may be empty) first on LD_LIBRARY_PATH: the AMI's EFA libfabric and aws-ofi-nccl.
+prepend_library_dirs() {
+	local dirs
+	dirs="$(IFS=:; echo "${LIBRARY_DIRS[*]}")"
+	if [[ -n "$dirs" ]]; then
+		export LD_LIBRARY_PATH="$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+		job_log "LD_LIBRARY_PATH starts with $dirs"
+	fi
 }
 
 # The address of the job's first node as SLURM knows it (NodeAddr): the rendezvous host.
@@ -101,18 +121,25 @@ finish_job() {
 		job_log "stopped on request (SIGUSR2; $reason): not requeued; submit the same command to resume"
 		exit "$code"
 	fi
-	local why
-	if [[ "$STOP_SIGNAL" == USR1 || "$code" == "$EXIT_REQUEUE" ]]; then
-		why="stopped on request with a checkpoint ($reason)"
-	else
-		why="step failed ($reason): a rank died, hung or lost its node"
-	fi
 	local restarts="${SLURM_RESTART_COUNT:-0}"
-	if ((restarts >= MAX_REQUEUES)); then
-		job_log "$why; giving up after $restarts requeues (MAX_REQUEUES=$MAX_REQUEUES)"
-		exit "$((code == 0 ? 1 : code))"
+	if [[ "$STOP_SIGNAL" == USR1 || "$code" == "$EXIT_REQUEUE" ]]; then
+		# A healthy stop before the time limit: requeued without counting against MAX_REQUEUES.
+		if [[ "$code" == "$EXIT_REQUEUE" || "$STEP_CHECKPOINTS_ON_STOP" == 1 ]]; then
+			job_log "stopped before the time limit with a checkpoint ($reason); requeueing (restart $((restarts + 1)), not a failure)"
+		else
+			job_log "stopped before the time limit ($reason); this step writes no checkpoint on the signal: the requeued job resumes from its last periodic checkpoint; requeueing (restart $((restarts + 1)), not a failure)"
+		fi
+	else
+		local failures
+		failures="$(failures_so_far)"
+		if ((failures >= MAX_REQUEUES)); then
+			job_log "step failed ($reason): a rank died, hung or lost its node; giving up after $failures failed attempts (MAX_REQUEUES=$MAX_REQUEUES)"
+			exit "$((code == 0 ? 1 : code))"
+		fi
+		mkdir -p "$RUN_DIR"
+		echo "$((failures + 1))" >"$(failure_count_file)"
+		job_log "step failed ($reason): a rank died, hung or lost its node; requeueing (failure $((failures + 1)) of at most $MAX_REQUEUES)"
 	fi
-	job_log "$why; requeueing (requeue $((restarts + 1)) of at most $MAX_REQUEUES)"
 	if ! scontrol requeue "$SLURM_JOB_ID"; then
 		job_log "scontrol requeue $SLURM_JOB_ID failed"
 		exit "$code"

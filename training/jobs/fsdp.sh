@@ -1,8 +1,10 @@
 #!/bin/bash
 # shellcheck shell=bash
 # FSDP: one torchrun per node (srun), c10d rendezvous on the first node, the trainer under it.
-# Settings: WORKDIR, PYTHON, TORCHRUN, NPROC_PER_NODE, JOB_CONFIG, RUN_DIR, TRAIN_ARGS, SHUTDOWN_TIMEOUT_S.
+# Settings: WORKDIR, PYTHON, TORCHRUN, NPROC_PER_NODE, JOB_CONFIG, RUN_DIR, TRAIN_ARGS, SHUTDOWN_TIMEOUT_S,
+# LIBRARY_DIRS.
 job_start
+prepend_library_dirs
 mkdir -p "$RUN_DIR"
 RDZV_ADDR="$(first_node_addr)"
 RDZV_PORT="$(free_port)"

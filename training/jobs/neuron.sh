@@ -16,9 +16,11 @@ job_log "neuron devices on $(hostname): $(neuron-ls --json-output 2>/dev/null | 
 COMPILE_PREFIX=""
 [[ "$NEURON_MODE" == compile ]] && COMPILE_PREFIX="neuron_parallel_compile"
 export COMPILE_PREFIX
-# The node rank differs per node, so the torchrun command line is built inside each srun task.
+# The node rank differs per node, so the torchrun command line is built inside each srun task. 32 workers per
+# node open many files (graphs, checkpoints, the compile cache): NxDT's own launcher raises the limit the same way.
 # shellcheck disable=SC2016 # expanded by the per-node shell, not here
-NODE_COMMAND='exec $COMPILE_PREFIX torchrun --nproc_per_node "$NPROC_PER_NODE" --nnodes "$SLURM_NNODES" \
+NODE_COMMAND='ulimit -n 65535 || echo "$(hostname): could not raise the open-file limit to 65535 ($(ulimit -n))" >&2
+exec $COMPILE_PREFIX torchrun --nproc_per_node "$NPROC_PER_NODE" --nnodes "$SLURM_NNODES" \
 	--node_rank "$SLURM_NODEID" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT" \
 	"$NXDT_DIR/training_orchestrator.py" --config-path "$NXDT_CONFIG_DIR" --config-name "$NXDT_CONFIG_NAME" \
 	$NXDT_OVERRIDES_LINE'

@@ -3,8 +3,9 @@
     python -m training.launch.follow --job ID --run-dir DIR [--timeout SECONDS]
 
 Prints the job's log as it grows (the environment block folded to one line), waits through requeues until SLURM
-reports a final state, then prints the final loss, throughput, the last checkpoint and the plot. Exits 0 only
-when the job COMPLETED. Uses the SLURM clients of $SLURM_CONF.
+reports a final state, then prints the final loss, throughput, the last checkpoint and the plot (FSDP), or the
+newest NeMo/NxDT checkpoint and their TensorBoard logs, and the step's own exit status. Exits 0 only when the job
+COMPLETED. Uses the SLURM clients of $SLURM_CONF.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ class RunSummary:
     checkpoint: Path | None
     plot: Path | None
     tensorboard: Path | None = None
+    exit_status: str | None = None  # the step's own verdict (exit_status.json): code and reason
 
     def lines(self) -> list[str]:
         lines = []
@@ -85,11 +87,43 @@ class RunSummary:
                 f"throughput      {self.tokens_per_s_per_device:,.0f} tokens/s per rank, {total:,.0f} tokens/s "
                 f"over {world} ranks (median of the last steps)"
             )
+        if self.exit_status is not None:
+            lines.append(f"exit status     {self.exit_status}")
         lines.append(f"checkpoint      {self.checkpoint or 'none'}")
         lines.append(f"plot            {self.plot or 'none'}")
         if self.tensorboard is not None:
             lines.append(f"tensorboard     tensorboard --logdir {self.tensorboard}")
         return lines
+
+
+# NeMo (RUN_DIR/nemo/...) and NxDT (RUN_DIR/nxdt/...) name checkpoints after their step: `...--step=120-...`.
+_FRAMEWORK_DIRS = ("nemo", "nxdt")
+_STEP_RE = re.compile(r"step=(\d+)")
+
+
+def _framework_checkpoint(run_dir: Path) -> Path | None:
+    found: list[tuple[int, str, Path]] = []
+    for base in _FRAMEWORK_DIRS:
+        for path in (run_dir / base).glob("**/checkpoints/*"):
+            match = _STEP_RE.search(path.name)
+            if match and not path.name.endswith((".partial", "-unfinished")):
+                found.append((int(match.group(1)), path.name, path))
+    return max(found)[2] if found else None
+
+
+def _framework_tensorboard(run_dir: Path) -> Path | None:
+    for base in _FRAMEWORK_DIRS:
+        if next((run_dir / base).glob("**/events.out.tfevents.*"), None) is not None:
+            return run_dir / base
+    return None
+
+
+def _exit_status(run_dir: Path) -> str | None:
+    try:
+        status = json.loads((run_dir / "exit_status.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return f"{status.get('exit_code')} ({status.get('reason')})"
 
 
 def summarize(run_dir: Path, window: int = 20) -> RunSummary:
@@ -117,9 +151,10 @@ def summarize(run_dir: Path, window: int = 20) -> RunSummary:
         final_loss=final.get("loss") if final else None,
         tokens_per_s_per_device=speed,
         world_size=worlds[-1] if worlds else None,
-        checkpoint=checkpoints[-1][1] if checkpoints else None,
+        checkpoint=checkpoints[-1][1] if checkpoints else _framework_checkpoint(run_dir),
         plot=plot if plot.exists() else None,
-        tensorboard=tensorboard if tensorboard.is_dir() else None,
+        tensorboard=tensorboard if tensorboard.is_dir() else _framework_tensorboard(run_dir),
+        exit_status=_exit_status(run_dir),
     )
 
 

@@ -15,6 +15,7 @@ DEFAULT_LIBFABRIC = "1.18.0"
 DEFAULT_AWS_OFI_NCCL = "1.7.3"
 _VERSION_RE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
 
+# Set once, in the NxDT config's compiler_flags: NxDT appends them to $NEURON_CC_FLAGS itself.
 NEURON_CC_FLAGS = "--model-type transformer --distribution-strategy=llm-training --enable-mixed-precision-accumulation"
 
 
@@ -30,6 +31,11 @@ def common_env() -> dict[str, str]:
     # Python tracebacks of every thread on a fatal signal: what a hung or crashed rank was doing.
     return {"PYTHONFAULTHANDLER": "1", "PYTHONUNBUFFERED": "1"}
 
+
+# The aws-ofi-nccl plugin's name for NCCL_NET, and where the ParallelCluster AMI (and the EFA image built from
+# containers/nemo-efa) keep libfabric, the plugin and Open MPI: on LD_LIBRARY_PATH so NCCL finds the plugin.
+NCCL_NET_OFI = "AWS Libfabric"
+EFA_LIBRARY_DIRS: tuple[str, ...] = ("/opt/amazon/efa/lib", "/opt/amazon/ofi-nccl/lib", "/opt/amazon/openmpi/lib")
 
 NCCL_DEBUG_LEVELS: tuple[str, ...] = ("VERSION", "WARN", "INFO", "TRACE")
 
@@ -56,7 +62,15 @@ def gpu_env(
         raise SubmitError(
             f"--aws-ofi-nccl-version: {aws_ofi_nccl} is too old for {target.instance.name} (needs 1.7.3 or newer)"
         )
-    env.update({"FI_PROVIDER": "efa", "FI_EFA_USE_HUGE_PAGE": "0", "FI_EFA_SET_CUDA_SYNC_MEMOPS": "0"})
+    # NCCL_NET names the aws-ofi-nccl plugin: without it found, NCCL fails instead of falling back to sockets.
+    env.update(
+        {
+            "FI_PROVIDER": "efa",
+            "FI_EFA_USE_HUGE_PAGE": "0",
+            "FI_EFA_SET_CUDA_SYNC_MEMOPS": "0",
+            "NCCL_NET": NCCL_NET_OFI,
+        }
+    )
     if libfabric_v < (1, 18, 0) or ofi_v < (1, 7, 0):
         env["FI_EFA_USE_DEVICE_RDMA"] = "1"  # GPUDirect RDMA is automatic from libfabric 1.18 / aws-ofi-nccl 1.7
     if ofi_v < (1, 6, 0):
@@ -80,7 +94,6 @@ def neuron_env(target: Target) -> dict[str, str]:
         "XLA_USE_BF16": "1",
         "MALLOC_ARENA_MAX": "128",
         "NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS": "5",
-        "NEURON_CC_FLAGS": NEURON_CC_FLAGS,
         "NEURON_COMPILE_CACHE_URL": target.neuron.compile_cache_dir,
     }
     if target.efa:

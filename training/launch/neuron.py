@@ -10,8 +10,9 @@ from typing import Any
 
 from training.config import JobConfig
 from training.launch.errors import SubmitError
-from training.launch.nemo import check_parallel, validation_split
+from training.launch.nemo import Layout, check_parallel, validation_split
 from training.launch.netenv import NEURON_CC_FLAGS
+from training.launch.nxdt_contract import contract_problems
 from training.launch.target import Target
 from training.models.args import ModelArgs
 
@@ -56,6 +57,7 @@ def _architecture(model: ModelArgs) -> dict[str, Any]:
         "layernorm_epsilon": model.norm_eps,
         "share_embeddings_and_output_weights": model.tie_embeddings,
         "position_embedding_type": "rope",
+        "position_freq_base": model.rope_theta,  # NxDT's name for the RoPE base (default 10000)
         "make_vocab_size_divisible_by": 8,  # x TP: Megatron pads the table to a multiple of both
         "use_cpu_initialization": True,
         "activations_checkpoint_granularity": "selective",
@@ -77,11 +79,17 @@ def nxdt_config(
     if target.neuron is None:
         raise SubmitError("--backend neuron: the spec has no cluster.neuron section")
     workers = target.workers_per_node
-    check_parallel(model, workers * nodes, tensor_parallel, pipeline_parallel, job)
+    check_parallel(model, workers * nodes, Layout(tensor=tensor_parallel, pipeline=pipeline_parallel), job)
     steps = job.train.max_steps
     optim = job.optim
+    if optim.decay_steps not in (None, steps):
+        # NxDT's configure_optimizers replaces sched.max_steps with trainer.max_steps (lightning_modules/model/base.py).
+        raise SubmitError(
+            f"optim.decay_steps: {optim.decay_steps} differs from train.max_steps {steps}; NxDT decays the learning "
+            "rate over trainer.max_steps"
+        )
     name = run_dir.name
-    return {
+    config: dict[str, Any] = {
         "name": name,
         "model_source": "megatron",
         "seed": job.train.seed,
@@ -121,6 +129,8 @@ def nxdt_config(
             "save_xser": True,
             "load_xser": True,
             "async_checkpointing": False,
+            # Read directly by NxDT's training.py (no default): the resume itself comes from resume_if_exists.
+            "resume_from_checkpoint": None,
         },
         "distributed_strategy": {
             "tensor_model_parallel_size": tensor_parallel,
@@ -143,7 +153,14 @@ def nxdt_config(
             "reset_position_ids": False,
             "reset_attention_mask": False,
             "eod_mask_loss": False,
-            "tokenizer": {"library": "huggingface", "type": tokenizer_dir},
+            "tokenizer": {
+                "library": "huggingface",
+                "type": tokenizer_dir,
+                # MegatronDataModule._build_tokenizer reads all three directly: they must exist, null when unused.
+                "model": None,
+                "vocab_file": None,
+                "merge_file": None,
+            },
         },
         "model": {
             "encoder_seq_length": job.data.seq_len,
@@ -160,12 +177,12 @@ def nxdt_config(
                     "warmup_steps": optim.warmup_steps,
                     "constant_steps": 0,
                     "min_lr": optim.lr * optim.min_lr_ratio,
-                    "max_steps": optim.decay_steps or steps,
                 },
             },
         },
         # bf16 with stochastic rounding, as seed 004 trained (matches XLA_USE_BF16 and NEURON_RT_STOCHASTIC_ROUNDING_EN).
         "precision": {"type": "bf16SR"},
+        # NxDT appends these to $NEURON_CC_FLAGS (training_orchestrator.py): the job environment leaves it unset.
         "compiler_flags": NEURON_CC_FLAGS,
         "compiler_cache_url": target.neuron.compile_cache_dir,
         "aync_exec_max_inflight_requests": 5,  # NxDT's own spelling of the key
@@ -173,3 +190,8 @@ def nxdt_config(
         "neuron_rt_exec_timeout": 100,
         "neuron_experimental_compress_rg": False,
     }
+    problems = contract_problems(config)
+    if problems:
+        # A key NxDT would miss or not know stops the job at start on Trainium: refuse it before submission.
+        raise SubmitError(f"--backend neuron: the NxDT config breaks NxDT's recorded contract: {problems[0]}")
+    return config

@@ -13,10 +13,11 @@ from typing import Any
 
 import yaml
 
+from spec.containers import pyxis_image
 from training.config import JobConfig
 from training.launch import netenv
 from training.launch.errors import SubmitError
-from training.launch.nemo import nemo_config
+from training.launch.nemo import Layout, nemo_config
 from training.launch.neuron import default_parallelism, nxdt_config
 from training.launch.render import SettingValue, assemble
 from training.launch.target import Target
@@ -83,12 +84,13 @@ def _directives(
 
 
 def _common_settings(
-    args: argparse.Namespace, run_dir: Path, stop_signal: str, status_file: str
+    args: argparse.Namespace, run_dir: Path, stop_signal: str, status_file: str, checkpoints_on_stop: bool = True
 ) -> dict[str, SettingValue]:
     return {
         "RUN_DIR": str(run_dir),
         "MAX_REQUEUES": args.max_requeues,
         "STEP_STOP_SIGNAL": stop_signal,
+        "STEP_CHECKPOINTS_ON_STOP": int(checkpoints_on_stop),
         "EXIT_REQUEUE": EXIT_REQUEUE,
         "NO_REQUEUE_CODES": " ".join(str(code) for code in NO_REQUEUE_CODES),
         "EXIT_STATUS_FILE": status_file,
@@ -169,6 +171,7 @@ def fsdp_scripts(args: argparse.Namespace, inputs: JobInputs, rendered: Rendered
         "JOB_CONFIG": str(config_path),
         # torchrun waits this long for ranks to checkpoint after forwarding a stop signal, then kills them.
         "SHUTDOWN_TIMEOUT_S": args.signal_lead,
+        "LIBRARY_DIRS": list(netenv.EFA_LIBRARY_DIRS) if target.efa and target.instance.accelerator == "gpu" else [],
     }
     _add_script(rendered, args, inputs, "fsdp", settings, env)
 
@@ -176,8 +179,13 @@ def fsdp_scripts(args: argparse.Namespace, inputs: JobInputs, rendered: Rendered
 def nemo_scripts(args: argparse.Namespace, inputs: JobInputs, rendered: Rendered) -> None:
     target, run_dir = inputs.target, inputs.run_dir
     tokenizer = _tokenizer_dir(args, run_dir, inputs.manifest, rendered)
-    tp, pp = args.tensor_parallel or 1, args.pipeline_parallel or 1
-    config = nemo_config(inputs.job, inputs.model, target, args.nodes, run_dir, tokenizer, tp, pp)
+    layout = Layout(
+        tensor=args.tensor_parallel or 1,
+        pipeline=args.pipeline_parallel or 1,
+        context=args.context_parallel or 1,
+        expert=args.expert_parallel or 1,
+    )
+    config = nemo_config(inputs.job, inputs.model, target, args.nodes, run_dir, tokenizer, layout)
     config_path = run_dir / "nemo-config.yaml"
     rendered.files[config_path] = _yaml(config)
     env = {
@@ -188,12 +196,18 @@ def nemo_scripts(args: argparse.Namespace, inputs: JobInputs, rendered: Rendered
     image = args.container_image or target.container_image
     if not image:
         raise SubmitError("--container-image: no image given and the spec names none")
+    if image.startswith("/") and not (target.shared_dir and image.startswith(target.shared_dir.rstrip("/") + "/")):
+        raise SubmitError(
+            f"--container-image: {image} is not on the cluster's shared file system ({target.shared_dir or 'none'}); "
+            "every node must read it"
+        )
     mounts = _container_mounts(target.shared_dir, [inputs.workdir, run_dir, Path(inputs.data_prefix).parent])
     settings: dict[str, SettingValue] = {
-        **_common_settings(args, run_dir, "USR1", ""),
+        # nemo_pretrain.py's PreemptionCallback checkpoints on USR1; rank 0 writes the exit status.
+        **_common_settings(args, run_dir, "USR1", str(run_dir / EXIT_STATUS_FILE)),
         "WORKDIR": str(inputs.workdir),
         "NPROC_PER_NODE": target.workers_per_node,
-        "CONTAINER_IMAGE": image,
+        "CONTAINER_IMAGE": pyxis_image(image),
         "CONTAINER_MOUNTS": mounts,
         "NEMO_CONFIG": str(config_path),
     }
@@ -211,17 +225,21 @@ def neuron_scripts(args: argparse.Namespace, inputs: JobInputs, rendered: Render
     rendered.files[run_dir / f"{config_name}.yaml"] = _yaml(config)
     env = {**netenv.common_env(), **netenv.neuron_env(target)}
     nxdt_dir = args.nxdt_dir or f"{target.shared_dir or '/fsx'}/neuronx-distributed-training/examples"
-    # Traced steps on placeholder data: never let them leave a checkpoint for the run to resume from.
+    # Traced steps: enough for the training graphs and, with a validation pass at the last one, the validation
+    # graphs too (NxDT's own compile mode traces 10). They must never leave a checkpoint to resume from.
     compile_overrides = [
         f"trainer.max_steps={args.compile_steps}",
+        f"trainer.val_check_interval={args.compile_steps}",
         f"exp_manager.explicit_log_dir={run_dir / 'nxdt-compile'}",
         "exp_manager.create_checkpoint_callback=False",
+        "exp_manager.create_tensorboard_logger=False",
         "exp_manager.resume_if_exists=False",
     ]
     train_overrides = [f"exp_manager.explicit_log_dir={run_dir / 'nxdt'}"]
     for mode, overrides in (("compile", compile_overrides), ("train", train_overrides)):
         settings: dict[str, SettingValue] = {
-            **_common_settings(args, run_dir, "TERM", ""),
+            # NxDT has no stop-signal checkpoint: a time-limit requeue resumes from the last periodic checkpoint.
+            **_common_settings(args, run_dir, "TERM", "", checkpoints_on_stop=False),
             "NEURON_MODE": mode,
             "NEURON_VENV": args.neuron_venv,
             "NXDT_DIR": nxdt_dir,

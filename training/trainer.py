@@ -7,7 +7,6 @@ import logging
 import math
 import random
 import time
-import warnings
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -134,10 +133,7 @@ class Trainer:
         self.model = build_model(self.model_args, device="meta")
         parallelize(self.model, config.parallel, self.mesh, self.mp_policy)
         self.model.to_empty(device=self.device)
-        with warnings.catch_warnings():
-            # init on CPU DTensors works; torch only warns that its RNG tracker is not tuned for CPU meshes.
-            warnings.filterwarnings("ignore", message="DTensor random operators may not have complete support")
-            self.model.init_weights()
+        self.model.init_weights(seed=config.train.seed)  # the same weights at any world size (models/init.py)
         self.optimizer = build_optimizer(self.model, config.optim, self.device)
         self.guard = LossGuard(config.guards)
 

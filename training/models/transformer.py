@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from training.models.args import ModelArgs
+from training.models.init import WeightInit
 from training.models.llama import LlamaBlock
 from training.models.neox import NeoXBlock
 from training.models.rope import inverse_frequencies, rotary_cos_sin
@@ -48,15 +49,18 @@ class Transformer(nn.Module):
         return self.output(h)
 
     @torch.no_grad()
-    def init_weights(self) -> None:
-        """Fresh weights; works on plain tensors and on FSDP2-sharded DTensors alike."""
-        std = self.args.init_std
-        nn.init.normal_(self.tok_embeddings.weight, mean=0.0, std=std)
+    def init_weights(self, seed: int | None = None) -> None:
+        """Fresh weights, the same whether the model is plain or sharded (models/init.py). `seed` None: drawn from
+        torch's global generator, so torch.manual_seed(s) before this call fixes the weights."""
+        if seed is None:
+            seed = int(torch.randint(0, 2**62, (1,)).item())
+        init, std = WeightInit(self, seed), self.args.init_std
+        init.normal_(self.tok_embeddings.weight, std)
         for layer in self.layers:
-            layer.init_weights(std, self.args.n_layers)
+            layer.init_weights(init, std, self.args.n_layers)
         self.norm.reset_parameters()
         if self.output is not None:
-            nn.init.normal_(self.output.weight, mean=0.0, std=std)
+            init.normal_(self.output.weight, std)
 
 
 def build_model(args: ModelArgs, device: torch.device | str = "meta") -> Transformer:

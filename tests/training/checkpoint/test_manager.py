@@ -22,10 +22,7 @@ from training.parallel.fsdp import mixed_precision_policy
 from training.parallel.mesh import DataParallelShape, build_mesh
 from training.parallel.parallelize import parallelize
 
-pytestmark = [
-    pytest.mark.usefixtures("process_group"),
-    pytest.mark.filterwarnings("ignore:DTensor random operators may not have complete support"),
-]
+pytestmark = pytest.mark.usefixtures("process_group")
 ARGS = ModelArgs(flavor="neox", dim=32, n_layers=2, n_heads=4, ffn_dim=64, vocab_size=50, rotary_pct=0.25)
 
 

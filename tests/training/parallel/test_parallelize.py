@@ -14,8 +14,6 @@ from training.parallel.fsdp import mixed_precision_policy
 from training.parallel.mesh import DataParallelShape, build_mesh
 from training.parallel.parallelize import parallelize, plain_name
 
-pytestmark = pytest.mark.filterwarnings("ignore:DTensor random operators may not have complete support")
-
 ARGS = ModelArgs(flavor="llama", dim=32, n_layers=3, n_heads=4, n_kv_heads=2, ffn_dim=64, vocab_size=64, max_seq_len=16)
 
 

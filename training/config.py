@@ -51,6 +51,11 @@ class ModelSection(_Section):
     max_seq_len: PositiveInt | None = None
     tie_embeddings: bool | None = None
     init_std: float | None = None
+    rope_type: Literal["default", "llama3"] | None = None  # llama3: Llama 3.1+ frequency scaling
+    rope_factor: float | None = None
+    rope_low_freq_factor: float | None = None
+    rope_high_freq_factor: float | None = None
+    rope_original_max_seq_len: PositiveInt | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSection:

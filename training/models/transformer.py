@@ -13,7 +13,7 @@ from training.models.args import ModelArgs
 from training.models.init import WeightInit
 from training.models.llama import LlamaBlock
 from training.models.neox import NeoXBlock
-from training.models.rope import inverse_frequencies, rotary_cos_sin
+from training.models.rope import model_inverse_frequencies, rotary_cos_sin
 
 
 def _final_norm(args: ModelArgs) -> nn.Module:
@@ -39,7 +39,7 @@ class Transformer(nn.Module):
             raise ValueError(f"input_ids: sequence length {seq_len} exceeds model.max_seq_len {self.args.max_seq_len}")
         h = self.tok_embeddings(input_ids)
         # Recomputed per call (head_dim/2 numbers): no buffer to rebuild after meta-device init or sharding.
-        inv_freq = inverse_frequencies(self.args.head_dim, self.args.rotary_dim, self.args.rope_theta, h.device)
+        inv_freq = model_inverse_frequencies(self.args, h.device)
         cos, sin = rotary_cos_sin(inv_freq, seq_len)
         for layer in self.layers:
             h = layer(h, cos, sin)

@@ -148,7 +148,9 @@ class GuardsSection(_Section):
 class MetricsSection(_Section):
     tensorboard: bool = True
     plot: bool = True
-    peak_flops: float | None = Field(default=None, gt=0.0)  # per device; None: table on GPU, measured on CPU
+    # Per device: a number, "measure" (a matmul on the device), or None: the GPU table by exact device name
+    # (cluster/instances.py; an unknown GPU is an error), measured on CPU.
+    peak_flops: Annotated[float, Field(gt=0.0)] | Literal["measure"] | None = None
 
 
 class ProfileSection(_Section):

@@ -7,7 +7,6 @@ almost none of its recompute FLOPs.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -16,6 +15,7 @@ from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoi
 from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 
 from training.config import ActivationCheckpointSection
+from training.metrics.flops import recomputed_block_fraction
 
 _aten = torch.ops.aten
 _SAVED_OPS = {
@@ -49,9 +49,7 @@ def checkpointed_blocks(section: ActivationCheckpointSection, n_layers: int) -> 
 
 def recomputed_fraction(section: ActivationCheckpointSection, n_layers: int) -> float:
     """Share of block forward FLOPs run twice; HFU counts them, MFU does not."""
-    if section.mode == "every_n":
-        return math.ceil(n_layers / section.every_n) / n_layers
-    return 1.0 if section.mode == "full" else 0.0
+    return recomputed_block_fraction(section.mode, n_layers, section.every_n)
 
 
 def apply_activation_checkpointing(layers: nn.ModuleList, section: ActivationCheckpointSection) -> None:

@@ -12,6 +12,7 @@ from torch import Tensor, nn
 from training.models.args import ModelArgs
 from training.models.init import WeightInit
 from training.models.llama import LlamaBlock
+from training.models.loss import chunked_cross_entropy
 from training.models.neox import NeoXBlock
 from training.models.rope import model_inverse_frequencies, rotary_cos_sin
 
@@ -22,6 +23,16 @@ def _final_norm(args: ModelArgs) -> nn.Module:
     return nn.LayerNorm(args.dim, eps=args.norm_eps)
 
 
+class OutputHead(nn.Linear):
+    """The untied LM head: logits, or with labels the summed cross-entropy without full logits (models/loss.py).
+    Computing the loss inside this module's forward lets FSDP2 shard it with the final norm as one group."""
+
+    def forward(self, hidden: Tensor, labels: Tensor | None = None) -> Tensor:
+        if labels is None:
+            return super().forward(hidden)
+        return chunked_cross_entropy(hidden, self.weight, labels)
+
+
 class Transformer(nn.Module):
     def __init__(self, args: ModelArgs) -> None:
         super().__init__()
@@ -30,10 +41,11 @@ class Transformer(nn.Module):
         self.tok_embeddings = nn.Embedding(args.vocab_size, args.dim)
         self.layers = nn.ModuleList([block(args) for _ in range(args.n_layers)])
         self.norm = _final_norm(args)
-        self.output = None if args.tie_embeddings else nn.Linear(args.dim, args.vocab_size, bias=False)
+        self.output = None if args.tie_embeddings else OutputHead(args.dim, args.vocab_size, bias=False)
 
-    def forward(self, input_ids: Tensor) -> Tensor:
-        """input_ids [B, S] -> logits [B, S, vocab]."""
+    def forward(self, input_ids: Tensor, labels: Tensor | None = None) -> Tensor:
+        """input_ids [B, S] -> logits [B, S, vocab]; with labels [B, S]: the fp32 cross-entropy summed over the
+        tokens whose label is not IGNORE_INDEX, computed without the full logits (models/loss.py)."""
         seq_len = input_ids.shape[1]
         if seq_len > self.args.max_seq_len:
             raise ValueError(f"input_ids: sequence length {seq_len} exceeds model.max_seq_len {self.args.max_seq_len}")
@@ -44,9 +56,11 @@ class Transformer(nn.Module):
         for layer in self.layers:
             h = layer(h, cos, sin)
         h = self.norm(h)
-        if self.output is None:
-            return F.linear(h, self.tok_embeddings.weight)
-        return self.output(h)
+        if self.output is not None:
+            return self.output(h, labels)
+        if labels is not None:
+            return chunked_cross_entropy(h, self.tok_embeddings.weight, labels)
+        return F.linear(h, self.tok_embeddings.weight)
 
     @torch.no_grad()
     def init_weights(self, seed: int | None = None) -> None:

@@ -200,7 +200,8 @@ class TensorFileReader(FileSystemReader):
             if whole_chunk and target.dtype == dtype and target.is_cpu and target.is_contiguous():
                 into = target  # the common case: the bytes land in the model or optimizer state directly
             else:
-                into = torch.empty(sizes, dtype=dtype)
+                # A GPU destination gets its bytes through pinned memory, copied without blocking the host.
+                into = torch.empty(sizes, dtype=dtype, pin_memory=target.is_cuda)
                 finish.append(partial(_copy_narrowed, target, into, item))
             view = tensor_bytes(into)
             if _is_legacy(info) and view.nbytes != info.length:
@@ -213,6 +214,8 @@ class TensorFileReader(FileSystemReader):
         read_ranges(path, ranges)
         for step in finish:
             step()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()  # the asynchronous copies out of pinned buffers end before the buffers do
         return stock
 
 
@@ -225,4 +228,4 @@ def _load_bytes(planner: LoadPlanner, item: ReadItem, buffer: bytearray) -> None
 
 
 def _copy_narrowed(target: torch.Tensor, saved: torch.Tensor, item: ReadItem) -> None:
-    target.copy_(narrow_tensor_by_index(saved, item.storage_offsets, item.lengths))
+    target.copy_(narrow_tensor_by_index(saved, item.storage_offsets, item.lengths), non_blocking=saved.is_pinned())

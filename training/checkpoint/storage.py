@@ -118,7 +118,14 @@ def _write_tensor(stream: DirectWriter, file_name: str, item: WriteItem, tensor:
     if not (tensor.is_contiguous() and tensor.storage_offset() == 0 and whole):
         tensor = tensor.clone(memory_format=torch.contiguous_format)
     offset = stream.tell()
-    torch.save(tensor, stream)  # type: ignore[arg-type]  # a file object: write(memoryview) is all it needs
+    computing = torch.serialization.get_crc32_options()
+    torch.serialization.set_crc32_options(False)
+    try:
+        # No CRC-32 over the tensor bytes (a second pass over every byte, as torch.save allows); torch.load does
+        # not need it, and our reader checks the small entries' CRCs where written.
+        torch.save(tensor, stream)  # type: ignore[arg-type]  # a file object: write(memoryview) is all it needs
+    finally:
+        torch.serialization.set_crc32_options(computing)
     length = stream.tell() - offset
     return WriteResult(index=item.index, size_in_bytes=length, storage_data=_StorageInfo(file_name, offset, length))
 
@@ -163,12 +170,9 @@ class TensorFileReader(FileSystemReader):
                 offsets[position] = info.offset
             elif not info.transform_descriptors:
                 records.append((position, info))
-        starts = [info.offset for _, info in records]
-        ends = [info.offset + max(0, info.length - HEAD_BYTES) for _, info in records]
-        blocks = read_heads(path, starts + ends, HEAD_BYTES)
-        for index, (position, info) in enumerate(records):
-            head, tail = blocks[index][: info.length], blocks[len(records) + index][: min(info.length, HEAD_BYTES)]
-            span = tensor_data_span(head, tail, info.length)
+        heads = read_heads(path, [info.offset for _, info in records], HEAD_BYTES)
+        for (position, info), head in zip(records, heads, strict=True):
+            span = tensor_data_span(head[: info.length], info.length)
             dtype, sizes = self._chunks[items[position].storage_index]
             if span is not None and span.layout.dtype == dtype and span.layout.size == tuple(sizes):
                 offsets[position] = info.offset + span.offset

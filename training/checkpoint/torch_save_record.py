@@ -2,10 +2,9 @@
 
 DCP's stock format stores every tensor as its own `torch.save` zip archive inside the rank's file: small entries
 (`data.pkl`, `byteorder`, ...), then `data/0`, the storage bytes stored uncompressed, then the central directory.
-`tensor_data_span` is given the first and last few KiB of such a record: it reads the central directory (zip and
-zip64 end records) from the tail and the small entries from the head, checking their CRCs, and a restricted
-unpickler records the tensor's layout from data.pkl. (Python's zipfile does the same through a file object at
-about 1.7 ms a record; this is a few tens of microseconds.) It answers only for the plain case (one storage, little-endian,
+`tensor_data_span` is given the first few KiB of such a record: it walks the small entries (checking each against
+the size and, where one was computed, the CRC-32 torch writes after it) up to data/0's header, and a restricted unpickler records the tensor's
+layout from data.pkl. One small read per record, a few tens of microseconds to parse. It answers only for the plain case (one storage, little-endian,
 contiguous from element 0, exactly as many bytes as the tensor) and None otherwise, so anything unusual goes to
 torch.load as in the stock reader.
 """
@@ -98,103 +97,53 @@ def _layout(storage: _Storage, offset: int, size: Any, stride: Any, *_: Any) -> 
     return TensorLayout(storage.dtype, storage.numel, int(offset), tuple(size), tuple(stride))
 
 
-_CENTRAL_HEADER = struct.Struct("<IHHHHHHIIIHHHHHII")  # zip central directory entry, 46 bytes
-_CENTRAL_SIGNATURE = 0x02014B50
-_END_SIGNATURE = 0x06054B50
-_END = struct.Struct("<IHHHHIIH")  # end of central directory, 22 bytes (torch writes no comment)
-_ZIP64_LOCATOR = struct.Struct("<IIQI")  # 20 bytes, just before the end record
-_ZIP64_END = struct.Struct("<IQHHIIQQQQ")  # 56 bytes
-_UNKNOWN32 = 0xFFFFFFFF
+_DESCRIPTOR = struct.Struct("<IIII")  # data descriptor after each entry: signature, CRC-32, sizes (32-bit)
+_DESCRIPTOR_SIGNATURE = 0x08074B50
 
 
-@dataclass(frozen=True)
-class _Entry:
-    header_offset: int
-    size: int
-    crc: int
-    method: int
+def _entries(head: bytes) -> tuple[bytes | None, bytes | None, int | None]:
+    """(data.pkl, byteorder, start of data/0) from the local entries at the start of a record. torch writes each
+    entry's sizes in a descriptor after its data, so a small entry ends where its descriptor is found, and the
+    descriptor's CRC-32 and sizes must match what lies before it."""
+    pickled = byteorder = None
+    position = 0
+    while position + _LOCAL_HEADER.size <= len(head):
+        fields = _LOCAL_HEADER.unpack_from(head, position)
+        if fields[0] != _LOCAL_SIGNATURE or fields[3] != 0:  # stored (uncompressed) entries only
+            return None, None, None
+        name_start = position + _LOCAL_HEADER.size
+        name = head[name_start : name_start + fields[9]].decode("utf-8", "replace").split("/", 1)[-1]
+        start = name_start + fields[9] + fields[10]
+        if name == "data/0":
+            return pickled, byteorder, start
+        end = head.find(b"PK\x07\x08", start)
+        if end < 0 or end + _DESCRIPTOR.size > len(head):
+            return None, None, None
+        _, crc, compressed, size = _DESCRIPTOR.unpack_from(head, end)
+        content = head[start:end]
+        if compressed != size or size != len(content) or crc not in (0, zlib.crc32(content)):  # 0: not computed
+            return None, None, None
+        if name == "data.pkl":
+            pickled = content
+        elif name == "byteorder":
+            byteorder = content
+        position = end + _DESCRIPTOR.size
+    return None, None, None
 
 
-def _central_directory(tail: bytes, length: int) -> dict[str, _Entry] | None:
-    """name -> entry, read from the end of a record of `length` bytes whose last bytes are `tail`."""
-    tail_start = length - len(tail)
-    if len(tail) < _END.size:
-        return None
-    end = _END.unpack_from(tail, len(tail) - _END.size)
-    if end[0] != _END_SIGNATURE:
-        return None
-    count, cd_size, cd_offset = end[4], end[5], end[6]
-    if cd_offset == _UNKNOWN32 or count == 0xFFFF:
-        locator_at = len(tail) - _END.size - _ZIP64_LOCATOR.size
-        if locator_at < 0:
-            return None
-        zip64_end_offset = _ZIP64_LOCATOR.unpack_from(tail, locator_at)[2] - tail_start
-        if not 0 <= zip64_end_offset <= len(tail) - _ZIP64_END.size:
-            return None
-        zip64 = _ZIP64_END.unpack_from(tail, zip64_end_offset)
-        count, cd_size, cd_offset = zip64[7], zip64[8], zip64[9]
-    position = cd_offset - tail_start
-    if position < 0 or position + cd_size > len(tail):
-        return None
-    entries: dict[str, _Entry] = {}
-    for _ in range(count):
-        if position + _CENTRAL_HEADER.size > len(tail):
-            return None
-        fields = _CENTRAL_HEADER.unpack_from(tail, position)
-        if fields[0] != _CENTRAL_SIGNATURE:
-            return None
-        method, crc, size, name_length = fields[4], fields[7], fields[8], fields[10]
-        extra_length, comment_length, header_offset = fields[11], fields[12], fields[16]
-        name_start = position + _CENTRAL_HEADER.size
-        name = tail[name_start : name_start + name_length].decode("utf-8", "replace")
-        if _UNKNOWN32 in (size, header_offset):
-            return None  # a zip64 entry (a storage over 4 GiB): left to torch.load
-        entries[name.split("/", 1)[-1]] = _Entry(header_offset, size, crc, method)
-        position = name_start + name_length + extra_length + comment_length
-    return entries
-
-
-def _data_start(head: bytes, entry: _Entry) -> int | None:
-    if entry.header_offset + _LOCAL_HEADER.size > len(head):
-        return None
-    fields = _LOCAL_HEADER.unpack_from(head, entry.header_offset)
-    if fields[0] != _LOCAL_SIGNATURE:
-        return None
-    return entry.header_offset + _LOCAL_HEADER.size + fields[9] + fields[10]
-
-
-def _small_entry(head: bytes, entry: _Entry | None) -> bytes | None:
-    """The content of a small stored entry in the head, checked against its CRC."""
-    if entry is None or entry.method != 0:
-        return None
-    start = _data_start(head, entry)
-    if start is None or start + entry.size > len(head):
-        return None
-    content = head[start : start + entry.size]
-    return content if zlib.crc32(content) == entry.crc else None
-
-
-def tensor_data_span(head: bytes, tail: bytes, length: int) -> DataSpan | None:
-    """The span of data/0 in a record of `length` bytes starting with `head` and ending with `tail`, or None when
-    the fast path must not apply."""
-    entries = _central_directory(tail, length)
-    if entries is None or "data/0" not in entries or entries["data/0"].method != 0:
-        return None
-    if _small_entry(head, entries.get("byteorder")) != b"little":
-        return None
-    pickled = _small_entry(head, entries.get("data.pkl"))
-    if pickled is None:
+def tensor_data_span(head: bytes, length: int) -> DataSpan | None:
+    """The span of data/0 in a record of `length` bytes whose first bytes are `head`, or None when the fast path
+    must not apply."""
+    pickled, byteorder, start = _entries(head)
+    if pickled is None or byteorder != b"little" or start is None:
         return None
     try:
         found = _LayoutUnpickler(io.BytesIO(pickled)).load()
     except (pickle.UnpicklingError, ValueError, TypeError, EOFError, AttributeError, IndexError, KeyError):
         return None
-    data = entries["data/0"]
     if not isinstance(found, TensorLayout) or not found.is_plain():
         return None
-    if data.size != found.storage_numel * found.dtype.itemsize:
+    size = found.storage_numel * found.dtype.itemsize
+    if start + size + _DESCRIPTOR.size > length:
         return None
-    start = _data_start(head, data)
-    if start is None or start + data.size > length:
-        return None
-    return DataSpan(start, data.size, found)
+    return DataSpan(start, size, found)

@@ -6,6 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PCLUSTER_VENV := .pcluster-venv
 CHECKOV_VENV := .checkov-venv
+TORCHTITAN_VENV := .torchtitan-venv
 SPEC ?=
 SPEC_CONTEXT := $(if $(SPEC),-c spec=$(abspath $(SPEC)),)
 CDK := npx --no-install cdk
@@ -17,8 +18,8 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup synth demo test lint format clean pcluster-venv checkov-venv nemo-venv bench wheelhouse \
-	wheelhouse-test policy-report nemo-image
+.PHONY: help setup synth demo test lint format clean pcluster-venv checkov-venv nemo-venv torchtitan-venv bench \
+	wheelhouse wheelhouse-test gpu-bench-wheels policy-report nemo-image
 
 help:
 	@echo "make demo    synthesize the default deployment and run a training job (does all setup)"
@@ -29,6 +30,7 @@ help:
 	@echo "make policy-report  the access matrix, its reasons and the mutation score -> docs/access-matrix.md"
 	@echo "make wheelhouse  the nodes' wheels for a cluster without internet (WHEELHOUSE_PYTHON=3.11)"
 	@echo "make nemo-image  build the EFA NeMo image and push it to the spec's ECR repository (needs docker, AWS)"
+	@echo "make gpu-bench-wheels  torchtitan and the trainer's wheels for bench/gpu_vs_torchtitan.py --wheels (GPU_BENCH_PYTHON=3.12)"
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -98,6 +100,19 @@ $(NEMO_VENV)/.installed: $(NEMO_LOCK)
 nemo-image: setup
 	$(PY) -m cluster.containers push $(if $(SPEC),--spec $(SPEC),)
 
+# torchtitan 0.3.0, the GPU comparison's peer, for the test that loads bench/torchtitan_config.py through torchtitan's
+# own ConfigManager. Its own venv (its pins, datasets and wandb, stay out of .venv); torch is .venv's 2.13.0 CPU build,
+# seen through a .pth file so no second torch is fetched. About 1.4 GB (triton 1 GB of it), 3 minutes to build.
+torchtitan-venv: $(TORCHTITAN_VENV)/.installed
+
+$(TORCHTITAN_VENV)/.installed: bench/torchtitan-requirements.txt | $(VENV)/.installed
+	rm -rf $(TORCHTITAN_VENV)
+	"$$($(PY) -c 'import sys; print(sys._base_executable)')" -m venv $(TORCHTITAN_VENV)
+	$(PY) -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" > \
+		"$$($(TORCHTITAN_VENV)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/repo_venv.pth"
+	$(TORCHTITAN_VENV)/bin/pip install --quiet --no-deps -r bench/torchtitan-requirements.txt
+	touch $@
+
 # The nodes' wheelhouse for a cluster without internet egress (spec cluster.python_wheelhouse): every wheel
 # of requirements-node.txt for the nodes' Python (cluster.python_version) on x86_64 Linux, several GB with
 # CUDA. Upload it with `aws s3 sync build/wheelhouse s3://BUCKET/PREFIX/`. Never run by the tests.
@@ -108,6 +123,16 @@ wheelhouse: setup
 	$(PY) -m pip download --quiet --only-binary=:all: --implementation cp --python-version $(WHEELHOUSE_PYTHON) \
 		--platform $(WHEELHOUSE_PLATFORM) -r requirements-node.txt -c constraints.txt -d build/wheelhouse
 
+# Wheels for `python bench/gpu_vs_torchtitan.py --wheels build/gpu-bench-wheels` on a GPU machine without internet:
+# torchtitan 0.3.0 and the trainer's runtime packages (not torch: the machine's own is used), for that machine's
+# Python (GPU_BENCH_PYTHON). About 150 MB. Never run by the tests.
+GPU_BENCH_PYTHON ?= 3.12
+
+gpu-bench-wheels: setup
+	$(PY) -m pip download --quiet --no-deps --only-binary=:all: --implementation cp --python-version $(GPU_BENCH_PYTHON) \
+		--platform $(WHEELHOUSE_PLATFORM) --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+		-r bench/gpu-bench-requirements.txt -d build/gpu-bench-wheels
+
 # The head-node bootstrap test's offline wheelhouse: requirements-submit.txt for this machine (a few MB).
 wheelhouse-test: build/wheelhouse-test/.complete
 
@@ -116,7 +141,7 @@ build/wheelhouse-test/.complete: requirements-submit.txt constraints.txt | $(VEN
 	$(PY) -m pip download --quiet --only-binary=:all: -r requirements-submit.txt -c constraints.txt -d build/wheelhouse-test
 	touch $@
 
-test: setup pcluster-venv checkov-venv nemo-venv wheelhouse-test
+test: setup pcluster-venv checkov-venv nemo-venv torchtitan-venv wheelhouse-test
 	$(PY) -m pytest
 
 bench: setup

@@ -7,6 +7,10 @@ marker, pruning to keep_last) and `CheckpointManager.load` into the FSDP2 model 
 writes the same byte count from memory into one file and fsyncs it, and reads it back into a preallocated buffer.
 Before every load, both sides' files are dropped from the page cache (posix_fadvise DONTNEED on clean, fsynced
 files), so both read from the disk.
+
+Torch's stock path is timed beside them (no target: for the record): the same DCP state saved with the stock
+FileSystemWriter (fsync per file) and loaded with the stock FileSystemReader (torch.load per record, then a
+copy into the model). Both paths write the same file format, so either reader loads either writer's files.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from itertools import repeat
 from pathlib import Path
 
 import numpy as np
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
 
 from bench.page_cache import drop_from_page_cache
 from bench.profiling import cumulative_seconds, own_seconds, profiled, top_rows
@@ -67,6 +73,7 @@ class _CheckpointRounds:
         self.payload = memoryview(rng.integers(0, 256, size=self.save_bytes, dtype=np.uint8))
         self.read_buffer = memoryview(np.empty(self.save_bytes, dtype=np.uint8))
         self.raw_file = scratch / "raw.bin"
+        self.stock_dir = scratch / "stock-checkpoint"
         self.write_times: list[float] = []
 
     def _save_once(self) -> int:
@@ -96,6 +103,17 @@ class _CheckpointRounds:
         state = training_state(self.trainer.model, self.trainer.optimizer)
         return timed(lambda: self.trainer.checkpoints.load(path, state))
 
+    def stock_save(self) -> float:
+        shutil.rmtree(self.stock_dir, ignore_errors=True)
+        self.stock_dir.mkdir(parents=True)
+        state = training_state(self.trainer.model, self.trainer.optimizer)
+        return timed(lambda: dcp.save(state, storage_writer=FileSystemWriter(self.stock_dir, sync_files=True)))
+
+    def stock_load(self) -> float:
+        drop_from_page_cache(self.stock_dir)
+        state = training_state(self.trainer.model, self.trainer.optimizer)
+        return timed(lambda: dcp.load(state, storage_reader=FileSystemReader(self.stock_dir)))
+
     def raw_read(self) -> float:
         drop_from_page_cache(self.raw_file)
         read: list[int] = []
@@ -121,6 +139,8 @@ def checkpoint_benchmarks(workdir: Path, data_prefix: Path) -> list[BenchResult]
                 "raw_write": rounds.raw_write,
                 "ours_load": rounds.ours_load,
                 "raw_read": rounds.raw_read,
+                "stock_save": rounds.stock_save,
+                "stock_load": rounds.stock_load,
             },
             ROUNDS,
         )
@@ -128,6 +148,7 @@ def checkpoint_benchmarks(workdir: Path, data_prefix: Path) -> list[BenchResult]
         load_profile = profiled(rounds.ours_load)
     finally:
         rounds.raw_file.unlink(missing_ok=True)
+        shutil.rmtree(rounds.stock_dir, ignore_errors=True)
         shutil.rmtree(run_dir, ignore_errors=True)
     size = rounds.save_bytes
     params = trainer.params.total
@@ -154,7 +175,30 @@ def checkpoint_benchmarks(workdir: Path, data_prefix: Path) -> list[BenchResult]
             _explain("load", best["ours_load"], best["raw_read"], load_profile, LOAD_PHASES),
             LOAD_ANALYSIS,
         ),
+        _stock("checkpoint_save_stock_bytes_per_s", size / best["stock_save"], size / best["ours_save"], note, "save"),
+        _stock(
+            "checkpoint_load_stock_bytes_per_s",
+            size / best["stock_load"],
+            size / best["ours_load"],
+            f"{note}; page cache dropped before each load",
+            "load",
+        ),
     ]
+
+
+def _stock(name: str, stock: float, ours: float, note: str, what: str) -> BenchResult:
+    """Torch's stock DCP path against ours (ratio stock / ours), for the record: no target."""
+    method = STOCK_SAVE_METHOD if what == "save" else STOCK_LOAD_METHOD
+    return BenchResult(
+        name=name,
+        value=round(stock),
+        unit="bytes/s",
+        baseline_name=f"checkpoint_{what}_bytes_per_s",
+        baseline_value=round(ours),
+        ratio=ratio(stock, ours),
+        note=note,
+        details=[method],
+    )
 
 
 def _result(
@@ -211,8 +255,8 @@ def _explain(
 
 SAVE_METHOD = (
     "Ours: `CheckpointManager.save` as the trainer calls it (`Trainer._save`): free-space check, trainer state "
-    "and RNG files written durably, model and AdamW state through DCP with our `TensorFileWriter` (one file of "
-    "raw tensor bytes per rank, written with O_DIRECT from four aligned 16 MiB buffers, one filled while "
+    "and RNG files written durably, model and AdamW state through DCP with our `TensorFileWriter` (one file per "
+    "rank in torch's stock format, each tensor a `torch.save` record, written with O_DIRECT from four aligned 16 MiB buffers, one filled while "
     "background threads write up to three others, then fsync), then the commit - fsync of every file and directory in "
     "the tree, rename of step-N.tmp, fsync of the root, the COMMITTED marker - and pruning to keep_last = 2 "
     "(the oldest checkpoint is un-committed at once and deleted by a background thread, joined outside the "
@@ -221,11 +265,25 @@ SAVE_METHOD = (
 )
 LOAD_METHOD = (
     "Ours: `CheckpointManager.load` into the FSDP2 model and AdamW (DCP planning with resharding, our "
-    "`TensorFileReader` reading aligned 16 MiB segments with O_DIRECT on 4 threads and copying each record "
-    "straight into the model or optimizer tensor it belongs to, then `set_model_state_dict` / "
+    "`TensorFileReader` finding each record's storage bytes from its first and last 4 KiB, reading aligned "
+    "16 MiB segments with O_DIRECT on 4 threads and copying the bytes straight into the model or optimizer tensor "
+    "they belong to, then `set_model_state_dict` / "
     "`set_optimizer_state_dict`), plus trainer state and RNG. Baseline: the same number of bytes read from one "
     "file into a preallocated buffer, 64 MiB per read. Both sides' files were dropped from the page cache "
     "(posix_fadvise DONTNEED) before each load."
+)
+
+
+STOCK_SAVE_METHOD = (
+    "Torch's stock path, for the record: `dcp.save` of the same model and AdamW state with "
+    "`FileSystemWriter(sync_files=True)` (each tensor a `torch.save` record written through the page cache, fsync "
+    "per file), without our commit protocol. Its baseline is our save above; ratio = stock / ours. The files are "
+    "the same format as ours."
+)
+STOCK_LOAD_METHOD = (
+    "Torch's stock path, for the record: `dcp.load` of the same state with `FileSystemReader` (`torch.load` of "
+    "every record into a fresh tensor, then a copy into the model or optimizer), page cache dropped first. Its "
+    "baseline is our load above; ratio = stock / ours."
 )
 
 

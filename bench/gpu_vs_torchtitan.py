@@ -1,25 +1,30 @@
-"""Our trainer against torchtitan 0.3.0 on one H100/H200 (or FSDP2 over --gpus of a node): Llama 3.2 1B shape, seq
-4096, bf16, each with and without torch.compile; tokens/s per GPU and MFU side by side.
+"""Our trainer against torchtitan 0.3.0 on one GPU (or FSDP2 over --gpus of a node): Llama 3.2 1B shape, seq 4096,
+bf16, each with and without torch.compile; tokens/s per GPU, MFU and peak memory side by side.
 
-    python bench/gpu_vs_torchtitan.py --steps 50 --output docs/benchmarks-gpu.json            # one GPU
-    python bench/gpu_vs_torchtitan.py --gpus 8 --steps 50 --output docs/benchmarks-gpu-8.json # FSDP2 over 8
+On a bare GPU machine with its own torch (2.11 or later) and no internet, one command, with the wheels made here by
+`make gpu-bench-wheels` (GPU_BENCH_PYTHON=3.12 for the machine's Python) copied alongside the repository:
 
-On one GPU neither framework shards: both train a plain module with bf16 autocast (torchtitan applies FSDP only
-from two data-parallel ranks, and so does our trainer).
+    python bench/gpu_vs_torchtitan.py --wheels build/gpu-bench-wheels --steps 50
 
-Not run in this repository's CI or by `make bench`: it needs CUDA GPUs and `pip install torchtitan==0.3.0` (with
-the torch build that release asks for). Both frameworks get the same corpus (the demo corpus, tokenized by a BPE
-that `training.prepare` trains; its ids fit the 128,256-entry embedding both models keep), the same micro-batch
-of --micro-batch x --seq-len tokens per GPU, AdamW, full bf16 mixed precision with fp32 reductions, no
-activation checkpointing, and no checkpoint during the timed steps. Throughput is the median over the steps after
---warmup (compile and allocator warm-up excluded). MFU is recomputed for both from tokens/s with one formula (6 N
-+ 12 l h s per token, N the matmul parameters, causal mask not discounted) and one peak (--peak-tflops, default:
-our table's dense bf16 figure for the GPU); each framework's own MFU is printed beside it.
+It builds build/gpu-bench/venv over the machine's Python, sees the machine's torch (and triton) through a .pth file,
+installs torchtitan and the trainer's few other dependencies from the wheels without an index, and re-runs itself
+there. Where torchtitan is already installed, leave out --wheels.
+
+Both sides get the same corpus (the demo corpus, tokenized by a BPE that `training.prepare` trains; its ids fit the
+128,256-entry embedding both models keep), the same micro-batch of --micro-batch x --seq-len tokens per GPU, AdamW,
+bf16 parameters with fp32 reductions, chunked cross-entropy, the same activation checkpointing (--ac) and compile
+setting, and no checkpoint during the timed steps. Attention differs by necessity: torchtitan 0.3.0 refuses SDPA
+for language models (flex or varlen, per-document masks: --attention); ours is SDPA (cuDNN, then flash). Throughput
+is the median over the steps after --warmup. MFU is recomputed for both with one formula (6 N + 12 l h s per token,
+N the matmul parameters, causal mask not discounted) and one peak (--peak-tflops, default: the GPU's dense bf16
+figure from cluster/instances.py); each framework's own MFU is printed beside it. Peak memory is the CUDA caching
+allocator's peak reserved bytes on both sides. Every run appends one dated row (device, commit, torch) to --rows.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import re
@@ -27,6 +32,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import sysconfig
 from dataclasses import asdict, dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -34,8 +40,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 TORCHTITAN_VERSION = "0.3.0"
 TORCHTITAN_MODULE = "bench.torchtitan_config"
-# torchtitan's per-step log line (rank 0): "step: 12  loss: ...  tps: 45,678  tflops: ...  mfu: 41.23%".
-_TORCHTITAN_STEP = re.compile(r"step:\s*(\d+)\b.*?tps:\s*([\d,]+).*?mfu:\s*([\d.]+|N/A)%?")
+GPU_REQUIREMENTS = REPO / "bench" / "gpu-bench-requirements.txt"
+# torchtitan's per-step log line (rank 0, components/metrics.py of 0.3.0):
+# "step: 12  loss: ...  grad_norm: ...  memory: 30.10GiB(38.00%)  tps: 45,678  tflops: ...  mfu: 41.23%".
+_TORCHTITAN_STEP = re.compile(r"step:\s*(\d+)\b.*?memory:\s*([\d.]+)GiB.*?tps:\s*([\d,]+).*?mfu:\s*([\d.]+|N/A)%?")
+StepRow = tuple[int, float, float | None, float | None]  # step, tokens/s per GPU, MFU, peak GiB
 
 
 @dataclass(frozen=True)
@@ -46,40 +55,44 @@ class RunResult:
     tokens_per_s_per_gpu: float
     mfu: float  # recomputed here, same formula and peak for both
     own_mfu: float | None  # as the framework reports it
+    peak_memory_gib: float | None  # peak reserved by the CUDA caching allocator, highest over the timed steps
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
-def parse_torchtitan_log(text: str) -> list[tuple[int, float, float | None]]:
-    """(step, tokens/s per GPU, MFU as a fraction or None) of every step line in torchtitan's console log."""
+def parse_torchtitan_log(text: str) -> list[StepRow]:
+    """(step, tokens/s per GPU, MFU as a fraction or None, peak reserved GiB) of every step line in torchtitan's log."""
     found = []
     for line in text.splitlines():
         match = _TORCHTITAN_STEP.search(line)
         if match:
-            mfu = None if match.group(3) == "N/A" else float(match.group(3)) / 100
-            found.append((int(match.group(1)), float(match.group(2).replace(",", "")), mfu))
+            mfu = None if match.group(4) == "N/A" else float(match.group(4)) / 100
+            found.append((int(match.group(1)), float(match.group(3).replace(",", "")), mfu, float(match.group(2))))
     return found
 
 
-def parse_our_metrics(text: str) -> list[tuple[int, float, float | None]]:
-    """(step, tokens/s per GPU, MFU) of every train record in our metrics.jsonl."""
+def parse_our_metrics(text: str) -> list[StepRow]:
+    """(step, tokens/s per GPU, MFU, peak reserved GiB) of every train record in our metrics.jsonl."""
     found = []
     for line in text.splitlines():
         record = json.loads(line)
         if record.get("kind") == "train":
             mfu = record.get("mfu")
-            found.append((int(record["step"]), float(record["tokens_per_s"]), mfu if isinstance(mfu, float) else None))
+            reserved = record.get("mem_reserved_gib")
+            found.append(
+                (
+                    int(record["step"]),
+                    float(record["tokens_per_s"]),
+                    mfu if isinstance(mfu, float) else None,
+                    reserved if isinstance(reserved, float) else None,
+                )
+            )
     return found
 
 
 def summarize(
-    framework: str,
-    compiled: bool,
-    steps: list[tuple[int, float, float | None]],
-    warmup: int,
-    flops_per_token: float,
-    peak_flops: float,
+    framework: str, compiled: bool, steps: list[StepRow], warmup: int, flops_per_token: float, peak_flops: float
 ) -> RunResult:
     """Median over the steps after `warmup`; a run with none left is a one-line error."""
     timed = [row for row in steps if row[0] > warmup]
@@ -87,6 +100,7 @@ def summarize(
         raise ValueError(f"{framework} (compile={compiled}): no step after --warmup {warmup} in its log")
     tokens_per_s = statistics.median(row[1] for row in timed)
     own = [row[2] for row in timed if row[2] is not None]
+    memory = [row[3] for row in timed if row[3] is not None]
     return RunResult(
         framework=framework,
         compiled=compiled,
@@ -94,17 +108,21 @@ def summarize(
         tokens_per_s_per_gpu=round(tokens_per_s, 1),
         mfu=round(flops_per_token * tokens_per_s / peak_flops, 4),
         own_mfu=round(statistics.median(own), 4) if own else None,
+        peak_memory_gib=round(max(memory), 2) if memory else None,
     )
 
 
 def render_table(results: list[RunResult]) -> str:
-    header = f"{'framework':<11} {'compile':<8} {'tokens/s/GPU':>13} {'MFU':>7} {'own MFU':>8} {'steps':>6}"
+    header = (
+        f"{'framework':<11} {'compile':<8} {'tokens/s/GPU':>13} {'MFU':>7} {'own MFU':>8} {'peak GiB':>9} {'steps':>6}"
+    )
     lines = [header, "-" * len(header)]
     for r in results:
         own = f"{r.own_mfu:.1%}" if r.own_mfu is not None else "-"
+        memory = f"{r.peak_memory_gib:.1f}" if r.peak_memory_gib is not None else "-"
         lines.append(
             f"{r.framework:<11} {str(r.compiled).lower():<8} {r.tokens_per_s_per_gpu:>13,.0f} {r.mfu:>7.1%} "
-            f"{own:>8} {r.steps_timed:>6}"
+            f"{own:>8} {memory:>9} {r.steps_timed:>6}"
         )
     return "\n".join(lines)
 
@@ -117,9 +135,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--micro-batch", type=int, default=4, help="sequences per GPU per step")
     parser.add_argument("--seq-len", type=int, default=4096)
     parser.add_argument("--peak-tflops", type=float, help="dense bf16 peak per GPU (default: from the GPU's name)")
+    parser.add_argument("--ac", choices=("none", "selective"), default="none", help="activation checkpointing, both")
+    parser.add_argument("--attention", choices=("flex", "varlen"), default="flex", help="torchtitan's attention")
     parser.add_argument("--workdir", type=Path, default=REPO / "build" / "gpu-bench")
     parser.add_argument("--output", type=Path, help="write the results here as JSON")
+    parser.add_argument("--rows", type=Path, default=REPO / "docs" / "benchmarks-gpu.jsonl", help="append a dated row")
     parser.add_argument("--only", choices=("ours", "torchtitan"), help="run one framework only")
+    parser.add_argument("--wheels", type=Path, help="bootstrap a venv from these wheels first (a bare GPU machine)")
     args = parser.parse_args(argv)
     for name in ("gpus", "steps", "micro_batch", "seq_len"):
         if getattr(args, name) < 1:
@@ -135,6 +157,9 @@ def preflight(args: argparse.Namespace) -> float:
 
     from training.metrics.flops import gpu_peak_flops
 
+    major, minor = (int(part) for part in torch.__version__.split(".")[:2])
+    if (major, minor) < (2, 11):
+        raise SystemExit(f"torch: {torch.__version__} is older than 2.11, which torchtitan 0.3.0 needs")
     if not torch.cuda.is_available():
         raise SystemExit("gpu_vs_torchtitan: no CUDA device; run this on a GPU node")
     if torch.cuda.device_count() < args.gpus:
@@ -155,8 +180,40 @@ def preflight(args: argparse.Namespace) -> float:
     return found_peak[0]
 
 
+def torchtitan_corpus_dir(corpus: Path, directory: Path) -> Path:
+    """A directory holding the corpus as train.jsonl: what torchtitan's "c4_test" loader reads as dataset_path
+    (datasets.load_dataset(directory, split="train"); each line's "text")."""
+    directory.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(corpus, directory / "train.jsonl")
+    return directory
+
+
+def torchtitan_env(
+    *,
+    corpus_dir: Path,
+    tokenizer_dir: Path,
+    dump_folder: Path,
+    seq_len: int,
+    micro_batch: int,
+    steps: int,
+    ac: str,
+    attention: str,
+) -> dict[str, str]:
+    """The BENCH_TT_* settings bench/torchtitan_config.py reads."""
+    return {
+        "BENCH_TT_CORPUS_DIR": str(corpus_dir),
+        "BENCH_TT_TOKENIZER_DIR": str(tokenizer_dir),
+        "BENCH_TT_DUMP_FOLDER": str(dump_folder),
+        "BENCH_TT_SEQ_LEN": str(seq_len),
+        "BENCH_TT_MICRO_BATCH": str(micro_batch),
+        "BENCH_TT_STEPS": str(steps),
+        "BENCH_TT_AC": ac,
+        "BENCH_TT_ATTENTION": attention,
+    }
+
+
 def prepare_data(workdir: Path) -> tuple[Path, Path, Path]:
-    """(corpus JSONL, tokenizer directory with tokenizer.json, our data prefix)."""
+    """(torchtitan's corpus directory, tokenizer directory with tokenizer.json, our data prefix)."""
     from training.corpus import demo_corpus_path
     from training.prepare import prepare_dataset
 
@@ -165,7 +222,7 @@ def prepare_data(workdir: Path) -> tuple[Path, Path, Path]:
     tokenizer_dir = workdir / "tokenizer"
     tokenizer_dir.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(prepared.tokenizer_path, tokenizer_dir / "tokenizer.json")
-    return corpus, tokenizer_dir, prepared.data_prefix
+    return torchtitan_corpus_dir(corpus, workdir / "torchtitan-corpus"), tokenizer_dir, prepared.data_prefix
 
 
 def _torchrun(gpus: int, module_args: list[str], env: dict[str, str], log: Path) -> str:
@@ -195,6 +252,7 @@ def run_ours(args: argparse.Namespace, data_prefix: Path, compiled: bool, env: d
     )
     job["train"].update(max_steps=args.steps, log_every=1, eval_every=0)
     job["parallel"]["compile"] = compiled
+    job["parallel"]["activation_checkpoint"] = {"mode": args.ac}
     job["checkpoint"] = {"every": 0, "dir": str(run_dir / "checkpoints")}
     job["metrics"] = {"tensorboard": False, "plot": False}
     job.pop("profile", None)
@@ -207,34 +265,77 @@ def run_ours(args: argparse.Namespace, data_prefix: Path, compiled: bool, env: d
 
 
 def run_torchtitan(
-    args: argparse.Namespace, corpus: Path, tokenizer_dir: Path, compiled: bool, env: dict[str, str]
+    args: argparse.Namespace, corpus_dir: Path, tokenizer_dir: Path, compiled: bool, env: dict[str, str]
 ) -> str:
     run_dir = args.workdir / f"torchtitan-compile-{str(compiled).lower()}"
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
     tt_env = {
         **env,
-        "BENCH_TT_CORPUS": str(corpus),
-        "BENCH_TT_TOKENIZER_DIR": str(tokenizer_dir),
-        "BENCH_TT_DUMP_FOLDER": str(run_dir),
-        "BENCH_TT_SEQ_LEN": str(args.seq_len),
-        "BENCH_TT_MICRO_BATCH": str(args.micro_batch),
-        "BENCH_TT_STEPS": str(args.steps),
+        "HF_DATASETS_OFFLINE": "1",
+        "HF_HUB_OFFLINE": "1",
+        **torchtitan_env(
+            corpus_dir=corpus_dir,
+            tokenizer_dir=tokenizer_dir,
+            dump_folder=run_dir,
+            seq_len=args.seq_len,
+            micro_batch=args.micro_batch,
+            steps=args.steps,
+            ac=args.ac,
+            attention=args.attention,
+        ),
     }
     config = "llama3_1b_bench_compile" if compiled else "llama3_1b_bench"
     module_args = ["-m", "torchtitan.train", "--module", TORCHTITAN_MODULE, "--config", config]
     return _torchrun(args.gpus, module_args, tt_env, run_dir / "log")
 
 
+def bootstrap_venv(wheels: Path, venv: Path) -> Path:
+    """A venv over this interpreter that sees its packages (the machine's torch and triton) through a .pth file
+    and gets torchtitan and the trainer's other dependencies from `wheels`, with no index. Returns its python."""
+    if not wheels.is_dir():
+        raise SystemExit(f"--wheels: {str(wheels)!r} is not a directory (make gpu-bench-wheels writes one)")
+    python = venv / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        site = subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True, capture_output=True, text=True,
+        ).stdout.strip()  # fmt: skip
+        here = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+        Path(site, "machine_site.pth").write_text("\n".join(sorted(here)) + "\n", encoding="utf-8")
+    command = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-index"]
+    command += ["--find-links", str(wheels), "--no-deps", "-r", str(GPU_REQUIREMENTS)]
+    subprocess.run(command, check=True)
+    return python
+
+
+def git_commit() -> str:
+    found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    return found.stdout.strip() if found.returncode == 0 else "unknown"
+
+
+def append_row(path: Path, row: dict[str, object]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as out:
+        out.write(json.dumps(row) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.wheels is not None:
+        python = bootstrap_venv(args.wheels, args.workdir / "venv")
+        rest = list(sys.argv[1:] if argv is None else argv)
+        index = rest.index("--wheels")
+        del rest[index : index + 2]
+        os.execv(str(python), [str(python), str(Path(__file__).resolve()), *rest])
     peak = preflight(args)
     from training.metrics.flops import model_flops_per_token
     from training.models.registry import get_model_args
 
     flops_per_token = model_flops_per_token(get_model_args("1b"), args.seq_len)
     args.workdir.mkdir(parents=True, exist_ok=True)
-    corpus, tokenizer_dir, data_prefix = prepare_data(args.workdir)
+    corpus_dir, tokenizer_dir, data_prefix = prepare_data(args.workdir)
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
@@ -246,28 +347,33 @@ def main(argv: list[str] | None = None) -> int:
             steps = parse_our_metrics(run_ours(args, data_prefix, compiled, env))
             results.append(summarize("ours", compiled, steps, args.warmup, flops_per_token, peak))
         if args.only != "ours":
-            steps = parse_torchtitan_log(run_torchtitan(args, corpus, tokenizer_dir, compiled, env))
+            steps = parse_torchtitan_log(run_torchtitan(args, corpus_dir, tokenizer_dir, compiled, env))
             results.append(summarize("torchtitan", compiled, steps, args.warmup, flops_per_token, peak))
         print(render_table(results), flush=True)
     print(
         f"\nMFU: 6 N + 12 l h s = {flops_per_token / 1e9:.2f} GFLOP per token, peak {peak / 1e12:.0f} TFLOP/s per GPU"
     )
-    if args.output is not None:
-        import torch
+    import torch
 
-        document = {
-            "gpu": torch.cuda.get_device_name(0),
-            "gpus": args.gpus,
-            "torch": torch.__version__,
-            "torchtitan": TORCHTITAN_VERSION,
-            "micro_batch": args.micro_batch,
-            "seq_len": args.seq_len,
-            "steps": args.steps,
-            "warmup": args.warmup,
-            "flops_per_token": flops_per_token,
-            "peak_flops": peak,
-            "results": [r.as_dict() for r in results],
-        }
+    document = {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "gpu": torch.cuda.get_device_name(0),
+        "gpus": args.gpus,
+        "commit": git_commit(),
+        "torch": torch.__version__,
+        "torchtitan": TORCHTITAN_VERSION,
+        "micro_batch": args.micro_batch,
+        "seq_len": args.seq_len,
+        "ac": args.ac,
+        "torchtitan_attention": args.attention,
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "flops_per_token": flops_per_token,
+        "peak_flops": peak,
+        "results": [r.as_dict() for r in results],
+    }
+    append_row(args.rows, document)
+    if args.output is not None:
         args.output.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
     return 0
 

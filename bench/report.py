@@ -9,27 +9,31 @@ from pathlib import Path
 from bench.machine import Machine
 from bench.result import BenchResult
 
-GPU_SECTION = """## GPU: our trainer against torchtitan (not run)
+GPU_SECTION = """## GPU: our trainer against torchtitan 0.3.0 (not run)
 
 `bench/gpu_vs_torchtitan.py` trains the Llama 3.2 1B shape (tied 128k embeddings, GQA 32/8, SwiGLU 8192) with
-our trainer and with torchtitan 0.3.0 on the same corpus, tokenizer and micro-batch (4 x 4096 tokens per GPU),
-bf16, SDPA attention in both, each with and without `torch.compile`, and prints tokens/s per GPU and MFU side by
-side (MFU recomputed for both with one formula and one peak, each framework's own figure beside it). On one GPU
-(the default) neither framework shards: both train a plain module under bf16 autocast. With `--gpus N` both
-use FSDP2 over N GPUs with fp32 gradient reductions.
+our trainer and with torchtitan 0.3.0 (the PyPI wheel) on the same corpus and tokenizer, the same micro-batch
+(`--micro-batch` x `--seq-len`, default 4 x 4096 per GPU), bf16 parameters with fp32 reductions, chunked
+cross-entropy, the same activation checkpointing (`--ac none|selective`) and compile setting, each with and
+without `torch.compile`. It prints tokens/s per GPU, MFU (recomputed for both with one formula and one peak, each
+framework's own beside it) and peak reserved memory, and appends a dated row (GPU, commit, torch) to
+`docs/benchmarks-gpu.jsonl`. Attention cannot match exactly: torchtitan 0.3.0 refuses SDPA for language models
+and masks per document (`--attention flex|varlen`); ours is SDPA (cuDNN first), causal over the packed sequence.
 
-It has not been run, so there are no GPU figures here: no GPU was available to this work (the device pool lent
-none to this task). Run it on an H100/H200:
+On a bare GPU machine (torch 2.11 or later, no internet), with the repository and `build/gpu-bench-wheels`
+(made here by `make gpu-bench-wheels GPU_BENCH_PYTHON=3.12`, about 160 MB) copied over, one command:
 
 ```
-pip install torchtitan==0.3.0     # with the torch build that release asks for
-python bench/gpu_vs_torchtitan.py --steps 50 --output docs/benchmarks-gpu.json
+python bench/gpu_vs_torchtitan.py --wheels build/gpu-bench-wheels --steps 50
 ```
 
-The script stops with a one-line message when CUDA or the right torchtitan is missing. torchtitan's side is
-one config function in `bench/torchtitan_config.py`, written against torchtitan's Python config API as it
-stood on its main branch in August 2026 (the 0.3.0 line; the release itself could not be read here); if the
-release renamed a config class, that file is the one to adapt.
+It builds `build/gpu-bench/venv` over the machine's Python, sees the machine's torch and triton through a `.pth`
+file, installs torchtitan and the trainer's other dependencies from the wheels (no index), and re-runs itself
+there. `tests/bench/test_torchtitan_config.py` loads `bench/torchtitan_config.py` through torchtitan 0.3.0's own
+ConfigManager and reads the corpus directory with its `c4_test` loader (in `.torchtitan-venv`, built by
+`make test`), so the torchtitan side cannot silently rot.
+
+It has not been run, so there are no GPU figures here: no GPU machine was lent to this work.
 """
 
 

@@ -3,8 +3,10 @@
 This table is a contract: the cluster builder, the validators, the local SLURM cluster and the
 training planner all read it. Figures are published ones:
 
-- peak bf16 FLOP/s are dense (no 2:4 sparsity): A100 312 T, H100 and H200 989 T, Trainium1 190 T
-  per chip (a trn1.32xlarge has 16 chips, 32 NeuronCores, 3.04 PFLOP/s bf16).
+- peak bf16 FLOP/s are dense (no 2:4 sparsity), per GPU in GPUS by the exact name CUDA reports (H100 SXM 989 T,
+  PCIe 756 T, NVL 835 T; A100 312 T; H200 989 T; B200 2250 T; A10G 70 T, not the A10's 125 T), and Trainium1
+  190 T per chip (a trn1.32xlarge has 16 chips, 32 NeuronCores, 3.04 PFLOP/s bf16). The trainer's MFU and the
+  planner both read them here.
 - EFA interfaces count one per network card (p4d/p4de 4, p5/p5e 32, p5en 16, trn1 8, trn1n 16).
 - network_gbps is the instance's rated bandwidth ("up to" figures for the small head-node types).
 - on_demand_usd_per_hour is a default only (Linux, us-east-1, rounded; the accelerated types after
@@ -18,6 +20,35 @@ from dataclasses import dataclass
 from typing import Literal
 
 Accelerator = Literal["gpu", "neuron", "none"]
+_T = 1e12
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    device_name: str  # exactly as torch.cuda.get_device_name() / nvidia-smi report it
+    label: str
+    peak_bf16_flops: float  # dense, FLOP/s
+    memory_gib: float
+
+
+GPUS: dict[str, GpuFacts] = {
+    gpu.device_name: gpu
+    for gpu in (
+        GpuFacts("NVIDIA A100-SXM4-40GB", "A100 SXM4 40GB", 312 * _T, 40.0),
+        GpuFacts("NVIDIA A100-SXM4-80GB", "A100 SXM4 80GB", 312 * _T, 80.0),
+        GpuFacts("NVIDIA A100-PCIE-40GB", "A100 PCIe 40GB", 312 * _T, 40.0),
+        GpuFacts("NVIDIA A100 80GB PCIe", "A100 PCIe 80GB", 312 * _T, 80.0),
+        GpuFacts("NVIDIA H100 80GB HBM3", "H100 SXM", 989 * _T, 80.0),
+        GpuFacts("NVIDIA H100 PCIe", "H100 PCIe", 756 * _T, 80.0),
+        GpuFacts("NVIDIA H100 NVL", "H100 NVL", 835 * _T, 94.0),
+        GpuFacts("NVIDIA H200", "H200 SXM", 989 * _T, 141.0),
+        GpuFacts("NVIDIA H200 NVL", "H200 NVL", 835 * _T, 141.0),
+        GpuFacts("NVIDIA B200", "B200", 2250 * _T, 180.0),
+        GpuFacts("NVIDIA A10G", "A10G", 70 * _T, 24.0),
+        GpuFacts("NVIDIA L4", "L4", 121 * _T, 24.0),
+        GpuFacts("NVIDIA L40S", "L40S", 362 * _T, 48.0),
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -34,6 +65,7 @@ class InstanceFacts:
     memory_gib: float
     # NeuronCores per Trainium chip (2); 1 for GPUs. Frameworks start one worker per core.
     cores_per_accelerator: int = 1
+    gpu_device: str | None = None  # the GPUS entry of a GPU instance's accelerator
 
     @property
     def workers_per_node(self) -> int:
@@ -53,13 +85,11 @@ class InstanceFacts:
         return self.name.split(".", 1)[0]
 
 
-_T = 1e12
-
-
-def _gpu(
-    name: str, gpus: int, gib: float, efa: int, gbps: float, tflops: float, usd: float, vcpus: int, mem: float
-) -> InstanceFacts:
-    return InstanceFacts(name, "gpu", gpus, gib, efa, gbps, tflops * _T, usd, vcpus, mem)
+def _gpu(name: str, gpus: int, device: str, efa: int, gbps: float, usd: float, vcpus: int, mem: float) -> InstanceFacts:
+    gpu = GPUS[device]
+    return InstanceFacts(
+        name, "gpu", gpus, gpu.memory_gib, efa, gbps, gpu.peak_bf16_flops, usd, vcpus, mem, gpu_device=device
+    )
 
 
 def _trainium(name: str, efa: int, gbps: float, usd: float) -> InstanceFacts:
@@ -72,11 +102,11 @@ def _cpu(name: str, vcpus: int, mem: float, gbps: float, usd: float) -> Instance
 
 _ALL: tuple[InstanceFacts, ...] = (
     # training nodes
-    _gpu("p4d.24xlarge", 8, 40.0, 4, 400, 312, 21.96, 96, 1152),
-    _gpu("p4de.24xlarge", 8, 80.0, 4, 400, 312, 27.45, 96, 1152),
-    _gpu("p5.48xlarge", 8, 80.0, 32, 3200, 989, 55.04, 192, 2048),
-    _gpu("p5e.48xlarge", 8, 141.0, 32, 3200, 989, 63.30, 192, 2048),
-    _gpu("p5en.48xlarge", 8, 141.0, 16, 3200, 989, 63.30, 192, 2048),
+    _gpu("p4d.24xlarge", 8, "NVIDIA A100-SXM4-40GB", 4, 400, 21.96, 96, 1152),
+    _gpu("p4de.24xlarge", 8, "NVIDIA A100-SXM4-80GB", 4, 400, 27.45, 96, 1152),
+    _gpu("p5.48xlarge", 8, "NVIDIA H100 80GB HBM3", 32, 3200, 55.04, 192, 2048),
+    _gpu("p5e.48xlarge", 8, "NVIDIA H200", 32, 3200, 63.30, 192, 2048),
+    _gpu("p5en.48xlarge", 8, "NVIDIA H200", 16, 3200, 63.30, 192, 2048),
     _trainium("trn1.32xlarge", 8, 800, 21.50),
     _trainium("trn1n.32xlarge", 16, 1600, 24.78),
     # head nodes

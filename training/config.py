@@ -51,6 +51,11 @@ class ModelSection(_Section):
     max_seq_len: PositiveInt | None = None
     tie_embeddings: bool | None = None
     init_std: float | None = None
+    rope_type: Literal["default", "llama3"] | None = None  # llama3: Llama 3.1+ frequency scaling
+    rope_factor: float | None = None
+    rope_low_freq_factor: float | None = None
+    rope_high_freq_factor: float | None = None
+    rope_original_max_seq_len: PositiveInt | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSection:
@@ -81,7 +86,9 @@ class TrainSection(_Section):
     log_every: PositiveInt = 1
     eval_every: NonNegativeInt = 0  # 0: no validation
     eval_batches: PositiveInt = 4
-    deterministic: bool = True  # deterministic kernels where torch has them (exact resume on CPU and GPU)
+    # Deterministic kernels where torch has them. None: on for CPU (the exact-resume and equivalence tests), off on
+    # GPU, where it costs speed and still leaves flash-attention's backward nondeterministic (as torchtitan).
+    deterministic: bool | None = None
 
 
 class OptimSection(_Section):
@@ -95,7 +102,7 @@ class OptimSection(_Section):
     beta2: float = Field(default=0.95, ge=0.0, lt=1.0)
     eps: float = Field(default=1e-8, gt=0.0)
     weight_decay: float = Field(default=0.1, ge=0.0)
-    fused: Literal["auto", True, False] = "auto"  # auto: fused kernel on GPU
+    fused: Literal["auto", True, False] = "auto"  # auto: the fused kernel (GPU and CPU); False: a host check per step
 
 
 class ActivationCheckpointSection(_Section):
@@ -143,12 +150,15 @@ class GuardsSection(_Section):
 class MetricsSection(_Section):
     tensorboard: bool = True
     plot: bool = True
-    peak_flops: float | None = Field(default=None, gt=0.0)  # per device; None: table on GPU, measured on CPU
+    # Per device: a number, "measure" (a matmul on the device), or None: the GPU table by exact device name
+    # (cluster/instances.py; an unknown GPU is an error), measured on CPU.
+    peak_flops: Annotated[float, Field(gt=0.0)] | Literal["measure"] | None = None
 
 
 class ProfileSection(_Section):
     start_step: PositiveInt | None = None  # None: no profiling
     steps: PositiveInt = 3
+    warmup: NonNegativeInt = 1  # profiled but not traced, just before start_step (the profiler's own start-up)
 
 
 class JobConfig(_Section):
@@ -202,6 +212,11 @@ def load_job_config(path: str | Path) -> JobConfig:
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
         raise ConfigError([SpecProblem("--config", f"is not valid YAML at {where}", str(config_path))]) from None
     return parse_job_config(data, source=str(config_path))
+
+
+def resolve_deterministic(setting: bool | None, device_type: str) -> bool:
+    """train.deterministic: as set, or (None) on for CPU and off for GPU."""
+    return device_type != "cuda" if setting is None else setting
 
 
 def pad_vocab(vocab_size: int, multiple: int = 64) -> int:

@@ -1,4 +1,9 @@
-"""A window of steps traced with torch.profiler, written as a Chrome trace (chrome://tracing, Perfetto)."""
+"""A window of steps traced with torch.profiler, written as a Chrome trace (chrome://tracing, Perfetto).
+
+As torchtitan does it: a schedule with `warmup` untraced-but-profiled steps before the window (the first steps of
+a profiler pay its start-up cost, which would otherwise land in the trace), the window itself, then stop. Memory
+records (allocations per op) only on rank 0: they cost time and every rank's would be alike.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ import logging
 from pathlib import Path
 
 import torch
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import ProfilerActivity, profile, schedule
 
 from training.config import ProfileSection
 
@@ -23,6 +28,9 @@ class StepProfiler:
         self.rank = rank
         self.activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
         self._profiler: profile | None = None
+        self._trace: Path | None = None
+        start = section.start_step
+        self._first = None if start is None else max(1, start - section.warmup)
 
     @property
     def last_step(self) -> int | None:
@@ -30,26 +38,47 @@ class StepProfiler:
         return None if start is None else start + self.section.steps - 1
 
     def before_step(self, step: int) -> None:
-        if self.section.start_step is not None and step == self.section.start_step:
-            self._profiler = profile(activities=self.activities, record_shapes=True, profile_memory=True)
-            self._profiler.start()
+        if self._first is None or step != self._first:
+            return
+        assert self.section.start_step is not None
+        warmup = self.section.start_step - self._first
+        self._trace = self.out_dir / f"rank{self.rank}_steps{self.section.start_step}-{self.last_step}.json"
+        main = self.rank == 0
+        self._profiler = profile(
+            activities=self.activities,
+            schedule=schedule(wait=0, warmup=warmup, active=self.section.steps, repeat=1),
+            on_trace_ready=self._export,
+            record_shapes=main,
+            profile_memory=main,
+        )
+        self._profiler.start()
+
+    def _export(self, profiler: profile) -> None:
+        assert self._trace is not None
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        profiler.export_chrome_trace(str(self._trace))
+        log.info("profile: wrote %s", self._trace)
 
     def after_step(self, step: int) -> Path | None:
-        if self._profiler is None or step != self.last_step:
+        if self._profiler is None:
             return None
-        return self._finish(step)
+        self._profiler.step()
+        if step != self.last_step:
+            return None
+        return self._finish()
 
-    def _finish(self, step: int) -> Path:
+    def _finish(self) -> Path | None:
         assert self._profiler is not None
         self._profiler.stop()
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        trace = self.out_dir / f"rank{self.rank}_steps{self.section.start_step}-{step}.json"
-        self._profiler.export_chrome_trace(str(trace))
         self._profiler = None
-        log.info("profile: wrote %s", trace)
-        return trace
+        return self._trace if self._trace is not None and self._trace.is_file() else None
 
     def close(self, step: int) -> None:
         """A run that ends inside the window still writes what it traced."""
-        if self._profiler is not None:
-            self._finish(step)
+        if self._profiler is None or self.section.start_step is None or step < self.section.start_step:
+            if self._profiler is not None:
+                self._profiler.stop()
+                self._profiler = None
+            return
+        self._trace = self.out_dir / f"rank{self.rank}_steps{self.section.start_step}-{step}.json"
+        self._finish()

@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 from training.checkpoint.errors import CheckpointError
-from training.config import ConfigError, JobConfig, load_job_config
+from training.config import ConfigError, JobConfig, load_job_config, resolve_deterministic
 from training.data.errors import DataError
-from training.guards import LossGuardError
+from training.errors import LossGuardError
 from training.models.args import ModelArgsError
 from training.signals import (
     EXIT_CHECKPOINT_FAILED,
@@ -68,13 +68,15 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         log.error("%s", error)
         return EXIT_CONFIG_ERROR
-    # cuBLAS needs this before its first call to run deterministically.
-    if config.train.deterministic:
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-
     # Imported here so a config error is reported without paying for torch.distributed start-up.
+    import torch
+
     from training.parallel.dist import init_distributed, shutdown_distributed
     from training.trainer import Trainer
+
+    # cuBLAS needs this before its first call to run deterministically.
+    if resolve_deterministic(config.train.deterministic, "cuda" if torch.cuda.is_available() else "cpu"):
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
     ctx = init_distributed()
     if ctx.is_main:  # a crash must not leave the previous attempt's status behind for the job script to read

@@ -6,8 +6,6 @@ from __future__ import annotations
 import logging
 import math
 import random
-import time
-import warnings
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -16,13 +14,12 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch.distributed.tensor import DTensor
 
 from training.checkpoint.hf_load import load_hf_weights
 from training.checkpoint.manager import CheckpointManager
 from training.checkpoint.state import training_state
-from training.config import ConfigError, JobConfig, resolve_model_args
+from training.config import ConfigError, JobConfig, resolve_deterministic, resolve_model_args
 from training.data.loader import LoaderConfig, PackedTokenLoader
 from training.guards import LossGuard
 from training.metrics.flops import (
@@ -32,8 +29,9 @@ from training.metrics.flops import (
     recompute_flops_per_token,
 )
 from training.metrics.logger import MetricsLogger
-from training.metrics.memory import memory_gib, reset_peak
+from training.metrics.memory import memory_gib, reserved_gib, reset_peak
 from training.metrics.plot import plot_run
+from training.metrics.timer import StepTimer
 from training.models.params import count_parameters
 from training.models.transformer import build_model
 from training.optim import build_optimizer, learning_rate, set_learning_rate
@@ -52,10 +50,12 @@ _CHECKSUM_MODULUS = 2**31 - 1
 
 
 def batch_checksum(input_ids: torch.Tensor) -> int:
-    """Order-independent fingerprint of the samples in a batch: equal sums mean the same samples were used."""
-    weights = torch.arange(1, input_ids.shape[1] + 1, dtype=torch.int64)
-    per_sample = (input_ids.to(torch.int64).cpu() * weights).sum(dim=1) % _CHECKSUM_MODULUS
-    return int(per_sample.sum().item()) % _CHECKSUM_MODULUS
+    """Order-independent fingerprint of the samples in a batch (host data, in numpy): equal sums mean the same
+    samples were used."""
+    ids = input_ids.numpy().astype(np.int64)
+    weights = np.arange(1, ids.shape[1] + 1, dtype=np.int64)
+    per_sample = (ids * weights).sum(axis=1) % _CHECKSUM_MODULUS
+    return int(per_sample.sum()) % _CHECKSUM_MODULUS
 
 
 def _rng_state(device: torch.device) -> dict[str, Any]:
@@ -90,8 +90,11 @@ class Trainer:
         self.step = 0
         self.stop_request = StopRequest()
         _seed_everything(config.train.seed)
-        if config.train.deterministic:
+        if resolve_deterministic(config.train.deterministic, self.device.type):
             torch.use_deterministic_algorithms(True, warn_only=True)
+        # Agreement on stop requests runs here, host to host, so no step waits for the device to learn of one.
+        self.host_group = dist.new_group(backend="gloo") if ctx.backend != "gloo" else dist.group.WORLD
+        self.timer = StepTimer(self.device)
 
         try:
             self.dp_shape = data_parallel_shape(config.parallel, ctx.world_size)
@@ -134,12 +137,9 @@ class Trainer:
         self.model = build_model(self.model_args, device="meta")
         parallelize(self.model, config.parallel, self.mesh, self.mp_policy)
         self.model.to_empty(device=self.device)
-        with warnings.catch_warnings():
-            # init on CPU DTensors works; torch only warns that its RNG tracker is not tuned for CPU meshes.
-            warnings.filterwarnings("ignore", message="DTensor random operators may not have complete support")
-            self.model.init_weights()
+        self.model.init_weights(seed=config.train.seed)  # the same weights at any world size (models/init.py)
         self.optimizer = build_optimizer(self.model, config.optim, self.device)
-        self.guard = LossGuard(config.guards)
+        self.guard = LossGuard(config.guards, self.device)
 
         checkpoint_root = Path(config.checkpoint.dir)
         if not checkpoint_root.is_absolute():
@@ -278,51 +278,58 @@ class Trainer:
         step, world = self.step, self.ctx.world_size
         self.profiler.before_step(step)
         reset_peak(self.device)
-        start = time.perf_counter()
+        self.timer.start()
 
         micro_batches = [next(batches) for _ in range(self.grad_accum)]
-        local_tokens = sum(int((mb["labels"] != IGNORE_INDEX).sum()) for mb in micro_batches)
+        # Host data (the loader's CPU tensors): counted with numpy, then one pinned, non-blocking copy.
+        local_tokens = sum(int(np.count_nonzero(mb["labels"].numpy() != IGNORE_INDEX)) for mb in micro_batches)
         local_checksum = sum(batch_checksum(mb["input_ids"]) for mb in micro_batches) % _CHECKSUM_MODULUS
-        counts = torch.tensor([local_tokens, local_checksum], dtype=torch.float64, device=self.device)
+        counts = self._to_device(torch.tensor([local_tokens, local_checksum], dtype=torch.float64))
         dist.all_reduce(counts)
-        global_tokens = counts[0].item()
-        checksum = int(counts[1].item()) % _CHECKSUM_MODULUS
+        global_tokens = counts[0]
 
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         for micro in micro_batches:
-            tokens = micro["tokens"].to(self.device, non_blocking=True)  # one copy; inputs and labels are views
-            input_ids, labels = tokens[:, :-1], tokens[:, 1:]
+            tokens = self._to_device(micro["tokens"])  # one copy; inputs and labels are views
             with self._compute_precision():
-                logits = self.model(input_ids)
-            summed = F.cross_entropy(
-                logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
-            )
+                summed = self.model(tokens[:, :-1], labels=tokens[:, 1:])  # fp32 sum, no full logits kept
             # FSDP averages gradients over ranks, so scale by world / global tokens for a per-token mean overall.
             (summed * (world / global_tokens)).backward()
-            loss_sum += summed.detach().double()
+            loss_sum += summed.detach()
+        dist.all_reduce(loss_sum)
+        loss = loss_sum / global_tokens
+        stop = self._any_rank_stopping()
 
-        reduced = torch.stack([loss_sum, torch.tensor(float(self.stop_request.requested), device=self.device)])
-        reduced = reduced.to(torch.float64)
-        dist.all_reduce(reduced)
-        loss = reduced[0].item() / global_tokens
-        stop = reduced[1].item() > 0
-
-        self.guard.check_loss(step, loss)
         grad_norm = self._clip_gradients()
-        self.guard.check_grad_norm(step, grad_norm)
         lr = learning_rate(self.config.optim, step, self.config.train.max_steps)
         set_learning_rate(self.optimizer, lr)
+        skip = self.guard.observe(step, loss, grad_norm)
+        if self.optimizer.defaults.get("fused"):
+            self.optimizer.found_inf = skip  # type: ignore[attr-defined]  # read by fused AdamW: skips on the device
+        else:
+            self.guard.raise_if_stopped()  # the unfused optimizer cannot skip on the device: ask the host
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        self.guard.accept(loss)
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        step_time = time.perf_counter() - start
+        self.timer.stop()
 
+        # The host waits for the device only here: at logged steps (and before evaluations and checkpoints).
         if step % self.config.train.log_every == 0 or step == self.config.train.max_steps:
-            self._log_step(step, loss, lr, grad_norm, step_time, global_tokens, checksum)
+            self.guard.raise_if_stopped()
+            self._log_step(step, loss, lr, grad_norm, counts)
         self.profiler.after_step(step)
         return stop
+
+    def _to_device(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Host tensor to the device without making the host wait: pinned, then an asynchronous copy."""
+        if self.device.type != "cuda":
+            return tensor
+        return tensor.pin_memory().to(self.device, non_blocking=True)
+
+    def _any_rank_stopping(self) -> bool:
+        """Whether any rank was asked to stop, agreed over a CPU (gloo) group: no device work to wait for."""
+        flag = torch.tensor([int(self.stop_request.requested)], dtype=torch.int32)
+        dist.all_reduce(flag, group=self.host_group)
+        return bool(flag.numpy()[0])
 
     def _compute_precision(self) -> AbstractContextManager[object]:
         """bf16 autocast for a plain model when mixed precision applies; FSDP's policy does it when sharded."""
@@ -330,54 +337,57 @@ class Trainer:
             return nullcontext()
         return unsharded_autocast(self.config.parallel.mixed_precision, self.device)
 
-    def _clip_gradients(self) -> float:
+    def _clip_gradients(self) -> torch.Tensor:
+        """The global gradient norm as a device scalar (clipping by it when configured)."""
         params = [p for p in self.model.parameters() if p.grad is not None]
         total = torch.nn.utils.get_total_norm([p.grad for p in params], norm_type=2.0, foreach=True)
         if isinstance(total, DTensor):
             total = total.full_tensor()
         if self.config.train.grad_clip is not None:
             torch.nn.utils.clip_grads_with_norm_(params, self.config.train.grad_clip, total, foreach=True)
-        return float(total.item())
+        return total
 
     def _log_step(
-        self, step: int, loss: float, lr: float, grad_norm: float, step_time: float, tokens: float, checksum: int
+        self, step: int, loss: torch.Tensor, lr: float, grad_norm: torch.Tensor, counts: torch.Tensor
     ) -> None:
+        """Called at logged steps only: reading the device scalars here is the step's one wait for the device."""
+        step_time = self.timer.seconds()
         if not self.ctx.is_main:
             return
         world = self.ctx.world_size
+        tokens, checksum = counts.tolist()
         tokens_per_s = tokens / step_time / world
         record = {
             "step": step,
-            "loss": loss,
+            "loss": float(loss),
             "lr": lr,
-            "grad_norm": grad_norm,
+            "grad_norm": float(grad_norm),
             "tokens_per_s": tokens_per_s,
             "mfu": self.model_flops_per_token * tokens_per_s / self.peak_flops,
             "hfu": self.hardware_flops_per_token * tokens_per_s / self.peak_flops,
             "megatron_util": self.megatron_flops_per_step / step_time / world / self.peak_flops,
             "mem_gib": memory_gib(self.device),
+            "mem_reserved_gib": reserved_gib(self.device),
             "step_time_s": step_time,
             "samples_consumed": self.train_loader.samples_consumed,
-            "batch_checksum": checksum,
+            "batch_checksum": int(checksum) % _CHECKSUM_MODULUS,
         }
         self.metrics.log_train(record)
 
     @torch.no_grad()
     def _evaluate(self) -> None:
         assert self.val_loader is not None
+        self.guard.raise_if_stopped()
         sums = torch.zeros(2, dtype=torch.float64, device=self.device)
         batches = 0
         iterator = iter(self.val_loader)
         for batch in iterator:
             if batches == self.config.train.eval_batches:
                 break
-            tokens = batch["tokens"].to(self.device)
+            tokens = self._to_device(batch["tokens"])
             labels = tokens[:, 1:]
             with self._compute_precision():
-                logits = self.model(tokens[:, :-1])
-            sums[0] += F.cross_entropy(
-                logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
-            ).double()
+                sums[0] += self.model(tokens[:, :-1], labels=labels)
             sums[1] += (labels != IGNORE_INDEX).sum()
             batches += 1
         iterator.close()  # stops the loader's prefetch thread now rather than at garbage collection
@@ -388,6 +398,7 @@ class Trainer:
     # -- checkpoints -----------------------------------------------------------------------------------------------
 
     def _save(self) -> None:
+        self.guard.raise_if_stopped()  # never a checkpoint after a step the guard refused
         trainer_state = {
             "step": self.step,
             "loader": self.train_loader.state_dict(),

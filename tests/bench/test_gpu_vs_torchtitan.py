@@ -1,8 +1,21 @@
 import json
+import re
+from pathlib import Path
 
 import pytest
 
-from bench.gpu_vs_torchtitan import parse_args, parse_our_metrics, parse_torchtitan_log, render_table, summarize
+from bench.gpu_vs_torchtitan import (
+    GPU_REQUIREMENTS,
+    TORCHTITAN_VERSION,
+    append_row,
+    bootstrap_venv,
+    parse_args,
+    parse_our_metrics,
+    parse_torchtitan_log,
+    render_table,
+    summarize,
+    torchtitan_env,
+)
 
 TORCHTITAN_LOG = """\
 [rank0]:[titan] 2026-09-01 10:00:00,000 - root - INFO - Training starts at step 1
@@ -14,39 +27,40 @@ TORCHTITAN_LOG = """\
 
 def test_torchtitan_step_lines_give_step_tokens_per_second_and_mfu() -> None:
     assert parse_torchtitan_log(TORCHTITAN_LOG) == [
-        (1, 1234.0, pytest.approx(0.0091)),
-        (2, 41000.0, pytest.approx(0.3033)),
-        (3, 43000.0, None),
+        (1, 1234.0, pytest.approx(0.0091), 30.1),
+        (2, 41000.0, pytest.approx(0.3033), 30.1),
+        (3, 43000.0, None, 30.1),
     ]
 
 
 def test_our_metrics_train_records_are_read_and_other_kinds_skipped() -> None:
     lines = [
         {"kind": "event", "event": "start"},
-        {"kind": "train", "step": 1, "tokens_per_s": 100.0, "mfu": 0.1},
+        {"kind": "train", "step": 1, "tokens_per_s": 100.0, "mfu": 0.1, "mem_reserved_gib": 20.5},
         {"kind": "validation", "step": 1, "val_loss": 3.0},
         {"kind": "train", "step": 2, "tokens_per_s": 200.0, "mfu": "nan"},
     ]
     text = "\n".join(json.dumps(line) for line in lines)
-    assert parse_our_metrics(text) == [(1, 100.0, 0.1), (2, 200.0, None)]
+    assert parse_our_metrics(text) == [(1, 100.0, 0.1, 20.5), (2, 200.0, None, None)]
 
 
 def test_summary_is_the_median_after_warmup_with_mfu_recomputed_from_one_formula_and_peak() -> None:
-    steps = [(1, 10.0, 0.01), (2, 100.0, 0.2), (3, 300.0, 0.4), (4, 200.0, 0.3)]
+    steps = [(1, 10.0, 0.01, 50.0), (2, 100.0, 0.2, 20.0), (3, 300.0, 0.4, 21.5), (4, 200.0, 0.3, None)]
     result = summarize("ours", True, steps, warmup=1, flops_per_token=1e9, peak_flops=1e12)
     assert (result.steps_timed, result.tokens_per_s_per_gpu, result.mfu, result.own_mfu) == (3, 200.0, 0.2, 0.3)
+    assert result.peak_memory_gib == 21.5  # the highest after warm-up
     with pytest.raises(ValueError, match=r"torchtitan \(compile=False\): no step after --warmup 4"):
         summarize("torchtitan", False, steps, warmup=4, flops_per_token=1e9, peak_flops=1e12)
 
 
 def test_table_puts_both_frameworks_side_by_side() -> None:
     rows = [
-        summarize("ours", False, [(2, 40000.0, 0.3)], 1, 9e9, 989e12),
-        summarize("torchtitan", False, [(2, 42000.0, None)], 1, 9e9, 989e12),
+        summarize("ours", False, [(2, 40000.0, 0.3, 31.25)], 1, 9e9, 989e12),
+        summarize("torchtitan", False, [(2, 42000.0, None, None)], 1, 9e9, 989e12),
     ]
     table = render_table(rows).splitlines()
-    assert table[2].split() == ["ours", "false", "40,000", "36.4%", "30.0%", "1"]
-    assert table[3].split() == ["torchtitan", "false", "42,000", "38.2%", "-", "1"]
+    assert table[2].split() == ["ours", "false", "40,000", "36.4%", "30.0%", "31.2", "1"]
+    assert table[3].split() == ["torchtitan", "false", "42,000", "38.2%", "-", "-", "1"]
 
 
 @pytest.mark.parametrize(
@@ -57,3 +71,36 @@ def test_bad_arguments_are_one_line_errors(argv: list[str], message: str, capsys
     with pytest.raises(SystemExit):
         parse_args(argv)
     assert message in capsys.readouterr().err
+
+
+def test_our_job_and_torchtitans_settings_agree(tmp_path: Path) -> None:
+    args = parse_args(["--ac", "selective", "--micro-batch", "2", "--seq-len", "1024", "--steps", "19"])
+    env = torchtitan_env(
+        corpus_dir=tmp_path / "c", tokenizer_dir=tmp_path / "t", dump_folder=tmp_path / "d", seq_len=args.seq_len,
+        micro_batch=args.micro_batch, steps=args.steps, ac=args.ac, attention=args.attention,
+    )  # fmt: skip
+    assert env["BENCH_TT_AC"] == "selective" and env["BENCH_TT_ATTENTION"] == "flex"
+    assert (env["BENCH_TT_SEQ_LEN"], env["BENCH_TT_MICRO_BATCH"], env["BENCH_TT_STEPS"]) == ("1024", "2", "19")
+
+
+def test_rows_are_appended_one_json_object_per_run(tmp_path: Path) -> None:
+    rows = tmp_path / "rows.jsonl"
+    append_row(rows, {"date": "2026-11-23", "gpu": "NVIDIA H100 80GB HBM3"})
+    append_row(rows, {"date": "2026-11-24", "gpu": "NVIDIA H200"})
+    assert [json.loads(line)["gpu"] for line in rows.read_text().splitlines()] == [
+        "NVIDIA H100 80GB HBM3",
+        "NVIDIA H200",
+    ]
+
+
+def test_the_gpu_requirements_pin_everything_but_the_machines_torch() -> None:
+    lines = [line for line in GPU_REQUIREMENTS.read_text().splitlines() if line and not line.startswith("#")]
+    assert all(re.fullmatch(r"[A-Za-z0-9_.-]+==[^=\s]+", line) for line in lines), lines
+    names = {line.split("==")[0].lower() for line in lines}
+    assert "torchtitan" in names and not names & {"torch", "triton"}
+    assert f"torchtitan=={TORCHTITAN_VERSION}" in lines
+
+
+def test_wheels_that_are_not_there_are_a_one_line_error(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match=r"--wheels: .* is not a directory"):
+        bootstrap_venv(tmp_path / "missing", tmp_path / "venv")

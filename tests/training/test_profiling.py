@@ -1,8 +1,10 @@
 import json
 from pathlib import Path
 
+import pytest
 import torch
 
+from training import profiling
 from training.config import ProfileSection
 from training.profiling import StepProfiler
 
@@ -36,3 +38,29 @@ def test_no_window_no_trace_and_a_run_ending_inside_the_window_still_writes(tmp_
     _step()
     cut.close(1)
     assert (tmp_path / "b" / "profile" / "rank1_steps1-1.json").is_file()
+
+
+def test_a_warmup_step_runs_before_the_window_and_memory_is_recorded_on_rank_0_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    created: list[dict] = []
+    real = profiling.profile
+
+    def recording(**kwargs):  # type: ignore[no-untyped-def]
+        created.append(kwargs)
+        return real(**kwargs)
+
+    monkeypatch.setattr(profiling, "profile", recording)
+    for rank in (0, 1):
+        profiler = StepProfiler(ProfileSection(start_step=3, steps=2, warmup=1), tmp_path, rank, torch.device("cpu"))
+        started_at = []
+        for step in range(1, 6):
+            profiler.before_step(step)
+            if profiler._profiler is not None and not started_at:
+                started_at.append(step)
+            _step()
+            profiler.after_step(step)
+        assert started_at == [2]  # one warm-up step before the window
+    assert [(kw["profile_memory"], kw["record_shapes"]) for kw in created] == [(True, True), (False, False)]
+    for rank in (0, 1):
+        assert (tmp_path / "profile" / f"rank{rank}_steps3-4.json").is_file()

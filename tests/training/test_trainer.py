@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import torch
 from torch.distributed.tensor import DTensor
+from torch.overrides import TorchFunctionMode
 
 from tests.training.jobs import records, tiny_job, write_job
 from training.checkpoint import direct_io
@@ -202,14 +203,60 @@ def test_one_process_trains_a_plain_module_with_bf16_from_autocast(demo_data_pre
     try:
         assert trainer.mesh is None
         assert not any(isinstance(param, DTensor) for param in trainer.model.parameters())
-        logits_dtypes: list[torch.dtype] = []
-        trainer.model.register_forward_hook(lambda module, args, out: logits_dtypes.append(out.dtype))
+        matmul_dtypes: list[torch.dtype] = []
+        query = trainer.model.layers[0].attention.wq
+        query.register_forward_hook(lambda module, args, out: matmul_dtypes.append(out.dtype))
         batches = iter(trainer.train_loader)
         trainer._train_step(batches)
         batches.close()  # type: ignore[attr-defined]
     finally:
         trainer.metrics.close()
-    assert logits_dtypes == [torch.bfloat16] * trainer.grad_accum
+    assert matmul_dtypes == [torch.bfloat16] * trainer.grad_accum
     assert {param.dtype for param in trainer.model.parameters()} == {torch.float32}  # master weights stay fp32
     assert all(param.grad is None for param in trainer.model.parameters())  # zero_grad after the step
     assert trainer.step == 1
+
+
+class _HostReads(TorchFunctionMode):
+    """Records every call that makes the host read a tensor's value: on a GPU, each is a wait for the device.
+    (numpy() is left out: it only works on host tensors, such as the loader's batches.)"""
+
+    READS = (
+        torch.Tensor.item,
+        torch.Tensor.tolist,
+        torch.Tensor.__bool__,
+        torch.Tensor.__float__,
+        torch.Tensor.__int__,
+        torch.Tensor.__index__,
+        torch.Tensor.cpu,
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        if func in self.READS:
+            self.calls.append(func.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.usefixtures("process_group")
+def test_a_step_reads_nothing_back_from_the_device_until_it_is_logged(demo_data_prefix: str, tmp_path: Path) -> None:
+    job = tiny_job(demo_data_prefix, train={"max_steps": 10, "log_every": 3}, checkpoint={"every": 0})
+    trainer = Trainer(
+        parse_job_config(job, source="test"), tmp_path / "run", DistContext(0, 1, 0, torch.device("cpu"), "gloo")
+    )
+    reads: list[list[str]] = []
+    batches = iter(trainer.train_loader)
+    try:
+        for _ in range(3):
+            with _HostReads() as mode:
+                trainer._train_step(batches)
+            reads.append(mode.calls)
+    finally:
+        batches.close()  # type: ignore[attr-defined]
+        trainer.metrics.close()
+    assert reads[0] == [] and reads[1] == []  # loss, token counts, guard and gradient norm stay on the device
+    assert reads[2]  # step 3 is logged: there the host reads them (so the counter does see reads)
+    assert trainer.optimizer.defaults["fused"] is True

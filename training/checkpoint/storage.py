@@ -1,15 +1,19 @@
-"""DCP storage that moves tensor bytes straight between tensor memory and the checkpoint files.
+"""DCP storage in torch's stock format, written and read without the page cache or extra copies.
 
-The stock FileSystemWriter wraps every tensor in its own `torch.save` zip record and its reader `torch.load`s
-each record into a new tensor before copying it into the model: an extra pass over every byte, and as much
-freshly allocated memory as the checkpoint is large, both ways. Here each rank writes one file of its
-tensors' raw bytes through direct_io.DirectWriter and reads it back with direct_io.read_ranges straight into
-the destination tensors whenever the saved chunk and the destination line up, which they do whenever the
-world size is unchanged. Resharding takes the general path (read the chunk, narrow it, copy).
+The files are exactly what DCP's stock FileSystemWriter writes: one file per rank, BYTE_IO records as they are and
+every tensor as its own `torch.save` record, with no transform descriptors, so torch's stock FileSystemReader,
+`torch.distributed.checkpoint.format_utils` and torchtitan read them. What differs is how the bytes move:
 
-Everything else is DCP's: plans, the `.metadata` file, resharding, async staging. Each entry's storage info
-carries FORMAT in its transform descriptors, so the stock reader refuses these files with "unknown extension"
-instead of misreading them, and TensorFileReader still reads checkpoints written by the stock writer.
+- Writing: `torch.save` hands the tensor's storage to the file object as a memoryview, and the file object here is
+  direct_io.DirectWriter (O_DIRECT, aligned buffers, background writes, fsync at close).
+- Reading: the stock reader `torch.load`s every record into a fresh tensor and copies it into the model (an
+  extra pass over every byte and as much new memory as the checkpoint). Here the first block of each tensor
+  record is read to find where its storage bytes sit (torch_save_record.py), and direct_io.read_ranges reads them
+  straight into the destination tensor whenever the saved chunk and the destination line up, which they do
+  whenever the world size is unchanged. Resharding reads the chunk into a temporary tensor, narrows and copies;
+  a record of any other shape goes to the stock reader's path.
+
+Checkpoints of the earlier raw-bytes layout (storage entries marked LEGACY_FORMAT) are still read.
 """
 
 from __future__ import annotations
@@ -45,9 +49,11 @@ from torch.distributed.checkpoint.planner import (
 from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 
-from training.checkpoint.direct_io import DirectWriter, read_ranges
+from training.checkpoint.direct_io import DirectWriter, check_file_holds, read_heads, read_ranges
+from training.checkpoint.torch_save_record import HEAD_BYTES, tensor_data_span
 
-FORMAT = "tensor-bytes@llm-training/1"
+# Entries of the raw-bytes layout this storage wrote before it wrote the stock format; read, never written.
+LEGACY_FORMAT = "tensor-bytes@llm-training/1"
 
 
 def tensor_bytes(tensor: torch.Tensor) -> memoryview:
@@ -56,7 +62,8 @@ def tensor_bytes(tensor: torch.Tensor) -> memoryview:
 
 
 class TensorFileWriter(FileSystemWriter):
-    """One file per rank: BYTE_IO records as they are, tensors as their raw bytes; fsync before returning."""
+    """One file per rank in the stock format (BYTE_IO records as they are, tensors as torch.save records) through
+    O_DIRECT; fsync before returning."""
 
     def __init__(self, path: str | os.PathLike, sync_files: bool = True) -> None:
         super().__init__(path, single_file_per_rank=True, sync_files=sync_files, thread_count=1)
@@ -81,9 +88,7 @@ class TensorFileWriter(FileSystemWriter):
                     results.append(_write_record(stream, file_name, item, data.getbuffer()))
             tensors = [item for item in items if item.type != WriteItemType.BYTE_IO]
             for tensor, item in self._cpu_tensors(tensors, planner):
-                if not tensor.is_contiguous():
-                    tensor = tensor.contiguous()
-                results.append(_write_record(stream, file_name, item, tensor_bytes(tensor)))
+                results.append(_write_tensor(stream, file_name, item, tensor))
         return results
 
     def _cpu_tensors(self, items: list[WriteItem], planner: SavePlanner) -> Iterable[tuple[torch.Tensor, WriteItem]]:
@@ -102,14 +107,31 @@ def _write_record(stream: DirectWriter, file_name: str, item: WriteItem, data: m
     offset = stream.tell()
     stream.write(data)
     return WriteResult(
-        index=item.index,
-        size_in_bytes=data.nbytes,
-        storage_data=_StorageInfo(file_name, offset, data.nbytes, transform_descriptors=[FORMAT]),
+        index=item.index, size_in_bytes=data.nbytes, storage_data=_StorageInfo(file_name, offset, data.nbytes)
     )
 
 
+def _write_tensor(stream: DirectWriter, file_name: str, item: WriteItem, tensor: torch.Tensor) -> WriteResult:
+    """One torch.save record; a view (an FSDP shard of a padded buffer) is copied out first, so the record holds
+    the tensor's bytes only and the reader's fast path applies."""
+    whole = tensor.untyped_storage().nbytes() == tensor.numel() * tensor.element_size()
+    if not (tensor.is_contiguous() and tensor.storage_offset() == 0 and whole):
+        tensor = tensor.clone(memory_format=torch.contiguous_format)
+    offset = stream.tell()
+    computing = torch.serialization.get_crc32_options()
+    torch.serialization.set_crc32_options(False)
+    try:
+        # No CRC-32 over the tensor bytes (a second pass over every byte, as torch.save allows); torch.load does
+        # not need it, and our reader checks the small entries' CRCs where written.
+        torch.save(tensor, stream)  # type: ignore[arg-type]  # a file object: write(memoryview) is all it needs
+    finally:
+        torch.serialization.set_crc32_options(computing)
+    length = stream.tell() - offset
+    return WriteResult(index=item.index, size_in_bytes=length, storage_data=_StorageInfo(file_name, offset, length))
+
+
 class TensorFileReader(FileSystemReader):
-    """Reads TensorFileWriter's files (into the destination tensors where possible) and stock DCP files."""
+    """Reads stock-format DCP files (ours or the stock writer's) into the destination tensors where possible."""
 
     def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
         super().set_up_storage_reader(metadata, is_coordinator, *args, **kwargs)
@@ -118,37 +140,63 @@ class TensorFileReader(FileSystemReader):
             if isinstance(entry, TensorStorageMetadata):
                 for chunk in entry.chunks:
                     self._chunks[MetadataIndex(fqn, chunk.offsets)] = (entry.properties.dtype, chunk.sizes)
+        self._file_ends: dict[str, int] = {}
+        for info in self.storage_data.values():
+            end = info.offset + info.length
+            self._file_ends[info.relative_path] = max(end, self._file_ends.get(info.relative_path, 0))
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
-        ours: list[ReadItem] = []
-        stock: list[ReadItem] = []
+        by_file: dict[str, list[ReadItem]] = {}
         for item in plan.items:
-            (ours if self._is_ours(item) else stock).append(item)
+            by_file.setdefault(self.storage_data[item.storage_index].relative_path, []).append(item)
+        stock: list[ReadItem] = []
+        for relative_path, items in by_file.items():
+            stock += self._read_file(relative_path, items, planner)
         if stock:
             super().read_data(LoadPlan(stock, plan.storage_data, plan.planner_data), planner).wait()
-        by_file: dict[str, list[ReadItem]] = {}
-        for item in ours:
-            by_file.setdefault(self.storage_data[item.storage_index].relative_path, []).append(item)
-        for relative_path, items in by_file.items():
-            self._read_file(relative_path, items, planner)
         future: Future[None] = Future()
         future.set_result(None)
         return future
 
-    def _is_ours(self, item: ReadItem) -> bool:
-        descriptors = self.storage_data[item.storage_index].transform_descriptors or ()
-        return list(descriptors) == [FORMAT]
+    def _data_offsets(self, path: str | os.PathLike, items: list[ReadItem]) -> dict[int, int]:
+        """File offset of the tensor bytes of each item that can be read directly (by position in `items`)."""
+        offsets: dict[int, int] = {}
+        records: list[tuple[int, _StorageInfo]] = []
+        for position, item in enumerate(items):
+            if item.type == LoadItemType.BYTE_IO:
+                continue
+            info: _StorageInfo = self.storage_data[item.storage_index]
+            if _is_legacy(info):
+                offsets[position] = info.offset
+            elif not info.transform_descriptors:
+                records.append((position, info))
+        heads = read_heads(path, [info.offset for _, info in records], HEAD_BYTES)
+        for (position, info), head in zip(records, heads, strict=True):
+            span = tensor_data_span(head[: info.length], info.length)
+            dtype, sizes = self._chunks[items[position].storage_index]
+            if span is not None and span.layout.dtype == dtype and span.layout.size == tuple(sizes):
+                offsets[position] = info.offset + span.offset
+        return offsets
 
-    def _read_file(self, relative_path: str, items: list[ReadItem], planner: LoadPlanner) -> None:
-        """Read every record of one file in one pass, then hand each to the planner in plan order."""
+    def _read_file(self, relative_path: str, items: list[ReadItem], planner: LoadPlanner) -> list[ReadItem]:
+        """Read the records of one file in one pass and hand each to the planner in plan order; return the items
+        left to the stock path."""
+        path = self.fs.concat_path(self.path, relative_path)
+        # Only tensor bytes are read below: a file cut short anywhere (a zip tail) must still fail the load.
+        check_file_holds(path, os.stat(path).st_size, self._file_ends[relative_path])
+        data_offsets = self._data_offsets(path, items)
         ranges: list[tuple[int, memoryview]] = []
         finish: list[Callable[[], None]] = []
-        for item in items:
+        stock: list[ReadItem] = []
+        for position, item in enumerate(items):
             info: _StorageInfo = self.storage_data[item.storage_index]
             if item.type == LoadItemType.BYTE_IO:
                 buffer = bytearray(info.length)
                 ranges.append((info.offset, memoryview(buffer)))
                 finish.append(partial(_load_bytes, planner, item, buffer))
+                continue
+            if position not in data_offsets:
+                stock.append(item)
                 continue
             dtype, sizes = self._chunks[item.storage_index]
             target = planner.resolve_tensor(item).detach()
@@ -156,19 +204,27 @@ class TensorFileReader(FileSystemReader):
             if whole_chunk and target.dtype == dtype and target.is_cpu and target.is_contiguous():
                 into = target  # the common case: the bytes land in the model or optimizer state directly
             else:
-                into = torch.empty(sizes, dtype=dtype)
+                # A GPU destination gets its bytes through pinned memory, copied without blocking the host.
+                into = torch.empty(sizes, dtype=dtype, pin_memory=target.is_cuda)
                 finish.append(partial(_copy_narrowed, target, into, item))
             view = tensor_bytes(into)
-            if view.nbytes != info.length:
+            if _is_legacy(info) and view.nbytes != info.length:
                 raise ValueError(
                     f"{relative_path}: record of {item.storage_index.fqn} at byte {info.offset} holds "
                     f"{info.length} bytes, its metadata says {view.nbytes}"
                 )
-            ranges.append((info.offset, view))
+            ranges.append((data_offsets[position], view))
             finish.append(partial(planner.commit_tensor, item, target))
-        read_ranges(self.fs.concat_path(self.path, relative_path), ranges)
+        read_ranges(path, ranges)
         for step in finish:
             step()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()  # the asynchronous copies out of pinned buffers end before the buffers do
+        return stock
+
+
+def _is_legacy(info: _StorageInfo) -> bool:
+    return list(info.transform_descriptors or ()) == [LEGACY_FORMAT]
 
 
 def _load_bytes(planner: LoadPlanner, item: ReadItem, buffer: bytearray) -> None:
@@ -176,4 +232,4 @@ def _load_bytes(planner: LoadPlanner, item: ReadItem, buffer: bytearray) -> None
 
 
 def _copy_narrowed(target: torch.Tensor, saved: torch.Tensor, item: ReadItem) -> None:
-    target.copy_(narrow_tensor_by_index(saved, item.storage_offsets, item.lengths))
+    target.copy_(narrow_tensor_by_index(saved, item.storage_offsets, item.lengths), non_blocking=saved.is_pinned())

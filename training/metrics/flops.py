@@ -1,32 +1,34 @@
-"""FLOPs per token / per iteration and the device peak they are divided by.
+"""FLOPs per token / per iteration, and the device peak they are divided by: the one FLOPs module of the repo
+(training/planner/flops.py re-exports these formulas). Torch is imported only to measure a peak.
 
 Two model-FLOPs formulas are reported side by side:
-- `mfu`: nanoGPT/PaLM style, 6 N + 12 l h s per token (N: parameters in matmuls, including the LM head; the
-  attention term does not discount the causal mask). `hfu` adds the forward FLOPs that activation
-  checkpointing recomputes.
-- `megatron_util`: Narayanan et al. (seed 003), F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) per iteration. It
-  assumes full recomputation, a 4h MLP and multi-head attention, so for a run without recompute it is an
-  overestimate and for SwiGLU/GQA models an approximation.
+- `mfu`: nanoGPT/PaLM style, 6 N + 12 l h s per token (N: parameters in matmuls, including the LM head, tied
+  or not; the attention term counts the full s x s score matrix, no discount for the causal mask). `hfu` adds
+  the forward FLOPs that activation checkpointing recomputes.
+- `megatron_util`: Narayanan et al. (seed 003), F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) per iteration with
+  full recomputation, 72 B s l h^2 (1 + s/(6h) + V/(12 l h)) without. It assumes a 4h MLP and multi-head
+  attention, so for SwiGLU/GQA models it is an approximation.
+
+Peaks: dense bf16 per GPU from cluster.instances.GPUS, looked up by the exact name CUDA reports (H100 SXM, PCIe
+and NVL differ by 30 %); an unknown GPU is an error unless metrics.peak_flops gives a number or "measure".
 """
 
 from __future__ import annotations
 
+import math
 import time
+from typing import TYPE_CHECKING, Literal
 
-import torch
-
+from cluster.instances import GPUS
 from training.models.args import ModelArgs
 from training.models.params import count_parameters
 
-# Dense bf16 tensor-core peaks per device (never the 2:4 sparse figures).
-GPU_PEAK_BF16_FLOPS: dict[str, float] = {
-    "H200": 989e12,
-    "H100": 989e12,
-    "A100": 312e12,
-    "A10G": 125e12,
-    "L4": 121e12,
-    "L40S": 362e12,
-}
+if TYPE_CHECKING:
+    import torch
+
+Checkpointing = Literal["none", "selective", "every_n", "full"]
+CHECKPOINTING_MODES: tuple[str, ...] = ("none", "selective", "every_n", "full")
+MEASURE = "measure"
 
 
 def model_flops_per_token(args: ModelArgs, seq_len: int) -> float:
@@ -34,45 +36,90 @@ def model_flops_per_token(args: ModelArgs, seq_len: int) -> float:
     return 6.0 * count_parameters(args).flop_params + 12.0 * args.n_layers * args.dim * seq_len
 
 
-def recompute_flops_per_token(args: ModelArgs, seq_len: int, recomputed_fraction: float) -> float:
-    """Forward FLOPs of the recomputed blocks: 2 x block matmul parameters + 4 h s per block."""
+def recomputed_block_fraction(mode: str, n_layers: int, every_n: int = 2) -> float:
+    """Share of block forward FLOPs run twice. Per-op selective recomputes every other matmul of each block and
+    saves the attention kernels: counted as half the block (the attention term then is a slight overcount)."""
+    if mode == "full":
+        return 1.0
+    if mode == "selective":
+        return 0.5
+    if mode == "every_n":
+        return math.ceil(n_layers / every_n) / n_layers
+    return 0.0
+
+
+def recompute_flops_per_token(args: ModelArgs, seq_len: int, block_fraction: float) -> float:
+    """Forward FLOPs of the recomputed blocks: 2 x block matmul parameters + 4 h s of attention per block."""
     per_block = 2.0 * count_parameters(args).per_layer + 4.0 * args.dim * seq_len
-    return recomputed_fraction * args.n_layers * per_block
+    return block_fraction * args.n_layers * per_block
 
 
-def megatron_flops_per_iteration(args: ModelArgs, batch_size: int, seq_len: int) -> float:
-    """Seed 003: 96 B s l h^2 (1 + s/(6h) + V/(16 l h)), counting full activation recomputation."""
-    h, layers, vocab = args.dim, args.n_layers, args.vocab_size
-    return 96.0 * batch_size * seq_len * layers * h * h * (1 + seq_len / (6 * h) + vocab / (16 * layers * h))
+def hardware_flops_per_token(args: ModelArgs, seq_len: int, block_fraction: float) -> float:
+    return model_flops_per_token(args, seq_len) + recompute_flops_per_token(args, seq_len, block_fraction)
+
+
+def megatron_flops_per_iteration(args: ModelArgs, batch_size: int, seq_len: int, recompute: bool = True) -> float:
+    """Seed 003's F for one iteration of `batch_size` sequences (with or without full recomputation)."""
+    h, layers, vocab = float(args.dim), float(args.n_layers), float(args.vocab_size)
+    if recompute:
+        return 96.0 * batch_size * seq_len * layers * h * h * (1 + seq_len / (6 * h) + vocab / (16 * layers * h))
+    return 72.0 * batch_size * seq_len * layers * h * h * (1 + seq_len / (6 * h) + vocab / (12 * layers * h))
+
+
+def megatron_flops_per_token(args: ModelArgs, seq_len: int, recompute: bool = True) -> float:
+    return megatron_flops_per_iteration(args, 1, seq_len, recompute) / seq_len
 
 
 def gpu_peak_flops(device_name: str) -> tuple[float, str] | None:
-    for marker, peak in GPU_PEAK_BF16_FLOPS.items():
-        if marker in device_name:
-            return peak, f"{marker} dense bf16 (table)"
-    return None
+    """(dense bf16 FLOP/s, source) for a GPU by its exact CUDA name, or None when the table lacks it."""
+    facts = GPUS.get(device_name)
+    if facts is None:
+        return None
+    return facts.peak_bf16_flops, f"{facts.label} dense bf16 (cluster/instances.py)"
 
 
-def measure_cpu_matmul_flops(size: int = 768, repeats: int = 5) -> float:
-    """Best of a few fp32 matmuls on this process's threads: the CPU "peak" MFU is measured against."""
-    a, b = torch.randn(size, size), torch.randn(size, size)
+def measure_matmul_flops(device: torch.device, size: int = 768, repeats: int = 5) -> float:
+    """Best of a few square matmuls: fp32 on a CPU (this process's threads), bf16 on a GPU (timed with CUDA
+    events, so only the kernels count)."""
+    import torch
+
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
     torch.mm(a, b)  # warm-up
     best = float("inf")
     for _ in range(repeats):
-        start = time.perf_counter()
-        torch.mm(a, b)
-        best = min(best, time.perf_counter() - start)
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            torch.mm(a, b)
+            end.record()
+            end.synchronize()
+            seconds = start.elapsed_time(end) / 1e3
+        else:
+            began = time.perf_counter()
+            torch.mm(a, b)
+            seconds = time.perf_counter() - began
+        best = min(best, seconds)
     return 2.0 * size**3 / max(best, 1e-9)
 
 
-def device_peak_flops(device: torch.device, override: float | None = None) -> tuple[float, str]:
-    """(FLOP/s per device, where the number comes from)."""
-    if override is not None:
-        return override, "metrics.peak_flops (config)"
-    if device.type == "cuda":
+def device_peak_flops(device: torch.device, override: float | str | None = None) -> tuple[float, str]:
+    """(FLOP/s per device, where the number comes from). override: metrics.peak_flops (a number or "measure")."""
+    import torch
+
+    if isinstance(override, int | float):
+        return float(override), "metrics.peak_flops (config)"
+    if device.type == "cuda" and override != MEASURE:
         name = torch.cuda.get_device_name(device)
         found = gpu_peak_flops(name)
         if found is None:
-            raise ValueError(f"metrics.peak_flops: no peak known for GPU {name!r}; set it in the config")
+            raise ValueError(
+                f"metrics.peak_flops: no dense bf16 peak is known for GPU {name!r} (known: {', '.join(GPUS)}); "
+                f"set metrics.peak_flops to its dense bf16 FLOP/s, or to 'measure' for a bf16 matmul measurement"
+            )
         return found
-    return measure_cpu_matmul_flops(), f"fp32 matmul measured on this CPU ({torch.get_num_threads()} threads)"
+    if device.type == "cuda":
+        return measure_matmul_flops(device, size=8192, repeats=10), f"bf16 matmul measured on {device}"
+    threads = torch.get_num_threads()
+    return measure_matmul_flops(device), f"fp32 matmul measured on this CPU ({threads} threads)"

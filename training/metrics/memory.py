@@ -1,4 +1,4 @@
-"""Memory per device in GiB: peak allocated on GPU since the last reset, resident set size on CPU."""
+"""Memory per device in GiB: peak allocated (and reserved) on GPU since the last reset, resident set size on CPU."""
 
 from __future__ import annotations
 
@@ -18,6 +18,13 @@ def memory_gib(device: torch.device) -> float:
         return resident_pages * os.sysconf("SC_PAGE_SIZE") / _GIB
     except (OSError, ValueError, IndexError):
         return float("nan")
+
+
+def reserved_gib(device: torch.device) -> float:
+    """Peak bytes the CUDA caching allocator reserved (what torchtitan reports as memory); NaN on a CPU."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_reserved(device) / _GIB
+    return float("nan")
 
 
 def reset_peak(device: torch.device) -> None:

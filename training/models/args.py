@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 Flavor = Literal["llama", "neox"]
 FLAVORS: tuple[str, ...] = ("llama", "neox")
+RopeType = Literal["default", "llama3"]
+ROPE_TYPES: tuple[str, ...] = ("default", "llama3")
 
 
 class ModelArgsError(ValueError):
@@ -21,6 +23,8 @@ class ModelArgs:
     llama: RMSNorm, SwiGLU MLP (ffn_dim is the gate/up width), RoPE on all head dims, no biases, optional GQA.
     neox: LayerNorm, GELU MLP with biases, attention and MLP in parallel off the same input, rotary on
     `rotary_pct` of each head (the rest get zero frequencies, see rope.py).
+    rope_type "llama3": Llama 3.1+ frequency scaling (rope.py) with the rope_factor / rope_*_freq_factor /
+    rope_original_max_seq_len fields; "default" ignores them.
     """
 
     flavor: Flavor
@@ -36,6 +40,11 @@ class ModelArgs:
     max_seq_len: int = 2048
     tie_embeddings: bool = False
     init_std: float = 0.02
+    rope_type: RopeType = "default"
+    rope_factor: float = 8.0
+    rope_low_freq_factor: float = 1.0
+    rope_high_freq_factor: float = 4.0
+    rope_original_max_seq_len: int = 8192
 
     def __post_init__(self) -> None:
         problems = self.problems()
@@ -71,6 +80,25 @@ class ModelArgs:
             out.append(f"model.norm_eps: {self.norm_eps!r} must be positive")
         if self.rope_theta <= 0:
             out.append(f"model.rope_theta: {self.rope_theta!r} must be positive")
+        if self.rope_type not in ROPE_TYPES:
+            out.append(f"model.rope_type: {self.rope_type!r} is not one of {', '.join(ROPE_TYPES)}")
+        elif self.rope_type == "llama3":
+            out.extend(self._llama3_problems())
+        return out
+
+    def _llama3_problems(self) -> list[str]:
+        out = []
+        if not self.rope_factor >= 1.0:
+            out.append(f"model.rope_factor: {self.rope_factor!r} must be >= 1")
+        if not 0 < self.rope_low_freq_factor < self.rope_high_freq_factor:
+            out.append(
+                f"model.rope_low_freq_factor: {self.rope_low_freq_factor!r} must be positive and below "
+                f"model.rope_high_freq_factor ({self.rope_high_freq_factor!r})"
+            )
+        if not isinstance(self.rope_original_max_seq_len, int) or self.rope_original_max_seq_len < 1:
+            out.append(
+                f"model.rope_original_max_seq_len: {self.rope_original_max_seq_len!r} must be a positive integer"
+            )
         return out
 
     @property

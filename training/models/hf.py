@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from training.models.args import ModelArgs, ModelArgsError
+from training.models.args import ROPE_TYPES, ModelArgs, ModelArgsError
 from training.models.rope import zero_frequency_order
 
 _LLAMA_LAYER = {
@@ -95,6 +95,23 @@ def from_hf_state_dict(args: ModelArgs, hf_state: dict[str, Tensor], names: list
     return {name: hf_rows_to_ours(args, name, hf_state[hf_name(args, name)]) for name in names}
 
 
+_LLAMA3_KEYS = {
+    "rope_factor": "factor",
+    "rope_low_freq_factor": "low_freq_factor",
+    "rope_high_freq_factor": "high_freq_factor",
+    "rope_original_max_seq_len": "original_max_position_embeddings",
+}
+
+
+def _rope_scaling(args: ModelArgs) -> dict[str, Any]:
+    """The rope_scaling entry (transformers 4 form, which transformers 5 still reads) for a scaled model."""
+    if args.rope_type == "default":
+        return {}
+    return {
+        "rope_scaling": {"rope_type": args.rope_type, **{hf: getattr(args, ours) for ours, hf in _LLAMA3_KEYS.items()}}
+    }
+
+
 def hf_config(args: ModelArgs, torch_dtype: str = "float32") -> dict[str, Any]:
     common = {
         "hidden_size": args.dim,
@@ -115,6 +132,7 @@ def hf_config(args: ModelArgs, torch_dtype: str = "float32") -> dict[str, Any]:
             "num_key_value_heads": args.kv_heads,
             "rms_norm_eps": args.norm_eps,
             "rope_theta": args.rope_theta,
+            **_rope_scaling(args),
             "hidden_act": "silu",
             "attention_bias": False,
             "mlp_bias": False,
@@ -126,6 +144,7 @@ def hf_config(args: ModelArgs, torch_dtype: str = "float32") -> dict[str, Any]:
         "layer_norm_eps": args.norm_eps,
         "rotary_pct": args.rotary_pct,
         "rotary_emb_base": args.rope_theta,
+        **_rope_scaling(args),
         "use_parallel_residual": True,
         "hidden_act": "gelu",
         "attention_bias": True,
@@ -135,6 +154,36 @@ def hf_config(args: ModelArgs, torch_dtype: str = "float32") -> dict[str, Any]:
 def _require(config: dict[str, Any], key: str, check: Callable[[Any], bool], message: str) -> None:
     if key in config and not check(config[key]):
         raise ModelArgsError(f"config.json {key}: {config[key]!r} {message}")
+
+
+def rope_from_hf_config(config: dict[str, Any], theta_key: str, fraction_key: str, fraction: float) -> dict[str, Any]:
+    """Rotary settings as ModelArgs fields, from transformers 5's `rope_parameters` (rope_type, rope_theta,
+    partial_rotary_factor and the scaling keys in one mapping) or from the older top-level keys (`theta_key`,
+    `fraction_key`, `rope_scaling`). Scaling other than llama3 is refused: the model would silently differ."""
+    if config.get("rope_parameters") is not None:
+        where, params = "rope_parameters", config["rope_parameters"]
+        if not isinstance(params, dict) or any(isinstance(v, dict) for v in params.values()):
+            raise ModelArgsError(f"config.json rope_parameters: {params!r} is not supported (one flat mapping)")
+        theta = params.get("rope_theta", 10000.0)
+        fraction = params.get("partial_rotary_factor", fraction)
+    else:
+        where, params = "rope_scaling", config.get("rope_scaling") or {}
+        if not isinstance(params, dict):
+            raise ModelArgsError(f"config.json rope_scaling: {params!r} is not supported (a mapping or null)")
+        theta = config.get(theta_key, 10000.0)
+        fraction = config.get(fraction_key, fraction)
+    rope_type = params.get("rope_type", params.get("type", "default"))
+    if rope_type not in ROPE_TYPES:
+        raise ModelArgsError(
+            f"config.json {where}.rope_type: {rope_type!r} is not supported ({' or '.join(ROPE_TYPES)})"
+        )
+    fields: dict[str, Any] = {"rope_theta": float(theta), "rotary_pct": float(fraction), "rope_type": rope_type}
+    if rope_type == "llama3":
+        for ours, theirs in _LLAMA3_KEYS.items():
+            if theirs not in params:
+                raise ModelArgsError(f"config.json {where}.{theirs}: is required for rope_type 'llama3'")
+            fields[ours] = params[theirs]
+    return fields
 
 
 def args_from_hf_config(config: dict[str, Any]) -> ModelArgs:
@@ -153,22 +202,20 @@ def args_from_hf_config(config: dict[str, Any]) -> ModelArgs:
     max_seq_len = config.get("max_position_embeddings", 2048)
     tie = bool(config.get("tie_word_embeddings", False))
     if model_type == "llama":
-        _require(config, "rope_scaling", lambda v: v is None, "is not supported (plain RoPE only)")
+        rope = rope_from_hf_config(config, "rope_theta", "partial_rotary_factor", 1.0)
         _require(config, "hidden_act", lambda v: v == "silu", "is not supported (silu only)")
         _require(config, "attention_bias", lambda v: not v, "is not supported (no attention biases)")
         _require(config, "mlp_bias", lambda v: not v, "is not supported (no MLP biases)")
         return ModelArgs(
             flavor="llama", **shape, n_kv_heads=config.get("num_key_value_heads"),
-            norm_eps=config.get("rms_norm_eps", 1e-6), rope_theta=config.get("rope_theta", 10000.0),
-            max_seq_len=max_seq_len, tie_embeddings=tie,
+            norm_eps=config.get("rms_norm_eps", 1e-6), max_seq_len=max_seq_len, tie_embeddings=tie, **rope,
         )  # fmt: skip
     if model_type == "gpt_neox":
         _require(config, "use_parallel_residual", bool, "is not supported (parallel residual only)")
         _require(config, "hidden_act", lambda v: v == "gelu", "is not supported (gelu only)")
-        _require(config, "rope_scaling", lambda v: v is None, "is not supported (plain RoPE only)")
+        rope = rope_from_hf_config(config, "rotary_emb_base", "rotary_pct", 0.25)
         return ModelArgs(
-            flavor="neox", **shape, norm_eps=config.get("layer_norm_eps", 1e-5),
-            rope_theta=config.get("rotary_emb_base", 10000.0), rotary_pct=config.get("rotary_pct", 0.25),
-            max_seq_len=max_seq_len, tie_embeddings=tie,
+            flavor="neox", **shape, norm_eps=config.get("layer_norm_eps", 1e-5), max_seq_len=max_seq_len,
+            tie_embeddings=tie, **rope,
         )  # fmt: skip
     raise ModelArgsError(f"config.json model_type: {model_type!r} is not supported (llama or gpt_neox)")

@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 from training.models.args import ModelArgs
 from training.models.attention import causal_attention
+from training.models.init import WeightInit
 from training.models.rope import apply_rotary
 
 
@@ -55,13 +56,13 @@ class LlamaBlock(nn.Module):
         return h + self.feed_forward(self.ffn_norm(h))
 
     @torch.no_grad()
-    def init_weights(self, std: float, n_layers: int) -> None:
+    def init_weights(self, init: WeightInit, std: float, n_layers: int) -> None:
         # Projections that write into the residual stream shrink with depth (GPT-2 / Megatron scaled init).
         residual_std = std / math.sqrt(2 * n_layers)
         for linear in (self.attention.wq, self.attention.wk, self.attention.wv, self.feed_forward.w1):
-            nn.init.normal_(linear.weight, mean=0.0, std=std)
-        nn.init.normal_(self.feed_forward.w3.weight, mean=0.0, std=std)
+            init.normal_(linear.weight, std)
+        init.normal_(self.feed_forward.w3.weight, std)
         for linear in (self.attention.wo, self.feed_forward.w2):
-            nn.init.normal_(linear.weight, mean=0.0, std=residual_std)
+            init.normal_(linear.weight, residual_std)
         self.attention_norm.reset_parameters()
         self.ffn_norm.reset_parameters()

@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 from training.models.args import ModelArgs
 from training.models.attention import causal_attention
+from training.models.init import WeightInit
 from training.models.rope import apply_rotary
 
 
@@ -52,12 +53,12 @@ class NeoXBlock(nn.Module):
         return x + self.attention(self.input_layernorm(x), cos, sin) + self.mlp(self.post_attention_layernorm(x))
 
     @torch.no_grad()
-    def init_weights(self, std: float, n_layers: int) -> None:
+    def init_weights(self, init: WeightInit, std: float, n_layers: int) -> None:
         residual_std = std / math.sqrt(2 * n_layers)
-        nn.init.normal_(self.attention.query_key_value.weight, mean=0.0, std=std)
-        nn.init.normal_(self.mlp.dense_h_to_4h.weight, mean=0.0, std=std)
-        nn.init.normal_(self.attention.dense.weight, mean=0.0, std=residual_std)
-        nn.init.normal_(self.mlp.dense_4h_to_h.weight, mean=0.0, std=residual_std)
+        init.normal_(self.attention.query_key_value.weight, std)
+        init.normal_(self.mlp.dense_h_to_4h.weight, std)
+        init.normal_(self.attention.dense.weight, residual_std)
+        init.normal_(self.mlp.dense_4h_to_h.weight, residual_std)
         for linear in (self.attention.query_key_value, self.attention.dense, self.mlp.dense_h_to_4h):
             nn.init.zeros_(linear.bias)
         nn.init.zeros_(self.mlp.dense_4h_to_h.bias)

@@ -11,8 +11,12 @@ key it leaves every attention score unchanged; HF NeoX weights are permuted once
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
+
+from training.models.args import ModelArgs
 
 
 def inverse_frequencies(head_dim: int, rotary_dim: int, theta: float, device: torch.device | None = None) -> Tensor:
@@ -20,6 +24,29 @@ def inverse_frequencies(head_dim: int, rotary_dim: int, theta: float, device: to
     rotated = 1.0 / (theta ** (torch.arange(0, rotary_dim, 2, dtype=torch.float32, device=device) / rotary_dim))
     unrotated = torch.zeros((head_dim - rotary_dim) // 2, dtype=torch.float32, device=device)
     return torch.cat([rotated, unrotated])
+
+
+def llama3_scaled(
+    inv_freq: Tensor, factor: float, low_freq_factor: float, high_freq_factor: float, original_max_seq_len: int
+) -> Tensor:
+    """Llama 3.1+ RoPE scaling: wavelengths shorter than original_max_seq_len / high_freq_factor are kept, those
+    longer than original_max_seq_len / low_freq_factor are stretched by `factor`, and the band between is a linear
+    blend of the two, weighted by where original_max_seq_len / wavelength falls between the two factors."""
+    wavelength = 2 * math.pi / inv_freq
+    blend = ((original_max_seq_len / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor)).clamp(0, 1)
+    return (1 - blend) * inv_freq / factor + blend * inv_freq
+
+
+def model_inverse_frequencies(args: ModelArgs, device: torch.device | None = None) -> Tensor:
+    """The head_dim/2 frequencies a model rotates with: the plain ladder, scaled per args.rope_type."""
+    inv_freq = inverse_frequencies(args.head_dim, args.rotary_dim, args.rope_theta, device)
+    if args.rope_type == "default":
+        return inv_freq
+    rotated = inv_freq[: args.rotary_dim // 2]  # the zero frequencies of partial rotary stay zero
+    scaled = llama3_scaled(
+        rotated, args.rope_factor, args.rope_low_freq_factor, args.rope_high_freq_factor, args.rope_original_max_seq_len
+    )
+    return torch.cat([scaled, inv_freq[args.rotary_dim // 2 :]])
 
 
 def rotary_cos_sin(inv_freq: Tensor, seq_len: int) -> tuple[Tensor, Tensor]:

@@ -10,15 +10,27 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from training.models.args import ModelArgs
+from training.models.init import WeightInit
 from training.models.llama import LlamaBlock
+from training.models.loss import chunked_cross_entropy
 from training.models.neox import NeoXBlock
-from training.models.rope import inverse_frequencies, rotary_cos_sin
+from training.models.rope import model_inverse_frequencies, rotary_cos_sin
 
 
 def _final_norm(args: ModelArgs) -> nn.Module:
     if args.flavor == "llama":
         return nn.RMSNorm(args.dim, eps=args.norm_eps)
     return nn.LayerNorm(args.dim, eps=args.norm_eps)
+
+
+class OutputHead(nn.Linear):
+    """The untied LM head: logits, or with labels the summed cross-entropy without full logits (models/loss.py).
+    Computing the loss inside this module's forward lets FSDP2 shard it with the final norm as one group."""
+
+    def forward(self, hidden: Tensor, labels: Tensor | None = None) -> Tensor:
+        if labels is None:
+            return super().forward(hidden)
+        return chunked_cross_entropy(hidden, self.weight, labels)
 
 
 class Transformer(nn.Module):
@@ -29,34 +41,40 @@ class Transformer(nn.Module):
         self.tok_embeddings = nn.Embedding(args.vocab_size, args.dim)
         self.layers = nn.ModuleList([block(args) for _ in range(args.n_layers)])
         self.norm = _final_norm(args)
-        self.output = None if args.tie_embeddings else nn.Linear(args.dim, args.vocab_size, bias=False)
+        self.output = None if args.tie_embeddings else OutputHead(args.dim, args.vocab_size, bias=False)
 
-    def forward(self, input_ids: Tensor) -> Tensor:
-        """input_ids [B, S] -> logits [B, S, vocab]."""
+    def forward(self, input_ids: Tensor, labels: Tensor | None = None) -> Tensor:
+        """input_ids [B, S] -> logits [B, S, vocab]; with labels [B, S]: the fp32 cross-entropy summed over the
+        tokens whose label is not IGNORE_INDEX, computed without the full logits (models/loss.py)."""
         seq_len = input_ids.shape[1]
         if seq_len > self.args.max_seq_len:
             raise ValueError(f"input_ids: sequence length {seq_len} exceeds model.max_seq_len {self.args.max_seq_len}")
         h = self.tok_embeddings(input_ids)
         # Recomputed per call (head_dim/2 numbers): no buffer to rebuild after meta-device init or sharding.
-        inv_freq = inverse_frequencies(self.args.head_dim, self.args.rotary_dim, self.args.rope_theta, h.device)
+        inv_freq = model_inverse_frequencies(self.args, h.device)
         cos, sin = rotary_cos_sin(inv_freq, seq_len)
         for layer in self.layers:
             h = layer(h, cos, sin)
         h = self.norm(h)
-        if self.output is None:
-            return F.linear(h, self.tok_embeddings.weight)
-        return self.output(h)
+        if self.output is not None:
+            return self.output(h, labels)
+        if labels is not None:
+            return chunked_cross_entropy(h, self.tok_embeddings.weight, labels)
+        return F.linear(h, self.tok_embeddings.weight)
 
     @torch.no_grad()
-    def init_weights(self) -> None:
-        """Fresh weights; works on plain tensors and on FSDP2-sharded DTensors alike."""
-        std = self.args.init_std
-        nn.init.normal_(self.tok_embeddings.weight, mean=0.0, std=std)
+    def init_weights(self, seed: int | None = None) -> None:
+        """Fresh weights, the same whether the model is plain or sharded (models/init.py). `seed` None: drawn from
+        torch's global generator, so torch.manual_seed(s) before this call fixes the weights."""
+        if seed is None:
+            seed = int(torch.randint(0, 2**62, (1,)).item())
+        init, std = WeightInit(self, seed), self.args.init_std
+        init.normal_(self.tok_embeddings.weight, std)
         for layer in self.layers:
-            layer.init_weights(std, self.args.n_layers)
+            layer.init_weights(init, std, self.args.n_layers)
         self.norm.reset_parameters()
         if self.output is not None:
-            nn.init.normal_(self.output.weight, mean=0.0, std=std)
+            init.normal_(self.output.weight, std)
 
 
 def build_model(args: ModelArgs, device: torch.device | str = "meta") -> Transformer:

@@ -1,4 +1,6 @@
-"""FSDP2: fully_shard each transformer block, then the root (embeddings, final norm, head)."""
+"""FSDP2 as torchtitan groups it: the token embedding, each transformer block, and the final norm with the output
+head each gather their parameters as one unit; the root holds what is left. With tied embeddings the table is used
+by the first and the last computation of the step, so it stays in the root group with the norm."""
 
 from __future__ import annotations
 
@@ -11,10 +13,11 @@ from training.parallel.precision import uses_bf16
 
 
 def mixed_precision_policy(mode: str, device: torch.device) -> MixedPrecisionPolicy:
-    """bf16 compute with fp32 gradient reduction on GPU ("auto"); fp32 throughout on CPU."""
+    """bf16 compute with fp32 gradient reduction on GPU ("auto"); fp32 throughout on CPU. Forward inputs are not
+    cast: the blocks' rotary cos/sin tables stay fp32 (the hidden states arrive in bf16 from the embedding)."""
     if uses_bf16(mode, device):
-        return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    return MixedPrecisionPolicy()
+        return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32, cast_forward_inputs=False)
+    return MixedPrecisionPolicy(cast_forward_inputs=False)
 
 
 def compute_dtype(policy: MixedPrecisionPolicy) -> torch.dtype:
@@ -24,8 +27,14 @@ def compute_dtype(policy: MixedPrecisionPolicy) -> torch.dtype:
 def apply_fsdp(
     model: nn.Module, layers: nn.ModuleList, mesh: DeviceMesh, policy: MixedPrecisionPolicy, reshard: bool
 ) -> None:
+    tied = getattr(model, "output", None) is None
+    if not tied:
+        fully_shard(model.tok_embeddings, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard)
     last = len(layers) - 1
     for index, block in enumerate(layers):
         # Backward starts with the last block, so resharding it after forward would only gather it again.
         fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard and index < last)
+    if not tied:
+        # The head runs last in forward and first in backward: kept gathered in between.
+        fully_shard([model.norm, model.output], mesh=mesh, mp_policy=policy, reshard_after_forward=False)
     fully_shard(model, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard)

@@ -8,6 +8,9 @@ from typing import Any
 
 import pytest
 import torch
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint import FileSystemReader
+from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 from torch.distributed.tensor import DTensor
 
 from training.checkpoint import direct_io
@@ -20,12 +23,9 @@ from training.models import ModelArgs
 from training.models.transformer import build_model
 from training.parallel.fsdp import mixed_precision_policy
 from training.parallel.mesh import DataParallelShape, build_mesh
-from training.parallel.parallelize import parallelize
+from training.parallel.parallelize import parallelize, plain_name
 
-pytestmark = [
-    pytest.mark.usefixtures("process_group"),
-    pytest.mark.filterwarnings("ignore:DTensor random operators may not have complete support"),
-]
+pytestmark = pytest.mark.usefixtures("process_group")
 ARGS = ModelArgs(flavor="neox", dim=32, n_layers=2, n_heads=4, ffn_dim=64, vocab_size=50, rotary_pct=0.25)
 
 
@@ -87,6 +87,26 @@ def test_round_trip_restores_weights_optimizer_and_trainer_state(tmp_path: Path)
     restored = next(iter(other_optimizer.state.values()))
     assert torch.equal(restored["step"], first["step"])
     assert torch.equal(restored["exp_avg"].full_tensor(), first["exp_avg"].full_tensor())
+
+
+def test_torchs_stock_reader_and_format_utils_load_the_trainers_checkpoint(tmp_path: Path) -> None:
+    """What torchtitan and `format_utils` do with a DCP directory: FileSystemReader, no code of ours."""
+    model, optimizer = _trained(seed=0)
+    manager = _manager(tmp_path)
+    manager.prepare()
+    _save(manager, 3, model, optimizer)
+    other, other_optimizer = _trained(seed=1)
+    dcp.load(training_state(other, other_optimizer), storage_reader=FileSystemReader(step_dir(tmp_path, 3)))
+    for name, weight in _weights(model).items():
+        assert torch.equal(_weights(other)[name], weight), name
+    first, restored = next(iter(optimizer.state.values())), next(iter(other_optimizer.state.values()))
+    assert torch.equal(restored["exp_avg"].full_tensor(), first["exp_avg"].full_tensor())
+
+    dcp_to_torch_save(step_dir(tmp_path, 3), tmp_path / "model.pt")
+    converted = torch.load(tmp_path / "model.pt", weights_only=True)
+    plain = {name: tensor for name, tensor in converted["model"].items()}
+    for name, weight in _weights(model).items():
+        assert torch.equal(plain[plain_name(name)], weight), name
 
 
 def test_partial_checkpoints_are_ignored_and_removed_at_start(tmp_path: Path) -> None:

@@ -1,3 +1,4 @@
+import io
 import os
 import re
 from pathlib import Path
@@ -8,11 +9,12 @@ import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import DefaultLoadPlanner, FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint.api import CheckpointException
+from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 from torch.distributed.checkpoint.metadata import MetadataIndex
 from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, ReadItem
 
 from training.checkpoint import storage
-from training.checkpoint.storage import FORMAT, TensorFileReader, TensorFileWriter
+from training.checkpoint.storage import LEGACY_FORMAT, TensorFileReader, TensorFileWriter
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled, unavailable or uninitialized")
 
@@ -80,55 +82,92 @@ def test_round_trip_keeps_values_and_dtypes_and_reads_straight_into_the_tensors(
         assert target[key] is tensor, key  # loaded in place
 
 
-def test_data_entries_carry_the_format_and_the_file_holds_exactly_the_records(tmp_path: Path) -> None:
+def _spy_stock_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The fqns of the items our reader leaves to the stock reader's torch.load path."""
+    stock: list[str] = []
+    read = FileSystemReader.read_data
+
+    def spy(self: FileSystemReader, plan: LoadPlan, planner: Any) -> Any:
+        stock.extend(item.storage_index.fqn for item in plan.items)
+        return read(self, plan, planner)
+
+    monkeypatch.setattr(FileSystemReader, "read_data", spy)
+    return stock
+
+
+def test_entries_are_stock_torch_save_records_packed_in_one_file(tmp_path: Path) -> None:
     state = _state()
     dcp.save(state, storage_writer=TensorFileWriter(tmp_path), no_dist=True)
-    metadata = FileSystemReader(tmp_path).read_metadata()
-    entries = metadata.storage_data
-    assert {index.fqn for index in entries} == {
-        "weight",
-        "half",
-        "counts",
-        "scalar",
-        "transposed",
-        "empty",
-        "trainer.step",
-        "trainer.name",
-        "trainer.lrs",
-    }
-    for index, info in entries.items():
-        assert info.transform_descriptors == [FORMAT], index
-        assert info.relative_path == "__0_0.distcp", index
-    tensors = {index.fqn: info for index, info in entries.items() if not index.fqn.startswith("trainer.")}
-    for fqn, info in tensors.items():
-        tensor = state[fqn]
-        assert info.length == tensor.numel() * tensor.element_size(), fqn
-    data = (tmp_path / "__0_0.distcp").read_bytes()
-    assert len(data) == max(info.offset + info.length for info in entries.values())
-    assert sum(info.length for info in entries.values()) == len(data)  # packed: no padding, no gaps
-    counts = tensors["counts"]
-    assert data[counts.offset : counts.offset + counts.length] == state["counts"].numpy().tobytes()
-    transposed = tensors["transposed"]
-    saved = data[transposed.offset : transposed.offset + transposed.length]
-    assert saved == state["transposed"].contiguous().numpy().tobytes()
-
-
-def test_the_stock_reader_refuses_our_files(tmp_path: Path) -> None:
-    state = _state()
-    dcp.save(state, storage_writer=TensorFileWriter(tmp_path), no_dist=True)
-    with pytest.raises(CheckpointException) as error:
-        dcp.load(_blank(state), storage_reader=FileSystemReader(tmp_path), no_dist=True)
-    [(failure, _)] = error.value.failures.values()
-    assert isinstance(failure, ValueError)
-    assert str(failure) == "Unknown extension name='tensor-bytes@llm-training'"
-    assert "Unknown extension name='tensor-bytes@llm-training'" in str(error.value)
-
-
-def test_our_reader_reads_checkpoints_of_the_stock_writer(tmp_path: Path) -> None:
-    state = _state()
-    dcp.save(state, storage_writer=FileSystemWriter(tmp_path), no_dist=True)
     entries = FileSystemReader(tmp_path).read_metadata().storage_data
-    assert all(FORMAT not in (info.transform_descriptors or ()) for info in entries.values())
+    assert {index.fqn for index in entries} == {
+        "weight", "half", "counts", "scalar", "transposed", "empty", "trainer.step", "trainer.name", "trainer.lrs",
+    }  # fmt: skip
+    for index, info in entries.items():
+        assert info.transform_descriptors is None, index  # as the stock writer leaves it: no extension needed
+        assert info.relative_path == "__0_0.distcp", index
+    data = (tmp_path / "__0_0.distcp").read_bytes()
+    assert sum(info.length for info in entries.values()) == len(data)  # packed: no padding, no gaps
+    for index, info in entries.items():
+        if index.fqn.startswith("trainer."):
+            continue
+        record = torch.load(io.BytesIO(data[info.offset : info.offset + info.length]), weights_only=True)
+        assert record.dtype == state[index.fqn].dtype and torch.equal(record, state[index.fqn]), index.fqn
+        assert record.is_contiguous(), index.fqn
+
+
+def test_the_stock_reader_and_format_utils_read_our_files(tmp_path: Path) -> None:
+    state = _state()
+    dcp.save(state, storage_writer=TensorFileWriter(tmp_path / "ckpt"), no_dist=True)
+    target = _blank(state)
+    dcp.load(target, storage_reader=FileSystemReader(tmp_path / "ckpt"), no_dist=True)
+    _assert_same(target, state)
+    dcp_to_torch_save(tmp_path / "ckpt", tmp_path / "converted.pt")
+    converted = torch.load(tmp_path / "converted.pt", weights_only=True)
+    _assert_same({key: converted[key] for key in state}, state)
+
+
+@pytest.mark.parametrize("writer", [TensorFileWriter, FileSystemWriter], ids=["ours", "stock"])
+def test_our_reader_reads_stock_records_straight_into_the_tensors(
+    writer: type, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = {key: value for key, value in _state().items() if key != "transposed"}
+    dcp.save(state, storage_writer=writer(tmp_path), no_dist=True)
+    copied, stock = _spy_copies(monkeypatch), _spy_stock_reads(monkeypatch)
+    target = _blank(state)
+    dcp.load(target, storage_reader=TensorFileReader(tmp_path), no_dist=True)
+    _assert_same(target, state)
+    assert (copied, stock) == ([], [])
+
+
+def test_a_record_of_a_strided_tensor_goes_to_the_stock_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stock writer saves a transposed tensor with its strides; its bytes are not in row-major order."""
+    state = {"transposed": torch.arange(12, dtype=torch.float32).reshape(3, 4).t()}
+    dcp.save(state, storage_writer=FileSystemWriter(tmp_path), no_dist=True)
+    stock = _spy_stock_reads(monkeypatch)
+    target = _blank(state)
+    dcp.load(target, storage_reader=TensorFileReader(tmp_path), no_dist=True)
+    _assert_same(target, state)
+    assert stock == ["transposed"]
+
+
+def _write_legacy_tensor(stream: Any, file_name: str, item: Any, tensor: torch.Tensor) -> Any:
+    """The earlier layout: the tensor's raw bytes, marked with the legacy descriptor."""
+    result = storage._write_record(stream, file_name, item, storage.tensor_bytes(tensor.contiguous()))
+    result.storage_data.transform_descriptors = [LEGACY_FORMAT]
+    return result
+
+
+def test_checkpoints_of_the_earlier_raw_bytes_layout_still_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(storage, "_write_tensor", _write_legacy_tensor)
+    state = _state()
+    dcp.save(state, storage_writer=TensorFileWriter(tmp_path), no_dist=True)
+    monkeypatch.undo()
+    entries = FileSystemReader(tmp_path).read_metadata().storage_data
+    assert {info.transform_descriptors[0] for i, info in entries.items() if not i.fqn.startswith("trainer.")} == {
+        LEGACY_FORMAT
+    }
     target = _blank(state)
     dcp.load(target, storage_reader=TensorFileReader(tmp_path), no_dist=True)
     _assert_same(target, state)

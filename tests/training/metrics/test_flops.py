@@ -1,15 +1,19 @@
 import pytest
 import torch
 
+from cluster.instances import GPUS, instance_facts
+from training.metrics import flops as metrics_flops
 from training.metrics.flops import (
     device_peak_flops,
     gpu_peak_flops,
-    measure_cpu_matmul_flops,
+    measure_matmul_flops,
     megatron_flops_per_iteration,
     model_flops_per_token,
     recompute_flops_per_token,
 )
 from training.models import count_parameters, get_model_args
+from training.planner import flops as planner_flops
+from training.planner.hardware import hardware
 
 
 def test_six_n_plus_attention_term() -> None:
@@ -45,15 +49,68 @@ def test_full_recompute_adds_one_forward_of_every_block() -> None:
     assert recompute_flops_per_token(args, 4096, 0.5) == pytest.approx(full / 2)
 
 
-def test_gpu_peaks_are_dense_bf16() -> None:
-    assert gpu_peak_flops("NVIDIA H100 80GB HBM3") == (989e12, "H100 dense bf16 (table)")
-    assert gpu_peak_flops("NVIDIA H200")[0] == 989e12
-    assert gpu_peak_flops("NVIDIA A100-SXM4-80GB")[0] == 312e12
-    assert gpu_peak_flops("Some Future GPU") is None
+@pytest.mark.parametrize(
+    ("device_name", "peak"),
+    [
+        ("NVIDIA H100 80GB HBM3", 989e12),  # SXM (p5)
+        ("NVIDIA H100 PCIe", 756e12),
+        ("NVIDIA H100 NVL", 835e12),
+        ("NVIDIA H200", 989e12),
+        ("NVIDIA A100-SXM4-40GB", 312e12),
+        ("NVIDIA A100-SXM4-80GB", 312e12),
+        ("NVIDIA A10G", 70e12),  # g5: not the A10's 125 T
+        ("NVIDIA B200", 2250e12),
+    ],
+)
+def test_gpu_peaks_are_dense_bf16_by_exact_device_name(device_name: str, peak: float) -> None:
+    found = gpu_peak_flops(device_name)
+    assert found is not None and found[0] == peak
+    assert "dense bf16" in found[1]
+
+
+@pytest.mark.parametrize("device_name", ["NVIDIA H100", "NVIDIA H100 80GB HBM3 (fake)", "Some Future GPU"])
+def test_a_name_that_is_not_exactly_known_has_no_peak(device_name: str) -> None:
+    assert gpu_peak_flops(device_name) is None
+
+
+def test_an_unknown_gpu_is_a_one_line_error_naming_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA GeForce RTX 4090")
+    with pytest.raises(ValueError) as error:
+        device_peak_flops(torch.device("cuda", 0))
+    message = str(error.value)
+    assert "\n" not in message
+    assert message.startswith("metrics.peak_flops: no dense bf16 peak is known for GPU 'NVIDIA GeForce RTX 4090'")
+    assert "'measure'" in message and "NVIDIA H100 80GB HBM3" in message
+
+
+def test_gpu_peaks_come_from_the_instance_facts_table() -> None:
+    for name in ("p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge"):
+        facts = instance_facts(name)
+        assert facts.gpu_device is not None
+        assert gpu_peak_flops(facts.gpu_device)[0] == facts.peak_bf16_flops_per_accelerator, name
+        assert GPUS[facts.gpu_device].memory_gib == facts.accelerator_memory_gib, name
+
+
+def test_the_planner_uses_these_formulas_not_a_copy() -> None:
+    for name in (
+        "model_flops_per_token",
+        "recompute_flops_per_token",
+        "hardware_flops_per_token",
+        "megatron_flops_per_iteration",
+        "megatron_flops_per_token",
+        "recomputed_block_fraction",
+    ):
+        assert getattr(planner_flops, name) is getattr(metrics_flops, name), name
+    assert hardware("p5.48xlarge").peak_flops_per_device == gpu_peak_flops("NVIDIA H100 80GB HBM3")[0]
+
+
+def test_measure_is_a_config_choice() -> None:
+    value, source = device_peak_flops(torch.device("cpu"), override="measure")
+    assert value > 0 and source.startswith("fp32 matmul measured on this CPU")
 
 
 def test_cpu_peak_is_measured_and_overrides_win() -> None:
-    measured = measure_cpu_matmul_flops(size=128, repeats=2)
+    measured = measure_matmul_flops(torch.device("cpu"), size=128, repeats=2)
     assert 1e6 < measured < 1e14
     assert device_peak_flops(torch.device("cpu"), override=5e9) == (5e9, "metrics.peak_flops (config)")
     value, source = device_peak_flops(torch.device("cpu"))

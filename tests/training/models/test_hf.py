@@ -91,15 +91,73 @@ def test_llama_names_are_the_transformers_ones() -> None:
     assert {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"} <= hf.keys()
 
 
-@pytest.mark.parametrize("args", [LLAMA, NEOX, LLAMA.replace(tie_embeddings=True, rope_theta=5e5)])
+LLAMA3_SCALED = LLAMA.replace(
+    rope_theta=5e5, rope_type="llama3", rope_factor=32.0, rope_low_freq_factor=1.0, rope_high_freq_factor=4.0,
+    rope_original_max_seq_len=8192, max_seq_len=131072,
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "args",
+    [LLAMA, NEOX, LLAMA.replace(tie_embeddings=True, rope_theta=5e5), LLAMA3_SCALED, NEOX.replace(rotary_pct=0.5)],
+    ids=["llama", "neox", "tied", "llama3-scaled", "neox-half-rotary"],
+)
 def test_config_json_round_trip(args: ModelArgs) -> None:
     assert args_from_hf_config(hf_config(args)) == args
+
+
+def _transformers5(config: dict, rope_parameters: dict, *legacy: str) -> dict:
+    """A config.json as transformers 5 writes it: rope settings only inside rope_parameters."""
+    for key in ("rope_theta", "rope_scaling", "rotary_pct", "rotary_emb_base", *legacy):
+        config.pop(key, None)
+    return config | {"rope_parameters": rope_parameters}
+
+
+def test_transformers5_llama_rope_parameters_are_read_with_llama3_scaling() -> None:
+    """Llama 3.2 1B's config.json as transformers 5 writes it."""
+    rope = {
+        "rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 8192,
+    }  # fmt: skip
+    config = _transformers5(hf_config(LLAMA) | {"max_position_embeddings": 131072}, rope)
+    assert args_from_hf_config(config) == LLAMA3_SCALED
+
+
+def test_transformers5_neox_rope_parameters_give_theta_and_rotary_fraction() -> None:
+    rope = {"rope_type": "default", "rope_theta": 50000.0, "partial_rotary_factor": 0.5}
+    args = args_from_hf_config(_transformers5(hf_config(NEOX), rope))
+    assert (args.rope_theta, args.rotary_pct, args.rope_type) == (50000.0, 0.5, "default")
+
+
+def test_transformers4_llama3_rope_scaling_is_read() -> None:
+    """Llama 3.1 8B's config.json (transformers 4.43+): top-level rope_theta, rope_scaling with rope_type."""
+    scaling = {
+        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+    }  # fmt: skip
+    args = args_from_hf_config(hf_config(LLAMA) | {"rope_theta": 500000.0, "rope_scaling": scaling})
+    assert (args.rope_type, args.rope_factor, args.rope_theta) == ("llama3", 8.0, 500000.0)
 
 
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"rope_scaling": {"type": "llama3"}}, "config.json rope_scaling: {'type': 'llama3'} is not supported"),
+        (
+            {"rope_scaling": {"type": "yarn", "factor": 4.0}},
+            "config.json rope_scaling.rope_type: 'yarn' is not supported (default or llama3)",
+        ),
+        (
+            {"rope_parameters": {"rope_type": "dynamic", "rope_theta": 1e4, "factor": 2.0}},
+            "config.json rope_parameters.rope_type: 'dynamic' is not supported (default or llama3)",
+        ),
+        (
+            {"rope_parameters": {"rope_type": "linear", "rope_theta": 1e4, "factor": 2.0}},
+            "config.json rope_parameters.rope_type: 'linear' is not supported (default or llama3)",
+        ),
+        (
+            {"rope_parameters": {"rope_type": "llama3", "rope_theta": 1e4, "factor": 8.0}},
+            "config.json rope_parameters.low_freq_factor: is required for rope_type 'llama3'",
+        ),
         ({"model_type": "mistral"}, "config.json model_type: 'mistral' is not supported"),
         ({"hidden_act": "gelu"}, "config.json hidden_act: 'gelu' is not supported"),
     ],

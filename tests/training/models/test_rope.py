@@ -1,12 +1,18 @@
+import math
+
+import pytest
 import torch
 
+from training.models import ModelArgs
 from training.models.rope import (
     apply_rotary,
     apply_rotary_concatenated,
     inverse_frequencies,
+    model_inverse_frequencies,
     rotary_cos_sin,
     zero_frequency_order,
 )
+from training.models.transformer import build_model
 
 
 def _zero_frequency_form(x: torch.Tensor, rotary_dim: int, theta: float) -> torch.Tensor:
@@ -60,3 +66,72 @@ def test_position_zero_is_not_rotated() -> None:
     x = torch.randn(1, 1, 4, 8)
     out = _zero_frequency_form(x, 8, 10000.0)
     torch.testing.assert_close(out[..., 0, :], x[..., 0, :])
+
+
+# Llama 3.1 8B and Llama 3.2 1B as published in their config.json files (rope_scaling / rope_parameters).
+LLAMA31 = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+LLAMA32 = {**LLAMA31, "factor": 32.0}
+
+
+def _llama3_published(head_dim: int, theta: float, scaling: dict[str, float]) -> list[float]:
+    """Meta's reference `apply_scaling` (llama-models, Llama 3.1), one frequency at a time in float64."""
+    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+    old_context = scaling["original_max_position_embeddings"]
+    low_wavelen, high_wavelen = old_context / low, old_context / high
+    out = []
+    for i in range(0, head_dim, 2):
+        freq = 1.0 / theta ** (i / head_dim)
+        wavelen = 2 * math.pi / freq
+        if wavelen < high_wavelen:
+            out.append(freq)
+        elif wavelen > low_wavelen:
+            out.append(freq / factor)
+        else:
+            smooth = (old_context / wavelen - low) / (high - low)
+            out.append((1 - smooth) * freq / factor + smooth * freq)
+    return out
+
+
+@pytest.mark.parametrize("scaling", [LLAMA31, LLAMA32], ids=["llama3.1", "llama3.2"])
+def test_llama3_scaling_follows_the_published_formula(scaling: dict[str, float]) -> None:
+    args = ModelArgs(
+        flavor="llama", dim=4096, n_layers=1, n_heads=32, ffn_dim=64, vocab_size=8, rope_theta=5e5,
+        rope_type="llama3", rope_factor=scaling["factor"], rope_low_freq_factor=scaling["low_freq_factor"],
+        rope_high_freq_factor=scaling["high_freq_factor"],
+        rope_original_max_seq_len=int(scaling["original_max_position_embeddings"]),
+    )  # fmt: skip
+    expected = torch.tensor(_llama3_published(128, 5e5, scaling), dtype=torch.float32)
+    scaled = model_inverse_frequencies(args)
+    torch.testing.assert_close(scaled, expected, rtol=1e-6, atol=0)
+    plain = model_inverse_frequencies(args.replace(rope_type="default"))
+    assert torch.equal(scaled[:10], plain[:10])  # high frequencies (short wavelengths) are left alone
+    torch.testing.assert_close(scaled[-5:], plain[-5:] / scaling["factor"])  # the lowest are divided by factor
+    medium = (scaled != plain) & (scaled != plain / scaling["factor"])
+    assert medium.any()  # and some in between are interpolated
+
+
+def test_llama3_scaling_matches_transformers_where_it_is_installed() -> None:
+    rope_utils = pytest.importorskip("transformers.modeling_rope_utils", reason="transformers is not installed here")
+    from transformers import LlamaConfig
+
+    config = LlamaConfig(
+        hidden_size=4096, num_attention_heads=32, rope_parameters={"rope_type": "llama3", "rope_theta": 5e5, **LLAMA32}
+    )
+    theirs, _ = rope_utils.ROPE_INIT_FUNCTIONS["llama3"](config, "cpu")
+    args = ModelArgs(
+        flavor="llama", dim=4096, n_layers=1, n_heads=32, ffn_dim=64, vocab_size=8, rope_theta=5e5,
+        rope_type="llama3", rope_factor=32.0, rope_original_max_seq_len=8192,
+    )  # fmt: skip
+    torch.testing.assert_close(model_inverse_frequencies(args), theirs.float(), rtol=1e-6, atol=0)
+
+
+def test_the_model_rotates_with_the_scaled_frequencies() -> None:
+    args = ModelArgs(flavor="llama", dim=32, n_layers=1, n_heads=2, ffn_dim=64, vocab_size=16, max_seq_len=64)
+    torch.manual_seed(0)
+    plain = build_model(args, device="cpu")
+    plain.init_weights(seed=0)
+    scaled = build_model(args.replace(rope_type="llama3", rope_factor=8.0, rope_original_max_seq_len=16), "cpu")
+    scaled.load_state_dict(plain.state_dict())
+    ids = torch.randint(0, 16, (1, 64))
+    assert not torch.allclose(plain(ids), scaled(ids))
+    assert torch.equal(plain(ids[:, :1]), scaled(ids[:, :1]))  # position 0 is not rotated either way

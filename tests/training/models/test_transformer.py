@@ -1,8 +1,10 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend
 
 from training.models import ModelArgs
+from training.models.attention import SDPA_PRIORITY
 from training.models.transformer import build_model
 
 LLAMA = ModelArgs(
@@ -62,3 +64,22 @@ def test_sequence_longer_than_max_seq_len_is_refused() -> None:
     model = _model(LLAMA)
     with pytest.raises(ValueError, match=r"input_ids: sequence length 17 exceeds model\.max_seq_len 16"):
         model(torch.zeros(1, 17, dtype=torch.long))
+
+
+def test_attention_runs_with_torchtitans_backend_priority(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[list[int]] = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def recording(*args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(torch._C._get_sdp_priority_order())
+        return sdpa(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", recording)
+    args = ModelArgs(flavor="llama", dim=32, n_layers=1, n_heads=4, ffn_dim=64, vocab_size=16)
+    model = build_model(args, device="cpu")
+    model.init_weights(seed=0)
+    model(torch.randint(0, 16, (1, 8)))
+    cudnn, flash, efficient, math = (int(b) for b in SDPA_PRIORITY)
+    assert seen and seen[0][:4] == [cudnn, flash, efficient, math]
+    assert (cudnn, flash) == (int(SDPBackend.CUDNN_ATTENTION), int(SDPBackend.FLASH_ATTENTION))
+    assert torch._C._get_sdp_priority_order()[:4] != seen[0][:4]  # set for the call only

@@ -3,6 +3,7 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.distributed.fsdp import FSDPModule, fully_shard
 from torch.distributed.tensor import DTensor
 
 from training.config import ActivationCheckpointSection, ParallelSection
@@ -13,8 +14,6 @@ from training.parallel.activation_checkpoint import checkpointed_blocks, recompu
 from training.parallel.fsdp import mixed_precision_policy
 from training.parallel.mesh import DataParallelShape, build_mesh
 from training.parallel.parallelize import parallelize, plain_name
-
-pytestmark = pytest.mark.filterwarnings("ignore:DTensor random operators may not have complete support")
 
 ARGS = ModelArgs(flavor="llama", dim=32, n_layers=3, n_heads=4, n_kv_heads=2, ffn_dim=64, vocab_size=64, max_seq_len=16)
 
@@ -73,22 +72,24 @@ def test_without_a_mesh_the_model_stays_plain_and_computes_the_same(mode: str) -
 
 
 @pytest.mark.usefixtures("process_group")
-def test_selective_mode_saves_matmuls_and_recomputes_the_rest(monkeypatch: pytest.MonkeyPatch) -> None:
-    decisions: list[tuple[str, str]] = []
-    policy = activation_checkpoint._save_matmuls
+def test_selective_mode_saves_attention_and_every_other_matmul_like_torchtitan(monkeypatch: pytest.MonkeyPatch) -> None:
+    decisions: list[tuple[bool, str, str]] = []
+    policy = activation_checkpoint.selective_policy
 
-    def recording_policy(ctx, op, *args, **kwargs):  # type: ignore[no-untyped-def]
-        decision = policy(ctx, op, *args, **kwargs)
-        decisions.append((str(op), decision.name))
+    def recording_policy(matmuls, ctx, op):  # type: ignore[no-untyped-def]
+        decision = policy(matmuls, ctx, op)
+        decisions.append((ctx.is_recompute, str(op), decision.name))
         return decision
 
-    monkeypatch.setattr(activation_checkpoint, "_save_matmuls", recording_policy)
+    monkeypatch.setattr(activation_checkpoint, "selective_policy", recording_policy)
     _loss_and_grads(ParallelSection(activation_checkpoint=ActivationCheckpointSection(mode="selective")))
-    saved = {op for op, decision in decisions if decision == "MUST_SAVE"}
-    recomputed = {op for op, decision in decisions if decision == "PREFER_RECOMPUTE"}
-    assert any("mm" in op for op in saved), saved
-    assert any("scaled_dot_product" in op for op in saved), saved
-    assert any("silu" in op for op in recomputed), recomputed
+    forward = [(op, decision) for recompute, op, decision in decisions if not recompute]
+    matmuls = [decision for op, decision in forward if op == "aten.mm.default"]
+    # Llama block: q, k, v, o, gate, up, down = 7 matmuls per block, 3 blocks.
+    assert matmuls[:7] == ["MUST_SAVE", "PREFER_RECOMPUTE"] * 3 + ["MUST_SAVE"]
+    assert any("scaled_dot_product" in op and decision == "MUST_SAVE" for op, decision in forward)
+    assert any("silu" in op and decision == "PREFER_RECOMPUTE" for op, decision in forward)
+    assert matmuls[7:14] == matmuls[:7]  # each block call counts its own matmuls
 
 
 @pytest.mark.usefixtures("process_group")
@@ -108,7 +109,7 @@ def test_every_n_blocks_and_recompute_fractions() -> None:
     assert checkpointed_blocks(every_3, 7) == [0, 3, 6]
     assert recomputed_fraction(every_3, 7) == pytest.approx(3 / 7)
     assert recomputed_fraction(ActivationCheckpointSection(mode="full"), 7) == 1.0
-    assert recomputed_fraction(ActivationCheckpointSection(mode="selective"), 7) == 0.0  # matmuls are kept
+    assert recomputed_fraction(ActivationCheckpointSection(mode="selective"), 7) == 0.5  # every other matmul
 
 
 def test_bf16_on_gpu_fp32_on_cpu() -> None:
@@ -116,3 +117,33 @@ def test_bf16_on_gpu_fp32_on_cpu() -> None:
     gpu = mixed_precision_policy("auto", torch.device("cuda", 0))
     assert (gpu.param_dtype, gpu.reduce_dtype) == (torch.bfloat16, torch.float32)
     assert mixed_precision_policy("bf16", torch.device("cpu")).param_dtype == torch.bfloat16
+
+
+@pytest.mark.usefixtures("process_group")
+@pytest.mark.parametrize("tied", [False, True], ids=["untied", "tied"])
+def test_fsdp_groups_embedding_blocks_and_head_like_torchtitan(tied: bool) -> None:
+    model = build_model(ARGS.replace(tie_embeddings=tied), device="meta")
+    mesh = build_mesh(DataParallelShape(1, 1), "cpu")
+    parallelize(model, ParallelSection(), mesh, mixed_precision_policy("bf16", torch.device("cpu")))
+    assert isinstance(model, FSDPModule) and all(isinstance(block, FSDPModule) for block in model.layers)
+    if tied:  # the table is used first and last: it stays in the root group with the norm
+        assert not isinstance(model.tok_embeddings, FSDPModule) and not isinstance(model.norm, FSDPModule)
+    else:
+        assert isinstance(model.tok_embeddings, FSDPModule)
+        assert fully_shard.state(model.norm) is fully_shard.state(model.output)  # one group, one all-gather
+        assert fully_shard.state(model.norm) is not fully_shard.state(model)
+
+
+@pytest.mark.usefixtures("process_group")
+def test_blocks_get_bf16_hidden_states_but_fp32_rotary_tables() -> None:
+    model = build_model(ARGS, device="meta")
+    mesh = build_mesh(DataParallelShape(1, 1), "cpu")
+    policy = mixed_precision_policy("bf16", torch.device("cpu"))
+    assert policy.cast_forward_inputs is False
+    parallelize(model, ParallelSection(), mesh, policy)
+    model.to_empty(device="cpu")
+    model.init_weights(seed=0)
+    seen: list[tuple[torch.dtype, ...]] = []
+    model.layers[0].register_forward_pre_hook(lambda module, args: seen.append(tuple(a.dtype for a in args)))
+    model(torch.randint(0, ARGS.vocab_size, (1, 8)))
+    assert seen == [(torch.bfloat16, torch.float32, torch.float32)]

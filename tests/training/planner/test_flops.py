@@ -39,7 +39,7 @@ def test_megatron_formula_by_hand() -> None:
 
 def test_recompute_fractions() -> None:
     assert recomputed_block_fraction("none", 32) == 0.0
-    assert recomputed_block_fraction("selective", 32) == 0.0  # per-op: no matmul recomputed
+    assert recomputed_block_fraction("selective", 32) == 0.5  # per-op: every other matmul recomputed
     assert recomputed_block_fraction("full", 32) == 1.0
     assert recomputed_block_fraction("every_n", 40, 2) == 0.5
     assert recomputed_block_fraction("every_n", 5, 2) == 0.6  # blocks 0, 2, 4

@@ -19,11 +19,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cluster.neuron import NxdtStack, SourceBuild, nxdt_requirements, nxdt_stack
+from cluster.neuron import NXDT_SOURCE_COMMIT, NxdtStack, SourceBuild, nxdt_requirements, nxdt_stack
 from spec.errors import SpecError
 from spec.load import load_spec
 
 NEURON_PIP_INDEX = "https://pip.repos.neuron.amazonaws.com"
+NXDT_REPOSITORY = "https://github.com/aws-neuron/neuronx-distributed-training.git"
+EXAMPLES = "nxdt-examples.tar.gz"  # training_orchestrator.py and its conf/: not in the wheel
 REQUIREMENTS = "nxdt-requirements.txt"
 CONSTRAINTS = "nxdt-constraints.txt"
 PATCHES = "nxdt-patches.tsv"
@@ -68,6 +70,16 @@ def download_command(requirements: Path, out: Path, python: str) -> list[str]:
         str(requirements),
         "-w",
         str(out),
+    ]
+
+
+def examples_commands(workdir: Path, out: Path) -> list[list[str]]:
+    """NxDT's examples/ (the launcher the jobs run) at the recorded commit, as a tarball for /fsx."""
+    checkout = workdir / "neuronx-distributed-training"
+    return [
+        ["git", "clone", "--quiet", NXDT_REPOSITORY, str(checkout)],
+        ["git", "-C", str(checkout), "checkout", "--quiet", NXDT_SOURCE_COMMIT],
+        ["tar", "-czf", str(out / EXAMPLES), "-C", str(checkout), "examples"],
     ]
 
 
@@ -119,6 +131,8 @@ def build(spec_path: str, out: Path, python: str) -> None:
     )
     subprocess.run(download_command(index_requirements, out, python), check=True)
     index_requirements.unlink()
+    for command in examples_commands(workdir, out):
+        subprocess.run(command, check=True)
     (out / REQUIREMENTS).write_text("".join(f"{line}\n" for line in requirements))
     (out / PATCHES).write_text(patches_tsv(stack))
     (out / CONSTRAINTS).write_text(lock_from_wheels(out))

@@ -12,6 +12,7 @@ from cluster.neuron import NEURON_RELEASES, NXDT_RELEASES, neuron_pins, nxdt_req
 from cluster.nxdt_wheelhouse import (
     NEURON_PIP_INDEX,
     download_command,
+    examples_commands,
     lock_from_wheels,
     main,
     patches_tsv,
@@ -85,6 +86,17 @@ def test_rendered_mirror_commands(tmp_path: Path) -> None:
     command = download_command(tmp_path / "req.txt", out, "python3.11")
     assert command[command.index("--extra-index-url") + 1] == NEURON_PIP_INDEX
     assert command[3] == "wheel"  # sdist-only dependencies become wheels on the mirror, never on the nodes
+    clone, checkout, tar = examples_commands(work, out)
+    assert clone[-2] == "https://github.com/aws-neuron/neuronx-distributed-training.git"
+    assert checkout[-1] == "9169aa03f39efd4eb02da63891a7ed98defb1714"  # NxDT 1.6.0 = Neuron 2.26.0/2.26.1
+    assert tar == [
+        "tar",
+        "-czf",
+        f"{out}/nxdt-examples.tar.gz",
+        "-C",
+        f"{work}/neuronx-distributed-training",
+        "examples",
+    ]
 
 
 def test_patches_and_lock_files(tmp_path: Path) -> None:

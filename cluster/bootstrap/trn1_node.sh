@@ -50,6 +50,19 @@ installed_version() {
 	fi
 }
 
+# ParallelCluster downloads only this script; a script it runs comes beside it (tests, AMI) or from S3.
+companion_script() {
+	local name="$1" option="$2" uri="$3" path
+	if [[ -f "$HERE/$name" ]]; then
+		echo "$HERE/$name"
+		return
+	fi
+	[[ -n "$uri" ]] || die "$name is not beside this script and no $option URI was given"
+	path="$(mktemp)"
+	aws s3 cp --quiet "$uri" "$path" || die "cannot copy $uri"
+	echo "$path"
+}
+
 nxdt_wheelhouse="" nxdt_installer=""
 sdk="" pins="" devices="" efa_devices="" compile_cache="" offline="true" installer="" shared_dir="" scratch_dir="" master_port=41000
 while [[ $# -gt 0 ]]; do
@@ -100,13 +113,7 @@ if [[ ${#mismatches[@]} -gt 0 ]]; then
 		die "Neuron SDK $sdk not in this AMI: ${mismatches[*]}; without internet egress rebuild the AMI from cluster/bootstrap/neuron-image.yaml"
 	fi
 	log "installing Neuron SDK $sdk: ${mismatches[*]}"
-	# ParallelCluster downloads only this script; the installer comes beside it (tests, AMI) or from S3.
-	install_script="$HERE/neuron_install.sh"
-	if [[ ! -f "$install_script" ]]; then
-		[[ -n "$installer" ]] || die "neuron_install.sh is not beside this script and no --installer URI was given"
-		install_script="$(mktemp)"
-		aws s3 cp --quiet "$installer" "$install_script"
-	fi
+	install_script="$(companion_script neuron_install.sh --installer "$installer")"
 	NEURON_PINS="$pins" NEURON_VENV="$NEURON_VENV" bash "$install_script"
 fi
 
@@ -114,12 +121,7 @@ fi
 nxdt_marker="$NODE_ROOT$NEURON_VENV/nxdt-stack.txt"
 if [[ ! -f "$nxdt_marker" && -n "$nxdt_wheelhouse" ]]; then
 	log "installing the NxDT stack from $nxdt_wheelhouse"
-	nxdt_script="$HERE/nxdt_install.sh"
-	if [[ ! -f "$nxdt_script" ]]; then
-		[[ -n "$nxdt_installer" ]] || die "nxdt_install.sh is not beside this script and no --nxdt-installer URI was given"
-		nxdt_script="$(mktemp)"
-		aws s3 cp --quiet "$nxdt_installer" "$nxdt_script"
-	fi
+	nxdt_script="$(companion_script nxdt_install.sh --nxdt-installer "$nxdt_installer")"
 	NXDT_WHEELHOUSE="$nxdt_wheelhouse" NEURON_VENV="$NODE_ROOT$NEURON_VENV" bash "$nxdt_script"
 fi
 if [[ -f "$nxdt_marker" ]]; then

@@ -19,7 +19,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: help setup synth demo test lint format clean pcluster-venv checkov-venv nemo-venv torchtitan-venv bench \
-	wheelhouse wheelhouse-test gpu-bench-wheels policy-report nemo-image
+	wheelhouse wheelhouse-test gpu-bench-wheels policy-report nemo-image nxdt-wheelhouse
 
 help:
 	@echo "make demo    synthesize the default deployment and run a training job (does all setup)"
@@ -29,6 +29,7 @@ help:
 	@echo "make bench   CPU benchmarks against in-run baselines -> docs/benchmarks.{md,json} (under 10 minutes)"
 	@echo "make policy-report  the access matrix, its reasons and the mutation score -> docs/access-matrix.md"
 	@echo "make wheelhouse  the nodes' wheels for a cluster without internet (WHEELHOUSE_PYTHON=3.11)"
+	@echo "make nxdt-wheelhouse  the trn1 nodes' NxDT stack for the spec's Neuron SDK -> build/nxdt-wheelhouse (SPEC=)"
 	@echo "make nemo-image  build the EFA NeMo image and push it to the spec's ECR repository (needs docker, AWS)"
 	@echo "make gpu-bench-wheels  torchtitan and the trainer's wheels for bench/gpu_vs_torchtitan.py --wheels (GPU_BENCH_PYTHON=3.12)"
 
@@ -132,6 +133,13 @@ gpu-bench-wheels: setup
 	$(PY) -m pip download --quiet --no-deps --only-binary=:all: --implementation cp --python-version $(GPU_BENCH_PYTHON) \
 		--platform $(WHEELHOUSE_PLATFORM) --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
 		-r bench/gpu-bench-requirements.txt -d build/gpu-bench-wheels
+
+# The trn1 nodes' NxDT stack (NxDT, NxD, torch-neuronx, neuronx-cc, NeMo, Lightning, hydra, megatron-core and
+# the slim apex built from git) for the spec's cluster.neuron.sdk_version, from Neuron's pip index and PyPI.
+# Run it on a machine of the nodes' OS, architecture and Python (it builds wheels); several GB. Upload it with
+# `aws s3 sync build/nxdt-wheelhouse s3://BUCKET/nxdt/SDK/`. Never run by the tests.
+nxdt-wheelhouse: setup
+	$(PY) -m cluster.nxdt_wheelhouse $(or $(SPEC),spec/examples/trn1-neuron.yaml) --out build/nxdt-wheelhouse
 
 # The head-node bootstrap test's offline wheelhouse: requirements-submit.txt for this machine (a few MB).
 wheelhouse-test: build/wheelhouse-test/.complete

@@ -5,29 +5,32 @@ packages must already be in the AMI. `pcluster build-image` bakes them in once, 
 that does have egress:
 
     python -m cluster.image_config SPEC.yaml --parent-image ami-... --component-uri s3://.../neuron.sh > image.yaml
-    python -m cluster.image_config SPEC.yaml --component > neuron.sh     # upload to the component URI
+    python -m cluster.image_config SPEC.yaml --component --nxdt-wheelhouse s3://.../nxdt/2.26.1/ > neuron.sh
     pcluster build-image --image-id llm-neuron-2-26-1 --image-configuration image.yaml
 
-and the AMI id goes into `cluster.neuron.custom_ami`. cluster/bootstrap/neuron-image.yaml is this
+(upload neuron.sh to the component URI; the NxDT wheelhouse is `make nxdt-wheelhouse`, synced to that
+prefix) and the AMI id goes into `cluster.neuron.custom_ami`. cluster/bootstrap/neuron-image.yaml is this
 output for spec/examples/trn1-neuron.yaml (a test keeps them equal).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from cluster.neuron import neuron_pins
+from cluster.neuron import neuron_pins, nxdt_stack
 from spec.errors import SpecError
 from spec.load import load_spec
 from spec.model import DeploymentSpec
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "bootstrap"
 NEURON_INSTALL_SCRIPT = BOOTSTRAP_DIR / "neuron_install.sh"
+NXDT_INSTALL_SCRIPT = BOOTSTRAP_DIR / "nxdt_install.sh"
 PLACEHOLDER_PARENT_IMAGE = "ami-00000000000000000"
 PLACEHOLDER_COMPONENT_URI = "s3://REPLACE-ME-assets-bucket/bootstrap/neuron_component.sh"
 
@@ -66,16 +69,32 @@ def build_image_config(
     }
 
 
-def render_component(spec: DeploymentSpec) -> str:
-    """neuron_install.sh with the spec's pins set: Image Builder runs script components without arguments."""
+def render_component(spec: DeploymentSpec, nxdt_wheelhouse: str | None = None) -> str:
+    """neuron_install.sh with the spec's pins set (Image Builder runs script components without arguments),
+    then, given the S3 prefix of `make nxdt-wheelhouse`, nxdt_install.sh from it into the same venv."""
     assert spec.cluster is not None
     if spec.cluster.neuron is None:
         raise ValueError("cluster.neuron: None is required to build a Neuron image")
     pins = ",".join(f"{name}={version}" for name, version in neuron_pins(spec.cluster.neuron).items())
+    if nxdt_wheelhouse is not None:
+        nxdt_stack(spec.cluster.neuron)  # a release without an NxDT stack fails here, not in the image build
+        if not re.fullmatch(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/(?:[^\s'\\]+/)?", nxdt_wheelhouse):
+            raise ValueError(
+                f"--nxdt-wheelhouse must be an S3 prefix such as s3://bucket/nxdt/2.26.1/, not {nxdt_wheelhouse!r}"
+            )
     body = NEURON_INSTALL_SCRIPT.read_text()
     shebang, _, rest = body.partition("\n")
     header = f"# Rendered by cluster.image_config for Neuron SDK {spec.cluster.neuron.sdk_version}.\n"
-    return f"{shebang}\n{header}NEURON_PINS=${{NEURON_PINS:-{pins}}}\n{rest}"
+    component = f"{shebang}\n{header}NEURON_PINS=${{NEURON_PINS:-{pins}}}\n{rest}"
+    if nxdt_wheelhouse is None:
+        return component
+    nxdt = NXDT_INSTALL_SCRIPT.read_text()
+    return (
+        f"{component}\n# The NxDT stack, from its wheelhouse (cluster/bootstrap/nxdt_install.sh).\n"
+        f'nxdt_script="$(mktemp)"\ncat >"$nxdt_script" <<\'NXDT_INSTALL\'\n{nxdt}NXDT_INSTALL\n'
+        f'NXDT_WHEELHOUSE=\'{nxdt_wheelhouse}\' NEURON_VENV="$NEURON_VENV" bash "$nxdt_script"\n'
+        'rm -f "$nxdt_script"\n'
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,11 +104,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--component-uri", default=PLACEHOLDER_COMPONENT_URI, help="S3 URI of the rendered component")
     parser.add_argument("--build-instance-type", default="trn1.2xlarge")
     parser.add_argument("--component", action="store_true", help="print the install script component instead")
+    parser.add_argument("--nxdt-wheelhouse", help="S3 prefix of make nxdt-wheelhouse; the component installs it")
     args = parser.parse_args(argv)
     try:
         spec = load_spec(args.spec)
         if args.component:
-            print(render_component(spec), end="")
+            print(render_component(spec, args.nxdt_wheelhouse), end="")
         else:
             config = build_image_config(
                 spec,
@@ -98,8 +118,8 @@ def main(argv: list[str] | None = None) -> int:
                 build_instance_type=args.build_instance_type,
             )
             print(yaml.safe_dump(config, sort_keys=False), end="")
-    except (SpecError, ValueError) as error:
-        print(error, file=sys.stderr)
+    except (SpecError, ValueError, KeyError) as error:
+        print(error.args[0] if isinstance(error, KeyError) else error, file=sys.stderr)
         return 2
     return 0
 

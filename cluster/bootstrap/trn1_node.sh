@@ -4,10 +4,14 @@
 #   trn1_node.sh --neuron-sdk 2.26.1 --pins aws-neuronx-dkms=2.24.7.0,... --devices 16 \
 #                --efa-devices 8 --compile-cache /fsx/neuron-cache --offline true \
 #                [--installer s3://bucket/bootstrap/neuron_install.sh]
+#                [--nxdt-wheelhouse s3://bucket/nxdt/2.26.1/ [--nxdt-installer s3://bucket/bootstrap/nxdt_install.sh]]
 #
 # 1. Neuron packages at the spec's pins. Offline nodes (no internet egress) cannot install anything:
 #    the pins must already be in the AMI (cluster/bootstrap/neuron-image.yaml), and a mismatch fails
 #    the bootstrap with the package named. Nodes with egress install the pins (neuron_install.sh).
+#    The NxDT stack (NxDT, NxD, NeMo, Lightning, hydra, megatron-core, apex) is in the AMI (image_config
+#    --nxdt-wheelhouse) or, given --nxdt-wheelhouse, installed here from that S3 mirror without any index
+#    (nxdt_install.sh); either way it must sit on the same torch-neuronx and neuronx-cc as the pins.
 # 2. Sanity: Neuron devices and EFA devices match the facts table.
 # 3. Compile cache on shared storage (every node reuses compiled graphs), job environment, health settings.
 # 4. What NxDT's own launch scripts do as root before a run (examples/train_setup.sh): reserve the rendezvous
@@ -46,6 +50,20 @@ installed_version() {
 	fi
 }
 
+# ParallelCluster downloads only this script; a script it runs comes beside it (tests, AMI) or from S3.
+companion_script() {
+	local name="$1" option="$2" uri="$3" path
+	if [[ -f "$HERE/$name" ]]; then
+		echo "$HERE/$name"
+		return
+	fi
+	[[ -n "$uri" ]] || die "$name is not beside this script and no $option URI was given"
+	path="$(mktemp)"
+	aws s3 cp --quiet "$uri" "$path" || die "cannot copy $uri"
+	echo "$path"
+}
+
+nxdt_wheelhouse="" nxdt_installer=""
 sdk="" pins="" devices="" efa_devices="" compile_cache="" offline="true" installer="" shared_dir="" scratch_dir="" master_port=41000
 while [[ $# -gt 0 ]]; do
 	[[ $# -ge 2 ]] || die "argument $1 needs a value"
@@ -60,7 +78,9 @@ while [[ $# -gt 0 ]]; do
 	--shared-dir) shared_dir="$2" ;;
 	--scratch-dir) scratch_dir="$2" ;;
 	--master-port) master_port="$2" ;;
-	*) die "unknown argument $1 (expected --neuron-sdk, --pins, --devices, --efa-devices, --compile-cache, --offline, --installer, --shared-dir, --scratch-dir, --master-port)" ;;
+	--nxdt-wheelhouse) nxdt_wheelhouse="$2" ;;
+	--nxdt-installer) nxdt_installer="$2" ;;
+	*) die "unknown argument $1 (expected --neuron-sdk, --pins, --devices, --efa-devices, --compile-cache, --offline, --installer, --shared-dir, --scratch-dir, --master-port, --nxdt-wheelhouse, --nxdt-installer)" ;;
 	esac
 	shift 2
 done
@@ -71,6 +91,8 @@ done
 [[ "$offline" == true || "$offline" == false ]] || die "--offline must be true or false, not '$offline'"
 [[ -z "$shared_dir" || "$shared_dir" == /* ]] || die "--shared-dir must be an absolute path, not '$shared_dir'"
 [[ -z "$scratch_dir" || "$scratch_dir" == /* ]] || die "--scratch-dir must be an absolute path, not '$scratch_dir'"
+[[ -z "$nxdt_wheelhouse" || "$nxdt_wheelhouse" == s3://* || "$nxdt_wheelhouse" == /* ]] ||
+	die "--nxdt-wheelhouse must be an S3 prefix or an absolute path, not '$nxdt_wheelhouse'"
 if [[ ! "$master_port" =~ ^[0-9]+$ ]] || ((master_port < 1 || master_port > 65535)); then
 	die "--master-port must be a TCP port, not '$master_port'"
 fi
@@ -91,14 +113,27 @@ if [[ ${#mismatches[@]} -gt 0 ]]; then
 		die "Neuron SDK $sdk not in this AMI: ${mismatches[*]}; without internet egress rebuild the AMI from cluster/bootstrap/neuron-image.yaml"
 	fi
 	log "installing Neuron SDK $sdk: ${mismatches[*]}"
-	# ParallelCluster downloads only this script; the installer comes beside it (tests, AMI) or from S3.
-	install_script="$HERE/neuron_install.sh"
-	if [[ ! -f "$install_script" ]]; then
-		[[ -n "$installer" ]] || die "neuron_install.sh is not beside this script and no --installer URI was given"
-		install_script="$(mktemp)"
-		aws s3 cp --quiet "$installer" "$install_script"
-	fi
+	install_script="$(companion_script neuron_install.sh --installer "$installer")"
 	NEURON_PINS="$pins" NEURON_VENV="$NEURON_VENV" bash "$install_script"
+fi
+
+# ---- 1b. the NxDT stack, on the pinned compiler and framework ------------------------------------
+nxdt_marker="$NODE_ROOT$NEURON_VENV/nxdt-stack.txt"
+if [[ ! -f "$nxdt_marker" && -n "$nxdt_wheelhouse" ]]; then
+	log "installing the NxDT stack from $nxdt_wheelhouse"
+	nxdt_script="$(companion_script nxdt_install.sh --nxdt-installer "$nxdt_installer")"
+	NXDT_WHEELHOUSE="$nxdt_wheelhouse" NEURON_VENV="$NODE_ROOT$NEURON_VENV" bash "$nxdt_script"
+fi
+if [[ -f "$nxdt_marker" ]]; then
+	for name in torch-neuronx neuronx-cc; do
+		want="$(tr ',' '\n' <<<"$pins" | sed -n "s/^$name=//p")"
+		have="$(sed -n "s/^$name==//p" "$nxdt_marker")"
+		[[ -z "$want" || "$have" == "$want" ]] ||
+			die "the NxDT stack in $NEURON_VENV was built for $name ${have:-unpinned}, the pins say $want; rebuild it (make nxdt-wheelhouse)"
+	done
+	grep -q '^neuronx-distributed-training==' "$nxdt_marker" || die "$nxdt_marker names no neuronx-distributed-training"
+else
+	log "no NxDT stack in $NEURON_VENV: Neuron training jobs cannot start here (bake it into the AMI or pass --nxdt-wheelhouse)"
 fi
 
 # ---- 2. device sanity ---------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from spec import DeploymentSpec
 
 REPO = Path(__file__).resolve().parents[2]
 BOOTSTRAP = REPO / "cluster" / "bootstrap"
-SCRIPTS = ("head_node.sh", "gpu_node.sh", "trn1_node.sh", "neuron_install.sh")
+SCRIPTS = ("head_node.sh", "gpu_node.sh", "trn1_node.sh", "neuron_install.sh", "nxdt_install.sh")
 
 
 class ClusterAssets(Construct):

@@ -3,18 +3,23 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
 import yaml
 
 from cluster.image_config import BOOTSTRAP_DIR, build_image_config, main, render_component
-from cluster.neuron import NEURON_RELEASES
+from cluster.neuron import NEURON_RELEASES, NXDT_RELEASES, nxdt_requirements
+from cluster.nxdt_wheelhouse import lock_from_wheels, patches_tsv
 from spec import load_spec
 from tests.cluster.conftest import ALL_SPECS
 
@@ -34,7 +39,9 @@ def shellcheck() -> str:
 
 
 def test_scripts_are_shellcheck_clean(shellcheck: str) -> None:
-    assert {p.name for p in SCRIPTS} == {"gpu_node.sh", "head_node.sh", "neuron_install.sh", "trn1_node.sh"}
+    assert {p.name for p in SCRIPTS} == {
+        *("gpu_node.sh", "head_node.sh", "neuron_install.sh", "nxdt_install.sh", "trn1_node.sh")
+    }
     result = subprocess.run([shellcheck, "-x", *map(str, SCRIPTS)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
 
@@ -377,3 +384,156 @@ def test_head_node_finds_its_payload_through_the_stable_ssm_key(tmp_path: Path) 
     both = run("head_node.sh", ["--payload", str(payload), "--payload-parameter", name], env)
     assert both.returncode == 1
     assert both.stderr.strip() == "head_node: --payload and --payload-parameter exclude each other"
+
+
+def test_rendered_component_installs_the_nxdt_stack_from_its_wheelhouse(shellcheck: str, tmp_path: Path) -> None:
+    component = tmp_path / "neuron_component.sh"
+    component.write_text(render_component(load_spec(TRN1_SPEC), "s3://assets-bucket/nxdt/2.26.1/"))
+    result = subprocess.run([shellcheck, str(component)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
+    text = component.read_text()
+    assert (BOOTSTRAP_DIR / "nxdt_install.sh").read_text() in text
+    assert "NXDT_WHEELHOUSE='s3://assets-bucket/nxdt/2.26.1/' NEURON_VENV=\"$NEURON_VENV\" bash" in text
+    with pytest.raises(ValueError, match="--nxdt-wheelhouse must be an S3 prefix"):
+        render_component(load_spec(TRN1_SPEC), "s3://bucket/x'; rm -rf /")
+
+
+# ---- the NxDT stack installed for real, offline, from a wheelhouse of stand-in wheels ----------------------
+
+NEMO_FILES = {
+    "nemo/__init__.py": "",
+    "nemo/collections/nlp/models/nlp_model.py": "models = get_megatron_pretrained_bert_models()\n",
+    "nemo/utils/callbacks/nemo_model_checkpoint.py": (
+        "if self.save_last and self._fs.exists(ckpt_to_dir(filepath)):\n    pass\n"
+    ),
+}
+
+
+def stand_in_wheel(directory: Path, name: str, version: str, files: dict[str, str]) -> Path:
+    """A pure-Python wheel named like the real package, so pip's resolution and the script's checks run."""
+    dist = re.sub(r"[-_.]+", "_", name)
+    info = f"{dist}-{version}.dist-info"
+    contents = {
+        **files,
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = []
+    for path, text in contents.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(text.encode())}")
+    record.append(f"{info}/RECORD,,")
+    wheel = directory / f"{dist}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, text in contents.items():
+            archive.writestr(path, text)
+        archive.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
+    return wheel
+
+
+def range_version(requirement: str) -> tuple[str, str]:
+    """A version inside a requirements.txt range: its upper bound, else its lower bound, else 1.0."""
+    name, spec = re.match(r"([A-Za-z0-9_.-]+)(.*)", requirement).groups()  # type: ignore[union-attr]
+    bounds = dict(re.findall(r"(<=|>=)([0-9][0-9a-z.]*)", spec))
+    return name, bounds.get("<=") or bounds.get(">=") or "1.0"
+
+
+def nxdt_wheelhouse(directory: Path, skip: str | None = None) -> Path:
+    """What make nxdt-wheelhouse leaves for 2.26.1, with stand-in wheels: requirements, lock, patches."""
+    directory.mkdir()
+    lines = nxdt_requirements(load_spec(TRN1_SPEC).cluster.neuron)  # type: ignore[union-attr]
+    for line in lines:
+        name, version = line.split("==") if "==" in line else range_version(line)
+        if name == skip:
+            continue
+        module = re.sub(r"[-.]+", "_", name).lower()
+        files = NEMO_FILES if name == "nemo-toolkit" else {f"{module}/__init__.py": f"VERSION = {version!r}\n"}
+        stand_in_wheel(directory, name, version, files)
+    (directory / "nxdt-requirements.txt").write_text("".join(f"{line}\n" for line in lines))
+    (directory / "nxdt-patches.tsv").write_text(patches_tsv(NXDT_RELEASES["2.26.1"]))
+    (directory / "nxdt-constraints.txt").write_text(lock_from_wheels(directory))
+    return directory
+
+
+def test_nxdt_install_from_a_local_wheelhouse_without_an_index(tmp_path: Path) -> None:
+    venv = tmp_path / "neuron-venv"
+    # pip would reach PyPI if the script let it: any index is a dead address here.
+    env = {
+        **os.environ,
+        "NEURON_VENV": str(venv),
+        "NEURON_PYTHON": sys.executable,
+        "PIP_INDEX_URL": "http://127.0.0.1:9/simple",
+    }
+    incomplete = nxdt_wheelhouse(tmp_path / "incomplete", skip="apex")
+    result = run("nxdt_install.sh", [], {**env, "NXDT_WHEELHOUSE": str(incomplete)})
+    assert result.returncode == 1
+    assert "nxdt_install: pip could not install the NxDT stack from" in result.stderr
+    assert not (venv / "nxdt-stack.txt").exists()
+
+    wheelhouse = nxdt_wheelhouse(tmp_path / "wheelhouse")
+    result = run("nxdt_install.sh", [], {**env, "NXDT_WHEELHOUSE": str(wheelhouse)})
+    assert result.returncode == 0, result.stderr
+    show = subprocess.run(
+        [venv / "bin/python", "-m", "pip", "show", "neuronx-distributed-training", "megatron-core", "apex"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert re.findall(r"^Version: (.*)$", show, re.M) == ["1.6.0", "0.10.0", "0.1"]
+    site = next(venv.glob("lib/python3*/site-packages"))
+    assert (site / "nemo/collections/nlp/models/nlp_model.py").read_text() == "models = []\n"
+    assert (site / "nemo/utils/callbacks/nemo_model_checkpoint.py").read_text().startswith("if self.save_last:")
+    assert result.stderr.count("nxdt_install: patched ") == 2
+    assert (venv / "nxdt-stack.txt").read_text() == (wheelhouse / "nxdt-requirements.txt").read_text()
+
+    again = run("nxdt_install.sh", [], {**env, "NXDT_WHEELHOUSE": str(wheelhouse)})
+    assert again.returncode == 0, again.stderr
+    assert again.stderr.count("already patched") == 2
+
+
+def test_nxdt_install_refuses_a_wheelhouse_that_is_not_one(tmp_path: Path) -> None:
+    (tmp_path / "w").mkdir()
+    env = {**os.environ, "NXDT_WHEELHOUSE": str(tmp_path / "w"), "NEURON_VENV": str(tmp_path / "venv")}
+    result = run("nxdt_install.sh", [], env)
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        f"nxdt_install: wheelhouse {tmp_path}/w has no nxdt-requirements.txt (build it with make nxdt-wheelhouse)"
+    )
+    assert not (tmp_path / "venv").exists()
+
+
+def test_trn1_node_checks_the_nxdt_stack_against_the_pins(tmp_path: Path) -> None:
+    env = fixture_node(tmp_path, efa=8, neuron=16)
+    env["INSTALLED_VERSION"] = installed(tmp_path, NEURON_RELEASES["2.26.1"])
+    env["NEURON_VENV"] = "/opt/neuron-venv"
+    missing = run("trn1_node.sh", trn1_args(), env)
+    assert missing.returncode == 0, missing.stderr
+    assert "no NxDT stack in /opt/neuron-venv: Neuron training jobs cannot start here" in missing.stderr
+
+    marker = tmp_path / "root/opt/neuron-venv/nxdt-stack.txt"
+    marker.parent.mkdir(parents=True)
+    lines = nxdt_requirements(load_spec(TRN1_SPEC).cluster.neuron)  # type: ignore[union-attr]
+    marker.write_text("".join(f"{line}\n" for line in lines))
+    assert run("trn1_node.sh", trn1_args(), env).returncode == 0
+    marker.write_text(marker.read_text().replace("neuronx-cc==2.21.33363.0", "neuronx-cc==2.21.18209.0"))
+    clash = run("trn1_node.sh", trn1_args(), env)
+    assert clash.returncode == 1
+    assert clash.stderr.strip() == (
+        "trn1_node: the NxDT stack in /opt/neuron-venv was built for neuronx-cc 2.21.18209.0, the pins say "
+        "2.21.33363.0; rebuild it (make nxdt-wheelhouse)"
+    )
+
+
+def test_trn1_node_installs_the_nxdt_stack_from_its_wheelhouse(tmp_path: Path) -> None:
+    env = fixture_node(tmp_path, efa=8, neuron=16)
+    env["INSTALLED_VERSION"] = installed(tmp_path, NEURON_RELEASES["2.26.1"])
+    (tmp_path / "empty").mkdir()
+    result = run("trn1_node.sh", [*trn1_args(), "--nxdt-wheelhouse", str(tmp_path / "empty")], env)
+    assert result.returncode == 1  # nxdt_install.sh beside trn1_node.sh ran, and refused the empty wheelhouse
+    assert "trn1_node: installing the NxDT stack from" in result.stderr
+    assert "nxdt_install: wheelhouse" in result.stderr and "has no nxdt-requirements.txt" in result.stderr
+    bad = run("trn1_node.sh", [*trn1_args(), "--nxdt-wheelhouse", "relative/dir"], env)
+    assert bad.returncode == 1
+    assert bad.stderr.strip() == (
+        "trn1_node: --nxdt-wheelhouse must be an S3 prefix or an absolute path, not 'relative/dir'"
+    )

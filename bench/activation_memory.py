@@ -30,8 +30,7 @@ from training.models.llama import LlamaBlock
 from training.models.neox import NeoXBlock
 from training.models.registry import get_model_args
 from training.models.rope import model_inverse_frequencies, rotary_cos_sin
-from training.planner.memory import GIB, block_activation_bytes_per_token, job_memory
-from training.planner.memory import _job as planner_job
+from training.planner.memory import GIB, block_activation_bytes_per_token, memory_per_device
 
 MEASURE_SEQ = 256
 
@@ -106,8 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     args = get_model_args(options.model)
     measured = measured_block_bytes_per_token(args)
     planned = block_activation_bytes_per_token(args, "none", "flash", options.seq)
-    job = planner_job(args, options.instance, options.nodes, options.seq, options.batch, "none", 2, 1, 1, "fsdp", None)
-    estimate = job_memory(job)
+    estimate = memory_per_device(args, options.instance, options.nodes, options.seq, options.batch, "none")
     tokens = options.batch * options.seq
     measured_activations = args.n_layers * tokens * measured / GIB
     total = estimate.total_gib - estimate.activations_gib + measured_activations

@@ -118,6 +118,7 @@ class Trainer:
             validation_fraction=data.validation_fraction,
             prefetch=data.prefetch,
             verify_checksums=data.verify_checksums,
+            pin_memory=self.device.type == "cuda",
         )
         self.train_loader = PackedTokenLoader(loader_config, ctx.rank, ctx.world_size, split="train")
         self.val_loader = (
@@ -323,7 +324,9 @@ class Trainer:
         """Host tensor to the device without making the host wait: pinned, then an asynchronous copy."""
         if self.device.type != "cuda":
             return tensor
-        return tensor.pin_memory().to(self.device, non_blocking=True)
+        # The loader's batches are pinned already (LoaderConfig.pin_memory); the token counts are not.
+        pinned = tensor if tensor.is_pinned() else tensor.pin_memory()
+        return pinned.to(self.device, non_blocking=True)
 
     def _any_rank_stopping(self) -> bool:
         """Whether any rank was asked to stop, agreed over a CPU (gloo) group: no device work to wait for."""

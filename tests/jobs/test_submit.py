@@ -120,6 +120,16 @@ def test_gpu_queue_gets_eight_ranks_whole_nodes_and_the_efa_environment(
     assert "export OMP_NUM_THREADS=1" not in lines
 
 
+def test_fsdp_on_gpus_uses_expandable_segments_and_a_cpu_run_does_not(
+    tiny_config: Path, demo_data: str, tmp_path: Path
+) -> None:
+    """As torchtitan's launcher sets it: fewer fragmentation OOMs when sequence lengths or FSDP buffers vary."""
+    (gpu,) = render(_args(*_base(tiny_config, demo_data, tmp_path / "g")), "test").scripts
+    assert "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in gpu.text.splitlines()
+    (cpu,) = render(_args(*_base(tiny_config, demo_data, tmp_path / "c"), "--local"), "test").scripts
+    assert "PYTORCH_CUDA_ALLOC_CONF" not in cpu.text
+
+
 def test_older_efa_stacks_get_the_variables_they_need(tiny_config: Path, demo_data: str, tmp_path: Path) -> None:
     argv = [*_base(tiny_config, demo_data, tmp_path / "r"), "--spec", str(P4D_SPEC)]
     (script,) = render(_args(*argv, "--libfabric-version", "1.16.1", "--aws-ofi-nccl-version", "1.5.0"), "t").scripts

@@ -43,6 +43,9 @@ class LoaderConfig:
     validation_fraction: float = 0.01  # held-out split by whole documents, deterministic from seed
     prefetch: int = 2  # read-ahead chunks (up to 256 batches each) prepared by a background thread (0: no thread)
     verify_checksums: bool = False
+    # Batches widened straight into page-locked memory (torch's caching host allocator) for asynchronous copies
+    # to a CUDA device; the trainer sets it when its device is CUDA. Needs an accelerator build of torch.
+    pin_memory: bool = False
 
     def __post_init__(self) -> None:
         for name in ("seq_len", "micro_batch_size"):
@@ -177,6 +180,7 @@ class PackedTokenLoader:
 
     def _iterate(self, start: int, batch_count: int | None, stop: threading.Event) -> Iterator[dict[str, torch.Tensor]]:
         chunks = self._read_aheads(start, batch_count)
+        pin = self.config.pin_memory
         if self.config.prefetch:
             # Whole read-ahead chunks cross the thread boundary, so the two threads meet once per chunk of
             # batches, not per batch: on a busy machine each hand-over costs as much as building a batch.
@@ -189,7 +193,7 @@ class PackedTokenLoader:
                 for row in range(0, chunk.batches * micro, micro):
                     if stop.is_set():
                         return
-                    batch = collate(windows[row : row + micro])
+                    batch = collate(windows[row : row + micro], pin)
                     consumed += step
                     self._samples_consumed = consumed
                     yield batch
@@ -283,12 +287,18 @@ def read_ahead_batches(batch_bytes: int) -> int:
     return max(1, min(READ_AHEAD_BATCHES, READ_AHEAD_BYTES // batch_bytes))
 
 
-def collate(windows: np.ndarray) -> dict[str, torch.Tensor]:
+def collate(windows: np.ndarray, pin_memory: bool = False) -> dict[str, torch.Tensor]:
     """One widening copy from the stored dtype into an int64 [B, seq_len + 1] `tokens` tensor; `input_ids` and
     `labels` are its first and last seq_len columns (views, no copy). Moving `tokens` to the device and slicing
     there moves each token once. Done by the consumer: memory allocated in the thread that also frees it is
     reused by the allocator instead of being returned to the system and faulted in again batch after batch
-    (glibc's per-thread arenas), and it is cache-warm for the step."""
+    (glibc's per-thread arenas), and it is cache-warm for the step. With `pin_memory` the int64 tensor is
+    page-locked (torch's caching host allocator reuses its blocks once their copies are done), so the copy to
+    the GPU is asynchronous and no second, pinning copy is made."""
+    if pin_memory:
+        pinned = torch.empty(windows.shape, dtype=torch.int64, pin_memory=True)
+        np.copyto(pinned.numpy(), windows)
+        return batch_of(pinned)
     tokens = np.empty(windows.shape, dtype=np.int64)
     np.copyto(tokens, windows)
     return batch_of(torch.from_numpy(tokens))

@@ -78,6 +78,14 @@ def gpu_env(
     return env
 
 
+def torch_cuda_env() -> dict[str, str]:
+    """Our PyTorch trainer on GPUs, as torchtitan's launcher runs it: the caching allocator grows segments in
+    place instead of carving fixed blocks, so varying activation and FSDP buffer sizes do not fragment memory
+    into out-of-memory errors. Not given to NeMo jobs: their allocator settings are the container image's and
+    NeMo's (not checked against the image here, which cannot be pulled offline)."""
+    return {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+
+
 def nemo_env() -> dict[str, str]:
     return {
         "TORCH_NCCL_AVOID_RECORD_STREAMS": "1",

@@ -161,6 +161,7 @@ def fsdp_scripts(args: argparse.Namespace, inputs: JobInputs, rendered: Rendered
     env = {**netenv.common_env(), **(netenv.cpu_env() if target.local else {})}
     if target.instance.accelerator == "gpu":
         env.update(netenv.gpu_env(target, args.libfabric_version, args.aws_ofi_nccl_version, args.nccl_debug))
+        env.update(netenv.torch_cuda_env())
     config_path = run_dir / "job-config.yaml"
     rendered.files[config_path] = _yaml(inputs.job.model_dump(mode="json"))
     settings: dict[str, SettingValue] = {

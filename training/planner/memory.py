@@ -24,6 +24,8 @@ from training.planner.job import Job, Sharding, Software
 
 GIB = float(1 << 30)
 BF16 = 2
+FP32 = 4
+NORM_STATS_BYTES = 8
 LOGIT_BYTES_PER_ELEMENT = 2 + 4 + 4  # bf16 logits, their fp32 copy for the loss, the fp32 gradient
 
 
@@ -35,15 +37,19 @@ def block_activation_bytes_per_token(args: ModelArgs, mode: str, attention: str 
     if args.flavor == "llama":
         if mode == "selective":  # block input, q/k/v, attention out, wo out, w1/w3 out, w2 out
             return BF16 * (5 * h + 2 * kv + 2 * f)
-        # norm inputs and outputs, q/k/v and rotated q/k, attention out, w1/w3 out, silu out, product
-        saved = BF16 * (7 * h + 3 * kv + 4 * f)
+        # Measured (bench/activation_memory.py, saved-tensor hooks): the two norm inputs and outputs, rotated q,
+        # rotated k, v, the attention output (wo reads it as a view), w1 and w3 outputs, silu output, product.
+        saved = BF16 * (6 * h + 2 * kv + 4 * f)
     else:
         if mode == "selective":  # block input, qkv, attention out, dense out, MLP up and down outputs
             return BF16 * (7 * h + f)
         # input, two layer-norm outputs, qkv and rotated q/k, attention out, MLP up out, GELU out
         saved = BF16 * (9 * h + 2 * f)
+    saved += NORM_STATS_BYTES  # the two norms' fp32 per-token statistics
     if attention == "materialized":
         saved += 5 * args.n_heads * seq_len  # softmax out (2), dropout mask (1), dropout out (2) per score
+    else:  # fused kernels (cuDNN, flash) keep a fp32 log-sum-exp per head and token instead of the scores
+        saved += FP32 * args.n_heads
     return saved
 
 

@@ -250,3 +250,32 @@ def test_truncated_idx_fails_at_start(prefix: str) -> None:
 def test_properties_come_from_the_manifest(prefix: str) -> None:
     loader = PackedTokenLoader(config(prefix), 0, 1)
     assert (loader.vocab_size, loader.eod_id, loader.samples_consumed) == (1000, EOD_ID, 0)
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_pinned_batches_are_widened_into_page_locked_memory(
+    prefix: str, prefetch: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With pin_memory (the trainer's setting on CUDA) each batch is allocated page-locked and equals the unpinned
+    one. Where torch has a pinned allocator the tensors are pinned; on a CPU-only build torch refuses the
+    allocation, which shows the loader asked for it, and the allocation is recorded through a stand-in."""
+    plain = list(islice(iter(PackedTokenLoader(config(prefix, prefetch=prefetch), 0, 1)), 5))
+    pinned_loader = PackedTokenLoader(config(prefix, prefetch=prefetch, pin_memory=True), 0, 1)
+    if torch.accelerator.is_available():
+        pinned = list(islice(iter(pinned_loader), 5))
+        assert all(batch["tokens"].is_pinned() for batch in pinned)
+    else:
+        with pytest.raises(RuntimeError, match="pin_memory=True requires"):
+            next(iter(pinned_loader))
+        requested: list[bool] = []
+        real_empty = torch.empty
+
+        def recording_empty(*args: Any, pin_memory: bool = False, **kwargs: Any) -> torch.Tensor:
+            requested.append(pin_memory)
+            return real_empty(*args, **kwargs)
+
+        monkeypatch.setattr(torch, "empty", recording_empty)
+        pinned = list(islice(iter(PackedTokenLoader(config(prefix, prefetch=prefetch, pin_memory=True), 0, 1)), 5))
+        assert requested == [True] * 5
+    for got, want in zip(pinned, plain, strict=True):
+        assert torch.equal(got["tokens"], want["tokens"]) and torch.equal(got["labels"], want["tokens"][:, 1:])

@@ -9,8 +9,7 @@
 // The lint covers what the engine does not report: a misspelled action or condition key inside a
 // policy is accepted silently and simply never matches.
 //
-// An entry with "wildcard": true may name "*" as its resource for actions whose resource types are all
-// optional; only its overall decision comes back.
+// An action without resource types (cloudwatch:PutMetricData) is asked about the resource "*" (see evaluate).
 // Simulations run in Strict mode unless an entry says "mode": "Discovery" (the engine tests use it to
 // show what Strict mode cannot see; the matrix never does). The output keeps what the Python harness needs to say why a
 // decision holds: per policy type, the statements that allowed, the ones that denied, and the ones

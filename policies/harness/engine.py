@@ -175,14 +175,6 @@ def _invoke_parallel(payloads: Sequence[Mapping[str, Any]]) -> list[dict[str, An
     return results  # type: ignore[return-value]
 
 
-def _entry(key: str, simulation: Mapping[str, Any]) -> dict[str, Any]:
-    entry: dict[str, Any] = {"id": key, "simulation": simulation}
-    if simulation["request"]["resource"]["resource"] == "*":
-        # Actions without required resource types (cloudwatch:PutMetricData) are called on "*".
-        entry["wildcard"] = True
-    return entry
-
-
 # Batches larger than this are split over PARALLEL_PROCESSES Node processes.
 SPLIT_ABOVE = 1500
 PARALLEL_PROCESSES = max(1, min(2, os.cpu_count() or 1))
@@ -209,7 +201,7 @@ class Engine:
         """`simulations`: simulation_key(sim) -> sim. `names` (id -> key) only makes errors readable."""
         missing = {key: sim for key, sim in simulations.items() if key not in self.cache}
         if missing:
-            entries = [_entry(key, sim) for key, sim in missing.items()]
+            entries = [{"id": key, "simulation": sim} for key, sim in missing.items()]
             chunks = PARALLEL_PROCESSES if len(entries) > SPLIT_ABOVE else 1
             responses = _invoke_parallel([{"simulations": entries[i::chunks]} for i in range(chunks)])
             self.processes += chunks

@@ -15,6 +15,7 @@ from pydantic import BeforeValidator, Field, field_validator
 
 from spec.containers import ContainersSpec
 from spec.fields import StrictModel, matches
+from spec.observability import ObservabilitySpec
 
 DEFAULT_PARALLELCLUSTER_VERSION = "3.16.1"
 # The custom resource (cluster as a CloudFormation resource) exists from 3.6.0 on.
@@ -220,6 +221,10 @@ class ClusterSpec(StrictModel):
     )
     prices: dict[str, float] = Field(
         default_factory=dict, description="On-demand USD per hour by instance type; overrides the facts table."
+    )
+    observability: ObservabilitySpec = Field(
+        default_factory=ObservabilitySpec,
+        description="Metrics exporters, Prometheus and Grafana; see docs/observability.md.",
     )
 
     @field_validator("parallelcluster_version")

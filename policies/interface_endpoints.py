@@ -62,7 +62,7 @@ POLICYLESS: dict[str, str] = {
 }
 
 
-def _org_conditions(spec: DeploymentSpec, *, resource: bool) -> dict[str, dict[str, object]]:
+def org_conditions(spec: DeploymentSpec, *, resource: bool) -> dict[str, dict[str, object]]:
     """Who (and, with `resource`, whose resources) the perimeter admits."""
     if spec.perimeter.organization_bound:
         assert spec.organization_id is not None  # the spec checks guarantee it
@@ -85,7 +85,7 @@ def _base(spec: DeploymentSpec, actions: list[str] | None = None) -> list[Statem
             actions or ["*"],
             ["*"],
             ANY,
-            _org_conditions(spec, resource=True),
+            org_conditions(spec, resource=True),
         ),
         statement(
             "AwsServicePrincipalsOnOurBehalf",
@@ -100,7 +100,7 @@ def _base(spec: DeploymentSpec, actions: list[str] | None = None) -> list[Statem
 
 def _service_specific(spec: DeploymentSpec, service: str) -> list[Statement]:
     compute = spec.accounts.compute
-    who = _org_conditions(spec, resource=False)
+    who = org_conditions(spec, resource=False)
     if service == "ec2":
         # ParallelCluster launches its official AMIs, which Amazon owns (no organization to match).
         conditions = {"StringEquals": {**who["StringEquals"], "ec2:Owner": "amazon"}}  # type: ignore[dict-item]

@@ -421,4 +421,5 @@ class DeploymentSpec(StrictModel):
             "identity": f"{self.name}-identity",
             "notebook": f"{self.name}-notebook",
             "cluster": f"{self.name}-cluster",
+            "observability": f"{self.name}-observability",
         }

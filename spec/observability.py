@@ -8,6 +8,8 @@ groups, the agent's scrape config and the exporters agree by construction. Impor
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, model_validator
 
 from spec.fields import StrictModel
@@ -49,6 +51,15 @@ class ObservabilitySpec(StrictModel):
         default=False,
         description="An Amazon Managed Grafana workspace reading the Prometheus workspace, with the repo's dashboards.",
     )
+    grafana_authentication: Literal["AWS_SSO", "SAML"] = Field(
+        default="AWS_SSO",
+        description="How people sign in to the Grafana workspace: IAM Identity Center (AWS_SSO) or the org's SAML IdP.",
+    )
+    grafana_saml_metadata_url: str | None = Field(
+        default=None,
+        pattern=r"^https://\S+$",
+        description="The SAML IdP's metadata URL (only with grafana_authentication: SAML).",
+    )
     scrape_interval_seconds: int = Field(default=30, ge=5, le=300)
     ports: ExporterPorts = Field(default_factory=ExporterPorts)
 
@@ -58,6 +69,11 @@ class ObservabilitySpec(StrictModel):
             raise ValueError("managed_grafana needs managed_prometheus (its only data source)")
         if (self.managed_prometheus or self.managed_grafana) and not self.enabled:
             raise ValueError("managed_prometheus/managed_grafana need enabled: true (nothing would be written)")
+        saml = self.grafana_authentication == "SAML"
+        if saml and self.grafana_saml_metadata_url is None:
+            raise ValueError("grafana_authentication SAML needs grafana_saml_metadata_url (the IdP's metadata)")
+        if not saml and self.grafana_saml_metadata_url is not None:
+            raise ValueError("grafana_saml_metadata_url is read only with grafana_authentication: SAML")
         return self
 
 

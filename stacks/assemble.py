@@ -13,6 +13,7 @@ from stacks.data_stack import DataStack
 from stacks.identity_stack import IdentityStack
 from stacks.network_stack import NetworkStack
 from stacks.notebook_stack import NotebookStack
+from stacks.observability_stack import ObservabilityStack
 
 
 @dataclass
@@ -69,6 +70,18 @@ def assemble(app: App, spec: DeploymentSpec, nag: bool = True) -> Deployment:
         )
         cluster.add_stack_dependency(identity, "the cluster's nodes run with the identity stack's roles")
         deployment.stacks["cluster"] = cluster
+        if spec.cluster.observability.managed_prometheus:
+            observability = ObservabilityStack(
+                app,
+                names["observability"],
+                spec,
+                network,
+                env=compute,
+                description=f"{spec.name}: the cluster's metrics (Managed Prometheus, optional Managed Grafana)",
+            )
+            observability.add_stack_dependency(identity, "the head node's metrics policy names its role")
+            cluster.add_stack_dependency(observability, "the head node reads the remote-write URL when it boots")
+            deployment.stacks["observability"] = observability
 
     for stack in deployment.stacks.values():
         Tags.of(stack).add("deployment", spec.name)

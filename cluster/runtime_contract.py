@@ -44,8 +44,8 @@ SAMPLES: dict[str, str] = {
 AWS_OWNED_ACCOUNT = "999999999999"
 # Services whose calls do not pass through a VPC endpoint (evaluated by IAM alone).
 NO_ENDPOINT = {"iam", "route53"}
-# Service prefix -> the VPC endpoint service that carries it.
-ENDPOINT_SERVICE = {"cloudwatch": "monitoring", "ecr": "ecr.api"}
+# Service prefix -> the VPC endpoint service that carries it (AMP's remote write and queries: aps-workspaces).
+ENDPOINT_SERVICE = {"cloudwatch": "monitoring", "ecr": "ecr.api", "aps": "aps-workspaces"}
 
 
 @dataclass(frozen=True)
@@ -327,6 +327,20 @@ def bootstrap_calls(spec: DeploymentSpec, config: Mapping[str, Any]) -> list[Cal
     return list(unique.values())
 
 
+def observability_calls(spec: DeploymentSpec, workspace_arn: str | None) -> list[Call]:
+    """What the head node's Prometheus agent calls (cluster/observability): it reads the workspace's remote-write
+    URL from the stable SSM key at boot, then POSTs samples to it with SigV4 (aps:RemoteWrite). The compute nodes'
+    exporters are scraped and call nothing."""
+    from policies.observability import remote_write_parameter_arn
+
+    if workspace_arn is None:
+        return []
+    return [
+        Call("head", None, "remote-write-url", "repo", "ssm:GetParameter", remote_write_parameter_arn(spec)),
+        Call("head", None, "remote-write", "repo", "aps:RemoteWrite", workspace_arn),
+    ]
+
+
 def omitted(call: Call, found: Iterable[Omission]) -> Omission | None:
     for omission in found:
         if omission.role not in ("*", call.role):
@@ -467,6 +481,7 @@ class Deployment:
     config: dict[str, Any]  # concrete ClusterConfiguration
     identity: Mapping[str, list[tuple[str, PolicyDocument]]]  # "head" | "compute" -> our role's documents
     endpoints: Mapping[str, PolicyDocument | None]  # endpoint service -> its policy (None: default, allow all)
+    metrics_workspace_arn: str | None = None  # the Prometheus workspace (observability stack), if the spec has one
 
 
 def read_deployment(cdk_out: Path, spec: DeploymentSpec) -> Deployment:
@@ -481,18 +496,24 @@ def read_deployment(cdk_out: Path, spec: DeploymentSpec) -> Deployment:
         key: list(roles[spec.role_name(role)].inline.items())
         for key, role in (("head", "head-node"), ("compute", "cluster-node"))
     }
-    network_name = spec.stack_names["network"]
-    network = Resolver(templates["network"], environments[network_name])
     prefix = f"com.amazonaws.{spec.region}."
     endpoints: dict[str, PolicyDocument | None] = {}
-    for logical, resource in network.resources.items():
-        if resource["Type"] != "AWS::EC2::VPCEndpoint":
+    workspace_arn: str | None = None
+    # The network stack's endpoints, and the observability stack's aps-workspaces endpoint.
+    for key in ("network", "observability"):
+        if key not in templates:
             continue
-        props = resource["Properties"]
-        service = str(network.resolve(props["ServiceName"], logical)).removeprefix(prefix)
-        policy = props.get("PolicyDocument")
-        endpoints[service] = network.resolve(policy, f"{logical}.PolicyDocument") if policy is not None else None
-    return Deployment(config, identity, endpoints)
+        stack = Resolver(templates[key], environments[spec.stack_names[key]])
+        for logical, resource in stack.resources.items():
+            if resource["Type"] == "AWS::APS::Workspace":
+                workspace_arn = stack.get_att(logical, "Arn", logical)
+            if resource["Type"] != "AWS::EC2::VPCEndpoint":
+                continue
+            props = resource["Properties"]
+            service = str(stack.resolve(props["ServiceName"], logical)).removeprefix(prefix)
+            policy = props.get("PolicyDocument")
+            endpoints[service] = stack.resolve(policy, f"{logical}.PolicyDocument") if policy is not None else None
+    return Deployment(config, identity, endpoints, workspace_arn)
 
 
 def node_policies_request(spec: DeploymentSpec, config: Mapping[str, Any]) -> dict[str, Any]:

@@ -99,6 +99,8 @@ class Resolver:
             "AWS::IAM::InstanceProfile": f"arn:{env.partition}:iam::{env.account}:instance-profile/{name}",
             "AWS::KMS::Key": f"arn:{env.partition}:kms:{env.region}:{env.account}:key/{name}",
             "AWS::Logs::LogGroup": f"arn:{env.partition}:logs:{env.region}:{env.account}:log-group:{name}:*",
+            # AMP names workspaces ws-<uuid>; the stand-in keeps the logical id (the ARN pattern admits it).
+            "AWS::APS::Workspace": f"arn:{env.partition}:aps:{env.region}:{env.account}:workspace/{name}",
         }
         if attribute == "Arn" and kind in arns:
             return arns[kind]

@@ -21,6 +21,7 @@ from cluster.runtime_contract import (
     evaluate,
     granted_from,
     node_policies_request,
+    observability_calls,
     omissions,
     omitted,
     read_deployment,
@@ -152,3 +153,51 @@ def test_our_own_bootstrap_calls_pass_the_role_and_the_endpoints(
     assert len([c for c in found if c.role == "head" and c.action == "s3:GetObject"]) == 2  # script and payload
     verdicts = evaluate(found, spec, contract.deployment.identity, contract.deployment.endpoints, Engine())
     assert [v.describe() for v in verdicts if not v.allowed] == []
+
+
+def test_the_head_nodes_metrics_calls_pass_the_role_and_the_endpoints(
+    contract: Contract, default_assembly: Assembly
+) -> None:
+    """Issue 17: the agent reads the remote-write URL (SSM, through the ssm endpoint) and remote-writes to the
+    workspace (through the aps-workspaces endpoint, whose policy is part of the verdict)."""
+    spec = default_assembly.spec
+    workspace = contract.deployment.metrics_workspace_arn
+    assert workspace is not None and workspace.startswith("arn:aws:aps:us-east-1:111111111111:workspace/")
+    found = observability_calls(spec, workspace)
+    assert {(c.role, c.action) for c in found} == {("head", "ssm:GetParameter"), ("head", "aps:RemoteWrite")}
+    verdicts = evaluate(found, spec, contract.deployment.identity, contract.deployment.endpoints, Engine())
+    assert [v.describe() for v in verdicts if not v.allowed] == []
+    assert {v.endpoint_name for v in verdicts} == {"ssm", "aps-workspaces"}
+
+
+def test_nothing_else_reaches_the_metrics(contract: Contract, default_assembly: Assembly) -> None:
+    """Queries, another workspace, the compute role: each refused, by the role and again by the endpoint. (The URL
+    itself is no secret: AmazonSSMManagedInstanceCore, which both node roles carry for Session Manager, reads any
+    parameter; what matters is who may write and read the metrics.)"""
+    spec = default_assembly.spec
+    workspace = contract.deployment.metrics_workspace_arn
+    assert workspace is not None
+    other_workspace = workspace.rsplit("/", 1)[0] + "/ws-0123456789abcdef"
+    cases = [
+        Call("head", None, "query", "probe", "aps:QueryMetrics", workspace),
+        Call("head", None, "series", "probe", "aps:GetSeries", workspace),
+        Call("head", None, "another workspace", "probe", "aps:RemoteWrite", other_workspace),
+        Call("compute", "gpu", "compute writes", "probe", "aps:RemoteWrite", workspace),
+    ]
+    verdicts = evaluate(cases, spec, contract.deployment.identity, contract.deployment.endpoints, Engine())
+    assert [v.describe() for v in verdicts if v.allowed] == []
+    # The endpoint refuses on its own what a broader role would allow: every aps call but the head's write.
+    everything = {
+        role: [
+            (
+                "all-aps",
+                {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "aps:*", "Resource": "*"}]},
+            )
+        ]
+        for role in ("head", "compute")
+    }
+    aps_cases = [c for c in cases if c.action.startswith("aps:")]
+    broad = evaluate(aps_cases, spec, everything, contract.deployment.endpoints, Engine())
+    assert {(v.call.sid, v.identity, v.endpoint) for v in broad} == {
+        (c.sid, "Allowed", "ImplicitlyDenied") for c in aps_cases
+    }

@@ -132,3 +132,23 @@ def test_no_group_is_left_unused(default_assembly: Assembly) -> None:
     groups, _ = rules(default_assembly.templates["network"])
     assert not [d for d in groups.values() if "FSx" in d or "Lustre" in d]
     assert len(groups) == 3  # cluster, endpoints, notebook
+
+
+def test_the_head_nodes_agent_reaches_every_exporter_and_the_metrics_endpoint_only(default_assembly: Assembly) -> None:
+    """Issue 17: the agent on the head node scrapes each node's exporters and the trainer's rank 0 (head and compute
+    nodes share the cluster group), and remote-writes over HTTPS to the aps-workspaces endpoint in the endpoints'
+    group. Nothing new is opened for it: the cluster group's exact rule set is the test above."""
+    spec = default_assembly.spec
+    assert spec.cluster is not None
+    groups, found = rules(default_assembly.templates["network"])
+    cluster, endpoints = _named(groups, "head and compute"), _named(groups, "interface VPC endpoints")
+    for name, port in spec.cluster.observability.ports.model_dump().items():
+        assert reachable(found, cluster, ("sg", cluster), "tcp", port), name
+    assert reachable(found, cluster, ("sg", endpoints), "tcp", 443)
+    # The metrics endpoint lives in the observability stack, in the endpoints' group, and brings no rule of its own.
+    observability = default_assembly.templates["observability"]["Resources"]
+    (endpoint,) = [r for r in observability.values() if r["Type"] == "AWS::EC2::VPCEndpoint"]
+    (group,) = endpoint["Properties"]["SecurityGroupIds"]
+    assert "SecurityGroupsEndpoints" in str(group)
+    kinds = {r["Type"] for r in observability.values()}
+    assert not kinds & {"AWS::EC2::SecurityGroup", "AWS::EC2::SecurityGroupIngress", "AWS::EC2::SecurityGroupEgress"}

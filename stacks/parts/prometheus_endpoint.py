@@ -1,4 +1,4 @@
-"""The aps-workspaces interface endpoint: remote write (and, with Grafana in the VPC, queries) stay in the VPC."""
+"""The aps-workspaces interface endpoint: the head node's remote write stays in the VPC."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from constructs import Construct
 
 from policies.observability import ENDPOINT_SERVICE, prometheus_endpoint_policy
 from spec import DeploymentSpec
+from stacks.parts.vpc_endpoints import private_interface_endpoint
 
 
 class PrometheusEndpoint(Construct):
@@ -21,17 +22,8 @@ class PrometheusEndpoint(Construct):
         workspace_arn: str,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.endpoint = ec2.InterfaceVpcEndpoint(
-            self,
-            "Endpoint",
-            vpc=vpc,
-            service=ec2.InterfaceVpcEndpointService(f"com.amazonaws.{spec.region}.{ENDPOINT_SERVICE}", 443),
-            subnets=ec2.SubnetSelection(subnets=subnets),
-            # The endpoints' group admits HTTPS from the cluster group (and Grafana's), nothing else.
-            security_groups=[endpoint_security_group],
-            private_dns_enabled=True,
-            open=False,
+        # In the endpoints' group, which admits HTTPS from the cluster group only; the policy names the workspace.
+        policy = prometheus_endpoint_policy(spec, workspace_arn)
+        self.endpoint = private_interface_endpoint(
+            self, "Endpoint", spec, ENDPOINT_SERVICE, vpc, subnets, endpoint_security_group, policy
         )
-        # Exactly policies.prometheus_endpoint_policy, as the property (rule packs read it there).
-        cfn = self.endpoint.node.default_child
-        cfn.policy_document = prometheus_endpoint_policy(spec, workspace_arn)  # type: ignore[union-attr]

@@ -16,6 +16,34 @@ def _service(name: str, region: str) -> ec2.IInterfaceVpcEndpointService:
     return ec2.InterfaceVpcEndpointService(f"com.amazonaws.{region}.{name}", 443)
 
 
+def private_interface_endpoint(
+    scope: Construct,
+    construct_id: str,
+    spec: DeploymentSpec,
+    service: str,
+    vpc: ec2.IVpc,
+    subnets: list[ec2.ISubnet],
+    security_group: ec2.ISecurityGroup,
+    policy: dict[str, object] | None,
+) -> ec2.InterfaceVpcEndpoint:
+    """An interface endpoint with private DNS in the endpoints' group, with `policy` (None: the service takes none)."""
+    endpoint = ec2.InterfaceVpcEndpoint(
+        scope,
+        construct_id,
+        vpc=vpc,
+        service=_service(service, spec.region),
+        subnets=ec2.SubnetSelection(subnets=subnets),
+        security_groups=[security_group],
+        private_dns_enabled=True,
+        open=False,
+    )
+    if policy is not None:
+        # Exactly the builder's policy, set as the property so that rule packs see it; the services in
+        # policies.interface_endpoints.POLICYLESS take none.
+        endpoint.node.default_child.policy_document = policy  # type: ignore[union-attr]
+    return endpoint
+
+
 class VpcEndpoints(Construct):
     def __init__(
         self,
@@ -48,19 +76,13 @@ class VpcEndpoints(Construct):
         self.interface_endpoints: dict[str, ec2.InterfaceVpcEndpoint] = {}
         for name in wanted_interface_endpoints(spec):
             construct_name = "".join(part.capitalize() for part in name.replace(".", "-").split("-"))
-            self.interface_endpoints[name] = ec2.InterfaceVpcEndpoint(
+            self.interface_endpoints[name] = private_interface_endpoint(
                 self,
                 construct_name,
-                vpc=vpc,
-                service=_service(name, spec.region),
-                subnets=ec2.SubnetSelection(subnets=subnets),
-                security_groups=[endpoint_security_group],
-                private_dns_enabled=True,
-                open=False,
+                spec,
+                name,
+                vpc,
+                subnets,
+                endpoint_security_group,
+                interface_endpoint_policy(spec, name),
             )
-            policy = interface_endpoint_policy(spec, name)
-            if policy is not None:
-                # Exactly policies.interface_endpoint_policy(spec, name), set as the property so that rule packs
-                # see it; the services in policies.interface_endpoints.POLICYLESS take none.
-                cfn = self.interface_endpoints[name].node.default_child
-                cfn.policy_document = policy  # type: ignore[union-attr]

@@ -58,7 +58,6 @@ class ManagedPrometheus(Construct):
                 log_group_arn=self.log_group.log_group_arn
             ),
         )
-        self.workspace.node.add_dependency(self.log_group)
         self.rules = aps.CfnRuleGroupsNamespace(
             self,
             "AlertRules",

@@ -46,6 +46,14 @@ def remote_write_parameter_arn(spec: DeploymentSpec) -> str:
     return f"arn:aws:ssm:{spec.region}:{spec.accounts.compute}:parameter{remote_write_parameter(spec.name)}"
 
 
+def alert_topic_name(spec: DeploymentSpec) -> str:
+    return f"{spec.name}-cluster-alerts"
+
+
+def alert_topic_arn(spec: DeploymentSpec) -> str:
+    return f"arn:aws:sns:{spec.region}:{spec.accounts.compute}:{alert_topic_name(spec)}"
+
+
 def metrics_key_policy(spec: DeploymentSpec) -> PolicyDocument:
     """The workspace key: administered by the compute account's IAM, used only through AMP (which keeps a grant
     for its own use) and by CloudWatch Logs for the workspace's log group, nowhere else."""
@@ -78,6 +86,42 @@ def metrics_key_policy(spec: DeploymentSpec) -> PolicyDocument:
             ["*"],
             {"Service": f"logs.{region}.amazonaws.com"},
             {"ArnEquals": {"kms:EncryptionContext:aws:logs:arn": log_group}},
+        ),
+        # AMP's alert manager publishes to the encrypted alert topic as the aps service principal; SNS asks KMS
+        # for the message's data key with the topic in the encryption context.
+        statement(
+            "PrometheusAlertsToTheAlertTopic",
+            "Allow",
+            ["kms:GenerateDataKey*", "kms:Decrypt"],
+            ["*"],
+            {"Service": "aps.amazonaws.com"},
+            {"StringEquals": {"kms:EncryptionContext:aws:sns:topicArn": alert_topic_arn(spec)}},
+        ),
+    )
+
+
+def alert_topic_policy(spec: DeploymentSpec, workspace_arn: str) -> PolicyDocument:
+    """The alert topic: this workspace's alert manager publishes (aws:SourceArn), over TLS only."""
+    topic = alert_topic_arn(spec)
+    return document(
+        statement(
+            "ThisWorkspacePublishesAlerts",
+            "Allow",
+            ["sns:Publish", "sns:GetTopicAttributes"],
+            [topic],
+            {"Service": "aps.amazonaws.com"},
+            {
+                "ArnEquals": {"aws:SourceArn": workspace_arn},
+                "StringEquals": {"aws:SourceAccount": spec.accounts.compute},
+            },
+        ),
+        statement(
+            "TlsOnly",
+            "Deny",
+            ["sns:Publish"],
+            [topic],
+            {"AWS": "*"},
+            {"Bool": {"aws:SecureTransport": "false"}},
         ),
     )
 

@@ -8,7 +8,7 @@ groups, the agent's scrape config and the exporters agree by construction. Impor
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -59,6 +59,13 @@ class ObservabilitySpec(StrictModel):
         default=None,
         pattern=r"^https://\S+$",
         description="The SAML IdP's metadata URL (only with grafana_authentication: SAML).",
+    )
+    alert_emails: list[Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")]] = Field(
+        default_factory=list,
+        description=(
+            "Addresses subscribed to the alerts' SNS topic (each confirms by mail); others subscribe to the "
+            "topic themselves."
+        ),
     )
     scrape_interval_seconds: int = Field(default=30, ge=5, le=300)
     ports: ExporterPorts = Field(default_factory=ExporterPorts)

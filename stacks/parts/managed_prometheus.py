@@ -1,5 +1,6 @@
 """The cluster's Amazon Managed Service for Prometheus workspace: encrypted with its own key, logging to its own
-log group, holding the repo's alert rules, and publishing its remote-write URL under a stable SSM key."""
+log group, holding the repo's alert rules (routed to an SNS topic), and publishing its remote-write URL under a
+stable SSM key."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from constructs import Construct
 from policies.observability import metrics_key_alias, metrics_key_policy, metrics_log_group_name
 from spec import DeploymentSpec
 from spec.observability import remote_write_parameter
+from stacks.parts.alert_topic import AlertTopic, alertmanager_definition
 
 REPO = Path(__file__).resolve().parents[2]
 # The node side's alert rules (Prometheus rules-file format); AMP evaluates them as one namespace.
@@ -49,15 +51,20 @@ class ManagedPrometheus(Construct):
         self.log_group.node.default_child.add_property_override(  # type: ignore[union-attr]
             "RetentionInDays", spec.cluster.log_retention_days
         )
+        self.alerts = AlertTopic(self, "Alerts", spec, key)
         self.workspace = aps.CfnWorkspace(
             self,
             "Workspace",
             alias=f"{spec.name}-cluster-metrics",
             kms_key_arn=key.key_arn,
+            alert_manager_definition=alertmanager_definition(spec),
             logging_configuration=aps.CfnWorkspace.LoggingConfigurationProperty(
                 log_group_arn=self.log_group.log_group_arn
             ),
         )
+        # The definition names the topic by its (deterministic) ARN: the topic must exist first.
+        self.workspace.add_dependency(self.alerts.topic)
+        self.alerts.allow_publishing_from(spec, self.workspace.attr_arn)
         self.rules = aps.CfnRuleGroupsNamespace(
             self,
             "AlertRules",

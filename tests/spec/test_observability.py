@@ -23,6 +23,7 @@ def _with(observability: dict[str, Any]) -> dict[str, Any]:
         ({"managed_grafana": True, "grafana_authentication": "SAML"}, "grafana_saml_metadata_url"),
         ({"grafana_authentication": "LDAP"}, "grafana_authentication"),
         ({"grafana_saml_metadata_url": "https://idp.example.com/metadata"}, "grafana_saml_metadata_url"),
+        ({"alert_emails": ["oncall at example.com"]}, "alert_emails"),
     ],
 )
 def test_bad_observability_sections_fail_with_one_line_naming_the_field(

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from policies.observability import (
+    alert_topic_arn,
+    alert_topic_policy,
     grafana_query_policy,
     grafana_trust_policy,
     head_node_metrics_policy,
@@ -20,10 +22,24 @@ from policies.observability import (
     prometheus_endpoint_policy,
 )
 from spec.observability import remote_write_parameter
+from stacks.parts.alert_topic import alertmanager_definition
 from stacks.parts.managed_prometheus import ALERT_RULES
 from tests.stacks.conftest import Assembly
 
 pytestmark = pytest.mark.synth
+
+
+def _debian_tool(binary: str, package: str) -> str:
+    """The Prometheus project's own checker, from Debian (installed when missing, like the local SLURM's)."""
+    import shutil
+
+    from cluster.local_slurm.install import apt_install
+
+    if shutil.which(binary) is None:
+        apt_install((package,))
+    path = shutil.which(binary)
+    assert path is not None, f"{binary}: not installed by {package}"
+    return path
 
 
 def _one(resources: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
@@ -153,8 +169,46 @@ def test_the_alert_rules_are_the_repos_rules_file_and_promtool_accepts_it(defaul
     assert namespace["Properties"]["Workspace"] == _arn(workspace_id)
     assert namespace["Properties"]["Data"] == ALERT_RULES.read_text()
     # AMP takes Prometheus' rules-file format; promtool (Debian's prometheus package) is its checker.
-    checked = subprocess.run(["promtool", "check", "rules", str(ALERT_RULES)], capture_output=True, text=True)
+    promtool = _debian_tool("promtool", "prometheus")
+    checked = subprocess.run([promtool, "check", "rules", str(ALERT_RULES)], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_alerts_go_to_an_encrypted_topic_only_this_workspace_publishes_to(default_assembly: Assembly) -> None:
+    spec, template = default_assembly.spec, default_assembly.templates["observability"]
+    key_id, key = _of(template, "AWS::KMS::Key")
+    workspace_id, workspace = _of(template, "AWS::APS::Workspace")
+    topic_id, topic = _of(template, "AWS::SNS::Topic")
+    assert topic["Properties"]["KmsMasterKeyId"] == _arn(key_id)
+    assert topic["Properties"]["TopicName"] == alert_topic_arn(spec).rsplit(":", 1)[1]
+    _, policy = _of(template, "AWS::SNS::TopicPolicy")
+    assert policy["Properties"]["Topics"] == [{"Ref": topic_id}]
+    assert policy["Properties"]["PolicyDocument"] == _naming(alert_topic_policy(spec, WORKSPACE), workspace_id)
+    # SNS encrypts each message under the topic's ARN as encryption context: the key serves exactly this topic.
+    (for_alerts,) = [
+        s for s in key["Properties"]["KeyPolicy"]["Statement"] if s["Principal"] == {"Service": "aps.amazonaws.com"}
+    ]
+    assert for_alerts["Condition"] == {
+        "StringEquals": {"kms:EncryptionContext:aws:sns:topicArn": alert_topic_arn(spec)}
+    }
+    assert workspace["Properties"]["AlertManagerDefinition"] == alertmanager_definition(spec)
+    assert topic_id in workspace["DependsOn"]
+    assert not [r for r in template["Resources"].values() if r["Type"] == "AWS::SNS::Subscription"]
+
+
+def test_the_alert_manager_definition_passes_amtool(default_assembly: Assembly, tmp_path: Path) -> None:
+    """AMP's definition wraps Alertmanager's own configuration; Alertmanager's checker reads the inner document."""
+    import yaml
+
+    definition = yaml.safe_load(alertmanager_definition(default_assembly.spec))
+    assert set(definition) == {"alertmanager_config"}
+    config = tmp_path / "alertmanager.yml"
+    config.write_text(definition["alertmanager_config"])
+    amtool = _debian_tool("amtool", "prometheus-alertmanager")
+    checked = subprocess.run([amtool, "check-config", str(config)], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    (receiver,) = yaml.safe_load(config.read_text())["receivers"]
+    assert receiver["sns_configs"][0]["topic_arn"] == alert_topic_arn(default_assembly.spec)
 
 
 def test_the_cluster_waits_for_the_remote_write_url(default_assembly: Assembly) -> None:
@@ -201,7 +255,7 @@ def test_grafana_reads_exactly_this_workspace_with_its_own_role(tmp_path: Path) 
     assert "GrafanaUrl" in template["Outputs"]
 
 
-def test_grafana_with_saml_names_the_idps_metadata(tmp_path: Path) -> None:
+def test_grafana_with_saml_names_the_idps_metadata_and_alerts_reach_the_listed_addresses(tmp_path: Path) -> None:
     from tests.cluster.conftest import with_cluster
     from tests.stacks.test_variants import synth
 
@@ -209,11 +263,19 @@ def test_grafana_with_saml_names_the_idps_metadata(tmp_path: Path) -> None:
         "managed_grafana": True,
         "grafana_authentication": "SAML",
         "grafana_saml_metadata_url": "https://idp.example.com/metadata",
+        "alert_emails": ["oncall@example.com"],
     }
     templates, _ = synth(with_cluster(lambda c: c.__setitem__("observability", observability)), tmp_path)
     _, grafana = _of(templates["observability"], "AWS::Grafana::Workspace")
     assert grafana["Properties"]["AuthenticationProviders"] == ["SAML"]
     assert grafana["Properties"]["SamlConfiguration"] == {"IdpMetadata": {"Url": "https://idp.example.com/metadata"}}
+    topic_id, _ = _of(templates["observability"], "AWS::SNS::Topic")
+    _, subscription = _of(templates["observability"], "AWS::SNS::Subscription")
+    assert subscription["Properties"] == {
+        "TopicArn": {"Ref": topic_id},
+        "Protocol": "email",
+        "Endpoint": "oncall@example.com",
+    }
 
 
 def test_without_managed_prometheus_there_is_no_observability_stack(tmp_path: Path) -> None:

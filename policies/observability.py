@@ -1,5 +1,6 @@
 """Who may write and read the cluster's metrics: the Amazon Managed Service for Prometheus workspace's key,
-its VPC endpoint, the head node's grant and the Grafana workspace's role (stacks/observability_stack.py).
+its VPC endpoint, the head node's grant, the alert topic and the Grafana workspace's role
+(stacks/observability_stack.py).
 
 The head node's Prometheus agent only POSTs to the workspace's `api/v1/remote_write` (Prometheus' sigv4
 remote-write client sends nothing else), which IAM authorizes as aps:RemoteWrite; it reads the URL from one
@@ -38,10 +39,6 @@ def grafana_role_name(spec: DeploymentSpec) -> str:
     return spec.role_name("grafana")
 
 
-def grafana_role_arn(spec: DeploymentSpec) -> str:
-    return f"arn:aws:iam::{spec.accounts.compute}:role/{grafana_role_name(spec)}"
-
-
 def remote_write_parameter_arn(spec: DeploymentSpec) -> str:
     return f"arn:aws:ssm:{spec.region}:{spec.accounts.compute}:parameter{remote_write_parameter(spec.name)}"
 
@@ -55,8 +52,8 @@ def alert_topic_arn(spec: DeploymentSpec) -> str:
 
 
 def metrics_key_policy(spec: DeploymentSpec) -> PolicyDocument:
-    """The workspace key: administered by the compute account's IAM, used only through AMP (which keeps a grant
-    for its own use) and by CloudWatch Logs for the workspace's log group, nowhere else."""
+    """The metrics key: administered by the compute account's IAM, used only through AMP (which keeps a grant for
+    its own use), by CloudWatch Logs for the workspace's log group and by SNS for the alert topic."""
     account, region = spec.accounts.compute, spec.region
     through_aps = {"kms:ViaService": f"aps.{region}.amazonaws.com", "kms:CallerAccount": account}
     log_group = f"arn:aws:logs:{region}:{account}:log-group:{metrics_log_group_name(spec)}"

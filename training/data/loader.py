@@ -9,7 +9,7 @@ global batch (the trainer keeps it with gradient accumulation).
 
 import itertools
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -167,7 +167,7 @@ class PackedTokenLoader:
 
     # -- iteration -----------------------------------------------------------------------------------------------
 
-    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+    def __iter__(self) -> Generator[dict[str, torch.Tensor], None, None]:
         self._stop_active_iterator()
         stop = threading.Event()
         self._active_stop = stop
@@ -178,7 +178,9 @@ class PackedTokenLoader:
             batch_count = None
         return self._iterate(self._samples_consumed, batch_count, stop)
 
-    def _iterate(self, start: int, batch_count: int | None, stop: threading.Event) -> Iterator[dict[str, torch.Tensor]]:
+    def _iterate(
+        self, start: int, batch_count: int | None, stop: threading.Event
+    ) -> Generator[dict[str, torch.Tensor], None, None]:
         chunks = self._read_aheads(start, batch_count)
         pin = self.config.pin_memory
         if self.config.prefetch:
@@ -201,7 +203,7 @@ class PackedTokenLoader:
             stop.set()
             chunks.close()
 
-    def _read_aheads(self, start: int, batch_count: int | None) -> Iterator["_ReadAhead"]:
+    def _read_aheads(self, start: int, batch_count: int | None) -> Generator["_ReadAhead", None, None]:
         """Consecutive read-ahead chunks from stream position `start`, `batch_count` batches in all (None: endless).
         The prefetch thread runs this part (it is what may wait for the disk)."""
         # A ring of gather buffers, reused: fresh memory each chunk would be faulted in page by page (and freed by

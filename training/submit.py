@@ -91,7 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--python", default=sys.executable, help="python of the training env on the nodes")
     parser.add_argument("--workdir", type=Path, default=REPO_ROOT, help="the repository on shared storage")
-    parser.add_argument("--tensor-parallel", type=int, help="nemo/neuron (neuron default: seed 004's for the model)")
+    parser.add_argument(
+        "--tensor-parallel",
+        type=int,
+        help="nemo/neuron (neuron default: AWS's Trainium NeoX/Pythia blog's for the model)",
+    )
     parser.add_argument("--pipeline-parallel", type=int, help="nemo/neuron")
     parser.add_argument("--context-parallel", type=int, help="nemo: context-parallel size (default 1)")
     parser.add_argument("--expert-parallel", type=int, help="nemo: expert-parallel size (default 1; MoE models only)")

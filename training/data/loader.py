@@ -11,7 +11,6 @@ import itertools
 import threading
 from collections.abc import Generator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -310,8 +309,3 @@ def batch_of(tokens: torch.Tensor) -> dict[str, torch.Tensor]:
     """The batch dict for [B, seq_len + 1] token ids (on any device): tokens, input_ids and labels (views)."""
     seq_len = tokens.shape[1] - 1
     return {"tokens": tokens, "input_ids": tokens.narrow(1, 0, seq_len), "labels": tokens.narrow(1, 1, seq_len)}
-
-
-def dataset_prefix(output_prefix: str | Path) -> str:
-    """The loader's data_prefix for what `python -m training.prepare --output-prefix OUT` wrote."""
-    return f"{output_prefix}_text_document"

@@ -20,10 +20,6 @@ def mixed_precision_policy(mode: str, device: torch.device) -> MixedPrecisionPol
     return MixedPrecisionPolicy(cast_forward_inputs=False)
 
 
-def compute_dtype(policy: MixedPrecisionPolicy) -> torch.dtype:
-    return policy.param_dtype or torch.float32
-
-
 def apply_fsdp(
     model: nn.Module, layers: nn.ModuleList, mesh: DeviceMesh, policy: MixedPrecisionPolicy, reshard: bool
 ) -> None:

@@ -25,7 +25,7 @@ help:
 	@echo "make demo    synthesize the default deployment and run a training job (does all setup)"
 	@echo "make test    run every test (does all setup)"
 	@echo "make synth   synthesize the stacks into cdk.out (SPEC=path.yaml picks a spec)"
-	@echo "make lint    ruff check and format check"
+	@echo "make lint    ruff check, format check and the mypy type check (make test runs it first)"
 	@echo "make bench   CPU benchmarks against in-run baselines -> docs/benchmarks.{md,json} (under 10 minutes)"
 	@echo "make policy-report  the access matrix, its reasons and the mutation score -> docs/access-matrix.md"
 	@echo "make wheelhouse  the nodes' wheels for a cluster without internet (WHEELHOUSE_PYTHON=3.11)"
@@ -149,7 +149,7 @@ build/wheelhouse-test/.complete: requirements-submit.txt constraints.txt | $(VEN
 	$(PY) -m pip download --quiet --only-binary=:all: -r requirements-submit.txt -c constraints.txt -d build/wheelhouse-test
 	touch $@
 
-test: setup pcluster-venv checkov-venv nemo-venv torchtitan-venv wheelhouse-test
+test: setup lint pcluster-venv checkov-venv nemo-venv torchtitan-venv wheelhouse-test
 	$(PY) -m pytest
 
 bench: setup
@@ -158,10 +158,12 @@ bench: setup
 lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	# mypy's settings and the packages it checks are in pyproject.toml; its cache is .mypy_cache.
+	$(PY) -m mypy
 
 format: setup
 	$(PY) -m ruff format .
 	$(PY) -m ruff check --fix .
 
 clean:
-	rm -rf cdk.out .pytest_cache .ruff_cache
+	rm -rf cdk.out .pytest_cache .ruff_cache .mypy_cache

@@ -11,8 +11,9 @@ from spec import SpecError, load_spec
 from stacks.assemble import assemble
 
 
-def main() -> None:
-    app = App()
+def main(app: App | None = None) -> None:
+    """`app`: the CDK CLI's (None: made here, with the CLI's context); the tests pass their own."""
+    app = app or App()
     try:
         spec = load_spec(app.node.try_get_context("spec"))
     except SpecError as error:

@@ -39,13 +39,13 @@ class _CudaRMSNorm(torch.autograd.Function):
     """RMSNorm saving what CUDA's fused kernel saves for backward: its input and the fp32 reciprocal RMS."""
 
     @staticmethod
-    def forward(ctx: Any, x: Tensor, weight: Tensor, eps: float) -> Tensor:  # type: ignore[override]
+    def forward(ctx: Any, x: Tensor, weight: Tensor, eps: float) -> Tensor:
         rstd = torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)
         ctx.save_for_backward(x, rstd, weight)
         return (x.float() * rstd).to(x.dtype) * weight
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, Tensor, None]:  # type: ignore[override]
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, Tensor, None]:
         raise NotImplementedError("measurement only")
 
 

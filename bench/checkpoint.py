@@ -18,6 +18,7 @@ from __future__ import annotations
 import cProfile
 import os
 import shutil
+from collections.abc import Sequence
 from dataclasses import replace
 from itertools import repeat
 from pathlib import Path
@@ -70,8 +71,8 @@ class _CheckpointRounds:
         self.last_saved: Path | None = None
         self.save_bytes = self._save_once()  # also the first committed checkpoint the loads read
         rng = np.random.default_rng(0)
-        self.payload = memoryview(rng.integers(0, 256, size=self.save_bytes, dtype=np.uint8))
-        self.read_buffer = memoryview(np.empty(self.save_bytes, dtype=np.uint8))
+        self.payload = rng.integers(0, 256, size=self.save_bytes, dtype=np.uint8).data
+        self.read_buffer = np.empty(self.save_bytes, dtype=np.uint8).data
         self.raw_file = scratch / "raw.bin"
         self.stock_dir = scratch / "stock-checkpoint"
         self.write_times: list[float] = []
@@ -230,7 +231,7 @@ LOAD_PHASES = [
 
 
 def _explain(
-    what: str, ours: float, baseline: float, profiler: cProfile.Profile, phases: list[tuple[str, ...]]
+    what: str, ours: float, baseline: float, profiler: cProfile.Profile, phases: Sequence[tuple[str, ...]]
 ) -> list[str]:
     method = SAVE_METHOD if what == "save" else LOAD_METHOD
     total = cumulative_seconds(profiler, "manager.py", what)

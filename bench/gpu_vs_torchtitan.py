@@ -63,7 +63,7 @@ class RunResult:
 
 def parse_torchtitan_log(text: str) -> list[StepRow]:
     """(step, tokens/s per GPU, MFU as a fraction or None, peak reserved GiB) of every step line in torchtitan's log."""
-    found = []
+    found: list[StepRow] = []
     for line in text.splitlines():
         match = _TORCHTITAN_STEP.search(line)
         if match:

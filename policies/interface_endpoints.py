@@ -103,7 +103,7 @@ def _service_specific(spec: DeploymentSpec, service: str) -> list[Statement]:
     who = org_conditions(spec, resource=False)
     if service == "ec2":
         # ParallelCluster launches its official AMIs, which Amazon owns (no organization to match).
-        conditions = {"StringEquals": {**who["StringEquals"], "ec2:Owner": "amazon"}}  # type: ignore[dict-item]
+        conditions = {"StringEquals": {**who["StringEquals"], "ec2:Owner": "amazon"}}
         return [
             statement(
                 "OrgPrincipalsLaunchAmazonImages",

@@ -171,9 +171,9 @@ def policy_set(extracted: ExtractedPolicies, spec: DeploymentSpec, base: Path | 
             documents[f"identity:{role}/{policy_name}"] = document
     if extracted.key_policy is not None:
         documents["key"] = extracted.key_policy
-    for service, document in extracted.interface_endpoints.items():
-        if document is not None:
-            documents[f"endpoint:{service}"] = document
+    for service, endpoint_policy in extracted.interface_endpoints.items():
+        if endpoint_policy is not None:
+            documents[f"endpoint:{service}"] = endpoint_policy
     documents.update(load_control_policies(spec, base))
     guardrails = guardrail_scps(spec)
     if guardrails is not None:
@@ -192,7 +192,7 @@ def policy_set(extracted: ExtractedPolicies, spec: DeploymentSpec, base: Path | 
         organization_accounts=org_accounts,
         vpc_id=spec.network.vpc_id,
         interface_endpoint_ids=endpoint_ids,
-        **gateway,  # type: ignore[arg-type]
+        **gateway,
     )
 
 

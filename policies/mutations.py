@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from policies.harness.engine import Engine
@@ -93,8 +93,8 @@ class MutationReport:
         return f"mutation score {self.score:.1f} % ({self.killed} of {self.total} mutants killed)"
 
 
-def _as_list(value: object) -> list[str]:
-    return [value] if isinstance(value, str) else list(value)  # type: ignore[arg-type]
+def _as_list(value: str | Iterable[str]) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)
 
 
 def _sid(statement: dict, index: int) -> str:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 import jsii
 from aws_cdk import CfnResource, Stack
@@ -161,7 +161,7 @@ def no_open_wildcard_principal(node: CfnResource) -> RuleResult:
     return findings or NagRuleCompliance.COMPLIANT
 
 
-def _s3_gateway(node: CfnResource) -> bool:
+def _s3_gateway(node: CfnResource) -> TypeGuard[ec2.CfnVPCEndpoint]:
     if not isinstance(node, ec2.CfnVPCEndpoint):
         return False
     service = _resolve(node, node.service_name)
@@ -205,7 +205,7 @@ def endpoint_lists_access_points(spec: DeploymentSpec | None) -> Callable[[CfnRe
     def rule(node: CfnResource) -> RuleResult:
         if not _s3_gateway(node):
             return NagRuleCompliance.NOT_APPLICABLE
-        document = _resolve(node, node.policy_document)  # type: ignore[union-attr]
+        document = _resolve(node, node.policy_document)
         listed = {
             str(r) for s in _statements(document) if s.get("Effect") == "Allow" for r in _as_list(s.get("Resource", []))
         }
@@ -437,13 +437,17 @@ class DataPerimeterChecks(NagPack):
 
     def _check_resource(self, node: CfnResource) -> None:
         for suffix, info, explanation, check in self._rules:
-            self._apply_rule(_AppliedRule(suffix, info, explanation, node, check))
+            # IApplyRule declares setters that only JS-side structs need; jsii reads these properties.
+            self._apply_rule(_AppliedRule(suffix, info, explanation, node, check))  # type: ignore[arg-type]
 
 
 def findings(pack: NagPack, scope: IConstruct) -> dict[str, list[str]]:
     """Rule id (with granular finding) -> construct paths, from validating `scope` directly."""
     report = pack.validate_scope(scope)
-    return {v.rule_name: [r.construct_path for r in v.violating_resources] for v in report.violations}
+    return {
+        v.rule_name: [r.construct_path for r in v.violating_resources if r.construct_path is not None]
+        for v in report.violations
+    }
 
 
 def rule_ids(findings_by_rule: Iterable[str]) -> set[str]:

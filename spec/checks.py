@@ -121,9 +121,9 @@ def _datasets(spec: DeploymentSpec) -> Iterator[SpecProblem]:
             )
         seen_names.setdefault(dataset.name, i)
         if dataset.access_point in seen_access_points:
-            other = seen_access_points[dataset.access_point]
+            first = seen_access_points[dataset.access_point]
             yield SpecProblem(
-                f"{path}.access_point", f"duplicates data.datasets[{other}].access_point", dataset.access_point
+                f"{path}.access_point", f"duplicates data.datasets[{first}].access_point", dataset.access_point
             )
         seen_access_points.setdefault(dataset.access_point, i)
         for j in range(i):

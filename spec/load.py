@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from spec.checks import cross_field_problems
 from spec.errors import SpecError, SpecProblem, problems_from_pydantic
 from spec.model import DeploymentSpec
+from spec.yaml_file import read_yaml
 
 DEFAULT_SPEC_PATH = Path(__file__).with_name("default.yaml")
 
@@ -32,14 +32,4 @@ def parse_spec(data: Any, source: str = "spec") -> DeploymentSpec:
 def load_spec(path: str | Path | None = None) -> DeploymentSpec:
     """Load `path`, or the embedded default spec when no path is given."""
     spec_path = Path(path) if path else DEFAULT_SPEC_PATH
-    try:
-        text = spec_path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise SpecError([SpecProblem("<file>", f"cannot be read: {error.strerror}", str(spec_path))]) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
-        raise SpecError([SpecProblem("<file>", f"is not valid YAML at {where}", str(spec_path))]) from None
-    return parse_spec(data, source=str(spec_path))
+    return parse_spec(read_yaml(spec_path, "<file>", SpecError), source=str(spec_path))

@@ -86,9 +86,14 @@ def assemble(app: App, spec: DeploymentSpec, nag: bool = True) -> Deployment:
     for stack in deployment.stacks.values():
         Tags.of(stack).add("deployment", spec.name)
     if nag:
-        from aws_cdk import Validations
-
-        from policies.nag_pack import DataPerimeterChecks
-
-        Validations.of(app).add_plugins(AwsSolutionsChecks(app), DataPerimeterChecks(app, spec))
+        add_nag_packs(app, spec)
     return deployment
+
+
+def add_nag_packs(app: App, spec: DeploymentSpec) -> None:
+    """AWS Solutions and the data-perimeter pack as validation plugins: a finding fails synth."""
+    from aws_cdk import Validations
+
+    from policies.nag_pack import DataPerimeterChecks
+
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app), DataPerimeterChecks(app, spec))

@@ -10,10 +10,10 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from spec.errors import SpecProblem, problems_from_pydantic
+from spec.yaml_file import read_yaml
 from training.models.args import ModelArgs, ModelArgsError
 from training.models.registry import get_model_args
 
@@ -201,17 +201,7 @@ def parse_job_config(data: Any, source: str = "config") -> JobConfig:
 
 def load_job_config(path: str | Path) -> JobConfig:
     config_path = Path(path)
-    try:
-        text = config_path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ConfigError([SpecProblem("--config", f"cannot be read: {error.strerror}", str(config_path))]) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
-        raise ConfigError([SpecProblem("--config", f"is not valid YAML at {where}", str(config_path))]) from None
-    return parse_job_config(data, source=str(config_path))
+    return parse_job_config(read_yaml(config_path, "--config", ConfigError), source=str(config_path))
 
 
 def resolve_deterministic(setting: bool | None, device_type: str) -> bool:

@@ -26,12 +26,11 @@ class LossGuard:
     def __init__(self, section: GuardsSection, device: torch.device) -> None:
         self.section = section
         self.device = device
-        zeros = {"device": device, "dtype": torch.float64}
-        self.history = torch.zeros(section.loss_spike_window, **zeros)
+        self.history = torch.zeros(section.loss_spike_window, dtype=torch.float64, device=device)
         self.count = torch.zeros((), dtype=torch.int64, device=device)  # losses accepted so far
         self.stopped = torch.zeros((), dtype=torch.bool, device=device)
         # The first failure: step, reason, loss, running mean, gradient norm.
-        self.failure = torch.zeros(5, **zeros)
+        self.failure = torch.zeros(5, dtype=torch.float64, device=device)
 
     def observe(self, step: int, loss: Tensor, grad_norm: Tensor) -> Tensor:
         """Judge one step (loss and gradient norm as device scalars); returns 1.0 where the update must be skipped

@@ -1,5 +1,9 @@
-"""AdamW with seed 000's defaults and the learning-rate schedule: linear warmup, then cosine down to
-min_lr_ratio x peak. The schedule is a pure function of the step, so resuming needs no scheduler state."""
+"""AdamW with the defaults of the PyTorch FSDP blog and the learning-rate schedule: linear warmup, then cosine down
+to min_lr_ratio x peak. The schedule is a pure function of the step, so resuming needs no scheduler state.
+
+PyTorch FSDP blog: "Maximizing training throughput using PyTorch FSDP" (IBM and Meta, 2024,
+https://pytorch.org/blog/maximizing-training/).
+"""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ import argparse
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from contextlib import ExitStack, closing
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -155,7 +155,7 @@ def default_transfer_config(
 
 def _download(
     client: Any, bucket: str, dest: Path, objects: list[RemoteObject], config: TransferConfig, progress: tqdm
-) -> Iterator[RemoteObject]:
+) -> Generator[RemoteObject, None, None]:
     """Yield each object once it is complete and renamed into place; a bounded number are open at a time."""
     window = max(1, config.max_request_concurrency * FILES_IN_FLIGHT_PER_THREAD)
     handles: dict[str, BinaryIO] = {}

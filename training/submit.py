@@ -28,6 +28,7 @@ from training.config import ConfigError, JobConfig, load_job_config, resolve_mod
 from training.launch import netenv
 from training.launch.errors import SubmitError
 from training.launch.fit import check_fits, check_planner_fit
+from training.launch.options import SubmitOptions
 from training.launch.scripts import JobInputs, Rendered, fsdp_scripts, nemo_scripts, neuron_scripts
 from training.launch.target import BACKENDS, local_target, resolve_target
 from training.models.args import ModelArgs
@@ -90,7 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--python", default=sys.executable, help="python of the training env on the nodes")
     parser.add_argument("--workdir", type=Path, default=REPO_ROOT, help="the repository on shared storage")
-    parser.add_argument("--tensor-parallel", type=int, help="nemo/neuron (neuron default: seed 004's for the model)")
+    parser.add_argument(
+        "--tensor-parallel",
+        type=int,
+        help="nemo/neuron (neuron default: AWS's Trainium NeoX/Pythia blog's for the model)",
+    )
     parser.add_argument("--pipeline-parallel", type=int, help="nemo/neuron")
     parser.add_argument("--context-parallel", type=int, help="nemo: context-parallel size (default 1)")
     parser.add_argument("--expert-parallel", type=int, help="nemo: expert-parallel size (default 1; MoE models only)")
@@ -110,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--aws-ofi-nccl-version", default=netenv.DEFAULT_AWS_OFI_NCCL)
     parser.add_argument(
         "--sbatch-arg",
+        dest="sbatch_args",
         action="append",
         default=[],
         metavar="ARG",
@@ -124,14 +130,18 @@ def _positive(value: int | None, option: str) -> None:
         raise SubmitError(f"{option}: {value} must be at least 1")
 
 
-def _load_job(args: argparse.Namespace, data_prefix: str) -> JobConfig:
+def parse_options(argv: list[str] | None = None) -> SubmitOptions:
+    return SubmitOptions.from_namespace(build_parser().parse_args(argv))
+
+
+def _load_job(options: SubmitOptions, data_prefix: str) -> JobConfig:
     try:
-        job = load_job_config(args.model)
+        job = load_job_config(options.model)
         overrides: dict[str, Any] = {"data.prefix": data_prefix}
-        if args.max_steps is not None:
-            overrides["train.max_steps"] = args.max_steps
-        if args.checkpoint_every is not None:
-            overrides["checkpoint.every"] = args.checkpoint_every
+        if options.max_steps is not None:
+            overrides["train.max_steps"] = options.max_steps
+        if options.checkpoint_every is not None:
+            overrides["checkpoint.every"] = options.checkpoint_every
         return job.with_overrides(**overrides)
     except ConfigError as error:
         raise SubmitError(f"--model: {str(error).splitlines()[0]}") from None
@@ -165,65 +175,67 @@ def _check_data(data_prefix: str) -> None:
         )
 
 
-def render(args: argparse.Namespace, command_line: str) -> Rendered:
+def render(options: SubmitOptions, command_line: str) -> Rendered:
     for value, option in (
-        (args.nodes, "--nodes"),
-        (args.max_steps, "--max-steps"),
-        (args.tensor_parallel, "--tensor-parallel"),
-        (args.pipeline_parallel, "--pipeline-parallel"),
-        (args.context_parallel, "--context-parallel"),
-        (args.expert_parallel, "--expert-parallel"),
-        (args.compile_steps, "--compile-steps"),
-        (args.signal_lead, "--signal-lead"),
+        (options.nodes, "--nodes"),
+        (options.max_steps, "--max-steps"),
+        (options.tensor_parallel, "--tensor-parallel"),
+        (options.pipeline_parallel, "--pipeline-parallel"),
+        (options.context_parallel, "--context-parallel"),
+        (options.expert_parallel, "--expert-parallel"),
+        (options.compile_steps, "--compile-steps"),
+        (options.signal_lead, "--signal-lead"),
     ):
         _positive(value, option)
-    for extra in args.sbatch_arg:
+    for extra in options.sbatch_args:
         if not extra.startswith("-") or "\n" in extra:
             raise SubmitError(f"--sbatch-arg: {extra!r} is not an sbatch option (write --sbatch-arg=--account=NAME)")
-    if args.max_requeues < 0:
-        raise SubmitError(f"--max-requeues: {args.max_requeues} must be 0 or more")
-    if not 1 <= args.master_port <= 65535:
-        raise SubmitError(f"--master-port: {args.master_port} is not a TCP port")
-    if args.time and parse_time(args.time) <= args.signal_lead:
-        raise SubmitError(f"--signal-lead: {args.signal_lead} s is not shorter than --time {args.time}")
-    if args.job_name is not None and not _JOB_NAME_RE.match(args.job_name):
-        raise SubmitError(f"--job-name: {args.job_name!r} must be letters, digits, '.', '_' or '-'")
-    if args.local and args.backend != "fsdp":
+    if options.max_requeues < 0:
+        raise SubmitError(f"--max-requeues: {options.max_requeues} must be 0 or more")
+    if not 1 <= options.master_port <= 65535:
+        raise SubmitError(f"--master-port: {options.master_port} is not a TCP port")
+    if options.time and parse_time(options.time) <= options.signal_lead:
+        raise SubmitError(f"--signal-lead: {options.signal_lead} s is not shorter than --time {options.time}")
+    if options.job_name is not None and not _JOB_NAME_RE.match(options.job_name):
+        raise SubmitError(f"--job-name: {options.job_name!r} must be letters, digits, '.', '_' or '-'")
+    if options.local and options.backend != "fsdp":
         raise SubmitError(
-            f"--local: --backend {args.backend} needs GPU or Trainium nodes; render it for a spec queue and pass "
+            f"--local: --backend {options.backend} needs GPU or Trainium nodes; render it for a spec queue and pass "
             "--partition to send the script elsewhere"
         )
-    if args.local:
+    if options.local:
         target = local_target()
     else:
-        spec_path = args.spec or os.environ.get(SPEC_ENV) or None
+        spec_path = options.spec or os.environ.get(SPEC_ENV) or None
         try:
             spec = load_spec(spec_path)
         except SpecError as error:
             raise SubmitError(f"--spec: {str(error).splitlines()[0]}") from None
-        target = resolve_target(spec, args.backend, args.queue, args.partition)
-    if args.partition and args.local:
-        target = dataclasses.replace(target, partition=args.partition)
+        target = resolve_target(spec, options.backend, options.queue, options.partition)
+    if options.partition and options.local:
+        target = dataclasses.replace(target, partition=options.partition)
 
-    data_prefix = str(Path(args.data_prefix).resolve())
+    data_prefix = str(Path(options.data_prefix).resolve())
     _check_data(data_prefix)
-    job = _load_job(args, data_prefix)
+    job = _load_job(options, data_prefix)
     manifest = _dataset_manifest(data_prefix)
     model = _model_args(job, manifest)
     model_name = job.model.name or str(job.model.hf_checkpoint)
-    fit = check_fits(model, target, args.nodes, model_name=model_name)
+    fit = check_fits(model, target, options.nodes, model_name=model_name)
     notes = [f"fits: {fit.summary()}"]
-    if args.backend == "fsdp" and not target.local:
-        notes.append(f"planner: {check_planner_fit(model, target, args.nodes, job, model_name=model_name)}")
+    if options.backend == "fsdp" and not target.local:
+        notes.append(f"planner: {check_planner_fit(model, target, options.nodes, job, model_name=model_name)}")
 
-    run_dir = args.run_dir.resolve()
-    job_name = args.job_name or f"{args.backend}-{run_dir.name}"
-    workdir = args.workdir.resolve()
+    run_dir = options.run_dir.resolve()
+    job_name = options.job_name or f"{options.backend}-{run_dir.name}"
+    workdir = options.workdir.resolve()
     rendered = Rendered(scripts=[], notes=notes)
 
-    build = {"fsdp": fsdp_scripts, "nemo": nemo_scripts, "neuron": neuron_scripts}[args.backend]
+    build = {"fsdp": fsdp_scripts, "nemo": nemo_scripts, "neuron": neuron_scripts}[options.backend]
     build(
-        args, JobInputs(target, job, model, manifest, data_prefix, run_dir, job_name, workdir, command_line), rendered
+        options,
+        JobInputs(target, job, model, manifest, data_prefix, run_dir, job_name, workdir, command_line),
+        rendered,
     )
     return rendered
 
@@ -275,26 +287,25 @@ def submit_env(local: bool) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    options = parse_options(argv)
     command_line = "python -m training.submit " + shlex.join(sys.argv[1:] if argv is None else argv)
     try:
-        rendered = render(args, command_line)
-        if args.dry_run:
+        rendered = render(options, command_line)
+        if options.dry_run:
             for script in rendered.scripts:
                 print(f"# ===== {script.path} =====")
                 print(script.text)
             return 0
         write(rendered)
-        env = submit_env(args.local)
+        env = submit_env(options.local)
         ids: dict[str, str] = {}
         for script in rendered.scripts:
             dependency = ids[script.depends_on] if script.depends_on else None
-            ids[script.name] = sbatch(script.path, dependency, env, args.sbatch_arg)
+            ids[script.name] = sbatch(script.path, dependency, env, list(options.sbatch_args))
             print(f"{ids[script.name]} {script.path}")
         for note in rendered.notes:
             print(note, file=sys.stderr)
-        print(f"logs: {args.run_dir.resolve() / 'logs'}/<job name>-<job id>.out", file=sys.stderr)
+        print(f"logs: {options.run_dir.resolve() / 'logs'}/<job name>-<job id>.out", file=sys.stderr)
     except SubmitError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -48,13 +48,13 @@ def _configure_logging(rank: int) -> None:
     )
 
 
-def load_config(args: argparse.Namespace) -> JobConfig:
-    config = load_job_config(args.config)
-    overrides = {}
-    if args.max_steps is not None:
-        overrides["train.max_steps"] = args.max_steps
-    if args.checkpoint_every is not None:
-        overrides["checkpoint.every"] = args.checkpoint_every
+def load_config(path: str, max_steps: int | None = None, checkpoint_every: int | None = None) -> JobConfig:
+    config = load_job_config(path)
+    overrides: dict[str, int] = {}
+    if max_steps is not None:
+        overrides["train.max_steps"] = max_steps
+    if checkpoint_every is not None:
+        overrides["checkpoint.every"] = checkpoint_every
     return config.with_overrides(**overrides) if overrides else config
 
 
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     _configure_logging(rank)
     run_dir = Path(args.run_dir)
     try:
-        config = load_config(args)
+        config = load_config(args.config, args.max_steps, args.checkpoint_every)
     except ConfigError as error:
         log.error("%s", error)
         return EXIT_CONFIG_ERROR

@@ -230,7 +230,7 @@ class Trainer:
             self._save()
             self.checkpoints.wait()
         finally:
-            batches.close()  # type: ignore[attr-defined]  # the loader's generator: stops its prefetch thread
+            batches.close()  # the loader's generator: stops its prefetch thread
             self.stop_request.uninstall()
             self.profiler.close(self.step)
             self.metrics.close()
@@ -343,7 +343,9 @@ class Trainer:
     def _clip_gradients(self) -> torch.Tensor:
         """The global gradient norm as a device scalar (clipping by it when configured)."""
         params = [p for p in self.model.parameters() if p.grad is not None]
-        total = torch.nn.utils.get_total_norm([p.grad for p in params], norm_type=2.0, foreach=True)
+        total = torch.nn.utils.get_total_norm(
+            [p.grad for p in params if p.grad is not None], norm_type=2.0, foreach=True
+        )
         if isinstance(total, DTensor):
             total = total.full_tensor()
         if self.config.train.grad_clip is not None:

@@ -9,6 +9,7 @@ assumes a running compute fleet and no login nodes (the state `cluster.update_pl
 import json
 import os
 import sys
+from typing import Any
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
@@ -24,15 +25,15 @@ class RunningCluster:
     name = "llm-demo"
     head_node_instance = _HeadNode()
 
-    def has_running_capacity(self):
+    def has_running_capacity(self) -> bool:
         return True
 
-    def has_running_login_nodes(self, pool_name=None):
+    def has_running_login_nodes(self, pool_name: str | None = None) -> bool:
         return False
 
 
-def main():
-    out = []
+def main() -> None:
+    out: list[dict[str, Any]] = []
     for item in json.load(sys.stdin):
         patch = ConfigPatch(RunningCluster(), item["old"], item["new"])
         changes = []

@@ -9,6 +9,7 @@ section is added or removed).
 import json
 import os
 import sys
+from typing import Any
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
@@ -16,7 +17,7 @@ from marshmallow import fields
 from pcluster.schemas.cluster_schema import ClusterSchema
 
 
-def walk(schema, prefix, out, seen):
+def walk(schema: Any, prefix: str, out: dict[str, Any], seen: set[tuple[str, str]]) -> None:
     for field in schema.fields.values():
         key = field.data_key or field.name
         policy = field.metadata.get("update_policy")
@@ -36,9 +37,9 @@ def walk(schema, prefix, out, seen):
                 walk(child, child_path, out, seen)
 
 
-def main():
+def main() -> None:
     request = json.load(sys.stdin)
-    out = {}
+    out: dict[str, Any] = {}
     walk(ClusterSchema(cluster_name="policies"), "", out, set())
     wanted = request.get("paths")
     if wanted:

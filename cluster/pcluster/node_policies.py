@@ -18,6 +18,7 @@ region with an artifact directory of its own shape.
 import json
 import os
 import sys
+from typing import Any
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "offline-contract")
@@ -41,15 +42,15 @@ STACK_UUID = "00000000-0000-0000-0000-000000000000"
 class ClusterBucket:
     """What the builders read from pcluster.models.s3_bucket.S3Bucket (name, artifact directory)."""
 
-    def __init__(self, name, artifact_directory):
+    def __init__(self, name: str, artifact_directory: str) -> None:
         self.name = name
         self.artifact_directory = artifact_directory
 
-    def get_object_key(self, object_type, object_name):
+    def get_object_key(self, object_type: Any, object_name: str) -> str:
         return "/".join([self.artifact_directory, object_type.value, object_name])
 
 
-def without_iam(value):
+def without_iam(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: without_iam(item) for key, item in value.items() if key != "Iam"}
     if isinstance(value, list):
@@ -57,7 +58,7 @@ def without_iam(value):
     return value
 
 
-def offline_config(request):
+def offline_config(request: dict[str, Any]) -> Any:
     config = ClusterSchema(cluster_name=request["cluster_name"]).load(without_iam(request["config"]))
     images = request["images"]
     subnets = sorted({s for q in request["config"]["Scheduling"]["SlurmQueues"] for s in q["Networking"]["SubnetIds"]})
@@ -71,7 +72,7 @@ def offline_config(request):
 
 
 class Resolver:
-    def __init__(self, request, resources):
+    def __init__(self, request: dict[str, Any], resources: dict[str, Any]) -> None:
         self.request = request
         self.resources = resources
         stack = request["cluster_name"]
@@ -84,7 +85,7 @@ class Resolver:
             "AWS::StackId": f"arn:aws:cloudformation:{request['region']}:{request['account']}:stack/{stack}/{STACK_UUID}",
         }
 
-    def ref(self, name):
+    def ref(self, name: str) -> Any:
         if name in self.pseudo:
             return self.pseudo[name]
         kind = self.resources.get(name, {}).get("Type")
@@ -93,7 +94,7 @@ class Resolver:
         # Roles and other resources by logical id; the caller maps roles to the repo's own.
         return name
 
-    def __call__(self, value):
+    def __call__(self, value: Any) -> Any:
         if isinstance(value, list):
             return [self(item) for item in value]
         if not isinstance(value, dict):
@@ -111,7 +112,7 @@ class Resolver:
         return {key: self(item) for key, item in value.items()}
 
 
-def main():
+def main() -> None:
     request = json.load(sys.stdin)
     name, account, region = request["cluster_name"], request["account"], request["region"]
     config = offline_config(request)
@@ -119,11 +120,12 @@ def main():
         S3Bucket.get_bucket_name(account, region),
         "/".join(["parallelcluster", get_installed_version(), "clusters", f"{name}-{ARTIFACT_SUFFIX}"]),
     )
-    storage = {storage_type: [] for storage_type in SharedStorageType}
+    storage: dict[Any, list[Any]] = {storage_type: [] for storage_type in SharedStorageType}
 
-    app = core.App()
+    # aws_cdk.core is CDK v1's (.pcluster-venv); the type checker sees .venv's CDK v2, which has no such module.
+    app = core.App()  # type: ignore[attr-defined]
     # ParallelCluster names its cluster stack after the cluster: table names, tags and ARNs follow it.
-    stack = core.Stack(app, name, stack_name=name, env=core.Environment(account=account, region=region))
+    stack = core.Stack(app, name, stack_name=name, env=core.Environment(account=account, region=region))  # type: ignore[attr-defined]
     head = HeadNodeIamResources(stack, "HeadNodeIamResources", config, config.head_node, storage, "HeadNode", bucket)
     compute_roles = {}
     for queue in config.scheduling.queues:
@@ -152,7 +154,9 @@ def main():
     role_keys = {head.instance_role.logical_id: "head"}
     role_keys.update({stack.resolve(role.logical_id): f"compute:{queue}" for queue, role in compute_roles.items()})
     role_keys = {stack.resolve(key): value for key, value in role_keys.items()}
-    out = {key: {"managed_policy_arns": [], "statements": []} for key in role_keys.values()}
+    out: dict[str, dict[str, list[Any]]] = {
+        key: {"managed_policy_arns": [], "statements": []} for key in role_keys.values()
+    }
     for logical_id, resource in resources.items():
         properties = resource.get("Properties", {})
         if resource["Type"] == "AWS::IAM::Role" and logical_id in role_keys:

@@ -8,6 +8,7 @@ Exit status 0 even when configs are invalid; non-zero only when this script itse
 import json
 import os
 import sys
+from typing import Any
 
 # The schema reads the region and builds boto3 clients lazily; nothing here calls AWS.
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
@@ -19,7 +20,7 @@ from pcluster.schemas.cluster_schema import ClusterSchema
 from pcluster.schemas.imagebuilder_schema import ImageBuilderSchema
 
 
-def validate(item):
+def validate(item: dict[str, Any]) -> dict[str, Any]:
     kind = item.get("kind", "cluster")
     schema = ClusterSchema(cluster_name=item["name"]) if kind == "cluster" else ImageBuilderSchema()
     try:
@@ -29,7 +30,7 @@ def validate(item):
     return {"name": item["name"], "errors": None}
 
 
-def main():
+def main() -> None:
     request = json.load(sys.stdin)
     items = request if isinstance(request, list) else [request]
     json.dump([validate(item) for item in items], sys.stdout, indent=1, sort_keys=True, default=str)

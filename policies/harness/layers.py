@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal
 
 from policies.harness.conditions import (
     NEVER_MATCHING_RESOURCE,
@@ -231,7 +231,7 @@ def _layer(
     resource: str,
     resource_account: str,
     context: Mapping[str, ContextValue],
-    resource_type: str | bool | None = False,
+    resource_type: str | Literal[False] | None = False,
     **policies: Any,
 ) -> Layer:
     """One layer. Each document is first reduced to what can bear on this request: on a bucket
@@ -451,7 +451,7 @@ def _scp_layer(
     resource: str,
     account: str,
     context: Mapping[str, ContextValue],
-    resource_type: str | bool | None = False,
+    resource_type: str | Literal[False] | None = False,
 ) -> Layer | None:
     """The organization's SCPs, for a principal of the organization (None when there are none to apply)."""
     org = policies.organization_id

@@ -64,8 +64,8 @@ class TrainingSecurityGroups(Construct):
 
         if spec.network.internet_egress == "nat":
             # Chosen in the spec: package mirrors and registries through the NAT gateway.
-            for port, why in ((443, "HTTPS"), (80, "HTTP package mirrors")):
-                self.cluster.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(port), f"{why} through NAT (spec)")
+            for number, why in ((443, "HTTPS"), (80, "HTTP package mirrors")):
+                self.cluster.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(number), f"{why} through NAT (spec)")
 
     def self_rule_descriptions(self) -> dict[str, dict[str, Any]]:
         """Group id -> its all-traffic self rules in EC2 DescribeSecurityGroups' shape, for

@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from training.corpus import demo_corpus_path
-from training.prepare import prepare_dataset
+from tests.training.jobs import prepare_demo_subset, tiny_job
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -45,25 +44,9 @@ def read_records(log: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
 
 
-TINY_JOB: dict[str, Any] = {
-    "model": {"name": "tiny", "vocab_size": "data", "n_layers": 2, "dim": 64, "n_heads": 4, "ffn_dim": 192},
-    "data": {
-        "prefix": "set-by-submit",
-        "seq_len": 64,
-        "micro_batch_size": 4,
-        "global_batch_size": 8,
-        "validation_fraction": 0.05,
-        "prefetch": 0,
-    },
-    "train": {"max_steps": 60, "eval_every": 0, "eval_batches": 2},
-    "optim": {"lr": 3e-3, "warmup_steps": 4},
-    "checkpoint": {"every": 10, "keep_last": 2},
-    "metrics": {"tensorboard": False, "plot": False, "peak_flops": 1e11},
-}
-
-
 def write_job(path: Path, **sections: dict[str, Any]) -> Path:
-    job = {name: dict(values) for name, values in TINY_JOB.items()}
+    """The tiny job (tests/training/jobs.py) as submitted: the data prefix is submit's, long enough to requeue."""
+    job = tiny_job("set-by-submit", data={"prefetch": 0}, train={"max_steps": 60}, checkpoint={"every": 10})
     for name, values in sections.items():
         job[name] = {**job.get(name, {}), **values}
     path.write_text(yaml.safe_dump(job))
@@ -73,12 +56,7 @@ def write_job(path: Path, **sections: dict[str, Any]) -> Path:
 @pytest.fixture(scope="session")
 def demo_data(tmp_path_factory: pytest.TempPathFactory) -> str:
     """100 documents of the demo corpus through the real `training.prepare` (byte-level BPE, 512 tokens)."""
-    directory = tmp_path_factory.mktemp("job-data")
-    lines = demo_corpus_path().read_text(encoding="utf-8").splitlines()[:100]
-    source = directory / "docs.jsonl"
-    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    prepared = prepare_dataset([source], directory / "demo", vocab_size_to_train=512, workers=1, show_progress=False)
-    return str(prepared.data_prefix)
+    return prepare_demo_subset(tmp_path_factory.mktemp("job-data"))
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ TRN1 = resolve_target(load_spec("spec/examples/trn1-neuron.yaml"), "neuron", Non
 P5 = resolve_target(load_spec(None), "fsdp", None, None)
 
 
-def test_seed_004_shapes_fit_on_four_trn1_nodes() -> None:
+def test_trainium_blog_shapes_fit_on_four_trn1_nodes() -> None:
     for name in ("pythia-6.9b", "neox-20b"):
         fit = check_fits(get_model_args(name), TRN1, nodes=4)
         assert fit.devices == 64 and fit.fits

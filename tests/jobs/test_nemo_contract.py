@@ -44,8 +44,8 @@ def _render(tmp_path: Path, demo_data: str, name: str, *extra: str) -> Path:
     run_dir = tmp_path / name
     argv = ["--backend", "nemo", "--model", str(config), "--nodes", "2", "--data-prefix", demo_data,
             "--run-dir", str(run_dir), *extra]  # fmt: skip
-    args = submit.build_parser().parse_args(argv)
-    submit.write(submit.render(args, "python -m training.submit " + " ".join(argv)))
+    options = submit.parse_options(argv)
+    submit.write(submit.render(options, "python -m training.submit " + " ".join(argv)))
     return run_dir / "nemo-config.yaml"
 
 

@@ -1,4 +1,4 @@
-"""The NxDT (NeMo-style) YAML for Trainium, with seed 004's parallelism for Pythia 6.9B and GPT-NeoX 20B."""
+"""The NxDT (NeMo-style) YAML for Trainium, with the parallelism of AWS's Trainium NeoX/Pythia blog for Pythia 6.9B and GPT-NeoX 20B."""
 
 from __future__ import annotations
 

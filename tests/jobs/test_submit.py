@@ -12,7 +12,7 @@ import yaml
 from cluster.local_slurm.install import ensure_shellcheck
 from tests.jobs.conftest import write_job
 from training.launch.errors import SubmitError
-from training.submit import build_parser, main, parse_time, render, sbatch, write
+from training.submit import main, parse_options, parse_time, render, sbatch, write
 
 REPO = Path(__file__).resolve().parents[2]
 TRN1_SPEC = REPO / "spec" / "examples" / "trn1-neuron.yaml"
@@ -21,7 +21,7 @@ NEURON_CONFIGS = REPO / "training" / "jobs" / "configs"
 
 
 def _args(*argv: str):
-    return build_parser().parse_args(list(argv))
+    return parse_options(list(argv))
 
 
 def _base(config: Path, data: str, run_dir: Path, backend: str = "fsdp", nodes: int = 2) -> list[str]:

@@ -20,7 +20,7 @@ from policies import access_point_policy, bucket_policy, dynamodb_endpoint_polic
 from policies.interface_endpoints import interface_endpoint_policy
 from policies.nag_pack import PACK_NAME, DataPerimeterChecks, findings, rule_ids
 from spec import DEFAULT_SPEC_PATH, DeploymentSpec, load_spec, parse_spec
-from stacks.assemble import assemble
+from stacks.assemble import add_nag_packs, assemble
 from tests.stacks.conftest import REPO, Assembly
 
 SPEC = load_spec()
@@ -331,17 +331,13 @@ def test_the_deployment_complies(default_assembly: Assembly) -> None:
     assert reports.get(PACK_NAME, {"violations": []})["violations"] == []
 
 
-def test_assemble_registers_the_pack_so_a_finding_fails_synth(tmp_path: Path) -> None:
-    doc = yaml.safe_load(DEFAULT_SPEC_PATH.read_text())
-    doc["notebook"]["enabled"] = False
-    doc.pop("cluster", None)
-    for dataset in doc["data"]["datasets"]:
-        dataset["readers"] = [r for r in dataset["readers"] if r != "notebook"]
-    spec = parse_spec(doc)
+def test_the_registered_packs_make_a_finding_fail_synth(tmp_path: Path) -> None:
+    """The plugins assemble() registers, on an app of one stray access point (not the whole deployment)."""
     context = json.loads((REPO / "cdk.json").read_text())["context"]
     app = App(outdir=str(tmp_path), context=context)
-    deployment = assemble(app, spec)
-    s3.CfnAccessPoint(deployment.stacks["data"], "Stray", bucket=spec.data.bucket_name)  # no VPC, no BPA
+    data = Environment(account=SPEC.accounts.data, region=SPEC.region)
+    s3.CfnAccessPoint(Stack(app, "Data", env=data), "Stray", bucket=SPEC.data.bucket_name)  # no VPC, no BPA
+    add_nag_packs(app, SPEC)
     with pytest.raises(RuntimeError, match=r"Acknowledge with .DataPerimeter::DataPerimeter-AP1"):
         app.synth()
     report = json.loads((tmp_path / "validation-report.json").read_text())
@@ -349,6 +345,23 @@ def test_assemble_registers_the_pack_so_a_finding_fails_synth(tmp_path: Path) ->
         v["ruleName"] for r in report["pluginReports"] if r["pluginName"] == PACK_NAME for v in r["violations"]
     }
     assert violations == {f"{PACK_NAME}-AP1", f"{PACK_NAME}-AP2"}
+
+
+def test_assemble_registers_the_packs(monkeypatch: pytest.MonkeyPatch) -> None:
+    registered: list[tuple[App, DeploymentSpec]] = []
+    monkeypatch.setattr("stacks.assemble.add_nag_packs", lambda app, spec: registered.append((app, spec)))
+    doc = yaml.safe_load(DEFAULT_SPEC_PATH.read_text())
+    doc["notebook"]["enabled"] = False
+    doc.pop("cluster", None)
+    for dataset in doc["data"]["datasets"]:
+        dataset["readers"] = [r for r in dataset["readers"] if r != "notebook"]
+    spec = parse_spec(doc)
+    context = json.loads((REPO / "cdk.json").read_text())["context"]
+    app = App(context=context)
+    assemble(app, spec)
+    assert registered == [(app, spec)]
+    assemble(App(context=context), spec, nag=False)
+    assert registered == [(app, spec)]
 
 
 def test_the_pack_names_its_rules() -> None:

@@ -115,22 +115,42 @@ def test_data_stack_waits_for_the_vpc_id_in_create_mode(tmp_path: Path) -> None:
     assert "network.vpc_id" in skipped["data"] and "VpcId" in skipped["data"]
 
 
-@pytest.mark.parametrize(
-    ("edit", "expected"),
-    [
-        (("network_origin", "internet"), "data.datasets[0].network_origin: 'internet' must be 'vpc'"),
-        (("prefix", "/"), "data.datasets[0].prefix: '/'"),
-    ],
-    ids=["internet-origin access point", "reader granted the whole bucket"],
-)
-def test_cdk_synth_refuses_unsafe_specs_with_one_line(tmp_path: Path, edit: tuple[str, str], expected: str) -> None:
-    from tests.stacks.conftest import cdk_synth
+UNSAFE_EDITS = [
+    (("network_origin", "internet"), "data.datasets[0].network_origin: 'internet' must be 'vpc'"),
+    (("prefix", "/"), "data.datasets[0].prefix: '/'"),
+]
+UNSAFE_IDS = ["internet-origin access point", "reader granted the whole bucket"]
 
+
+def _unsafe_spec(tmp_path: Path, edit: tuple[str, str]) -> Path:
     doc = _doc()
     doc["data"]["datasets"][0][edit[0]] = edit[1]
     spec_path = tmp_path / "unsafe.yaml"
     spec_path.write_text(yaml.safe_dump(doc))
-    result = cdk_synth(tmp_path / "out", spec_path)
+    return spec_path
+
+
+@pytest.mark.parametrize(("edit", "expected"), UNSAFE_EDITS, ids=UNSAFE_IDS)
+def test_the_cdk_app_refuses_unsafe_specs_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: tuple[str, str], expected: str
+) -> None:
+    """app.py's own entry point, given the context `cdk synth -c spec=...` gives it: the spec is refused before
+    any stack is built, so the CDK CLI has nothing to add (the test below runs it once)."""
+    import app
+
+    spec_path = _unsafe_spec(tmp_path, edit)
+    with pytest.raises(SystemExit) as exit_status:
+        app.main(App(outdir=str(tmp_path / "out"), context={"spec": str(spec_path)}))
+    assert exit_status.value.code == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if "unsafe.yaml" in line]
+    assert any(expected in line for line in lines), lines
+
+
+def test_cdk_synth_refuses_an_unsafe_spec_with_one_line(tmp_path: Path) -> None:
+    from tests.stacks.conftest import cdk_synth
+
+    edit, expected = UNSAFE_EDITS[1]
+    result = cdk_synth(tmp_path / "out", _unsafe_spec(tmp_path, edit))
     assert result.returncode != 0
     lines = [line for line in result.stderr.splitlines() if "unsafe.yaml" in line]
     assert any(expected in line for line in lines), result.stderr

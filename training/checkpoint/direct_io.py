@@ -22,7 +22,6 @@ import os
 import threading
 from collections import defaultdict, deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 from types import TracebackType
 
 ALIGNMENT = 4096  # O_DIRECT offsets, lengths and buffer addresses must be multiples of the device block
@@ -55,7 +54,7 @@ class DirectWriter:
     """`write(bytes)` appends; `tell()` is the logical size; `close()` pads, truncates to size and fsyncs."""
 
     def __init__(
-        self, path: str | Path, sync: bool = True, buffer_bytes: int = BUFFER_BYTES, buffers: int = WRITE_BUFFERS
+        self, path: str | os.PathLike, sync: bool = True, buffer_bytes: int = BUFFER_BYTES, buffers: int = WRITE_BUFFERS
     ) -> None:
         if buffer_bytes % ALIGNMENT:
             raise ValueError(f"buffer_bytes: {buffer_bytes} must be a multiple of {ALIGNMENT}")
@@ -164,7 +163,7 @@ def check_file_holds(path: str | os.PathLike, size: int, end: int) -> None:
 
 
 def read_ranges(
-    path: str | Path,
+    path: str | os.PathLike,
     ranges: list[tuple[int, memoryview]],
     threads: int = READ_THREADS,
     segment_bytes: int = BUFFER_BYTES,
@@ -210,7 +209,9 @@ def read_ranges(
         os.close(fd)
 
 
-def read_heads(path: str | Path, offsets: list[int], length: int, threads: int = 2 * READ_THREADS) -> list[bytes]:
+def read_heads(
+    path: str | os.PathLike, offsets: list[int], length: int, threads: int = 2 * READ_THREADS
+) -> list[bytes]:
     """The first `length` bytes at each offset (fewer at the end of the file): aligned O_DIRECT reads of the
     blocks around them, several in flight at once (each is a small, latency-bound request), so looking at record
     headers neither reads ahead nor fills the page cache."""

@@ -1,4 +1,5 @@
-"""Checkpoint failures stop the job: a run that cannot save must not keep training (seed 000's lost weeks)."""
+"""Checkpoint failures stop the job: a run that cannot save must not keep training (the lost weeks of
+"Maximizing training throughput using PyTorch FSDP", https://pytorch.org/blog/maximizing-training/)."""
 
 
 class CheckpointError(RuntimeError):

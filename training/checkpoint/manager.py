@@ -137,8 +137,8 @@ class CheckpointManager:
         if self.rank == 0:
             try:
                 check_free_space(self.root, self.param_count, self.section.free_space_margin)
-            except CheckpointSpaceError as error:
-                space_error = str(error)
+            except CheckpointSpaceError as failure:
+                space_error = str(failure)
         agreed = self._agree(space_error)
         if agreed is not None:
             raise CheckpointSpaceError(agreed.removeprefix("rank 0: "))
@@ -170,6 +170,7 @@ class CheckpointManager:
         try:
             if self._async_group is not None:
                 future = dcp.async_save(dcp_state, storage_writer=writer, process_group=self._async_group)
+                assert isinstance(future, Future)  # an AsyncSaveResponse comes only with an async_stager
                 self._pending = _PendingSave(step, future, time.monotonic())
                 return
             dcp.save(dcp_state, storage_writer=writer)

@@ -58,7 +58,7 @@ LEGACY_FORMAT = "tensor-bytes@llm-training/1"
 
 def tensor_bytes(tensor: torch.Tensor) -> memoryview:
     """The bytes of a contiguous CPU tensor, without a copy (any dtype, bfloat16 included)."""
-    return memoryview(tensor.reshape(-1).view(torch.uint8).numpy())
+    return tensor.reshape(-1).view(torch.uint8).numpy().data
 
 
 class TensorFileWriter(FileSystemWriter):

@@ -9,9 +9,8 @@ global batch (the trainer keeps it with gradient accumulation).
 
 import itertools
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -167,7 +166,7 @@ class PackedTokenLoader:
 
     # -- iteration -----------------------------------------------------------------------------------------------
 
-    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+    def __iter__(self) -> Generator[dict[str, torch.Tensor], None, None]:
         self._stop_active_iterator()
         stop = threading.Event()
         self._active_stop = stop
@@ -178,7 +177,9 @@ class PackedTokenLoader:
             batch_count = None
         return self._iterate(self._samples_consumed, batch_count, stop)
 
-    def _iterate(self, start: int, batch_count: int | None, stop: threading.Event) -> Iterator[dict[str, torch.Tensor]]:
+    def _iterate(
+        self, start: int, batch_count: int | None, stop: threading.Event
+    ) -> Generator[dict[str, torch.Tensor], None, None]:
         chunks = self._read_aheads(start, batch_count)
         pin = self.config.pin_memory
         if self.config.prefetch:
@@ -201,7 +202,7 @@ class PackedTokenLoader:
             stop.set()
             chunks.close()
 
-    def _read_aheads(self, start: int, batch_count: int | None) -> Iterator["_ReadAhead"]:
+    def _read_aheads(self, start: int, batch_count: int | None) -> Generator["_ReadAhead", None, None]:
         """Consecutive read-ahead chunks from stream position `start`, `batch_count` batches in all (None: endless).
         The prefetch thread runs this part (it is what may wait for the disk)."""
         # A ring of gather buffers, reused: fresh memory each chunk would be faulted in page by page (and freed by
@@ -308,8 +309,3 @@ def batch_of(tokens: torch.Tensor) -> dict[str, torch.Tensor]:
     """The batch dict for [B, seq_len + 1] token ids (on any device): tokens, input_ids and labels (views)."""
     seq_len = tokens.shape[1] - 1
     return {"tokens": tokens, "input_ids": tokens.narrow(1, 0, seq_len), "labels": tokens.narrow(1, 1, seq_len)}
-
-
-def dataset_prefix(output_prefix: str | Path) -> str:
-    """The loader's data_prefix for what `python -m training.prepare --output-prefix OUT` wrote."""
-    return f"{output_prefix}_text_document"

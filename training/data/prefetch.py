@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -72,7 +72,7 @@ class _Buffer(Generic[T]):
             yield item
 
 
-def prefetched(items: Iterator[T], capacity: int, stop: threading.Event, thread_name: str) -> Iterator[T]:
+def prefetched(items: Iterator[T], capacity: int, stop: threading.Event, thread_name: str) -> Generator[T, None, None]:
     """`items`, computed by a daemon thread at most `capacity` ahead; closing this generator stops the thread."""
     if capacity < 1:
         raise ValueError(f"capacity: {capacity!r} must be an integer >= 1")

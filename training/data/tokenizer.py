@@ -1,6 +1,6 @@
 """HF `tokenizers` set up for pretraining data: no special tokens of its own, the loader-side EOD is the only one.
 
-Seed 000's 2T-token run trained on two separators between documents because the tokenizer's post-processor added
+The 2T-token run of "Maximizing training throughput using PyTorch FSDP" (https://pytorch.org/blog/maximizing-training/) trained on two separators between documents because the tokenizer's post-processor added
 one and the data pipeline added another. Here the tokenizer never adds anything: the post-processor is removed,
 `add_special_tokens=False`, truncation and padding are off, and special-token text inside a document
 (a literal "<|endoftext|>" in a web page) is encoded as ordinary text rather than as the EOD id.

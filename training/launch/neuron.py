@@ -1,5 +1,5 @@
 """The NeuronX Distributed Training (NxDT) config: its NeMo-style YAML rendered from our job config, with the
-tensor/pipeline parallelism of seed 004 for the published shapes (Pythia 6.9B: TP 8; GPT-NeoX 20B: TP 8, PP 4).
+tensor/pipeline parallelism of "Frugality meets Accuracy: Cost-efficient training of GPT NeoX and Pythia models with AWS Trainium" (https://aws.amazon.com/blogs/machine-learning/frugality-meets-accuracy-cost-efficient-training-of-gpt-neox-and-pythia-models-with-aws-trainium/) for the published shapes (Pythia 6.9B: TP 8; GPT-NeoX 20B: TP 8, PP 4).
 Megatron-source models read the same .bin/.idx (data_prefix) as the FSDP job.
 """
 
@@ -16,7 +16,7 @@ from training.launch.nxdt_contract import contract_problems
 from training.launch.target import Target
 from training.models.args import ModelArgs
 
-# (tensor parallel, pipeline parallel) that seed 004 trained these shapes with on trn1.32xlarge.
+# (tensor parallel, pipeline parallel) that the Trainium NeoX/Pythia blog trained these shapes with on trn1.32xlarge.
 NEURON_PARALLELISM: dict[str, tuple[int, int]] = {"pythia-6.9b": (8, 1), "neox-20b": (8, 4)}
 DEFAULT_NEURON_PARALLELISM = (8, 1)
 
@@ -180,7 +180,7 @@ def nxdt_config(
                 },
             },
         },
-        # bf16 with stochastic rounding, as seed 004 trained (matches XLA_USE_BF16 and NEURON_RT_STOCHASTIC_ROUNDING_EN).
+        # bf16 with stochastic rounding, as the Trainium NeoX/Pythia blog trained (matches XLA_USE_BF16 and NEURON_RT_STOCHASTIC_ROUNDING_EN).
         "precision": {"type": "bf16SR"},
         # NxDT appends these to $NEURON_CC_FLAGS (training_orchestrator.py): the job environment leaves it unset.
         "compiler_flags": NEURON_CC_FLAGS,

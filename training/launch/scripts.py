@@ -5,7 +5,6 @@ Each builder adds its script(s) and the configs they read (written into the run 
 
 from __future__ import annotations
 
-import argparse
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from training.launch import netenv
 from training.launch.errors import SubmitError
 from training.launch.nemo import Layout, nemo_config
 from training.launch.neuron import default_parallelism, nxdt_config
+from training.launch.options import SubmitOptions
 from training.launch.render import SettingValue, assemble
 from training.launch.target import Target
 from training.models.args import ModelArgs
@@ -63,52 +63,52 @@ class JobInputs:
 
 
 def _directives(
-    args: argparse.Namespace, target: Target, job_name: str, run_dir: Path, tasks_per_node: int, requeue: bool
+    options: SubmitOptions, target: Target, job_name: str, run_dir: Path, tasks_per_node: int, requeue: bool
 ) -> list[tuple[str, str | None]]:
     directives: list[tuple[str, str | None]] = [
         ("job-name", job_name),
         ("partition", target.partition),
-        ("nodes", str(args.nodes)),
+        ("nodes", str(options.nodes)),
         ("ntasks-per-node", str(tasks_per_node)),
     ]
     if not target.local:
         directives.append(("exclusive", None))  # whole nodes: every accelerator and EFA interface
-    if args.time:
-        directives.append(("time", args.time))
+    if options.time:
+        directives.append(("time", options.time))
     directives += [("output", str(run_dir / "logs" / "%x-%j.out")), ("open-mode", "append")]
     if requeue:
-        directives += [("requeue", None), ("signal", f"B:USR1@{args.signal_lead}")]
+        directives += [("requeue", None), ("signal", f"B:USR1@{options.signal_lead}")]
     else:
         directives.append(("no-requeue", None))
     return directives
 
 
 def _common_settings(
-    args: argparse.Namespace, run_dir: Path, stop_signal: str, status_file: str, checkpoints_on_stop: bool = True
+    options: SubmitOptions, run_dir: Path, stop_signal: str, status_file: str, checkpoints_on_stop: bool = True
 ) -> dict[str, SettingValue]:
     return {
         "RUN_DIR": str(run_dir),
-        "MAX_REQUEUES": args.max_requeues,
+        "MAX_REQUEUES": options.max_requeues,
         "STEP_STOP_SIGNAL": stop_signal,
         "STEP_CHECKPOINTS_ON_STOP": int(checkpoints_on_stop),
         "EXIT_REQUEUE": EXIT_REQUEUE,
         "NO_REQUEUE_CODES": " ".join(str(code) for code in NO_REQUEUE_CODES),
         "EXIT_STATUS_FILE": status_file,
-        "PYTHON": args.python,
+        "PYTHON": options.python,
     }
 
 
-def _tokenizer_dir(args: argparse.Namespace, run_dir: Path, manifest: dict[str, Any] | None, rendered: Rendered) -> str:
+def _tokenizer_dir(options: SubmitOptions, run_dir: Path, manifest: dict[str, Any] | None, rendered: Rendered) -> str:
     """A Hugging Face tokenizer directory for NeMo/NxDT: --tokenizer, or the dataset's tokenizer.json made into one."""
-    if args.tokenizer:
-        return args.tokenizer
+    if options.tokenizer:
+        return options.tokenizer
     tokenizer_file = manifest.get("tokenizer_file") if manifest else None
     if not tokenizer_file:
         raise SubmitError(
-            f"--tokenizer: needed for --backend {args.backend} (a Hugging Face tokenizer directory); the dataset "
-            f"manifest {args.data_prefix}.manifest.json names no tokenizer file"
+            f"--tokenizer: needed for --backend {options.backend} (a Hugging Face tokenizer directory); the dataset "
+            f"manifest {options.data_prefix}.manifest.json names no tokenizer file"
         )
-    source = Path(args.data_prefix).parent / tokenizer_file
+    source = Path(options.data_prefix).parent / tokenizer_file
     directory = run_dir / "tokenizer"
     rendered.copies[directory / "tokenizer.json"] = source
     rendered.files[directory / "tokenizer_config.json"] = json.dumps(
@@ -136,7 +136,7 @@ def _container_mounts(shared_dir: str | None, paths: list[Path]) -> str:
 
 def _add_script(
     rendered: Rendered,
-    args: argparse.Namespace,
+    options: SubmitOptions,
     inputs: JobInputs,
     name: str,
     settings: dict[str, SettingValue],
@@ -147,7 +147,7 @@ def _add_script(
     backend = name.split("-", 1)[0]
     job_name = inputs.job_name if name == backend else f"{inputs.job_name}-{name.split('-', 1)[1]}"
     text = assemble(
-        _directives(args, inputs.target, job_name, inputs.run_dir, 1, requeue=requeue),
+        _directives(options, inputs.target, job_name, inputs.run_dir, 1, requeue=requeue),
         inputs.command_line,
         settings,
         env,
@@ -156,45 +156,45 @@ def _add_script(
     rendered.scripts.append(JobScript(name, Path(f"{inputs.script_base}.{name}.sbatch"), text, depends_on))
 
 
-def fsdp_scripts(args: argparse.Namespace, inputs: JobInputs, rendered: Rendered) -> None:
+def fsdp_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered) -> None:
     target, run_dir = inputs.target, inputs.run_dir
     env = {**netenv.common_env(), **(netenv.cpu_env() if target.local else {})}
     if target.instance.accelerator == "gpu":
-        env.update(netenv.gpu_env(target, args.libfabric_version, args.aws_ofi_nccl_version, args.nccl_debug))
+        env.update(netenv.gpu_env(target, options.libfabric_version, options.aws_ofi_nccl_version, options.nccl_debug))
         env.update(netenv.torch_cuda_env())
     config_path = run_dir / "job-config.yaml"
     rendered.files[config_path] = _yaml(inputs.job.model_dump(mode="json"))
     settings: dict[str, SettingValue] = {
-        **_common_settings(args, run_dir, "USR1", str(run_dir / EXIT_STATUS_FILE)),
+        **_common_settings(options, run_dir, "USR1", str(run_dir / EXIT_STATUS_FILE)),
         "WORKDIR": str(inputs.workdir),
-        "TORCHRUN": str(Path(args.python).parent / "torchrun"),
+        "TORCHRUN": str(Path(options.python).parent / "torchrun"),
         "NPROC_PER_NODE": target.workers_per_node,
         "JOB_CONFIG": str(config_path),
         # torchrun waits this long for ranks to checkpoint after forwarding a stop signal, then kills them.
-        "SHUTDOWN_TIMEOUT_S": args.signal_lead,
+        "SHUTDOWN_TIMEOUT_S": options.signal_lead,
         "LIBRARY_DIRS": list(netenv.EFA_LIBRARY_DIRS) if target.efa and target.instance.accelerator == "gpu" else [],
     }
-    _add_script(rendered, args, inputs, "fsdp", settings, env)
+    _add_script(rendered, options, inputs, "fsdp", settings, env)
 
 
-def nemo_scripts(args: argparse.Namespace, inputs: JobInputs, rendered: Rendered) -> None:
+def nemo_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered) -> None:
     target, run_dir = inputs.target, inputs.run_dir
-    tokenizer = _tokenizer_dir(args, run_dir, inputs.manifest, rendered)
+    tokenizer = _tokenizer_dir(options, run_dir, inputs.manifest, rendered)
     layout = Layout(
-        tensor=args.tensor_parallel or 1,
-        pipeline=args.pipeline_parallel or 1,
-        context=args.context_parallel or 1,
-        expert=args.expert_parallel or 1,
+        tensor=options.tensor_parallel or 1,
+        pipeline=options.pipeline_parallel or 1,
+        context=options.context_parallel or 1,
+        expert=options.expert_parallel or 1,
     )
-    config = nemo_config(inputs.job, inputs.model, target, args.nodes, run_dir, tokenizer, layout)
+    config = nemo_config(inputs.job, inputs.model, target, options.nodes, run_dir, tokenizer, layout)
     config_path = run_dir / "nemo-config.yaml"
     rendered.files[config_path] = _yaml(config)
     env = {
         **netenv.common_env(),
-        **netenv.gpu_env(target, args.libfabric_version, args.aws_ofi_nccl_version, args.nccl_debug),
+        **netenv.gpu_env(target, options.libfabric_version, options.aws_ofi_nccl_version, options.nccl_debug),
         **netenv.nemo_env(),
     }
-    image = args.container_image or target.container_image
+    image = options.container_image or target.container_image
     if not image:
         raise SubmitError("--container-image: no image given and the spec names none")
     if image.startswith("/") and not (target.shared_dir and image.startswith(target.shared_dir.rstrip("/") + "/")):
@@ -205,32 +205,32 @@ def nemo_scripts(args: argparse.Namespace, inputs: JobInputs, rendered: Rendered
     mounts = _container_mounts(target.shared_dir, [inputs.workdir, run_dir, Path(inputs.data_prefix).parent])
     settings: dict[str, SettingValue] = {
         # nemo_pretrain.py's PreemptionCallback checkpoints on USR1; rank 0 writes the exit status.
-        **_common_settings(args, run_dir, "USR1", str(run_dir / EXIT_STATUS_FILE)),
+        **_common_settings(options, run_dir, "USR1", str(run_dir / EXIT_STATUS_FILE)),
         "WORKDIR": str(inputs.workdir),
         "NPROC_PER_NODE": target.workers_per_node,
         "CONTAINER_IMAGE": pyxis_image(image),
         "CONTAINER_MOUNTS": mounts,
         "NEMO_CONFIG": str(config_path),
     }
-    _add_script(rendered, args, inputs, "nemo", settings, env)
+    _add_script(rendered, options, inputs, "nemo", settings, env)
 
 
-def neuron_scripts(args: argparse.Namespace, inputs: JobInputs, rendered: Rendered) -> None:
+def neuron_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered) -> None:
     """A compile job (neuron_parallel_compile over a few steps) and the training job that depends on it."""
     target, run_dir = inputs.target, inputs.run_dir
-    tokenizer = _tokenizer_dir(args, run_dir, inputs.manifest, rendered)
+    tokenizer = _tokenizer_dir(options, run_dir, inputs.manifest, rendered)
     default_tp, default_pp = default_parallelism(inputs.job.model.name)
-    tp, pp = args.tensor_parallel or default_tp, args.pipeline_parallel or default_pp
-    config = nxdt_config(inputs.job, inputs.model, target, args.nodes, run_dir, tokenizer, tp, pp)
+    tp, pp = options.tensor_parallel or default_tp, options.pipeline_parallel or default_pp
+    config = nxdt_config(inputs.job, inputs.model, target, options.nodes, run_dir, tokenizer, tp, pp)
     config_name = "nxdt-config"
     rendered.files[run_dir / f"{config_name}.yaml"] = _yaml(config)
     env = {**netenv.common_env(), **netenv.neuron_env(target)}
-    nxdt_dir = args.nxdt_dir or f"{target.shared_dir or '/fsx'}/neuronx-distributed-training/examples"
+    nxdt_dir = options.nxdt_dir or f"{target.shared_dir or '/fsx'}/neuronx-distributed-training/examples"
     # Traced steps: enough for the training graphs and, with a validation pass at the last one, the validation
     # graphs too (NxDT's own compile mode traces 10). They must never leave a checkpoint to resume from.
     compile_overrides = [
-        f"trainer.max_steps={args.compile_steps}",
-        f"trainer.val_check_interval={args.compile_steps}",
+        f"trainer.max_steps={options.compile_steps}",
+        f"trainer.val_check_interval={options.compile_steps}",
         f"exp_manager.explicit_log_dir={run_dir / 'nxdt-compile'}",
         "exp_manager.create_checkpoint_callback=False",
         "exp_manager.create_tensorboard_logger=False",
@@ -240,17 +240,17 @@ def neuron_scripts(args: argparse.Namespace, inputs: JobInputs, rendered: Render
     for mode, overrides in (("compile", compile_overrides), ("train", train_overrides)):
         settings: dict[str, SettingValue] = {
             # NxDT has no stop-signal checkpoint: a time-limit requeue resumes from the last periodic checkpoint.
-            **_common_settings(args, run_dir, "TERM", "", checkpoints_on_stop=False),
+            **_common_settings(options, run_dir, "TERM", "", checkpoints_on_stop=False),
             "NEURON_MODE": mode,
-            "NEURON_VENV": args.neuron_venv,
+            "NEURON_VENV": options.neuron_venv,
             "NXDT_DIR": nxdt_dir,
             "NXDT_CONFIG_DIR": str(run_dir),
             "NXDT_CONFIG_NAME": config_name,
             "NXDT_OVERRIDES": overrides,
             "NPROC_PER_NODE": target.workers_per_node,
-            "MASTER_PORT": args.master_port,
+            "MASTER_PORT": options.master_port,
         }
         depends = "neuron-compile" if mode == "train" else None
         _add_script(
-            rendered, args, inputs, f"neuron-{mode}", settings, env, requeue=mode == "train", depends_on=depends
+            rendered, options, inputs, f"neuron-{mode}", settings, env, requeue=mode == "train", depends_on=depends
         )

@@ -5,7 +5,7 @@ Two model-FLOPs formulas are reported side by side:
 - `mfu`: nanoGPT/PaLM style, 6 N + 12 l h s per token (N: parameters in matmuls, including the LM head, tied
   or not; the attention term counts the full s x s score matrix, no discount for the causal mask). `hfu` adds
   the forward FLOPs that activation checkpointing recomputes.
-- `megatron_util`: Narayanan et al. (seed 003), F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) per iteration with
+- `megatron_util`: Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM" (SC21, https://arxiv.org/abs/2104.04473), F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) per iteration with
   full recomputation, 72 B s l h^2 (1 + s/(6h) + V/(12 l h)) without. It assumes a 4h MLP and multi-head
   attention, so for SwiGLU/GQA models it is an approximation.
 
@@ -59,7 +59,7 @@ def hardware_flops_per_token(args: ModelArgs, seq_len: int, block_fraction: floa
 
 
 def megatron_flops_per_iteration(args: ModelArgs, batch_size: int, seq_len: int, recompute: bool = True) -> float:
-    """Seed 003's F for one iteration of `batch_size` sequences (with or without full recomputation)."""
+    """The Megatron-LM paper's F for one iteration of `batch_size` sequences (with or without full recomputation)."""
     h, layers, vocab = float(args.dim), float(args.n_layers), float(args.vocab_size)
     if recompute:
         return 96.0 * batch_size * seq_len * layers * h * h * (1 + seq_len / (6 * h) + vocab / (16 * layers * h))

@@ -40,9 +40,7 @@ def _chunk_logits(hidden: Tensor, weight: Tensor, labels: Tensor) -> tuple[Tenso
 
 class _FusedLinearCrossEntropy(torch.autograd.Function):
     @staticmethod
-    def forward(  # type: ignore[override]
-        ctx: Any, hidden: Tensor, weight: Tensor, labels: Tensor, chunk_tokens: int
-    ) -> Tensor:
+    def forward(ctx: Any, hidden: Tensor, weight: Tensor, labels: Tensor, chunk_tokens: int) -> Tensor:
         grad_hidden = torch.empty_like(hidden) if ctx.needs_input_grad[0] else None
         grad_weight: Tensor | None = None
         total = torch.zeros((), dtype=torch.float32, device=hidden.device)
@@ -69,7 +67,7 @@ class _FusedLinearCrossEntropy(torch.autograd.Function):
 
     @staticmethod
     @once_differentiable
-    def backward(ctx: Any, grad_output: Tensor) -> tuple[Tensor | None, Tensor | None, None, None]:  # type: ignore[override]
+    def backward(ctx: Any, grad_output: Tensor) -> tuple[Tensor | None, Tensor | None, None, None]:
         grad_hidden, grad_weight = ctx.saved_tensors
         # Scaled without looking at grad_output's value on the host (no device sync).
         return (

@@ -2,7 +2,8 @@
 
 Partial rotary (GPT-NeoX, Pythia: 25 % of each head) is usually written as "rotate the first rotary_dim dims,
 concatenate the rest unchanged". Here every head dim goes through the same rotation and the dims that should not
-rotate get frequency 0 (cos 1, sin 0), which keeps one code path and no slicing/concatenation (seed 004's trick).
+rotate get frequency 0 (cos 1, sin 0), which keeps one code path and no slicing/concatenation (the trick of "Frugality meets Accuracy: Cost-efficient training of GPT NeoX and Pythia models with AWS Trainium",
+https://aws.amazon.com/blogs/machine-learning/frugality-meets-accuracy-cost-efficient-training-of-gpt-neox-and-pythia-models-with-aws-trainium/).
 
 Rotate-half pairs dim j with dim j + head_dim/2, while the concatenation form pairs j with j + rotary_dim/2, so
 the two forms agree up to a fixed permutation of head dims (`zero_frequency_order`). Applied to both query and

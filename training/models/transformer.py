@@ -5,6 +5,8 @@ No parallelism here: training/parallel/ wraps `layers[i]` and the root with FSDP
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -17,7 +19,7 @@ from training.models.neox import NeoXBlock
 from training.models.rope import model_inverse_frequencies, rotary_cos_sin
 
 
-def _final_norm(args: ModelArgs) -> nn.Module:
+def _final_norm(args: ModelArgs) -> nn.RMSNorm | nn.LayerNorm:
     if args.flavor == "llama":
         return nn.RMSNorm(args.dim, eps=args.norm_eps)
     return nn.LayerNorm(args.dim, eps=args.norm_eps)
@@ -71,7 +73,9 @@ class Transformer(nn.Module):
         init, std = WeightInit(self, seed), self.args.init_std
         init.normal_(self.tok_embeddings.weight, std)
         for layer in self.layers:
-            layer.init_weights(init, std, self.args.n_layers)
+            # A block, or a checkpoint wrapper around one (parallel/activation_checkpoint.py), which forwards
+            # attribute access to the block.
+            cast(LlamaBlock | NeoXBlock, layer).init_weights(init, std, self.args.n_layers)
         self.norm.reset_parameters()
         if self.output is not None:
             init.normal_(self.output.weight, std)

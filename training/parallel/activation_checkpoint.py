@@ -1,4 +1,6 @@
-"""Activation checkpointing per transformer block: none, full, every n-th block (seed 000), or per-op selective.
+"""Activation checkpointing per transformer block: none, full, every n-th block (the PyTorch FSDP blog), or per-op
+selective. PyTorch FSDP blog: "Maximizing training throughput using PyTorch FSDP" (IBM and Meta, 2024,
+https://pytorch.org/blog/maximizing-training/).
 
 Per-op selective is torchtitan's policy: it keeps the outputs of attention kernels and of every other matmul
 (the 1st, 3rd, ... of each block's forward), and recomputes the remaining matmuls and the cheap elementwise ops and

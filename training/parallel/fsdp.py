@@ -20,21 +20,22 @@ def mixed_precision_policy(mode: str, device: torch.device) -> MixedPrecisionPol
     return MixedPrecisionPolicy(cast_forward_inputs=False)
 
 
-def compute_dtype(policy: MixedPrecisionPolicy) -> torch.dtype:
-    return policy.param_dtype or torch.float32
-
-
 def apply_fsdp(
     model: nn.Module, layers: nn.ModuleList, mesh: DeviceMesh, policy: MixedPrecisionPolicy, reshard: bool
 ) -> None:
     tied = getattr(model, "output", None) is None
     if not tied:
-        fully_shard(model.tok_embeddings, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard)
+        fully_shard(model.get_submodule("tok_embeddings"), mesh=mesh, mp_policy=policy, reshard_after_forward=reshard)
     last = len(layers) - 1
     for index, block in enumerate(layers):
         # Backward starts with the last block, so resharding it after forward would only gather it again.
         fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard and index < last)
     if not tied:
         # The head runs last in forward and first in backward: kept gathered in between.
-        fully_shard([model.norm, model.output], mesh=mesh, mp_policy=policy, reshard_after_forward=False)
+        fully_shard(
+            [model.get_submodule("norm"), model.get_submodule("output")],
+            mesh=mesh,
+            mp_policy=policy,
+            reshard_after_forward=False,
+        )
     fully_shard(model, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard)

@@ -20,12 +20,12 @@ DEFAULT_DOC = Path("docs/planner.md")
 PRIMARY = {"fsdp": "tokens_per_s_per_device", "megatron": "tflops_per_device", "trainium": "sequences_per_s"}
 PRIMARY |= {"ddp-scaling": "speedup", "fms-fsdp": "tokens_per_s_per_device", "llm-foundry": "tokens_per_s_per_device"}
 LABELS = {
-    "fsdp": "seed 000 FSDP/HSDP: tokens/s/GPU",
+    "fsdp": "PyTorch FSDP blog, FSDP/HSDP: tokens/s/GPU",
     "fms-fsdp": "fms-fsdp README FSDP/HSDP: tokens/s/GPU",
     "llm-foundry": "llm-foundry FSDP: tokens/s/GPU",
-    "megatron": "seed 003 Megatron: TFLOP/s/GPU",
-    "trainium": "seed 004 trn1: sequences/s",
-    "ddp-scaling": "seed 001 DDP: speedup",
+    "megatron": "Megatron-LM paper: TFLOP/s/GPU",
+    "trainium": "Trainium NeoX/Pythia blog, trn1: sequences/s",
+    "ddp-scaling": "SageMaker scaling talk, DDP: speedup",
 }
 COLORS = {"fsdp": "tab:blue", "megatron": "tab:orange", "trainium": "tab:green", "ddp-scaling": "tab:red"}
 COLORS |= {"fms-fsdp": "tab:purple", "llm-foundry": "tab:brown"}

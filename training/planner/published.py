@@ -1,15 +1,15 @@
 """The published tables the planner is calibrated on, as data: every row, its source file and its own words.
 
-Sources (background documents, see docs/planner.md for what each table compares):
-- seed 000 (000_4119ab8e5c6b8d9a.txt), "Table 1: Model and Hardware FLOPS utilization of various model sizes on
+Sources (SOURCES below gives each one's title and URL; docs/planner.md says what each table compares):
+- the PyTorch FSDP blog, "Table 1: Model and Hardware FLOPS utilization of various model sizes on
   A100 and H100 GPUs": FSDP, Llama 2 shapes, 4k sequences, batch 2 per GPU; 128 A100 80GB with 400 Gbps, 96 H100
   80GB with 800 Gbps.
-- seed 001 (001_8693a47929ae89b3.txt), SageMaker distributed data parallel: training time on 1 to 8 instances.
-- seed 003 (003_afd1b48cb2b55e57.txt), "Weak scaling throughput for GPT models ranging from 1 billion to 1
+- the SageMaker scaling talk, SageMaker distributed data parallel: training time on 1 to 8 instances.
+- the Megatron-LM paper, "Weak scaling throughput for GPT models ranging from 1 billion to 1
   trillion parameters" (Megatron-LM on DGX A100).
-- seed 004 (004_f98fec2840be2532.txt), "Table 1. Comparing mean throughput of GPT NeoX and Pythia models": Neuron
+- the Trainium NeoX/Pythia blog, "Table 1. Comparing mean throughput of GPT NeoX and Pythia models": Neuron
   NeMo on trn1.32xlarge at the 3-year reserved rate.
-- fms-fsdp's README table (github.com/foundation-model-stack/fms-fsdp): the same IBM A100 cluster as seed 000, with
+- fms-fsdp's README table (github.com/foundation-model-stack/fms-fsdp): the same IBM A100 cluster as the PyTorch FSDP blog, with
   the sharding strategy of each run (HSDP for 7B and 13B).
 - llm-foundry's MPT training benchmarks (github.com/mosaicml/llm-foundry, scripts/train/benchmarking/README.md):
   Composer FSDP (FULL_SHARD) on A100 80GB / 40GB with 1600 Gbps RoCE and on single H100 nodes.
@@ -27,10 +27,10 @@ from training.models.registry import get_model_args
 from training.planner.hardware import Hardware, hardware
 from training.planner.job import Job, Software
 
-SEED_000 = "000_4119ab8e5c6b8d9a.txt"
-SEED_001 = "001_8693a47929ae89b3.txt"
-SEED_003 = "003_afd1b48cb2b55e57.txt"
-SEED_004 = "004_f98fec2840be2532.txt"
+PYTORCH_FSDP_BLOG = "pytorch-fsdp-blog"
+SAGEMAKER_SCALING_TALK = "sagemaker-scaling-talk"
+MEGATRON_LM_PAPER = "megatron-lm-sc21"
+TRAINIUM_NEOX_BLOG = "trainium-neox-pythia-blog"
 FMS_FSDP_README = "fms-fsdp-readme"
 LLM_FOUNDRY = "llm-foundry-benchmarks"
 
@@ -47,31 +47,32 @@ class Source:
 
 
 SOURCES: dict[str, Source] = {
-    SEED_000: Source(
-        "seed 000 (PyTorch FSDP blog)",
+    PYTORCH_FSDP_BLOG: Source(
+        "PyTorch FSDP blog",
         "Maximizing training throughput using PyTorch FSDP (Team PyTorch at IBM and Meta, 2024), Table 1",
         "https://pytorch.org/blog/maximizing-training/",
         "128 A100 80GB with 400 Gbps; 96 H100 80GB with 800 Gbps; GPUDirect RDMA",
         "fms-fsdp (FSDP1), SDPA flash attention, bf16, sequence 4096, batch 2 per GPU, overlap on",
     ),
-    SEED_001: Source(
-        "seed 001 (SageMaker DDP)",
-        "Scaling LLM training on Amazon SageMaker, SageMaker Distributed Data Parallel slide (background document "
-        "001; the slide has no public address of its own, so the library's documentation is linked)",
+    SAGEMAKER_SCALING_TALK: Source(
+        "SageMaker scaling talk (DDP)",
+        "How to scale and optimise training of Large Language Models (LLMs) on Amazon SageMaker (D. Zagyva, "
+        "L. van der Maas, S. Yogi, AWS Professional Services, 2023), SageMaker Distributed Data Parallel slide (the "
+        "talk has no public address of its own, so the library's documentation is linked)",
         "https://docs.aws.amazon.com/sagemaker/latest/dg/data-parallel.html",
         "1 to 8 instances; type not named (assumed ml.p4d.24xlarge, 400 Gbps EFA)",
         "SageMaker distributed data parallel; model not named (assumed 125M, 8 x 2048 tokens per GPU)",
     ),
-    SEED_003: Source(
-        "seed 003 (Megatron-LM)",
+    MEGATRON_LM_PAPER: Source(
+        "Megatron-LM paper",
         "Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM (Narayanan et al., SC21), "
         "weak-scaling table",
         "https://arxiv.org/abs/2104.04473",
         "DGX A100 80GB (Selene), 8 x 200 Gb/s HDR InfiniBand per node",
         "Megatron-LM PTD-P, sequence 2048, full recomputation, fp32 gradient all-reduce",
     ),
-    SEED_004: Source(
-        "seed 004 (Neuron NeMo on trn1)",
+    TRAINIUM_NEOX_BLOG: Source(
+        "Trainium NeoX/Pythia blog",
         "Frugality meets Accuracy: Cost-efficient training of GPT NeoX and Pythia models with AWS Trainium, Table 1",
         "https://aws.amazon.com/blogs/machine-learning/frugality-meets-accuracy-cost-efficient-training-of-gpt-neox"
         "-and-pythia-models-with-aws-trainium/",
@@ -82,7 +83,7 @@ SOURCES: dict[str, Source] = {
         "fms-fsdp README",
         "foundation-model-stack/fms-fsdp README, throughput table (commit 0d319983)",
         "https://github.com/foundation-model-stack/fms-fsdp/blob/main/README.md",
-        "128 A100 (the cluster of seed 000: 80GB, 400 Gbps, EFA libraries in scripts/*.sh)",
+        "128 A100 (the cluster of the PyTorch FSDP blog: 80GB, 400 Gbps, EFA libraries in scripts/*.sh)",
         "fms-fsdp FSDP1, sharding strategy per row (HSDP 7B/13B, FSDP 34B/70B), SDPA flash attention, bf16, "
         "sequence 4096",
     ),
@@ -113,7 +114,7 @@ def gpt_4h(hidden: int, layers: int, heads: int, vocab: int) -> ModelArgs:
 
 
 def megatron_gpt(hidden: int, layers: int, heads: int) -> ModelArgs:
-    """Seed 003's GPT shapes: 51,200 vocabulary, 2048 tokens."""
+    """The Megatron-LM paper's GPT shapes: 51,200 vocabulary, 2048 tokens."""
     return gpt_4h(hidden, layers, heads, 51200)
 
 
@@ -136,7 +137,7 @@ LLAMA2_34B = ModelArgs(
     max_seq_len=4096,
 )
 
-# Seed 003's GPT shapes by size label: (hidden, layers, heads).
+# The Megatron-LM paper's GPT shapes by size label: (hidden, layers, heads).
 MEGATRON_SHAPES: dict[str, tuple[int, int, int]] = {
     "1.7b": (2304, 24, 24),
     "3.6b": (3072, 30, 32),
@@ -169,27 +170,31 @@ PLANNER_MODELS: dict[str, ModelArgs] = {
 
 # --- the clusters behind the tables -------------------------------------------------------------------------
 
-A100_400G = hardware("p4de.24xlarge", label="A100 80GB, 400 Gbps (seed 000; facts of p4de.24xlarge)")
-H100_800G = hardware("p5.48xlarge", network_gbps=800, label="H100 80GB, 800 Gbps (seed 000; p5 with 800 Gbps)")
+A100_400G = hardware("p4de.24xlarge", label="A100 80GB, 400 Gbps (the PyTorch FSDP blog; facts of p4de.24xlarge)")
+H100_800G = hardware(
+    "p5.48xlarge", network_gbps=800, label="H100 80GB, 800 Gbps (the PyTorch FSDP blog; p5 with 800 Gbps)"
+)
 DGX_A100 = hardware(
-    "p4de.24xlarge", network_gbps=1600, label="DGX A100 80GB, 8 x 200 Gb/s HDR InfiniBand (seed 003; Selene)"
+    "p4de.24xlarge",
+    network_gbps=1600,
+    label="DGX A100 80GB, 8 x 200 Gb/s HDR InfiniBand (the Megatron-LM paper; Selene)",
 )
 TRN1_RESERVED = hardware("trn1.32xlarge", usd_per_hour=7.59, label="trn1.32xlarge at $7.59/h 3-year reserved")
-P4D = hardware("p4d.24xlarge", label="ml.p4d.24xlarge (seed 001's examples)")
+P4D = hardware("p4d.24xlarge", label="ml.p4d.24xlarge (the SageMaker scaling talk's examples)")
 
 # --- how each framework ran --------------------------------------------------------------------------------
 
-# fms-fsdp (seed 000): SDPA flash attention, bf16 mixed precision with bf16 gradient reduction, overlap on.
+# fms-fsdp (the PyTorch FSDP blog): SDPA flash attention, bf16 mixed precision with bf16 gradient reduction, overlap on.
 FMS_FSDP = Software(sharding="fsdp", attention="flash", grad_reduce_bytes=2, dp_overlap=True)
 # The 7B run was hybrid-sharded (the run chronicle switches to "HSDP checkpointing"); the others need full shard.
 FMS_HSDP = Software(sharding="hsdp", attention="flash", grad_reduce_bytes=2, dp_overlap=True)
-# Megatron-LM 2021 (seed 003): fused but materialized softmax with dropout, fp32 gradient all-reduce after the
+# Megatron-LM 2021 (Narayanan et al.): fused but materialized softmax with dropout, fp32 gradient all-reduce after the
 # backward pass (no overlap), interleaved 1F1B pipeline schedule.
 MEGATRON_2021 = Software(sharding="ddp", attention="materialized", grad_reduce_bytes=4, dp_overlap=False)
-# Neuron NeMo (seed 004): ZeRO-1 optimizer, bf16 with stochastic rounding (bf16 gradients), no overlap of the
+# Neuron NeMo (the Trainium NeoX/Pythia blog): ZeRO-1 optimizer, bf16 with stochastic rounding (bf16 gradients), no overlap of the
 # gradient reduction, attention scores materialized by the compiler.
 NEURON_NEMO = Software(sharding="zero1", attention="materialized", grad_reduce_bytes=2, dp_overlap=False)
-# SageMaker distributed data parallel (seed 001): gradient all-reduce overlapped with backward.
+# SageMaker distributed data parallel (the SageMaker scaling talk): gradient all-reduce overlapped with backward.
 SMDDP = Software(sharding="ddp", attention="flash", grad_reduce_bytes=4, dp_overlap=True)
 
 
@@ -240,7 +245,7 @@ def _fsdp_row(
     notes: str = "",
     micro_batch: int = 2,
     table: str = "fsdp",
-    source: str = SEED_000,
+    source: str = PYTORCH_FSDP_BLOG,
 ) -> PublishedRow:
     job = Job(
         model=model,
@@ -262,7 +267,7 @@ HSDP_000 = (
     "checkpointing; held out, as every HSDP row is (no parameter is fitted on HSDP)"
 )
 SELECTIVE_000 = (
-    "seed 000's 'Selective' checkpoints every n-th block; HFU/MFU = 0.59/0.51 = 1 + r/3 gives r = 0.47, "
+    "the PyTorch FSDP blog's 'Selective' checkpoints every n-th block; HFU/MFU = 0.59/0.51 = 1 + r/3 gives r = 0.47, "
     "so every 2nd block (every_n, n = 2)"
 )
 
@@ -270,35 +275,35 @@ FSDP_ROWS: tuple[PublishedRow, ...] = (
     # Columns: Model size | Batch size | Activation checkpoint | tokens/s/GPU A100 | MFU | HFU | tokens/s/GPU H100 |
     # MFU | HFU. A100 cluster: 128 GPUs (16 nodes), H100 cluster: 96 GPUs (12 nodes).
     _fsdp_row(
-        "000/a100/7b", get_model_args("llama2-7b"), A100_400G, 16, "none",
+        "fsdp-blog/a100/7b", get_model_args("llama2-7b"), A100_400G, 16, "none",
         "7B | 2 | No | 3700 | 0.57 | 0.57 (A100)", 3700, 0.57, 0.57, True, FMS_HSDP, HSDP_000,
     ),
     _fsdp_row(
-        "000/a100/13b", get_model_args("llama2-13b"), A100_400G, 16, "every_n",
+        "fsdp-blog/a100/13b", get_model_args("llama2-13b"), A100_400G, 16, "every_n",
         "13B | 2 | Selective | 1800 | 0.51 | 0.59 (A100)", 1800, 0.51, 0.59, True, notes=SELECTIVE_000,
     ),
     _fsdp_row(
-        "000/a100/34b", LLAMA2_34B, A100_400G, 16, "full",
+        "fsdp-blog/a100/34b", LLAMA2_34B, A100_400G, 16, "full",
         "34B | 2 | Yes | 700 | 0.47 | 0.64 (A100)", 700, 0.47, 0.64, True,
     ),
     _fsdp_row(
-        "000/a100/70b", get_model_args("llama2-70b"), A100_400G, 16, "full",
+        "fsdp-blog/a100/70b", get_model_args("llama2-70b"), A100_400G, 16, "full",
         "70B | 2 | Yes | 370 | 0.50 | 0.67 (A100)", 370, 0.50, 0.67, False,
     ),
     _fsdp_row(
-        "000/h100/7b", get_model_args("llama2-7b"), H100_800G, 12, "none",
+        "fsdp-blog/h100/7b", get_model_args("llama2-7b"), H100_800G, 12, "none",
         "7B | 2 | No | 7500 | 0.37 | 0.37 (H100)", 7500, 0.37, 0.37, True, FMS_HSDP, HSDP_000,
     ),
     _fsdp_row(
-        "000/h100/13b", get_model_args("llama2-13b"), H100_800G, 12, "every_n",
+        "fsdp-blog/h100/13b", get_model_args("llama2-13b"), H100_800G, 12, "every_n",
         "13B | 2 | Selective | 3800 | 0.35 | 0.40 (H100)", 3800, 0.35, 0.40, True, notes=SELECTIVE_000,
     ),
     _fsdp_row(
-        "000/h100/34b", LLAMA2_34B, H100_800G, 12, "full",
+        "fsdp-blog/h100/34b", LLAMA2_34B, H100_800G, 12, "full",
         "34B | 2 | Yes | 1550 | 0.32 | 0.44 (H100)", 1550, 0.32, 0.44, False,
     ),
     _fsdp_row(
-        "000/h100/70b", get_model_args("llama2-70b"), H100_800G, 12, "full",
+        "fsdp-blog/h100/70b", get_model_args("llama2-70b"), H100_800G, 12, "full",
         "70B | 2 | Yes | 800 | 0.34 | 0.45 (H100)", 800, 0.34, 0.45, True,
     ),
 )  # fmt: skip
@@ -431,7 +436,7 @@ def _megatron_row(
     )
     published = {"tflops_per_device": tflops, "params_billion": params_b, "percent_of_peak": percent}
     notes = f"model-parallel {model_parallel} = TP {tp} x PP {pp}; interleave {interleave}"
-    return PublishedRow(f"003/{size}", "megatron", SEED_003, words, job, published, holdout, notes)
+    return PublishedRow(f"megatron-lm/{size}", "megatron", MEGATRON_LM_PAPER, words, job, published, holdout, notes)
 
 
 # Columns: Model size | Attention heads | Hidden size | Number of layers | Number of parameters (billion) |
@@ -471,7 +476,9 @@ def _neuron_row(
     name = "Pythia 6.9B" if model == "pythia-6.9b" else "NeoX 20B"
     words = f"{name} | 8 | {pp} | {nodes} | {cost} | 2048 | {batch} | {seq_per_s} | {tokens_per_usd:,}"
     published = {"sequences_per_s": seq_per_s, "tokens_per_usd": tokens_per_usd, "cluster_usd_per_hour": cost}
-    return PublishedRow(f"004/{model}/{nodes}n", "trainium", SEED_004, words, job, published, holdout)
+    return PublishedRow(
+        f"trainium-blog/{model}/{nodes}n", "trainium", TRAINIUM_NEOX_BLOG, words, job, published, holdout
+    )
 
 
 # Columns: Model | Tensor Parallel | Pipeline Parallel | Number of instances | Cost ($/hour) | Sequence length |
@@ -494,7 +501,13 @@ def _ddp_row(nodes: int, minutes: float, improvement: str) -> PublishedRow:
     if nodes > 1:
         published["speedup"] = float(improvement.rstrip("x"))
     return PublishedRow(
-        f"001/{nodes}n", "ddp-scaling", SEED_001, f"{nodes} | {minutes:g} | {improvement}", job, published, True
+        f"sagemaker-talk/{nodes}n",
+        "ddp-scaling",
+        SAGEMAKER_SCALING_TALK,
+        f"{nodes} | {minutes:g} | {improvement}",
+        job,
+        published,
+        True,
     )
 
 
@@ -512,7 +525,7 @@ DDP_ROWS: tuple[PublishedRow, ...] = (
 TABLES: tuple[PublishedTable, ...] = (
     PublishedTable(
         "fsdp",
-        SEED_000,
+        PYTORCH_FSDP_BLOG,
         "FSDP throughput, Llama 2 7B-70B on 128 A100 / 96 H100",
         ("tokens_per_s_per_device", "mfu", "hfu"),
         0.15,
@@ -536,7 +549,7 @@ TABLES: tuple[PublishedTable, ...] = (
     ),
     PublishedTable(
         "megatron",
-        SEED_003,
+        MEGATRON_LM_PAPER,
         "Megatron-LM weak scaling, GPT 1.7B-1T on DGX A100",
         ("tflops_per_device",),
         0.15,
@@ -544,7 +557,7 @@ TABLES: tuple[PublishedTable, ...] = (
     ),
     PublishedTable(
         "trainium",
-        SEED_004,
+        TRAINIUM_NEOX_BLOG,
         "Neuron NeMo, Pythia 6.9B and NeoX 20B on trn1.32xlarge",
         ("sequences_per_s", "tokens_per_usd"),
         0.15,
@@ -552,7 +565,7 @@ TABLES: tuple[PublishedTable, ...] = (
     ),
     PublishedTable(
         "ddp-scaling",
-        SEED_001,
+        SAGEMAKER_SCALING_TALK,
         "SageMaker data parallel, 1-8 instances (speedup over one)",
         ("speedup",),
         0.15,

@@ -78,7 +78,7 @@ class StepEstimate:
 
     @property
     def megatron_tflops_per_device(self) -> float:
-        """Achieved TFLOP/s per device counted with seed 003's F (full recomputation), as its table does."""
+        """Achieved TFLOP/s per device counted with the Megatron-LM paper's F (full recomputation), as its table does."""
         return self.tokens_per_s_per_device * self.megatron_flops_per_token / 1e12
 
 

@@ -5,8 +5,8 @@
 
 A source is one publication (published.SOURCES); its rows are never in the fit that predicts them. The fit is the
 committed calibration's (same fitted rows, same loss) minus the left-out source. A parameter that no remaining row
-constrains (Trainium's matmul fraction without seed 004) cannot be predicted: those rows are reported as such and
-left out of the error. Errors are grouped by parallel layout (fsdp, hsdp, ddp, tp/pp, trainium); the target is a
+constrains (Trainium's matmul fraction without the Trainium NeoX/Pythia blog) cannot be predicted: those rows are
+reported as such and left out of the error. Errors are grouped by parallel layout (fsdp, hsdp, ddp, tp/pp, trainium); the target is a
 mean absolute error of at most 15 % on every layout with rows from two or more sources.
 """
 

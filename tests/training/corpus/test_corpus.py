@@ -29,10 +29,18 @@ def test_the_same_tree_gives_the_same_bytes(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("*.partial"))
 
 
-def test_cli_writes_the_stdlib_corpus(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_cli_writes_the_corpus(tmp_path: Path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    root = fake_stdlib(tmp_path / "lib")
+    monkeypatch.setattr("training.corpus.stdlib_docstrings.stdlib_root", lambda: root)
     assert main(["--output", str(tmp_path / "corpus.jsonl")]) == 0
-    assert "documents" in capsys.readouterr().out
+    assert "2 documents" in capsys.readouterr().out
     records = [json.loads(line) for line in (tmp_path / "corpus.jsonl").read_text().splitlines()]
+    assert [r["source"] for r in records] == ["python-stdlib:pkg", "python-stdlib:widgets"]
+
+
+def test_the_stdlib_corpus_has_every_module_once_and_over_a_megabyte() -> None:
+    """On the demo corpus the job fixtures read (build/corpus, built once per machine), not a fresh build."""
+    records = [json.loads(line) for line in demo_corpus_path().read_text(encoding="utf-8").splitlines()]
     sources = [r["source"] for r in records]
     assert "python-stdlib:json" in sources and len(sources) == len(set(sources))
     assert sum(len(r["text"]) for r in records) > 1_000_000

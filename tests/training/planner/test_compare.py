@@ -45,7 +45,7 @@ def _ddp_speedups(model: str, micro_batch: int) -> list[float]:
     return [round(rate(nodes) / rate(1), 2) for nodes in (2, 4, 8)]
 
 
-def test_seed_001_sensitivity_stated_in_the_docs() -> None:
+def test_sagemaker_talk_sensitivity_stated_in_the_docs() -> None:
     # docs/planner.md quotes these to show how much the unnamed workload matters.
     assert _ddp_speedups("125m", 4) == pytest.approx([1.98, 3.54, 6.49], abs=0.02)
     assert _ddp_speedups("1b", 2) == pytest.approx([1.34, 2.12, 3.68], abs=0.02)

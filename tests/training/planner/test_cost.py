@@ -6,7 +6,7 @@ from training.planner.step_time import estimate_step
 
 
 @pytest.mark.parametrize("row", TRAINIUM_ROWS, ids=lambda row: row.key)
-def test_seed_004s_tokens_per_dollar_is_its_own_throughput_times_price(row) -> None:
+def test_trainium_blogs_tokens_per_dollar_is_its_own_throughput_times_price(row) -> None:
     # The table's last column is seq/s x 2048 x 3600 / ($/h): check the published arithmetic, then ours.
     published = row.published
     assert published["sequences_per_s"] * 2048 * 3600 / published["cluster_usd_per_hour"] == pytest.approx(

@@ -20,7 +20,7 @@ def test_model_flops_agree_with_the_trainers_mfu_formula(name: str) -> None:
     assert model_flops_per_token(args, 4096) == trainer_formula(args, 4096)
 
 
-def test_seed_003_formula_equals_6n_plus_attention_plus_recompute_for_a_gpt_shape() -> None:
+def test_megatron_formula_equals_6n_plus_attention_plus_recompute_for_a_gpt_shape() -> None:
     # For a 4h-MLP multi-head GPT the two formulas count the same matmuls; only biases and norms differ.
     args = PLANNER_MODELS["megatron-gpt-18b"]
     ours = hardware_flops_per_token(args, 2048, recomputed_block_fraction("full", args.n_layers))
@@ -46,7 +46,7 @@ def test_recompute_fractions() -> None:
 
 
 def test_full_recompute_adds_about_a_third() -> None:
-    # Seed 000's A100 70B row: HFU / MFU = 0.67 / 0.50 = 1.34.
+    # The PyTorch FSDP blog's A100 70B row: HFU / MFU = 0.67 / 0.50 = 1.34.
     args = get_model_args("llama2-70b")
     ratio = hardware_flops_per_token(args, 4096, 1.0) / model_flops_per_token(args, 4096)
     assert ratio == pytest.approx(0.67 / 0.50, rel=0.03)

@@ -57,7 +57,7 @@ def test_every_published_configuration_fits(row) -> None:  # they all ran
     assert estimate.fits, (row.key, estimate.total_gib, estimate.capacity_gib)
 
 
-def test_seed_000_needed_checkpointing_for_70b_but_not_for_7b() -> None:
+def test_fsdp_blog_needed_checkpointing_for_70b_but_not_for_7b() -> None:
     seventy = get_model_args("llama2-70b")
     assert fits(LLAMA_7B, "p4de.24xlarge", 16, 4096, 2, "none")[0]
     ok, message = fits(seventy, "p4de.24xlarge", 16, 4096, 2, "none")

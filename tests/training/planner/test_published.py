@@ -25,7 +25,7 @@ def test_some_rows_of_every_fitted_table_are_held_out() -> None:
     for table in TABLES:
         held = [row for row in table.rows if row.holdout]
         assert held, table.name
-        if table.name != "ddp-scaling":  # seed 001 is all prediction: nothing is fitted on it
+        if table.name != "ddp-scaling":  # the SageMaker scaling talk is all prediction: nothing is fitted on it
             assert len(held) < len(table.rows)
 
 

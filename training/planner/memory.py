@@ -27,9 +27,8 @@ BF16 = 2
 FP32 = 4
 NORM_STATS_BYTES = 8
 LOGIT_BYTES_PER_ELEMENT = 2 + 4 + 4  # bf16 logits, their fp32 copy for the loss, the fp32 gradient
-LOSS_CHUNK_TOKENS = (
-    4096  # training/models/loss.py's CHUNK_TOKENS (a test keeps the two equal; this module has no torch)
-)
+# training/models/loss.py's CHUNK_TOKENS (a test keeps the two equal; this module imports no torch).
+LOSS_CHUNK_TOKENS = 4096
 
 
 def loss_bytes(

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+
+REPO = Path(__file__).resolve().parents[1]
 
 if TYPE_CHECKING:
     from cluster.local_slurm import LocalSlurm
@@ -48,3 +52,12 @@ def default_assembly(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Assem
     result = cdk_synth(out)
     assert result.returncode == 0, f"cdk synth failed:\n{result.stdout}\n{result.stderr}"
     yield read_assembly(out, load_spec())
+
+
+@pytest.fixture(scope="session")
+def nemo_python() -> Path:
+    """The isolated NeMo 2.4.0 environment (.nemo-venv, with its pinned transformers); built with `make nemo-venv`
+    when missing."""
+    if not (REPO / ".nemo-venv" / ".installed").exists():
+        subprocess.run(["make", "--no-print-directory", "nemo-venv"], cwd=REPO, check=True)
+    return REPO / ".nemo-venv" / "bin" / "python"

@@ -37,7 +37,7 @@ from training.models.transformer import build_model
 from training.optim import build_optimizer, learning_rate, set_learning_rate
 from training.parallel.activation_checkpoint import recomputed_fraction
 from training.parallel.dist import DistContext
-from training.parallel.fsdp import mixed_precision_policy
+from training.parallel.fsdp import mixed_precision_policy, replicas_reduce_on_last
 from training.parallel.mesh import build_mesh, data_parallel_shape
 from training.parallel.parallelize import parallelize
 from training.parallel.precision import unsharded_autocast
@@ -290,7 +290,7 @@ class Trainer:
         global_tokens = counts[0]
 
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
-        for micro in micro_batches:
+        for micro in replicas_reduce_on_last(self.model, micro_batches):
             tokens = self._to_device(micro["tokens"])  # one copy; inputs and labels are views
             with self._compute_precision():
                 summed = self.model(tokens[:, :-1], labels=tokens[:, 1:])  # fp32 sum, no full logits kept

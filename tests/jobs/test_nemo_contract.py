@@ -20,7 +20,6 @@ from training import submit
 from training.signals import EXIT_CONFIG_ERROR
 
 REPO = Path(__file__).resolve().parents[2]
-NEMO_VENV = REPO / ".nemo-venv"
 PROBE = REPO / "tests" / "jobs" / "contracts" / "nemo_probe.py"
 LLAMA_JOB = {
     "model": {"name": "tiny", "flavor": "llama", "vocab_size": "data", "n_layers": 4, "dim": 128, "n_heads": 8,
@@ -29,14 +28,6 @@ LLAMA_JOB = {
     "train": {"max_steps": 100, "eval_every": 50},
     "checkpoint": {"every": 20, "keep_last": 3},
 }  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def nemo_python() -> Path:
-    """The isolated NeMo environment; built with `make nemo-venv` when missing."""
-    if not (NEMO_VENV / ".installed").exists():
-        subprocess.run(["make", "--no-print-directory", "nemo-venv"], cwd=REPO, check=True)
-    return NEMO_VENV / "bin" / "python"
 
 
 def _render(tmp_path: Path, demo_data: str, name: str, *extra: str) -> Path:

@@ -2,11 +2,12 @@
 
 The usual `F.cross_entropy(logits.float(), labels)` keeps the [tokens, vocab] logits (bf16) and their fp32 copy
 alive from the forward pass until backward: for the 1b config (128,256 entries, 16k tokens per micro-batch) that
-is 12 GiB. Here the forward pass runs chunk by chunk: one chunk's logits, their fp32 softmax, the chunk's summed
+is 12 GiB, 20 GiB with the fp32 gradient. Here the forward pass runs chunk by chunk: one chunk's logits, their fp32 softmax, the chunk's summed
 loss, and at once the chunk's gradients with respect to the hidden states and the head weight (softmax minus the
 one-hot label, times the weight or the hidden states). What is kept for backward is those two gradients - the
 size of the hidden states and of the weight - and backward only scales them by the incoming gradient. Peak memory
-for the loss is one chunk's logits; the head's matmul runs once per step, not again in backward as it would
+for the loss is one chunk's logits, 10 bytes per entry (training/planner/memory.py's `loss_bytes` counts it, checked
+against the CPU allocator by tests/training/planner/test_loss_memory.py); the head's matmul runs once per step, not again in backward as it would
 under activation checkpointing (the approach of Liger-Kernel's and torchtune's fused linear cross-entropy).
 
 The matmuls run in the dtype autocast or the parameters give them (bf16 logits and bf16 gradient matmuls, as the
@@ -60,6 +61,9 @@ class _FusedLinearCrossEntropy(torch.autograd.Function):
             if ctx.needs_input_grad[1]:
                 part = grad_logits.T @ chunk.to(grad_logits.dtype)
                 grad_weight = part.float() if grad_weight is None else grad_weight.add_(part)
+                del part
+            # Freed now: the next chunk's logits must not be formed beside this chunk's (6 bytes per entry more).
+            del log_probs, grad_logits
         if grad_weight is not None:
             grad_weight = grad_weight.to(weight.dtype)
         ctx.save_for_backward(grad_hidden, grad_weight)

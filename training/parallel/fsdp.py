@@ -4,12 +4,17 @@ by the first and the last computation of the step, so it stays in the root group
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from typing import TypeVar
+
 import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
 from training.parallel.precision import uses_bf16
+
+Batch = TypeVar("Batch")
 
 
 def mixed_precision_policy(mode: str, device: torch.device) -> MixedPrecisionPolicy:
@@ -39,3 +44,14 @@ def apply_fsdp(
             reshard_after_forward=False,
         )
     fully_shard(model, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard)
+
+
+def replicas_reduce_on_last(model: nn.Module, micro_batches: Sequence[Batch]) -> Iterator[Batch]:
+    """The micro-batches of one optimizer step, in order. Under HSDP, the backward of every micro-batch but the
+    last only reduce-scatters within its shard group and adds to the shard's gradient sum; the last one's
+    all-reduces that sum across replicas once, as torchtitan does (and as the planner's step time counts it)."""
+    last = len(micro_batches) - 1
+    for index, batch in enumerate(micro_batches):
+        if isinstance(model, FSDPModule):
+            model.set_requires_all_reduce(index == last)
+        yield batch

@@ -20,6 +20,8 @@ Sharding = Literal["fsdp", "hsdp", "ddp", "zero1"]
 SHARDINGS: tuple[str, ...] = ("fsdp", "hsdp", "ddp", "zero1")
 Attention = Literal["flash", "materialized"]
 ATTENTIONS: tuple[str, ...] = ("flash", "materialized")
+Loss = Literal["fused", "materialized"]
+LOSSES: tuple[str, ...] = ("fused", "materialized")
 
 
 class PlanError(ValueError):
@@ -40,6 +42,7 @@ class Software:
     grad_reduce_bytes: int = 4  # bytes per gradient element on the wire (4 fp32, 2 bf16)
     dp_overlap: bool = True  # DP collectives run behind compute (FSDP prefetch, DDP buckets)
     pipeline_interleave: int = 1  # model chunks per pipeline stage (Megatron's interleaved schedule)
+    loss: Loss = "fused"  # materialized: the whole [tokens, vocab] logits kept to backward (unfused cross-entropy)
 
     def problems(self) -> list[PlanError]:
         out: list[PlanError] = []
@@ -47,6 +50,8 @@ class Software:
             out.append(PlanError("sharding", self.sharding, f"is not one of {', '.join(SHARDINGS)}"))
         if self.attention not in ATTENTIONS:
             out.append(PlanError("attention", self.attention, f"is not one of {', '.join(ATTENTIONS)}"))
+        if self.loss not in LOSSES:
+            out.append(PlanError("loss", self.loss, f"is not one of {', '.join(LOSSES)}"))
         if self.grad_reduce_bytes not in (2, 4):
             out.append(PlanError("grad_reduce_bytes", self.grad_reduce_bytes, "must be 2 (bf16) or 4 (fp32)"))
         if self.pipeline_interleave < 1:

@@ -27,6 +27,34 @@ BF16 = 2
 FP32 = 4
 NORM_STATS_BYTES = 8
 LOGIT_BYTES_PER_ELEMENT = 2 + 4 + 4  # bf16 logits, their fp32 copy for the loss, the fp32 gradient
+# training/models/loss.py's CHUNK_TOKENS (a test keeps the two equal; this module imports no torch).
+LOSS_CHUNK_TOKENS = 4096
+
+
+def loss_bytes(
+    tokens: int,
+    vocab: int,
+    dim: int,
+    fused: bool = True,
+    chunk_tokens: int = LOSS_CHUNK_TOKENS,
+    matmul_bytes: int = BF16,
+) -> float:
+    """Peak bytes the loss holds beyond the hidden states and the head weight, for one micro-batch of `tokens`.
+
+    Unfused (the published frameworks): the [tokens, vocab] logits, their fp32 copy and its gradient live from the
+    forward pass to backward. Fused (this trainer's training/models/loss.py): one chunk at a time, the peak being
+    either while a chunk's log-softmax is formed (its logits in the matmul dtype, their fp32 copy and one fp32
+    temporary of logsumexp, beside the fp32 sum of the head's weight gradient) or while its gradients are formed
+    (the fp32 softmax gradient and its matmul-dtype copy, beside the weight gradient's sum and the chunk's part);
+    the hidden states' gradient (matmul dtype), kept for backward, throughout.
+    """
+    if not fused:
+        return tokens * vocab * LOGIT_BYTES_PER_ELEMENT
+    chunk = min(tokens, chunk_tokens)
+    weight_sum = FP32 * vocab * dim if tokens > chunk else 0
+    logits_phase = chunk * vocab * (matmul_bytes + FP32 + FP32) + weight_sum
+    gradient_phase = chunk * vocab * (FP32 + matmul_bytes) + vocab * dim * (FP32 + matmul_bytes)
+    return max(logits_phase, gradient_phase) + matmul_bytes * tokens * dim
 
 
 def block_activation_bytes_per_token(args: ModelArgs, mode: str, attention: str = "flash", seq_len: int = 0) -> float:
@@ -114,7 +142,7 @@ def job_memory(job: Job) -> MemoryEstimate:
     if job.checkpointing in ("full", "every_n"):  # one block recomputed at a time holds its full activations
         recomputed = block_activation_bytes_per_token(args, "none", attention, job.seq_len)
         activations += tokens * recomputed / job.tensor_parallel
-    logits = tokens * args.vocab_size * LOGIT_BYTES_PER_ELEMENT / job.tensor_parallel
+    logits = loss_bytes(tokens, args.vocab_size, args.dim, fused=job.software.loss == "fused") / job.tensor_parallel
 
     counted = (weights + gradients + optimizer + activations + logits + gathered) / GIB
     runtime = RUNTIME_RESERVED_GIB + FRAGMENTATION_FRACTION * counted

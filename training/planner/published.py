@@ -185,17 +185,21 @@ P4D = hardware("p4d.24xlarge", label="ml.p4d.24xlarge (the SageMaker scaling tal
 # --- how each framework ran --------------------------------------------------------------------------------
 
 # fms-fsdp (the PyTorch FSDP blog): SDPA flash attention, bf16 mixed precision with bf16 gradient reduction, overlap on.
-FMS_FSDP = Software(sharding="fsdp", attention="flash", grad_reduce_bytes=2, dp_overlap=True)
+FMS_FSDP = Software(sharding="fsdp", attention="flash", grad_reduce_bytes=2, dp_overlap=True, loss="materialized")
 # The 7B run was hybrid-sharded (the run chronicle switches to "HSDP checkpointing"); the others need full shard.
-FMS_HSDP = Software(sharding="hsdp", attention="flash", grad_reduce_bytes=2, dp_overlap=True)
+FMS_HSDP = Software(sharding="hsdp", attention="flash", grad_reduce_bytes=2, dp_overlap=True, loss="materialized")
 # Megatron-LM 2021 (Narayanan et al.): fused but materialized softmax with dropout, fp32 gradient all-reduce after the
 # backward pass (no overlap), interleaved 1F1B pipeline schedule.
-MEGATRON_2021 = Software(sharding="ddp", attention="materialized", grad_reduce_bytes=4, dp_overlap=False)
+MEGATRON_2021 = Software(
+    sharding="ddp", attention="materialized", grad_reduce_bytes=4, dp_overlap=False, loss="materialized"
+)
 # Neuron NeMo (the Trainium NeoX/Pythia blog): ZeRO-1 optimizer, bf16 with stochastic rounding (bf16 gradients), no overlap of the
 # gradient reduction, attention scores materialized by the compiler.
-NEURON_NEMO = Software(sharding="zero1", attention="materialized", grad_reduce_bytes=2, dp_overlap=False)
+NEURON_NEMO = Software(
+    sharding="zero1", attention="materialized", grad_reduce_bytes=2, dp_overlap=False, loss="materialized"
+)
 # SageMaker distributed data parallel (the SageMaker scaling talk): gradient all-reduce overlapped with backward.
-SMDDP = Software(sharding="ddp", attention="flash", grad_reduce_bytes=4, dp_overlap=True)
+SMDDP = Software(sharding="ddp", attention="flash", grad_reduce_bytes=4, dp_overlap=True, loss="materialized")
 
 
 @dataclass(frozen=True)
@@ -336,8 +340,8 @@ A100_40G_RoCE = hardware("p4d.24xlarge", network_gbps=1600, label="A100 40GB, 16
 H100_NODE = hardware("p5.48xlarge", label="H100 80GB, one node (llm-foundry; no network used)")
 # Composer FSDP1: flash attention, backward prefetch; DEFAULT mixed precision reduces gradients in fp32, PURE in bf16.
 COMPOSER = {
-    "DEFAULT": Software(sharding="fsdp", attention="flash", grad_reduce_bytes=4, dp_overlap=True),
-    "PURE": Software(sharding="fsdp", attention="flash", grad_reduce_bytes=2, dp_overlap=True),
+    "DEFAULT": Software(sharding="fsdp", attention="flash", grad_reduce_bytes=4, dp_overlap=True, loss="materialized"),
+    "PURE": Software(sharding="fsdp", attention="flash", grad_reduce_bytes=2, dp_overlap=True, loss="materialized"),
 }
 
 

@@ -1,4 +1,8 @@
+import json
 import math
+import os
+import subprocess
+from pathlib import Path
 
 import pytest
 import torch
@@ -110,19 +114,38 @@ def test_llama3_scaling_follows_the_published_formula(scaling: dict[str, float])
     assert medium.any()  # and some in between are interpolated
 
 
-def test_llama3_scaling_matches_transformers_where_it_is_installed() -> None:
-    rope_utils = pytest.importorskip("transformers.modeling_rope_utils", reason="transformers is not installed here")
-    from transformers import LlamaConfig
+# transformers' own llama3 frequencies (modeling_rope_utils), run in .nemo-venv: transformers' pins clash with .venv's.
+# That transformers (4.51.3, NeMo 2.4.0's) reads scaling from rope_scaling; the rope_parameters form of transformers 5
+# is read by training.models.hf (tests/training/models/test_hf.py) into the same ModelArgs.
+_TRANSFORMERS_LLAMA3 = """
+import json, sys
+import transformers
+from transformers import LlamaConfig
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+scaling = json.loads(sys.argv[1])
+config = LlamaConfig(hidden_size=4096, num_attention_heads=32, rope_theta=5e5, rope_scaling={"rope_type": "llama3", **scaling})
+inverse, _ = ROPE_INIT_FUNCTIONS["llama3"](config, "cpu")
+print(json.dumps({"version": transformers.__version__, "inverse": inverse.tolist()}))
+"""
 
-    config = LlamaConfig(
-        hidden_size=4096, num_attention_heads=32, rope_parameters={"rope_type": "llama3", "rope_theta": 5e5, **LLAMA32}
-    )
-    theirs, _ = rope_utils.ROPE_INIT_FUNCTIONS["llama3"](config, "cpu")
+
+@pytest.mark.parametrize("scaling", [LLAMA31, LLAMA32], ids=["llama3.1", "llama3.2"])
+def test_llama3_scaling_matches_transformers(nemo_python: Path, scaling: dict[str, float]) -> None:
+    result = subprocess.run(
+        [str(nemo_python), "-c", _TRANSFORMERS_LLAMA3, json.dumps(scaling)],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    theirs = json.loads(result.stdout.splitlines()[-1])
+    assert theirs["version"] == "4.51.3"
     args = ModelArgs(
         flavor="llama", dim=4096, n_layers=1, n_heads=32, ffn_dim=64, vocab_size=8, rope_theta=5e5,
-        rope_type="llama3", rope_factor=32.0, rope_original_max_seq_len=8192,
+        rope_type="llama3", rope_factor=scaling["factor"], rope_low_freq_factor=scaling["low_freq_factor"],
+        rope_high_freq_factor=scaling["high_freq_factor"],
+        rope_original_max_seq_len=int(scaling["original_max_position_embeddings"]),
     )  # fmt: skip
-    torch.testing.assert_close(model_inverse_frequencies(args), theirs.float(), rtol=1e-6, atol=0)
+    expected = torch.tensor(theirs["inverse"], dtype=torch.float32)
+    torch.testing.assert_close(model_inverse_frequencies(args), expected, rtol=1e-6, atol=0)
 
 
 def test_the_model_rotates_with_the_scaled_frequencies() -> None:

@@ -1,0 +1,250 @@
+"""The observability stack on one host, from real parts: Debian's prometheus and prometheus-node-exporter, our
+Slurm and EFA exporters, the file_sd targets refreshed from the local Slurm cluster, and PromQL against it.
+
+Everything (ports, config, TSDB, logs) lives under one directory; nothing touches the system's Prometheus service.
+Used by the tests (tests/jobs/test_prometheus_slurm.py) and `make demo`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from cluster.local_slurm.install import InstallError, apt_install
+from cluster.observability.agent_config import RULES_FILE, dump, render
+from cluster.observability.slurm_exporter import run_command
+from cluster.observability.targets import Roles, discover, write_targets
+from spec.observability import ExporterPorts, ObservabilitySpec
+
+PROMETHEUS_PACKAGES = ("prometheus", "prometheus-node-exporter")
+PROMETHEUS_BINARIES = ("prometheus", "promtool", "prometheus-node-exporter")
+NODE_EXPORTER = "prometheus-node-exporter"
+
+
+class PrometheusError(RuntimeError):
+    """The local stack could not start or answer; one line naming what failed."""
+
+
+def ensure_prometheus() -> None:
+    """Debian's prometheus (2.42) and prometheus-node-exporter (1.5), installed with apt-get when missing."""
+    if any(shutil.which(name) is None for name in PROMETHEUS_BINARIES):
+        apt_install(PROMETHEUS_PACKAGES)
+    missing = [name for name in PROMETHEUS_BINARIES if shutil.which(name) is None]
+    if missing:
+        raise InstallError(f"still missing after install: {', '.join(missing)}")
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def wait_http(url: str, timeout_s: float, process: subprocess.Popen[bytes] | None = None) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise PrometheusError(f"{process.args[0]} exited {process.returncode} before {url} answered")
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except (urllib.error.URLError, OSError):
+            time.sleep(0.2)
+    raise PrometheusError(f"{url} did not answer in {timeout_s:.0f} s")
+
+
+class LocalObservability:
+    """Exporters, a target refresher thread and a Prometheus server; `with` starts and always stops them."""
+
+    def __init__(
+        self,
+        directory: Path,
+        slurm_env: Mapping[str, str],
+        *,
+        sysfs_root: Path | None = None,
+        trainer_port: int | None = None,
+        scrape_interval_seconds: int = 1,
+        partition: str = "local",
+    ) -> None:
+        self.directory = directory
+        self.slurm_env = {**os.environ, **slurm_env}
+        self.sysfs_root = sysfs_root
+        self.scrape_interval_seconds = scrape_interval_seconds
+        prometheus, node, slurm, efa, trainer = free_ports(5)
+        self.prometheus_port = prometheus
+        self.ports = ExporterPorts(node=node, slurm=slurm, efa=efa, trainer=trainer_port or trainer)
+        self.roles = {partition: Roles(efa=sysfs_root is not None)}
+        self.targets_dir = directory / "targets"
+        self._processes: list[subprocess.Popen[bytes]] = []
+        self._stop = threading.Event()
+        self._refresher: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.prometheus_port}"
+
+    def _spawn(self, name: str, argv: list[str], env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+        log = (self.directory / f"{name}.log").open("wb")
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=dict(env or os.environ))
+        self._processes.append(process)
+        return process
+
+    def refresh_targets(self) -> None:
+        write_targets(
+            self.targets_dir, discover(self.roles, self.ports, lambda argv: run_command(argv, env=self.slurm_env))
+        )
+
+    def _refresh_loop(self) -> None:
+        while not self._stop.wait(self.scrape_interval_seconds):
+            try:
+                self.refresh_targets()
+            except Exception:  # a failed refresh keeps the last targets, as on the cluster
+                continue
+
+    def start(self) -> None:
+        ensure_prometheus()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        python = sys.executable
+        address = "127.0.0.1"
+        exporters = [
+            self._spawn(
+                "node-exporter",
+                [
+                    NODE_EXPORTER,
+                    f"--web.listen-address={address}:{self.ports.node}",
+                    "--collector.disable-defaults",
+                    "--collector.cpu",
+                    "--collector.meminfo",
+                    "--collector.loadavg",
+                    "--collector.filesystem",
+                    "--collector.netdev",
+                    "--collector.diskstats",
+                ],
+            ),
+            self._spawn(
+                "slurm-exporter",
+                [
+                    python,
+                    "-m",
+                    "cluster.observability.slurm_exporter",
+                    "--address",
+                    address,
+                    "--port",
+                    str(self.ports.slurm),
+                ],
+                self.slurm_env,
+            ),
+        ]
+        if self.sysfs_root is not None:
+            exporters.append(
+                self._spawn(
+                    "efa-exporter",
+                    [
+                        python,
+                        "-m",
+                        "cluster.observability.efa_exporter",
+                        "--address",
+                        address,
+                        "--port",
+                        str(self.ports.efa),
+                        "--sysfs-root",
+                        str(self.sysfs_root),
+                    ],
+                )
+            )
+        self.refresh_targets()
+        config = render(
+            ObservabilitySpec(ports=self.ports, managed_prometheus=False),
+            cluster_name="local",
+            targets_dir=self.targets_dir,
+            slurm_exporter=f"{address}:{self.ports.slurm}",
+            head_node_exporter=f"{address}:{self.ports.node}",
+            rule_files=[RULES_FILE],
+            scrape_interval_seconds=self.scrape_interval_seconds,
+        )
+        config_path = self.directory / "prometheus.yml"
+        config_path.write_text(dump(config))
+        prometheus = self._spawn(
+            "prometheus",
+            [
+                "prometheus",
+                f"--config.file={config_path}",
+                f"--storage.tsdb.path={self.directory / 'tsdb'}",
+                f"--web.listen-address={address}:{self.prometheus_port}",
+                "--storage.tsdb.retention.time=1d",
+            ],
+        )
+        for exporter, port in zip(exporters, (self.ports.node, self.ports.slurm, self.ports.efa), strict=False):
+            wait_http(f"http://{address}:{port}/metrics", 30, exporter)
+        wait_http(f"{self.url}/-/ready", 60, prometheus)
+        self._refresher = threading.Thread(target=self._refresh_loop, name="targets", daemon=True)
+        self._refresher.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._refresher is not None:
+            self._refresher.join(timeout=10)
+        for process in reversed(self._processes):
+            if process.poll() is None:
+                process.terminate()
+        for process in self._processes:
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def __enter__(self) -> LocalObservability:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    # -- asking it ---------------------------------------------------------------------------------------------
+
+    def api(self, path: str, **params: str) -> Any:
+        url = f"{self.url}/api/v1/{path}?{urllib.parse.urlencode(params)}"
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                body = json.load(response)
+        except urllib.error.HTTPError as error:
+            body = json.load(error)
+            raise PrometheusError(f"{path} {params}: {body.get('errorType')}: {body.get('error')}") from None
+        return body["data"]
+
+    def query(self, promql: str) -> list[dict[str, Any]]:
+        return self.api("query", query=promql)["result"]
+
+    def wait_for(self, promql: str, timeout_s: float = 60.0) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            result = self.query(promql)
+            if result:
+                return result
+            time.sleep(0.5)
+        raise PrometheusError(f"no result for {promql} in {timeout_s:.0f} s")
+
+    def metric_names(self) -> set[str]:
+        return set(self.api("label/__name__/values"))

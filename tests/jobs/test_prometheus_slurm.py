@@ -1,0 +1,89 @@
+"""A real Prometheus (Debian's 2.42) scrapes the node exporter, our Slurm exporter on the local SLURM cluster, the
+EFA exporter on a fixture sysfs tree and the trainer of a 2-node job submitted through SLURM; PromQL reads back
+the trainer's tokens/s and the nodes' Slurm states, and the metric names the dashboards and alerts use."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cluster.local_slurm import LocalSlurm
+from cluster.observability.local import LocalObservability
+from tests.cluster.test_fabric_counters import bump, efa_tree
+from tests.jobs.conftest import write_job
+from tests.jobs.slurm_helpers import job_log, submit, wait_for_end
+
+pytestmark = pytest.mark.slurm
+
+
+@pytest.fixture(scope="module")
+def stack(local_slurm_session: LocalSlurm, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalObservability]:
+    local_slurm_session.reset()
+    base = tmp_path_factory.mktemp("prometheus")
+    sysfs = efa_tree(base / "sys", devices=2)
+    with LocalObservability(base / "stack", local_slurm_session.env(), sysfs_root=sysfs) as observability:
+        yield observability
+
+
+@pytest.fixture(scope="module")
+def trained(stack: LocalObservability, local_slurm_session: LocalSlurm, demo_data: str, tmp_path_factory) -> str:
+    """A 2-node FSDP job whose rank 0 serves its metrics on the stack's trainer port; returns its job id."""
+    base = tmp_path_factory.mktemp("observed-run")
+    run_dir = base / "run"
+    config = write_job(base / "tiny.yaml", train={"max_steps": 40, "log_every": 1})
+    argv = ["--backend", "fsdp", "--model", str(config), "--nodes", "2", "--data-prefix", demo_data,
+            "--run-dir", str(run_dir), "--local", "--time", "00:10:00"]  # fmt: skip
+    (job_id,) = submit(local_slurm_session, argv, env={"LLM_TRAINER_METRICS_PORT": str(stack.ports.trainer)})
+    job = wait_for_end(local_slurm_session, job_id)
+    assert (job["JobState"], job["ExitCode"]) == ("COMPLETED", "0:0"), job_log(run_dir)
+    return job_id
+
+
+def test_prometheus_holds_the_trainers_tokens_per_second_for_the_job(stack: LocalObservability, trained: str) -> None:
+    result = stack.wait_for(f'last_over_time(llm_train_tokens_per_second{{slurm_job_id="{trained}"}}[10m])', 30)
+    assert len(result) == 1 and float(result[0]["value"][1]) > 0
+    labels = result[0]["metric"]
+    assert (labels["job"], labels["node"], labels["run"]) == ("trainer", "n1", "run")
+    (step,) = stack.query(f'max_over_time(llm_train_step{{slurm_job_id="{trained}"}}[10m])')
+    assert 1 <= float(step["value"][1]) <= 40
+    (checkpoint,) = stack.query(f'max_over_time(llm_train_last_checkpoint_step{{slurm_job_id="{trained}"}}[10m])')
+    assert float(checkpoint["value"][1]) >= 10  # write_job checkpoints every 10 steps
+
+
+def test_prometheus_sees_slurm_node_states_and_a_drain_with_its_reason(
+    stack: LocalObservability, local_slurm_session: LocalSlurm
+) -> None:
+    idle = stack.wait_for('slurm_node_state{node="n1", state="idle"} == 1', 30)
+    assert idle[0]["metric"]["partition"] == "local"
+    local_slurm_session.run(["scontrol", "update", "nodename=n2", "state=drain", "reason=xid 79 on gpu 3"])
+    try:
+        drained = stack.wait_for('slurm_node_state{node="n2", state="drained"} == 1', 30)
+        assert drained[0]["metric"]["reason"] == "xid 79 on gpu 3"
+    finally:
+        local_slurm_session.resume_all()
+
+
+def test_efa_counters_and_node_exporter_are_scraped_per_slurm_node(stack: LocalObservability, tmp_path: Path) -> None:
+    assert stack.sysfs_root is not None
+    bump(stack.sysfs_root, "rdma_read_wr_err", 3, ["rdmap16s0"])
+    series = stack.wait_for(
+        'efa_hw_counter_total{node="n1", device="rdmap16s0", counter="rdma_read_wr_err", kind="error"} > 1000', 30
+    )
+    assert float(series[0]["value"][1]) == 1003
+    nodes = {item["metric"]["node"] for item in stack.wait_for('up{job="node"} == 1', 30)}
+    assert nodes == {"head", "n1", "n2"}
+    assert {item["metric"]["job"] for item in stack.query("up == 1")} >= {"node", "slurm", "efa"}
+
+
+def test_promtool_accepts_the_rendered_config_and_the_alert_rules(stack: LocalObservability) -> None:
+    for argv in (
+        ["promtool", "check", "config", str(stack.directory / "prometheus.yml")],
+        ["promtool", "check", "rules", str(Path("cluster/observability/alerts.yaml").resolve())],
+    ):
+        result = subprocess.run(argv, capture_output=True, text=True, check=False)
+        assert result.returncode == 0, result.stdout + result.stderr
+    rules = stack.api("rules")["groups"]
+    assert {rule["name"] for group in rules for rule in group["rules"]} >= {"GpuXidError", "CheckpointTooOld"}

@@ -1,0 +1,89 @@
+"""The head node's rendered Prometheus agent config (promtool's own check), Slurm output parsing, and the
+trainer's endpoint never stopping a job."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import subprocess
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cluster.observability.agent_config import AgentConfigError, dump, render
+from cluster.observability.local import ensure_prometheus
+from cluster.observability.slurm_exporter import SEPARATOR, parse_sinfo
+from cluster.observability.targets import Roles, partition_roles, target_groups
+from spec import load_spec
+from spec.observability import ExporterPorts, ObservabilitySpec
+from training.metrics.prometheus import PrometheusMetrics
+
+REMOTE_WRITE = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-0a1b2c3d-4e5f-6789-abcd-ef0123456789/api/v1/remote_write"
+
+
+def test_the_agent_config_with_sigv4_remote_write_passes_promtool_in_agent_mode(tmp_path: Path) -> None:
+    ensure_prometheus()
+    document = render(
+        ObservabilitySpec(), cluster_name="llm", targets_dir=Path("/var/lib/llm-prometheus/targets"),
+        remote_write_url=REMOTE_WRITE,
+    )  # fmt: skip
+    assert document["remote_write"][0]["sigv4"] == {"region": "us-east-1"}
+    path = tmp_path / "prometheus.yml"
+    path.write_text(dump(document))
+    result = subprocess.run(["promtool", "check", "config", "--agent", str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    jobs = [config["job_name"] for config in yaml.safe_load(path.read_text())["scrape_configs"]]
+    assert jobs == ["slurm", "node", "dcgm", "efa", "neuron", "trainer"]
+
+
+def test_a_remote_write_url_that_is_not_a_workspace_is_refused_in_one_line() -> None:
+    with pytest.raises(
+        AgentConfigError, match=r"remote-write URL 'https://example.com/x' is not https://aps-workspaces"
+    ):
+        render(ObservabilitySpec(), cluster_name="x", targets_dir=Path("/t"), remote_write_url="https://example.com/x")
+
+
+def test_sinfo_states_keep_their_flags_apart_and_powered_down_nodes_get_no_targets() -> None:
+    lines = [
+        SEPARATOR.join(("gpu-dy-p5-1", "idle~", "gpu*", "gpu-dy-p5-1", "192", "none")),
+        SEPARATOR.join(("gpu-st-p5-1", "drained*", "gpu*", "10.0.1.5", "192", "xid 79: gpu fell off the bus")),
+        SEPARATOR.join(("trn1-st-trn1-1", "allocated", "trn1", "10.0.2.9", "128", "none")),
+    ]
+    nodes = parse_sinfo("\n".join(lines))
+    assert [(n.state, n.flags, n.partition, n.reason) for n in nodes] == [
+        ("idle", "~", "gpu", ""), ("drained", "*", "gpu", "xid 79: gpu fell off the bus"), ("allocated", "", "trn1", ""),
+    ]  # fmt: skip
+    roles = partition_roles(load_spec(Path("spec/examples/trn1-neuron.yaml")))
+    roles["gpu"] = Roles(gpu=True, efa=True)
+    groups = target_groups(nodes, [], roles, ExporterPorts(), {})
+    assert [g["targets"] for g in groups["dcgm"]] == [["10.0.1.5:9400"]]
+    assert [g["targets"] for g in groups["neuron"]] == [["10.0.2.9:8000"]]
+    assert len(groups["node"]) == 2
+
+
+def test_the_trainer_endpoint_serves_its_gauges_and_a_taken_port_only_logs(caplog: pytest.LogCaptureFixture) -> None:
+    labels = {"slurm_job_id": "7", "slurm_job_name": "fsdp-run", "run": "run"}
+    metrics = PrometheusMetrics(enabled=True, port=0, address="127.0.0.1", labels=labels)
+    try:
+        assert metrics.port is not None
+        metrics.observe_step({"step": 3, "loss": 2.5, "tokens_per_s": 100.0, "mem_gib": 1.0}, world_size=2)
+        metrics.observe_checkpoint(2, 1000.0)
+        body = urllib.request.urlopen(f"http://127.0.0.1:{metrics.port}/metrics").read().decode()
+        assert 'llm_train_tokens_per_second{run="run",slurm_job_id="7",slurm_job_name="fsdp-run"} 200.0' in body
+        assert (
+            'llm_train_memory_allocated_bytes{run="run",slurm_job_id="7",slurm_job_name="fsdp-run"} 1.073741824e+09'
+            in body
+        )
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            with caplog.at_level(logging.WARNING, logger="training"):
+                second = PrometheusMetrics(
+                    enabled=True, port=taken.getsockname()[1], address="127.0.0.1", labels=labels
+                )
+            assert second.port is None and "training goes on without it" in caplog.text
+            second.observe_step({"step": 1, "loss": 1.0, "tokens_per_s": 1.0}, world_size=1)
+    finally:
+        metrics.close()

@@ -136,6 +136,7 @@ class LocalObservability:
                     "--collector.filesystem",
                     "--collector.netdev",
                     "--collector.diskstats",
+                    "--collector.uname",
                 ],
             ),
             self._spawn(

@@ -4,19 +4,24 @@ the trainer's tokens/s and the nodes' Slurm states, and the metric names the das
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from cluster.local_slurm import LocalSlurm
+from cluster.observability.agent_config import RULES_FILE
+from cluster.observability.dashboards import DASHBOARDS, DIRECTORY, expressions, instantiate, metric_names
 from cluster.observability.local import LocalObservability
 from tests.cluster.test_fabric_counters import bump, efa_tree
 from tests.jobs.conftest import write_job
 from tests.jobs.slurm_helpers import job_log, submit, wait_for_end
 
 pytestmark = pytest.mark.slurm
+UPSTREAM = Path(__file__).resolve().parents[2] / "cluster" / "observability" / "upstream_metrics.json"
 
 
 @pytest.fixture(scope="module")
@@ -87,3 +92,35 @@ def test_promtool_accepts_the_rendered_config_and_the_alert_rules(stack: LocalOb
         assert result.returncode == 0, result.stdout + result.stderr
     rules = stack.api("rules")["groups"]
     assert {rule["name"] for group in rules for rule in group["rules"]} >= {"GpuXidError", "CheckpointTooOld"}
+
+
+def _upstream_names() -> set[str]:
+    facts = json.loads(UPSTREAM.read_text())
+    return {name for key, entry in facts.items() if not key.startswith("_") for name in entry["metrics"]}
+
+
+def test_dashboards_are_current_grafana_json_whose_queries_parse_and_name_only_scraped_metrics(
+    stack: LocalObservability, trained: str
+) -> None:
+    scraped = stack.metric_names()
+    known = scraped | _upstream_names()
+    for name, build in DASHBOARDS.items():
+        dashboard = build()
+        committed = json.loads((DIRECTORY / f"{name}.json").read_text())
+        assert committed == dashboard, f"{name}.json is stale: python -m cluster.observability.dashboards"
+        assert {"uid", "title", "panels", "schemaVersion", "templating"} <= dashboard.keys()
+        for panel in dashboard["panels"]:
+            assert {"id", "type", "title", "gridPos", "datasource", "targets"} <= panel.keys()
+        for expr in expressions(dashboard):
+            stack.query(instantiate(expr))  # Prometheus' own parser: a syntax error is a 400 and raises
+            assert metric_names(expr) <= known, (name, expr, metric_names(expr) - known)
+    ours = {name for build in DASHBOARDS.values() for e in expressions(build()) for name in metric_names(e)}
+    assert ours - _upstream_names() <= scraped and "llm_train_tokens_per_second" in scraped
+
+
+def test_alert_rules_name_only_scraped_or_recorded_metrics(stack: LocalObservability) -> None:
+    known = stack.metric_names() | _upstream_names()
+    rules = yaml.safe_load(RULES_FILE.read_text())
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            assert metric_names(rule["expr"]) <= known, (rule["alert"], metric_names(rule["expr"]) - known)

@@ -53,12 +53,14 @@ demo: setup
 	test -f build/data/demo_text_document.idx || $(PY) -m training.prepare --demo-corpus --output-prefix build/data/demo
 	rm -rf $(DEMO_RUN) $(DEMO_RUN).fsdp.sbatch
 	# A real two-node SLURM cluster on this host; the job is submitted as on the head node; stopped on any exit.
+	# A local Prometheus (Debian's) scrapes the exporters and the trainer meanwhile and prints what it holds.
 	set -eo pipefail; export SLURM_CONF=$(CURDIR)/.local-slurm/slurm.conf; \
 	trap '$(PY) -m cluster.local_slurm down' EXIT; \
 	$(PY) -m cluster.local_slurm up; \
-	job=$$($(PY) -m training.submit --backend fsdp --model training/configs/tiny.yaml --nodes 2 \
-	  --data-prefix build/data/demo_text_document --run-dir $(DEMO_RUN) --local | cut -d' ' -f1); \
-	$(PY) -m training.launch.follow --job $$job --run-dir $(DEMO_RUN)
+	$(PY) -m cluster.observability.local watch --dir build/demo-prometheus -- bash -c \
+	  'set -eo pipefail; job=$$($(PY) -m training.submit --backend fsdp --model training/configs/tiny.yaml --nodes 2 \
+	    --data-prefix build/data/demo_text_document --run-dir $(DEMO_RUN) --local | cut -d" " -f1); \
+	  $(PY) -m training.launch.follow --job $$job --run-dir $(DEMO_RUN)'
 
 # Evaluates the synthesized policies (IAM engine, every case and every mutant) for reviewers.
 policy-report: synth

@@ -249,3 +249,72 @@ class LocalObservability:
 
     def metric_names(self) -> set[str]:
         return set(self.api("label/__name__/values"))
+
+
+# -- `python -m cluster.observability.local watch --dir DIR -- COMMAND...` (make demo) ----------------------------
+
+SUMMARY_QUERIES = (
+    "llm_train_tokens_per_second",
+    "llm_train_loss",
+    "llm_train_mfu_ratio",
+    "llm_train_step",
+    "llm_train_last_checkpoint_step",
+)
+
+
+def _labels(metric: Mapping[str, str]) -> str:
+    shown = {key: value for key, value in metric.items() if key in ("slurm_job_id", "run", "node", "state")}
+    return "{" + ", ".join(f'{key}="{value}"' for key, value in sorted(shown.items())) + "}"
+
+
+def summarize(stack: LocalObservability, window: str = "1h") -> list[str]:
+    """What the local Prometheus holds for the job(s) it scraped: last value and mean over the run."""
+    lines = [
+        f"metrics: a Prometheus on this host scraped the job ({stack.url}; config {stack.directory / 'prometheus.yml'})"
+    ]
+    for name in SUMMARY_QUERIES:
+        last = stack.query(f"last_over_time({name}[{window}])")
+        mean = {
+            tuple(sorted(item["metric"].items())): item["value"][1]
+            for item in stack.query(f"avg_over_time({name}[{window}])")
+        }
+        for item in last:
+            key = tuple(sorted(item["metric"].items()))
+            value = float(item["value"][1])
+            lines.append(f"  {name}{_labels(item['metric'])}  last {value:.6g}  mean {float(mean.get(key, 'nan')):.6g}")
+    for item in stack.query('slurm_node_state{partition="local"} == 1'):
+        lines.append(f"  slurm_node_state{_labels(item['metric'])}  1")
+    lines.append(
+        f'  query it yourself while it runs: curl -s {stack.url}/api/v1/query --data-urlencode "query=llm_train_tokens_per_second"'
+    )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m cluster.observability.local", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    watch = sub.add_parser("watch", help="run COMMAND (a job through the local SLURM) under a local Prometheus")
+    watch.add_argument("--dir", type=Path, required=True, help="Prometheus config, TSDB and logs (emptied first)")
+    watch.add_argument("--scrape-interval", type=int, default=2)
+    watch.add_argument("argv", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    args = parser.parse_args(argv)
+    command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if not command:
+        parser.error("watch needs a command after --")
+    shutil.rmtree(args.dir, ignore_errors=True)
+    try:
+        with LocalObservability(args.dir, {}, scrape_interval_seconds=args.scrape_interval) as stack:
+            env = {**os.environ, "LLM_TRAINER_METRICS_PORT": str(stack.ports.trainer)}
+            status = subprocess.run(command, env=env, check=False).returncode
+            time.sleep(args.scrape_interval)  # one more scrape of the node and Slurm exporters
+            print("\n".join(summarize(stack)), flush=True)
+    except (PrometheusError, InstallError) as error:
+        print(f"metrics: {error}", file=sys.stderr)
+        return 1
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -5,7 +5,9 @@ the trainer's tokens/s and the nodes' Slurm states, and the metric names the das
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -124,3 +126,27 @@ def test_alert_rules_name_only_scraped_or_recorded_metrics(stack: LocalObservabi
     for group in rules["groups"]:
         for rule in group["rules"]:
             assert metric_names(rule["expr"]) <= known, (rule["alert"], metric_names(rule["expr"]) - known)
+
+
+def test_the_demo_watch_command_runs_a_job_under_prometheus_and_prints_its_metrics(
+    local_slurm_session: LocalSlurm, demo_data: str, tmp_path: Path
+) -> None:
+    """What `make demo` ends with: the Prometheus query result for the job it ran."""
+    local_slurm_session.reset()
+    config = write_job(tmp_path / "tiny.yaml", train={"max_steps": 20, "log_every": 1})
+    run_dir = tmp_path / "demo"
+    job = (
+        f"job=$({sys.executable} -m training.submit --backend fsdp --model {config} --nodes 2 --data-prefix {demo_data}"
+        f" --run-dir {run_dir} --local | cut -d' ' -f1) && {sys.executable} -m training.launch.follow --job $job"
+        f" --run-dir {run_dir} > {tmp_path / 'follow.log'}"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "cluster.observability.local", "watch", "--dir", str(tmp_path / "prom"), "--", "bash",
+         "-c", job],
+        capture_output=True, text=True, env={**os.environ, **local_slurm_session.env()}, timeout=300, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr + (tmp_path / "follow.log").read_text()
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("metrics: a Prometheus on this host scraped the job") for line in lines), result.stdout
+    tokens = [line for line in lines if "llm_train_tokens_per_second" in line]
+    assert tokens and 'run="demo"' in tokens[0] and float(tokens[0].split("last ")[1].split()[0]) > 0, result.stdout

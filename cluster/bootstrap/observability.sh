@@ -49,6 +49,11 @@ spec="$release/deployment.yaml"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 units() { (cd "$release" && "$python" -E -m cluster.observability.units --spec "$spec" --role "$role" --release "$release" "$@"); }
+read -r enabled _ < <(units --print-settings)
+if [[ "$enabled" != true ]]; then
+	log "cluster.observability.enabled is false in $spec: nothing to do"
+	exit 0
+fi
 
 # ---- 1. the pinned binaries, checked against the manifest ------------------------------------------------
 # An entry without a pinned sha256 is skipped with a warning (its unit is not written), never installed unchecked.
@@ -60,13 +65,15 @@ while read -r name version file sha256 binary use; do
 		log "WARNING: $name $version has no sha256 in cluster/observability/binaries.json: not installed (pin it)"
 		continue
 	fi
+	fetched=true
 	case "$binaries" in
-	s3://*) "$AWS" s3 cp --only-show-errors "${binaries%/}/$file" "$work/$file" || die "cannot copy ${binaries%/}/$file" ;;
-	*)
-		[[ -f "$binaries/$file" ]] || die "$binaries/$file not found (make observability-binaries stages it)"
-		cp "$binaries/$file" "$work/$file"
-		;;
+	s3://*) "$AWS" s3 cp --only-show-errors "${binaries%/}/$file" "$work/$file" 2>/dev/null || fetched=false ;;
+	*) cp "$binaries/$file" "$work/$file" 2>/dev/null || fetched=false ;;
 	esac
+	if [[ "$fetched" == false ]]; then
+		log "WARNING: ${binaries%/}/$file not found: $name not installed (make observability-binaries stages it)"
+		continue
+	fi
 	echo "$sha256  $work/$file" | sha256sum --check --quiet --status ||
 		die "$file: sha256 $(sha256sum "$work/$file" | cut -d' ' -f1) is not the pinned $sha256"
 	if [[ -n "$stage" ]]; then
@@ -86,7 +93,7 @@ done < <(units --print-binaries)
 url=""
 if [[ "$role" == head ]]; then
 	install -d -m 0755 "$NODE_ROOT/etc/llm-prometheus" "$NODE_ROOT/var/lib/llm-prometheus/targets"
-	read -r parameter region < <(units --print-remote-write-parameter)
+	read -r _ parameter region < <(units --print-settings)
 	url="$("$AWS" ssm get-parameter --region "$region" --name "$parameter" --query Parameter.Value --output text 2>/dev/null || true)"
 	if [[ -z "$url" || "$url" == None ]]; then
 		log "no remote-write URL in SSM parameter $parameter: exporters only, no agent (cluster.observability.managed_prometheus)"

@@ -116,13 +116,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--efa", choices=("true", "false"), default="false")
     parser.add_argument("--out", type=Path, help="directory for the unit files")
     parser.add_argument("--print-binaries", action="store_true", help="print the manifest entries this role needs")
-    parser.add_argument("--print-remote-write-parameter", action="store_true")
+    parser.add_argument("--print-settings", action="store_true", help="print: enabled parameter region")
     parser.add_argument("--installed", default=None, help="comma-separated manifest names installed (default: all)")
     parser.add_argument("--remote-write", choices=("true", "false"), default="true")
     args = parser.parse_args(argv)
     spec = load_spec(args.spec)
-    if args.print_remote_write_parameter:
-        print(f"{remote_write_parameter(spec.name)} {spec.region}")
+    if args.print_settings:
+        enabled = "true" if spec.cluster.observability.enabled else "false"
+        print(f"{enabled} {remote_write_parameter(spec.name)} {spec.region}")
         return
     if args.print_binaries:
         for name, entry in manifest(Path(os.environ.get("OBSERVABILITY_MANIFEST", MANIFEST))).items():

@@ -126,3 +126,31 @@ def test_trn1_nodes_pipe_neuron_monitor_into_the_neuron_tools_prometheus_script(
     assert result.returncode == 0, result.stderr
     unit = (node["root"] / "etc/systemd/system/llm-neuron-monitor.service").read_text()
     assert "/opt/aws/neuron/bin/neuron-monitor | /opt/aws/neuron/bin/neuron-monitor-prometheus.py --port 8000" in unit
+
+
+def test_gpu_node_starts_its_exporters_from_the_release_and_binaries_the_head_node_staged(
+    node: dict[str, Path], tmp_path: Path
+) -> None:
+    """No new OnNodeConfigured argument: gpu_node.sh finds observability.sh in the release on --shared-dir."""
+    from tests.cluster.test_bootstrap import GPU_ARGS, fixture_node, run
+
+    shared = node["tmp"] / "fsx"
+    staged = shared / "llm-training.observability"
+    staged.mkdir()
+    for path in node["binaries"].iterdir():
+        (staged / path.name).write_bytes(path.read_bytes())
+    env = fixture_node(tmp_path / "gpu", efa=32, gpus=8)
+    env.update(
+        SYSTEMCTL=str(node["bin"] / "systemctl"), AWS=str(node["bin"] / "aws"),
+        OBSERVABILITY_MANIFEST=str(node["tmp"] / "manifest.json"),
+    )  # fmt: skip
+    result = run("gpu_node.sh", [*GPU_ARGS, "--shared-dir", str(shared)], env)
+    assert result.returncode == 0, result.stderr
+    units = sorted(p.name for p in (tmp_path / "gpu" / "root" / "etc" / "systemd" / "system").iterdir())
+    assert units == ["llm-efa-exporter.service", "llm-node-exporter.service"]
+
+
+def test_head_node_runs_the_metrics_setup_after_laying_out_the_release_only_where_systemd_runs() -> None:
+    script = (REPO / "cluster" / "bootstrap" / "head_node.sh").read_text()
+    assert '--role head --release "$dest" --binaries "${wheelhouse%/}/observability"' in script
+    assert "/run/systemd/system" in script

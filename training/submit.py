@@ -124,10 +124,14 @@ def _positive(value: int | None, option: str) -> None:
         raise SubmitError(f"{option}: {value} must be at least 1")
 
 
-def _load_job(args: argparse.Namespace, data_prefix: str) -> JobConfig:
+def _load_job(args: argparse.Namespace, data_prefix: str, metrics_port: int | None = None) -> JobConfig:
+    """The job config with the command line's overrides; on a cluster, rank 0's metrics endpoint listens on the
+    spec's cluster.observability.ports.trainer (None: observability off), where the head node's agent scrapes."""
     try:
         job = load_job_config(args.model)
         overrides: dict[str, Any] = {"data.prefix": data_prefix}
+        if not args.local:
+            overrides["metrics.prometheus_port"] = metrics_port
         if args.max_steps is not None:
             overrides["train.max_steps"] = args.max_steps
         if args.checkpoint_every is not None:
@@ -193,6 +197,7 @@ def render(args: argparse.Namespace, command_line: str) -> Rendered:
             f"--local: --backend {args.backend} needs GPU or Trainium nodes; render it for a spec queue and pass "
             "--partition to send the script elsewhere"
         )
+    metrics_port = None
     if args.local:
         target = local_target()
     else:
@@ -202,12 +207,14 @@ def render(args: argparse.Namespace, command_line: str) -> Rendered:
         except SpecError as error:
             raise SubmitError(f"--spec: {str(error).splitlines()[0]}") from None
         target = resolve_target(spec, args.backend, args.queue, args.partition)
+        observability = spec.cluster.observability
+        metrics_port = observability.ports.trainer if observability.enabled else None
     if args.partition and args.local:
         target = dataclasses.replace(target, partition=args.partition)
 
     data_prefix = str(Path(args.data_prefix).resolve())
     _check_data(data_prefix)
-    job = _load_job(args, data_prefix)
+    job = _load_job(args, data_prefix, metrics_port)
     manifest = _dataset_manifest(data_prefix)
     model = _model_args(job, manifest)
     model_name = job.model.name or str(job.model.hf_checkpoint)

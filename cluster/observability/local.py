@@ -83,7 +83,7 @@ class LocalObservability:
         scrape_interval_seconds: int = 1,
         partition: str = "local",
     ) -> None:
-        self.directory = directory
+        self.directory = directory.resolve()  # Prometheus reads file_sd paths relative to its config file
         self.slurm_env = {**os.environ, **slurm_env}
         self.sysfs_root = sysfs_root
         self.scrape_interval_seconds = scrape_interval_seconds
@@ -91,7 +91,7 @@ class LocalObservability:
         self.prometheus_port = prometheus
         self.ports = ExporterPorts(node=node, slurm=slurm, efa=efa, trainer=trainer_port or trainer)
         self.roles = {partition: Roles(efa=sysfs_root is not None)}
-        self.targets_dir = directory / "targets"
+        self.targets_dir = self.directory / "targets"
         self._processes: list[subprocess.Popen[bytes]] = []
         self._stop = threading.Event()
         self._refresher: threading.Thread | None = None
@@ -115,8 +115,9 @@ class LocalObservability:
         while not self._stop.wait(self.scrape_interval_seconds):
             try:
                 self.refresh_targets()
-            except Exception:  # a failed refresh keeps the last targets, as on the cluster
-                continue
+            except Exception as error:  # a failed refresh keeps the last targets, as on the cluster
+                with (self.directory / "targets.log").open("a") as log:
+                    log.write(f"{time.strftime('%H:%M:%S')} targets not refreshed: {error!r}\n")
 
     def start(self) -> None:
         ensure_prometheus()
@@ -247,6 +248,9 @@ class LocalObservability:
             time.sleep(0.5)
         raise PrometheusError(f"no result for {promql} in {timeout_s:.0f} s")
 
+    def query_range(self, promql: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
+        return self.api("query_range", query=promql, start=str(start), end=str(end), step=str(step))["result"]
+
     def metric_names(self) -> set[str]:
         return set(self.api("label/__name__/values"))
 
@@ -267,6 +271,11 @@ def _labels(metric: Mapping[str, str]) -> str:
     return "{" + ", ".join(f'{key}="{value}"' for key, value in sorted(shown.items())) + "}"
 
 
+def _key(metric: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """Series identity without the name (last_over_time keeps __name__, avg_over_time drops it)."""
+    return tuple(sorted((k, v) for k, v in metric.items() if k != "__name__"))
+
+
 def summarize(stack: LocalObservability, window: str = "1h") -> list[str]:
     """What the local Prometheus holds for the job(s) it scraped: last value and mean over the run."""
     lines = [
@@ -274,12 +283,9 @@ def summarize(stack: LocalObservability, window: str = "1h") -> list[str]:
     ]
     for name in SUMMARY_QUERIES:
         last = stack.query(f"last_over_time({name}[{window}])")
-        mean = {
-            tuple(sorted(item["metric"].items())): item["value"][1]
-            for item in stack.query(f"avg_over_time({name}[{window}])")
-        }
+        mean = {_key(item["metric"]): item["value"][1] for item in stack.query(f"avg_over_time({name}[{window}])")}
         for item in last:
-            key = tuple(sorted(item["metric"].items()))
+            key = _key(item["metric"])
             value = float(item["value"][1])
             lines.append(f"  {name}{_labels(item['metric'])}  last {value:.6g}  mean {float(mean.get(key, 'nan')):.6g}")
     for item in stack.query('slurm_node_state{partition="local"} == 1'):
@@ -290,6 +296,33 @@ def summarize(stack: LocalObservability, window: str = "1h") -> list[str]:
     return lines
 
 
+def fixture_sysfs(root: Path, devices: int = 2) -> Path:
+    """A made-up /sys with EFA devices (for pictures and demos only: the tests use their own fixture trees)."""
+    from cluster.fabric.counters import ERROR_COUNTERS, RETRANSMIT_COUNTERS, RX_BYTES, TX_BYTES
+
+    for index in range(devices):
+        device = root / "class" / "infiniband" / f"rdmap{16 + index}s0"
+        for level, names in (
+            ("ports/1/hw_counters", (TX_BYTES, RX_BYTES, *RETRANSMIT_COUNTERS)),
+            ("hw_counters", ERROR_COUNTERS),
+        ):
+            (device / level).mkdir(parents=True, exist_ok=True)
+            for name in names:
+                (device / level / name).write_text("0\n")
+    return root
+
+
+def _grow(sysfs: Path, stop: threading.Event) -> None:
+    """Traffic on the fixture devices: bytes every second, a retransmit now and then."""
+    tick = 0
+    while not stop.wait(1.0):
+        tick += 1
+        for device in sorted((sysfs / "class" / "infiniband").iterdir()):
+            for name, amount in (("tx_bytes", 3 << 28), ("rx_bytes", 3 << 28), ("retrans_pkts", tick % 7 == 0)):
+                path = device / "ports" / "1" / "hw_counters" / name
+                path.write_text(f"{int(path.read_text()) + int(amount)}\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -298,18 +331,34 @@ def main(argv: list[str] | None = None) -> int:
     watch = sub.add_parser("watch", help="run COMMAND (a job through the local SLURM) under a local Prometheus")
     watch.add_argument("--dir", type=Path, required=True, help="Prometheus config, TSDB and logs (emptied first)")
     watch.add_argument("--scrape-interval", type=int, default=2)
+    watch.add_argument(
+        "--efa-fixture", action="store_true", help="an EFA exporter on a made-up sysfs tree whose counters grow"
+    )
+    watch.add_argument("--screenshots", type=Path, help="draw the dashboards into DIR/dashboard-<name>.png at the end")
     watch.add_argument("argv", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     args = parser.parse_args(argv)
     command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     if not command:
         parser.error("watch needs a command after --")
     shutil.rmtree(args.dir, ignore_errors=True)
+    sysfs = fixture_sysfs(args.dir / "sys") if args.efa_fixture else None
+    started = time.time()
     try:
-        with LocalObservability(args.dir, {}, scrape_interval_seconds=args.scrape_interval) as stack:
+        with LocalObservability(args.dir, {}, sysfs_root=sysfs, scrape_interval_seconds=args.scrape_interval) as stack:
             env = {**os.environ, "LLM_TRAINER_METRICS_PORT": str(stack.ports.trainer)}
+            traffic = threading.Thread(target=_grow, args=(sysfs, stack._stop), daemon=True) if sysfs else None
+            if traffic is not None:
+                traffic.start()
             status = subprocess.run(command, env=env, check=False).returncode
             time.sleep(args.scrape_interval)  # one more scrape of the node and Slurm exporters
             print("\n".join(summarize(stack)), flush=True)
+            if args.screenshots is not None:
+                from cluster.observability.dashboards import DASHBOARDS
+                from cluster.observability.screenshots import render
+
+                for name, build in DASHBOARDS.items():
+                    path = args.screenshots / f"dashboard-{name}.png"
+                    print(f"metrics: {render(build(), stack.query_range, started, time.time(), path)}")
     except (PrometheusError, InstallError) as error:
         print(f"metrics: {error}", file=sys.stderr)
         return 1

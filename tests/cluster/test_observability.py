@@ -68,6 +68,8 @@ def test_the_trainer_endpoint_serves_its_gauges_and_a_taken_port_only_logs(caplo
     metrics = PrometheusMetrics(enabled=True, port=0, address="127.0.0.1", labels=labels)
     try:
         assert metrics.port is not None
+        before = urllib.request.urlopen(f"http://127.0.0.1:{metrics.port}/metrics").read().decode()
+        assert "llm_train_last_checkpoint_step{" not in before  # no checkpoint yet: no series, not a 0
         metrics.observe_step({"step": 3, "loss": 2.5, "tokens_per_s": 100.0, "mem_gib": 1.0}, world_size=2)
         metrics.observe_checkpoint(2, 1000.0)
         body = urllib.request.urlopen(f"http://127.0.0.1:{metrics.port}/metrics").read().decode()

@@ -23,7 +23,8 @@ from tests.jobs.conftest import write_job
 from tests.jobs.slurm_helpers import job_log, submit, wait_for_end
 
 pytestmark = pytest.mark.slurm
-UPSTREAM = Path(__file__).resolve().parents[2] / "cluster" / "observability" / "upstream_metrics.json"
+REPO = Path(__file__).resolve().parents[2]
+UPSTREAM = REPO / "cluster" / "observability" / "upstream_metrics.json"
 
 
 @pytest.fixture(scope="module")
@@ -140,13 +141,15 @@ def test_the_demo_watch_command_runs_a_job_under_prometheus_and_prints_its_metri
         f" --run-dir {run_dir} --local | cut -d' ' -f1) && {sys.executable} -m training.launch.follow --job $job"
         f" --run-dir {run_dir} > {tmp_path / 'follow.log'}"
     )
+    # A relative --dir, as make demo passes it: the file_sd paths in the config must still resolve.
+    env = {**os.environ, **local_slurm_session.env(), "PYTHONPATH": str(REPO)}
     result = subprocess.run(
-        [sys.executable, "-m", "cluster.observability.local", "watch", "--dir", str(tmp_path / "prom"), "--", "bash",
-         "-c", job],
-        capture_output=True, text=True, env={**os.environ, **local_slurm_session.env()}, timeout=300, check=False,
+        [sys.executable, "-m", "cluster.observability.local", "watch", "--dir", "prom", "--", "bash", "-c", job],
+        capture_output=True, text=True, env=env, timeout=300, check=False, cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr + (tmp_path / "follow.log").read_text()
     lines = result.stdout.splitlines()
     assert any(line.startswith("metrics: a Prometheus on this host scraped the job") for line in lines), result.stdout
     tokens = [line for line in lines if "llm_train_tokens_per_second" in line]
     assert tokens and 'run="demo"' in tokens[0] and float(tokens[0].split("last ")[1].split()[0]) > 0, result.stdout
+    assert float(tokens[0].split("mean ")[1]) > 0, result.stdout

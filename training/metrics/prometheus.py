@@ -70,15 +70,16 @@ class PrometheusMetrics:
         self._world = Gauge("llm_train_world_size", "Ranks in the job.", LABELS, registry=self.registry).labels(
             **self._labels
         )
+        # Labelled on the first checkpoint: before it there is no series rather than a misleading 0.
         self._checkpoint_step = Gauge(
             "llm_train_last_checkpoint_step", "Step of the last committed checkpoint.", LABELS, registry=self.registry
-        ).labels(**self._labels)
+        )
         self._checkpoint_time = Gauge(
             "llm_train_last_checkpoint_timestamp_seconds",
             "Unix time the last checkpoint was committed (or, after a resume, when the resumed one was).",
             LABELS,
             registry=self.registry,
-        ).labels(**self._labels)
+        )
         self._checkpoint_age = Gauge(
             "llm_train_checkpoint_age_seconds",
             "Seconds since the last committed checkpoint, computed at scrape time.",
@@ -112,8 +113,8 @@ class PrometheusMetrics:
         self._world.set(world_size)
 
     def observe_checkpoint(self, step: int, committed_at: float) -> None:
-        self._checkpoint_step.set(step)
-        self._checkpoint_time.set(committed_at)
+        self._checkpoint_step.labels(**self._labels).set(step)
+        self._checkpoint_time.labels(**self._labels).set(committed_at)
         self._last_checkpoint = committed_at
 
     def close(self) -> None:

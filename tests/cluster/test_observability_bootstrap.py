@@ -154,3 +154,23 @@ def test_head_node_runs_the_metrics_setup_after_laying_out_the_release_only_wher
     script = (REPO / "cluster" / "bootstrap" / "head_node.sh").read_text()
     assert '--role head --release "$dest" --binaries "${wheelhouse%/}/observability"' in script
     assert "/run/systemd/system" in script
+
+
+def test_staging_refuses_a_file_that_is_not_the_pinned_one_and_reports_unpinned_entries(tmp_path: Path) -> None:
+    from cluster.observability.fetch_binaries import stage
+
+    upstream = tmp_path / "upstream"
+    upstream.mkdir()
+    good = _tarball(upstream / "good.tar.gz", "good/bin")
+    _tarball(upstream / "bad.tar.gz", "bad/bin")
+    _tarball(upstream / "new.tar.gz", "new/bin")
+    entries = {
+        "good": {"version": "1", "url": (upstream / "good.tar.gz").as_uri(), "sha256": good, "binary": "good/bin"},
+        "bad": {"version": "2", "url": (upstream / "bad.tar.gz").as_uri(), "sha256": "0" * 64, "binary": "bad/bin"},
+        "new": {"version": "3", "url": (upstream / "new.tar.gz").as_uri(), "sha256": None, "binary": "new/bin"},
+    }
+    (tmp_path / "manifest.json").write_text(json.dumps(entries))
+    staged, problems = stage(tmp_path / "out", tmp_path / "manifest.json")
+    assert staged == ["good.tar.gz"] and sorted(p.name for p in (tmp_path / "out").iterdir()) == ["good.tar.gz"]
+    assert problems[0].startswith("bad 2: sha256 ") and problems[0].endswith(f"is not the pinned {'0' * 64}")
+    assert problems[1].startswith("new 3: not pinned; measured sha256 ")

@@ -1,12 +1,8 @@
-"""The head node's rendered Prometheus agent config (promtool's own check), Slurm output parsing, and the
-trainer's endpoint never stopping a job."""
+"""The head node's rendered Prometheus agent config (promtool's own check) and Slurm output parsing."""
 
 from __future__ import annotations
 
-import logging
-import socket
 import subprocess
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -18,7 +14,6 @@ from cluster.observability.slurm_exporter import SEPARATOR, parse_sinfo
 from cluster.observability.targets import Roles, partition_roles, target_groups
 from spec import load_spec
 from spec.observability import ExporterPorts, ObservabilitySpec
-from training.metrics.prometheus import PrometheusMetrics
 
 REMOTE_WRITE = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-0a1b2c3d-4e5f-6789-abcd-ef0123456789/api/v1/remote_write"
 
@@ -61,31 +56,3 @@ def test_sinfo_states_keep_their_flags_apart_and_powered_down_nodes_get_no_targe
     assert [g["targets"] for g in groups["dcgm"]] == [["10.0.1.5:9400"]]
     assert [g["targets"] for g in groups["neuron"]] == [["10.0.2.9:8000"]]
     assert len(groups["node"]) == 2
-
-
-def test_the_trainer_endpoint_serves_its_gauges_and_a_taken_port_only_logs(caplog: pytest.LogCaptureFixture) -> None:
-    labels = {"slurm_job_id": "7", "slurm_job_name": "fsdp-run", "run": "run"}
-    metrics = PrometheusMetrics(enabled=True, port=0, address="127.0.0.1", labels=labels)
-    try:
-        assert metrics.port is not None
-        before = urllib.request.urlopen(f"http://127.0.0.1:{metrics.port}/metrics").read().decode()
-        assert "llm_train_last_checkpoint_step{" not in before  # no checkpoint yet: no series, not a 0
-        metrics.observe_step({"step": 3, "loss": 2.5, "tokens_per_s": 100.0, "mem_gib": 1.0}, world_size=2)
-        metrics.observe_checkpoint(2, 1000.0)
-        body = urllib.request.urlopen(f"http://127.0.0.1:{metrics.port}/metrics").read().decode()
-        assert 'llm_train_tokens_per_second{run="run",slurm_job_id="7",slurm_job_name="fsdp-run"} 200.0' in body
-        assert (
-            'llm_train_memory_allocated_bytes{run="run",slurm_job_id="7",slurm_job_name="fsdp-run"} 1.073741824e+09'
-            in body
-        )
-        with socket.socket() as taken:
-            taken.bind(("127.0.0.1", 0))
-            taken.listen()
-            with caplog.at_level(logging.WARNING, logger="training"):
-                second = PrometheusMetrics(
-                    enabled=True, port=taken.getsockname()[1], address="127.0.0.1", labels=labels
-                )
-            assert second.port is None and "training goes on without it" in caplog.text
-            second.observe_step({"step": 1, "loss": 1.0, "tokens_per_s": 1.0}, world_size=1)
-    finally:
-        metrics.close()

@@ -150,12 +150,6 @@ def test_gpu_node_starts_its_exporters_from_the_release_and_binaries_the_head_no
     assert units == ["llm-efa-exporter.service", "llm-node-exporter.service"]
 
 
-def test_head_node_runs_the_metrics_setup_after_laying_out_the_release_only_where_systemd_runs() -> None:
-    script = (REPO / "cluster" / "bootstrap" / "head_node.sh").read_text()
-    assert '--role head --release "$dest" --binaries "${wheelhouse%/}/observability"' in script
-    assert "/run/systemd/system" in script
-
-
 def test_staging_refuses_a_file_that_is_not_the_pinned_one_and_reports_unpinned_entries(tmp_path: Path) -> None:
     from cluster.observability.fetch_binaries import stage
 

@@ -191,6 +191,7 @@ class LocalObservability:
                 f"--storage.tsdb.path={self.directory / 'tsdb'}",
                 f"--web.listen-address={address}:{self.prometheus_port}",
                 "--storage.tsdb.retention.time=1d",
+                "--web.enable-remote-write-receiver",  # stands for AMP in the agent test
             ],
         )
         for exporter, port in zip(exporters, (self.ports.node, self.ports.slurm, self.ports.efa), strict=False):

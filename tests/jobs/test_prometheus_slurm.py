@@ -15,15 +15,17 @@ import pytest
 import yaml
 
 from cluster.local_slurm import LocalSlurm
-from cluster.observability.agent_config import RULES_FILE
+from cluster.observability.agent_config import RULES_FILE, dump, render
 from cluster.observability.dashboards import DASHBOARDS, DIRECTORY, expressions, instantiate, metric_names
-from cluster.observability.local import LocalObservability
+from cluster.observability.local import LocalObservability, free_ports
+from spec.observability import ObservabilitySpec
 from tests.cluster.test_fabric_counters import bump, efa_tree
 from tests.jobs.conftest import write_job
 from tests.jobs.slurm_helpers import job_log, submit, wait_for_end
 
 pytestmark = pytest.mark.slurm
 REPO = Path(__file__).resolve().parents[2]
+AMP_URL = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-12345678-abcd-ef01-2345-6789abcdef01/api/v1/remote_write"
 UPSTREAM = REPO / "cluster" / "observability" / "upstream_metrics.json"
 
 
@@ -153,3 +155,34 @@ def test_the_demo_watch_command_runs_a_job_under_prometheus_and_prints_its_metri
     tokens = [line for line in lines if "llm_train_tokens_per_second" in line]
     assert tokens and 'run="demo"' in tokens[0] and float(tokens[0].split("last ")[1].split()[0]) > 0, result.stdout
     assert float(tokens[0].split("mean ")[1]) > 0, result.stdout
+
+
+def test_the_agent_config_remote_writes_with_sigv4_from_a_real_prometheus_agent(
+    stack: LocalObservability, tmp_path: Path
+) -> None:
+    """The head node's config, run by Prometheus itself in agent mode: it scrapes the exporters and its SigV4-signed
+    remote writes (credentials made up; signing is client-side) land in the stack's server, standing for AMP."""
+    document = render(
+        ObservabilitySpec(ports=stack.ports), cluster_name="agent-test", targets_dir=stack.targets_dir,
+        slurm_exporter=f"127.0.0.1:{stack.ports.slurm}", head_node_exporter=f"127.0.0.1:{stack.ports.node}",
+        remote_write_url=AMP_URL, scrape_interval_seconds=1,
+    )  # fmt: skip
+    assert document["remote_write"][0]["sigv4"] == {"region": "us-east-1"}
+    document["remote_write"][0]["url"] = f"{stack.url}/api/v1/write"  # everything else as rendered
+    config = tmp_path / "agent.yml"
+    config.write_text(dump(document))
+    (port,) = free_ports(1)
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "AKIAEXAMPLEEXAMPLE00", "AWS_SECRET_ACCESS_KEY": "example/secret"}
+    with (tmp_path / "agent.log").open("wb") as log:
+        agent = subprocess.Popen(
+            ["prometheus", "--enable-feature=agent", f"--config.file={config}",
+             f"--storage.agent.path={tmp_path / 'wal'}", f"--web.listen-address=127.0.0.1:{port}"],
+            stdout=log, stderr=subprocess.STDOUT, env=env,
+        )  # fmt: skip
+    try:
+        written = stack.wait_for('slurm_up{cluster="agent-test"} == 1', 60)
+        assert written[0]["metric"]["job"] == "slurm"
+        assert stack.wait_for('up{cluster="agent-test", job="node", node="n1"} == 1', 30)
+    finally:
+        agent.terminate()
+        agent.wait(timeout=30)

@@ -41,7 +41,6 @@ def _variable(name: str, query: str) -> dict[str, Any]:
         "type": "query",
         "datasource": DATASOURCE,
         "query": {"query": query, "refId": name},
-        "definition": query,
         "refresh": 2,
         "includeAll": True,
         "multi": True,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -56,3 +57,29 @@ def test_sinfo_states_keep_their_flags_apart_and_powered_down_nodes_get_no_targe
     assert [g["targets"] for g in groups["dcgm"]] == [["10.0.1.5:9400"]]
     assert [g["targets"] for g in groups["neuron"]] == [["10.0.2.9:8000"]]
     assert len(groups["node"]) == 2
+
+
+def _lost(ours: object, back: object, path: str = "") -> list[str]:
+    """Keys and values of `ours` that did not survive the round trip into `back`."""
+    if isinstance(ours, dict) and isinstance(back, dict):
+        lost = [f"{path}/{key}" for key in ours if key not in back]
+        return lost + [item for key in ours if key in back for item in _lost(ours[key], back[key], f"{path}/{key}")]
+    if isinstance(ours, list) and isinstance(back, list) and len(ours) == len(back):
+        return [
+            item for index, pair in enumerate(zip(ours, back, strict=True)) for item in _lost(*pair, f"{path}[{index}]")
+        ]
+    return [] if ours == back else [f"{path}: {ours!r} became {back!r}"]
+
+
+def test_the_dashboards_survive_grafanas_own_dashboard_model_unchanged() -> None:
+    """grafana-foundation-sdk's Dashboard types are generated from Grafana's dashboard schema (11.6): a key they do
+    not know is dropped, a value of the wrong type changed."""
+    from grafana_foundation_sdk.cog.encoder import JSONEncoder
+    from grafana_foundation_sdk.models.dashboard import Dashboard
+
+    from cluster.observability.dashboards import DASHBOARDS
+
+    for name, build in DASHBOARDS.items():
+        ours = build()
+        back = json.loads(json.dumps(Dashboard.from_json(ours), cls=JSONEncoder))
+        assert _lost(ours, back) == [], name

@@ -19,7 +19,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: help setup synth demo test lint format clean pcluster-venv checkov-venv nemo-venv torchtitan-venv bench \
-	wheelhouse wheelhouse-test gpu-bench-wheels policy-report nemo-image nxdt-wheelhouse
+	wheelhouse wheelhouse-test gpu-bench-wheels policy-report nemo-image nxdt-wheelhouse observability-binaries
 
 help:
 	@echo "make demo    synthesize the default deployment and run a training job (does all setup)"
@@ -29,6 +29,7 @@ help:
 	@echo "make bench   CPU benchmarks against in-run baselines -> docs/benchmarks.{md,json} (under 10 minutes)"
 	@echo "make policy-report  the access matrix, its reasons and the mutation score -> docs/access-matrix.md"
 	@echo "make wheelhouse  the nodes' wheels for a cluster without internet (WHEELHOUSE_PYTHON=3.11)"
+	@echo "make observability-binaries  the pinned exporter/agent binaries, sha256-checked, beside the wheelhouse"
 	@echo "make nxdt-wheelhouse  the trn1 nodes' NxDT stack for the spec's Neuron SDK -> build/nxdt-wheelhouse (SPEC=)"
 	@echo "make nemo-image  build the EFA NeMo image and push it to the spec's ECR repository (needs docker, AWS)"
 	@echo "make gpu-bench-wheels  torchtitan and the trainer's wheels for bench/gpu_vs_torchtitan.py --wheels (GPU_BENCH_PYTHON=3.12)"
@@ -53,12 +54,14 @@ demo: setup
 	test -f build/data/demo_text_document.idx || $(PY) -m training.prepare --demo-corpus --output-prefix build/data/demo
 	rm -rf $(DEMO_RUN) $(DEMO_RUN).fsdp.sbatch
 	# A real two-node SLURM cluster on this host; the job is submitted as on the head node; stopped on any exit.
+	# A local Prometheus (Debian's) scrapes the exporters and the trainer meanwhile and prints what it holds.
 	set -eo pipefail; export SLURM_CONF=$(CURDIR)/.local-slurm/slurm.conf; \
 	trap '$(PY) -m cluster.local_slurm down' EXIT; \
 	$(PY) -m cluster.local_slurm up; \
-	job=$$($(PY) -m training.submit --backend fsdp --model training/configs/tiny.yaml --nodes 2 \
-	  --data-prefix build/data/demo_text_document --run-dir $(DEMO_RUN) --local | cut -d' ' -f1); \
-	$(PY) -m training.launch.follow --job $$job --run-dir $(DEMO_RUN)
+	$(PY) -m cluster.observability.local watch --dir build/demo-prometheus -- bash -c \
+	  'set -eo pipefail; job=$$($(PY) -m training.submit --backend fsdp --model training/configs/tiny.yaml --nodes 2 \
+	    --data-prefix build/data/demo_text_document --run-dir $(DEMO_RUN) --local | cut -d" " -f1); \
+	  $(PY) -m training.launch.follow --job $$job --run-dir $(DEMO_RUN)'
 
 # Evaluates the synthesized policies (IAM engine, every case and every mutant) for reviewers.
 policy-report: synth
@@ -123,6 +126,12 @@ WHEELHOUSE_PLATFORM ?= manylinux_2_28_x86_64
 wheelhouse: setup
 	$(PY) -m pip download --quiet --only-binary=:all: --implementation cp --python-version $(WHEELHOUSE_PYTHON) \
 		--platform $(WHEELHOUSE_PLATFORM) -r requirements-node.txt -c constraints.txt -d build/wheelhouse
+
+# The pinned upstream binaries of the metrics stack (node exporter, Prometheus agent, DCGM exporter;
+# cluster/observability/binaries.json), sha256-checked, into the wheelhouse's observability/ prefix, which
+# head_node.sh installs from and stages for the compute nodes. Needs internet; never run by the tests.
+observability-binaries: setup
+	$(PY) -m cluster.observability.fetch_binaries --out build/wheelhouse/observability
 
 # Wheels for `python bench/gpu_vs_torchtitan.py --wheels build/gpu-bench-wheels` on a GPU machine without internet:
 # torchtitan 0.3.0 and the trainer's runtime packages (not torch: the machine's own is used), for that machine's

@@ -18,6 +18,7 @@ from pydantic import BeforeValidator, Field, field_validator
 
 from spec.cluster import ClusterSpec
 from spec.fields import StrictModel, matches
+from spec.observability import ObservabilitySpec
 from spec.regions import DYNAMODB_PREFIX_LISTS, REGIONS, S3_PREFIX_LISTS
 
 # Roles this repo creates in the compute account; datasets name them as readers/writers.
@@ -351,6 +352,13 @@ class DeploymentSpec(StrictModel):
         return value
 
     # ---- derived names: every ARN a policy needs is a pure function of the spec ----
+
+    @property
+    def observability(self) -> ObservabilitySpec:
+        """The cluster's observability section; without a cluster nothing is collected."""
+        if self.cluster is None:
+            return ObservabilitySpec(enabled=False, managed_prometheus=False)
+        return self.cluster.observability
 
     @property
     def s3_prefix_list_id(self) -> str:

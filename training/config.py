@@ -153,6 +153,10 @@ class MetricsSection(_Section):
     # Per device: a number, "measure" (a matmul on the device), or None: the GPU table by exact device name
     # (cluster/instances.py; an unknown GPU is an error), measured on CPU.
     peak_flops: Annotated[float, Field(gt=0.0)] | Literal["measure"] | None = None
+    # Rank 0's Prometheus endpoint (training/metrics/prometheus.py): spec cluster.observability.ports.trainer's
+    # default; None turns it off; $LLM_TRAINER_METRICS_PORT overrides it (0: off).
+    prometheus_port: Annotated[int, Field(ge=1024, le=65535)] | None = 9500
+    prometheus_address: str = "0.0.0.0"
 
 
 class ProfileSection(_Section):

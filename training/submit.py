@@ -134,10 +134,14 @@ def parse_options(argv: list[str] | None = None) -> SubmitOptions:
     return SubmitOptions.from_namespace(build_parser().parse_args(argv))
 
 
-def _load_job(options: SubmitOptions, data_prefix: str) -> JobConfig:
+def _load_job(options: SubmitOptions, data_prefix: str, metrics_port: int | None = None) -> JobConfig:
+    """The job config with the command line's overrides; on a cluster, rank 0's metrics endpoint listens on the
+    spec's cluster.observability.ports.trainer (None: observability off), where the head node's agent scrapes."""
     try:
         job = load_job_config(options.model)
         overrides: dict[str, Any] = {"data.prefix": data_prefix}
+        if not options.local:
+            overrides["metrics.prometheus_port"] = metrics_port
         if options.max_steps is not None:
             overrides["train.max_steps"] = options.max_steps
         if options.checkpoint_every is not None:
@@ -203,6 +207,7 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
             f"--local: --backend {options.backend} needs GPU or Trainium nodes; render it for a spec queue and pass "
             "--partition to send the script elsewhere"
         )
+    metrics_port = None
     if options.local:
         target = local_target()
     else:
@@ -212,12 +217,14 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
         except SpecError as error:
             raise SubmitError(f"--spec: {str(error).splitlines()[0]}") from None
         target = resolve_target(spec, options.backend, options.queue, options.partition)
+        observability = spec.observability
+        metrics_port = observability.ports.trainer if observability.enabled else None
     if options.partition and options.local:
         target = dataclasses.replace(target, partition=options.partition)
 
     data_prefix = str(Path(options.data_prefix).resolve())
     _check_data(data_prefix)
-    job = _load_job(options, data_prefix)
+    job = _load_job(options, data_prefix, metrics_port)
     manifest = _dataset_manifest(data_prefix)
     model = _model_args(job, manifest)
     model_name = job.model.name or str(job.model.hf_checkpoint)

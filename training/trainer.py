@@ -17,6 +17,7 @@ import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
 from training.checkpoint.hf_load import load_hf_weights
+from training.checkpoint.layout import MARKER, latest_complete
 from training.checkpoint.manager import CheckpointManager
 from training.checkpoint.state import training_state
 from training.config import ConfigError, JobConfig, resolve_deterministic, resolve_model_args
@@ -31,6 +32,7 @@ from training.metrics.flops import (
 from training.metrics.logger import MetricsLogger
 from training.metrics.memory import memory_gib, reserved_gib, reset_peak
 from training.metrics.plot import plot_run
+from training.metrics.prometheus import PrometheusMetrics, job_labels, resolve_port
 from training.metrics.timer import StepTimer
 from training.models.params import count_parameters
 from training.models.transformer import build_model
@@ -157,6 +159,13 @@ class Trainer:
             total_steps=config.train.max_steps,
             start_step=self.step,
         )
+        self.prometheus = PrometheusMetrics(
+            enabled=ctx.is_main,
+            port=resolve_port(config.metrics.prometheus_port),
+            address=config.metrics.prometheus_address,
+            labels=job_labels(run_dir.name),
+        )
+        self._note_checkpoint()
         self.profiler = StepProfiler(config.profile, run_dir, ctx.rank, self.device)
         self._init_flops()
 
@@ -234,6 +243,7 @@ class Trainer:
             self.stop_request.uninstall()
             self.profiler.close(self.step)
             self.metrics.close()
+            self.prometheus.close()
         if self.ctx.is_main and config.metrics.plot:
             plot = plot_run(self.run_dir)
             if plot is not None:
@@ -378,6 +388,7 @@ class Trainer:
             "batch_checksum": int(checksum) % _CHECKSUM_MODULUS,
         }
         self.metrics.log_train(record)
+        self.prometheus.observe_step(record, world)
 
     @torch.no_grad()
     def _evaluate(self) -> None:
@@ -416,3 +427,14 @@ class Trainer:
         self.checkpoints.save(
             self.step, training_state(self.model, self.optimizer), trainer_state, _rng_state(self.device)
         )
+        self._note_checkpoint()
+
+    def _note_checkpoint(self) -> None:
+        """The newest committed checkpoint for the metrics endpoint: read at checkpoint time, never per step (an
+        async save is seen committed at the next save, its marker's mtime still telling when it was)."""
+        if not self.ctx.is_main:
+            return
+        latest = latest_complete(self.checkpoints.root)
+        if latest is not None:
+            step, path = latest
+            self.prometheus.observe_checkpoint(step, (path / MARKER).stat().st_mtime)

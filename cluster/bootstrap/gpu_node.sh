@@ -140,4 +140,14 @@ fi
 if [[ -n "$container_image" ]]; then
 	echo "$container_image" >"$NODE_ROOT/etc/llm-cluster/container-image"
 fi
+# ---- 4. metrics exporters, from the release the head node laid onto shared storage ----------------
+# No OnNodeConfigured argument of its own (ParallelCluster refuses changes to it): observability.sh ships with
+# the release and installs what the head node staged (sha256-checked again here).
+observability="$shared_dir/llm-training/cluster/bootstrap/observability.sh"
+if [[ -n "$shared_dir" && -f "$observability" && -x "$shared_dir/llm-training/.venv/bin/python" ]]; then
+	NODE_ROOT="$NODE_ROOT" bash "$observability" --role gpu --release "$shared_dir/llm-training" \
+		--binaries "$shared_dir/llm-training.observability" --efa "$([[ "$efa_devices" -gt 0 ]] && echo true || echo false)"
+elif [[ -n "$shared_dir" ]]; then
+	log "metrics: no release with a Python env in $shared_dir/llm-training; exporters not installed"
+fi
 log "configured: $gpus GPUs, $efa_devices EFA devices, pyxis=$pyxis"

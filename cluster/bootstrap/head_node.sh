@@ -20,6 +20,7 @@
 #    `python -m training.submit` reads by default) and puts the `llm-submit` command on PATH.
 # 4. With --pyxis true: turns on the pyxis SPANK plugin (srun --container-image) with its runtime
 #    path on node-local /run/pyxis.
+# 5. Metrics (cluster.observability): cluster/bootstrap/observability.sh --role head from the new release.
 #
 # OnNodeConfigured passes --payload-parameter, an SSM parameter (a stable key) whose value is the S3 URI of the
 # current payload, so the cluster config's OnNodeConfigured never changes with the code (ParallelCluster
@@ -235,6 +236,20 @@ if [[ -n "$payload" && -n "$shared_dir" ]]; then
 	chmod 0644 "$PROFILE_D/llm-training.sh.new"
 	mv "$PROFILE_D/llm-training.sh.new" "$PROFILE_D/llm-training.sh"
 	log "login environment in $PROFILE_D/llm-training.sh"
+fi
+
+# ---- 5. metrics: exporters and the Prometheus agent (cluster/bootstrap/observability.sh) -----------------
+# The pinned upstream binaries come from the wheelhouse's observability/ prefix (make observability-binaries) and
+# are staged on shared storage for the compute nodes. Only where systemd runs (not in a test's fake root).
+if [[ -n "$payload" && -n "$shared_dir" && -n "$python_env" && -f "$dest/cluster/bootstrap/observability.sh" ]]; then
+	if [[ -z "$wheelhouse" ]]; then
+		log "metrics: no wheelhouse, so no offline source of the exporters' binaries; skipped (docs/observability.md)"
+	elif [[ ! -d /run/systemd/system && -z "${OBSERVABILITY_NODE_ROOT:-}" ]]; then
+		log "metrics: systemd is not running on this host; skipped"
+	else
+		NODE_ROOT="${OBSERVABILITY_NODE_ROOT:-}" bash "$dest/cluster/bootstrap/observability.sh" \
+			--role head --release "$dest" --binaries "${wheelhouse%/}/observability" --stage "$shared_dir/llm-training.observability"
+	fi
 fi
 
 # ---- 4. pyxis ------------------------------------------------------------------------------------

@@ -178,4 +178,15 @@ else
 	log "no lctl (no Lustre client): Lustre tuning skipped"
 fi
 
+# ---- 5. metrics exporters, from the release the head node laid onto shared storage ----------------
+# No OnNodeConfigured argument of its own (ParallelCluster refuses changes to it): observability.sh ships with
+# the release; neuron-monitor's Prometheus endpoint comes with the Neuron tools installed above.
+observability="$shared_dir/llm-training/cluster/bootstrap/observability.sh"
+if [[ -n "$shared_dir" && -f "$observability" && -x "$shared_dir/llm-training/.venv/bin/python" ]]; then
+	NODE_ROOT="$NODE_ROOT" bash "$observability" --role trn1 --release "$shared_dir/llm-training" \
+		--binaries "$shared_dir/llm-training.observability" --efa "$([[ "$efa_devices" -gt 0 ]] && echo true || echo false)"
+elif [[ -n "$shared_dir" ]]; then
+	log "metrics: no release with a Python env in $shared_dir/llm-training; exporters not installed"
+fi
+
 log "configured: Neuron SDK $sdk, $devices devices, $efa_devices EFA devices, cache $compile_cache"

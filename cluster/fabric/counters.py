@@ -66,6 +66,24 @@ def read_sample(path: Path) -> NodeSample:
     return NodeSample(path.stem, root, devices)
 
 
+def read_sysfs(root: Path, node: str = "") -> NodeSample:
+    """What fabric_sample_counters writes, read straight from ROOT/class/infiniband (the EFA exporter's scrape)."""
+    devices: dict[str, dict[str, int]] = {}
+    infiniband = root / "class" / "infiniband"
+    for device in sorted(infiniband.iterdir()) if infiniband.is_dir() else []:
+        counters: dict[str, int] = {}
+        for level in (device / "ports" / "1" / "hw_counters", device / "hw_counters"):
+            for file in sorted(level.iterdir()) if level.is_dir() else []:
+                try:
+                    text = file.read_text(encoding="ascii").strip()
+                except (OSError, UnicodeDecodeError):
+                    continue  # a counter the driver refuses to read now is skipped, as the sampler skips it
+                if text.isdigit():
+                    counters[file.name] = int(text)
+        devices[device.name] = counters
+    return NodeSample(node, str(root), devices)
+
+
 def read_samples(directory: Path) -> dict[str, NodeSample]:
     """Every node's sample in `directory` (<node>.txt), by node name."""
     return {path.stem: read_sample(path) for path in sorted(directory.glob("*.txt"))}

@@ -40,7 +40,7 @@ def shellcheck() -> str:
 
 def test_scripts_are_shellcheck_clean(shellcheck: str) -> None:
     assert {p.name for p in SCRIPTS} == {
-        *("gpu_node.sh", "head_node.sh", "neuron_install.sh", "nxdt_install.sh", "trn1_node.sh")
+        *("gpu_node.sh", "head_node.sh", "neuron_install.sh", "nxdt_install.sh", "observability.sh", "trn1_node.sh")
     }
     result = subprocess.run([shellcheck, "-x", *map(str, SCRIPTS)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout

@@ -158,3 +158,16 @@ def test_samples_are_read_per_node_and_malformed_lines_name_file_and_line(tmp_pa
     with pytest.raises(SampleError) as error:
         read_samples(bad.parent)
     assert str(error.value) == f"{bad}:3: 'rdmap0s0 tx_bytes' is not '<device> <counter path> <value>'"
+
+
+def test_reading_sysfs_directly_gives_what_the_bash_sampler_writes(tmp_path: Path) -> None:
+    """The EFA exporter's read (read_sysfs) and the fabric check's sampler agree counter for counter."""
+    from cluster.fabric.counters import read_sysfs
+
+    sysfs = efa_tree(tmp_path / "sys", devices=3, value=5)
+    bump(sysfs, "reg_mr_err", 2, ["rdmap17s0"])
+    bump(sysfs, "tx_bytes", 1 << 40)
+    sampled = read_sample(sample(sysfs, tmp_path / "n1.txt"))
+    direct = read_sysfs(sysfs, "n1")
+    assert direct.devices == sampled.devices and direct.devices["rdmap17s0"]["reg_mr_err"] == 7
+    assert read_sysfs(tmp_path / "empty").devices == {}

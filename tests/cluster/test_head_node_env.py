@@ -217,3 +217,36 @@ def pins(path: Path) -> dict[str, str]:
 def test_submit_requirements_are_node_requirements_with_the_same_pins() -> None:
     submit, node = pins(REPO / "requirements-submit.txt"), pins(REPO / "requirements-node.txt")
     assert submit and all(node.get(name) == version for name, version in submit.items()), submit
+
+
+def test_the_head_node_starts_its_exporters_from_the_release_env(deployed: Deployed, tmp_path: Path) -> None:
+    """Run again as on a node with systemd (a fake systemctl, aws and node root): observability.sh runs from the new
+    release; the Slurm exporter and the target refresher run on the release's env, which has prometheus-client
+    from the wheelhouse; the binaries not staged in the wheelhouse's observability/ are skipped with a warning."""
+    assert deployed.result.returncode == 0, deployed.result.stderr
+    url = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-12345678-abcd-ef01-2345-6789abcdef01/api/v1/remote_write"
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for name, body in (("aws", f"echo {url}"), ("systemctl", f'echo "$@" >> {tmp_path}/systemctl.log')):
+        (tools / name).write_text(f"#!/bin/sh\n{body}\n")
+        (tools / name).chmod(0o755)
+    node = tmp_path / "node"
+    env = {**deployed.env, "OBSERVABILITY_NODE_ROOT": str(node), "AWS": str(tools / "aws"),
+           "SYSTEMCTL": str(tools / "systemctl")}  # fmt: skip
+    result = head_node(deployed.root, deployed.payload, deployed.python_env, env)
+    assert result.returncode == 0, result.stderr
+    assert (
+        "observability/node_exporter-1.8.2.linux-amd64.tar.gz not found: node_exporter not installed" in result.stderr
+    )
+    assert "WARNING: prometheus 2.53.3 has no sha256" in result.stderr
+    units = sorted(p.name for p in (node / "etc" / "systemd" / "system").iterdir())
+    assert units == ["llm-prometheus-targets.service", "llm-slurm-exporter.service"]
+    exporter = (node / "etc/systemd/system/llm-slurm-exporter.service").read_text()
+    python = f"{deployed.current}/.venv/bin/python"
+    assert f"ExecStart={python} -m cluster.observability.slurm_exporter --port 9341" in exporter
+    probe = subprocess.run(
+        [python, "-I", "-c", "import prometheus_client, cluster.observability.slurm_exporter"], capture_output=True,
+        text=True, cwd="/",
+    )  # fmt: skip
+    assert probe.returncode == 0, probe.stderr
+    assert "remote_write" in (node / "etc/llm-prometheus/prometheus.yml").read_text()

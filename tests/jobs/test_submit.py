@@ -349,3 +349,20 @@ def test_the_deployed_spec_comes_from_the_environment_on_the_head_node(
     monkeypatch.delenv("LLM_TRAINING_SPEC")
     (script,) = render(_args(*_base(tiny_config, demo_data, tmp_path / "r")), "t").scripts
     assert "#SBATCH --partition=gpu" in script.text
+
+
+def test_the_trainers_metrics_port_is_the_specs_and_off_when_the_spec_turns_observability_off(
+    tiny_config: Path, demo_data: str, tmp_path: Path
+) -> None:
+    spec = yaml.safe_load((REPO / "spec" / "default.yaml").read_text())
+    spec["cluster"]["observability"] = {"ports": {"trainer": 9650}}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    base = [*_base(tiny_config, demo_data, tmp_path / "r"), "--spec", str(tmp_path / "spec.yaml")]
+    rendered = render(_args(*base), "test")
+    config = yaml.safe_load(next(t for p, t in rendered.files.items() if p.name == "job-config.yaml"))
+    assert config["metrics"]["prometheus_port"] == 9650
+    spec["cluster"]["observability"] = {"enabled": False, "managed_prometheus": False}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    rendered = render(_args(*base), "test")
+    config = yaml.safe_load(next(t for p, t in rendered.files.items() if p.name == "job-config.yaml"))
+    assert config["metrics"]["prometheus_port"] is None

@@ -126,7 +126,7 @@ def alert_topic_policy(spec: DeploymentSpec, workspace_arn: str) -> PolicyDocume
 def prometheus_endpoint_policy(spec: DeploymentSpec, workspace_arn: str) -> PolicyDocument:
     """The aps-workspaces endpoint: the head node's role remote-writes to this workspace, and nothing else
     passes: no query, no other workspace, no other principal. (Managed Grafana does not query through it: its
-    VPC configuration needs subnets in two AZs, and the cluster's VPC has one; see docs/observability-aws.md.)"""
+    VPC configuration needs subnets in two AZs, and the cluster's VPC has one; see docs/observability.md.)"""
     who = org_conditions(spec, resource=False)["StringEquals"]
     return document(
         statement(

@@ -1,0 +1,180 @@
+"""Accounting on real parts: the local cluster's slurmdbd on its own MariaDB, the sacctmgr script rendered from
+the spec, QoS limits enforced by slurmctld, and sacct reading the jobs back (who, how long, where, how it ended)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cluster.accounting import sacctmgr_script
+from cluster.local_slurm import LocalSlurm
+from spec.accounting import AccountingSpec
+
+pytestmark = pytest.mark.slurm
+
+# Users that exist on every Debian host: jobs really run under their uids (sbatch through runuser).
+ACCOUNTING = AccountingSpec.model_validate(
+    {
+        "enabled": True,
+        "qos": [
+            {"name": "small", "max_nodes_per_user": 1, "priority": 10},
+            {"name": "big", "priority": 100, "max_wall_minutes": 60},
+        ],
+        "teams": [
+            {"name": "research", "members": ["root", "nobody"], "qos": ["big", "small"], "fairshare": 3},
+            {"name": "ops", "members": ["daemon"], "qos": ["small"]},
+        ],
+    }
+)
+SACCT_FIELDS = "JobID,User,Account,QOS,AllocNodes,NodeList,ElapsedRaw,State,ExitCode,Comment"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalSlurm]:
+    # Not under pytest's tmp dir (mode 700): the other users' sbatch must read slurm.conf.
+    state = Path(tempfile.mkdtemp(prefix="local-slurm-accounting-"))
+    state.chmod(0o755)
+    cluster = LocalSlurm(state, accounting=ACCOUNTING)
+    try:
+        cluster.up()
+        apply(cluster)
+        yield cluster
+    finally:
+        cluster.down()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def apply(cluster: LocalSlurm, accounting: AccountingSpec = ACCOUNTING) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        ["bash", "-c", sacctmgr_script(accounting)], env=cluster.env(), capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def submit(cluster: LocalSlurm, user: str, *args: str) -> str:
+    command = ["sbatch", "--parsable", "--chdir=/tmp", "--output=/dev/null", *args]
+    if user != "root":
+        command = ["runuser", "-u", user, "--", *command]
+    return cluster.run(command).stdout.strip().split(";")[0]
+
+
+def wait_for(predicate, what: str, timeout_s: float = 60):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"{what} not seen after {timeout_s} s")
+
+
+def sacct(cluster: LocalSlurm, *job_ids: str) -> dict[str, dict[str, str]]:
+    out = cluster.run(
+        [
+            "sacct",
+            "--parsable2",
+            "--allocations",
+            "--allusers",
+            f"--jobs={','.join(job_ids)}",
+            f"--format={SACCT_FIELDS}",
+        ]
+    ).stdout.splitlines()
+    header = out[0].split("|")
+    return {row["JobID"]: row for row in (dict(zip(header, line.split("|"), strict=True)) for line in out[1:])}
+
+
+def test_the_script_creates_accounts_users_and_qos_and_a_second_run_changes_nothing(cluster: LocalSlurm) -> None:
+    associations = cluster.run(
+        ["sacctmgr", "-n", "-P", "show", "assoc", "format=account,user,qos,defaultqos,fairshare"]
+    ).stdout.splitlines()
+    assert "research|nobody|big,small|big|1" in associations
+    assert "research||big,small|big|3" in associations
+    assert "ops|daemon|small|small|1" in associations
+    qos = cluster.run(["sacctmgr", "-n", "-P", "show", "qos", "format=name,priority,maxtrespu,maxwall"]).stdout
+    assert qos.splitlines() == ["normal|0||", "small|10|node=1|", "big|100||01:00:00"]
+    again = apply(cluster)
+    assert "adding" not in again.stderr  # nothing is missing the second time
+    shares = cluster.run(["sshare", "-n", "-P", "-a", "-o", "Account,User,RawShares"]).stdout.splitlines()
+    assert "research||3" in [line.strip() for line in shares]
+
+
+def test_jobs_read_back_with_sacct_who_how_long_where_and_how_they_ended(cluster: LocalSlurm) -> None:
+    ok = submit(cluster, "root", "-N", "2", "-A", "research", "--qos=big", "--comment=llm-plan:v1 usd=1.5",
+                "--wrap", "srun sleep 2")  # fmt: skip
+    failed = submit(cluster, "daemon", "-A", "ops", "--wrap", "exit 3")
+    done = {"COMPLETED", "FAILED"}
+    rows = wait_for(lambda: (r := sacct(cluster, ok, failed)) and {x["State"] for x in r.values()} <= done and r,
+                    "both jobs finished")  # fmt: skip
+    assert rows[ok]["User"] == "root" and rows[ok]["Account"] == "research" and rows[ok]["QOS"] == "big"
+    assert rows[ok]["AllocNodes"] == "2" and rows[ok]["NodeList"] == "n[1-2]"
+    assert 2 <= int(rows[ok]["ElapsedRaw"]) <= 30
+    assert (rows[ok]["State"], rows[ok]["ExitCode"]) == ("COMPLETED", "0:0")
+    assert rows[ok]["Comment"] == "llm-plan:v1 usd=1.5"
+    assert (rows[failed]["User"], rows[failed]["Account"], rows[failed]["QOS"]) == ("daemon", "ops", "small")
+    assert (rows[failed]["State"], rows[failed]["ExitCode"]) == ("FAILED", "3:0")
+
+
+def test_an_account_the_user_is_not_in_is_refused_at_submission(cluster: LocalSlurm) -> None:
+    refused = cluster.run(
+        [
+            "runuser",
+            "-u",
+            "daemon",
+            "--",
+            "sbatch",
+            "--chdir=/tmp",
+            "-o",
+            "/dev/null",
+            "-A",
+            "research",
+            "--wrap",
+            "true",
+        ],
+        check=False,
+    )
+    assert refused.returncode != 0
+    assert "Invalid account or account/partition combination" in refused.stderr
+
+
+def test_a_job_over_its_qos_limit_pends_until_the_spec_raises_the_limit(cluster: LocalSlurm) -> None:
+    job = submit(cluster, "nobody", "-N", "2", "-A", "research", "--qos=small", "--wrap", "sleep 1")
+    try:
+        reason = wait_for(lambda: cluster.job(job).get("Reason", "").startswith("QOSMax") and cluster.job(job),
+                          "a QOSMax reason")  # fmt: skip
+        assert (reason["JobState"], reason["Reason"]) == ("PENDING", "QOSMaxNodePerUserLimit")
+        time.sleep(3)  # several scheduler passes (sched_interval=2): still held back
+        assert cluster.job(job)["JobState"] == "PENDING"
+        raised = ACCOUNTING.model_copy(
+            update={"qos": [ACCOUNTING.qos[0].model_copy(update={"max_nodes_per_user": 2}), ACCOUNTING.qos[1]]}
+        )
+        apply(cluster, raised)
+        assert wait_for(lambda: cluster.job(job).get("JobState") == "COMPLETED", "the job running", 60)
+    finally:
+        apply(cluster)
+        cluster.run(["scancel", job], check=False)
+
+
+def test_a_time_limit_over_the_qos_wall_is_held_with_its_reason(cluster: LocalSlurm) -> None:
+    job = submit(cluster, "root", "-A", "research", "--qos=big", "--time=120", "--wrap", "true")
+    try:
+        state = wait_for(lambda: cluster.job(job).get("Reason", "").startswith("QOSMax") and cluster.job(job),
+                         "a QOSMax reason")  # fmt: skip
+        assert (state["JobState"], state["Reason"]) == ("PENDING", "QOSMaxWallDurationPerJobLimit")
+    finally:
+        cluster.run(["scancel", job], check=False)
+
+
+def test_the_cluster_keeps_its_database_across_a_restart(cluster: LocalSlurm) -> None:
+    before = cluster.run(["sacctmgr", "-n", "-P", "show", "account", "format=account"]).stdout.split()
+    cluster.down()
+    cluster.up()
+    assert cluster.run(["sacctmgr", "-n", "-P", "show", "account", "format=account"]).stdout.split() == before
+    assert set(cluster.running_daemons()) == {"slurmd-n1", "slurmd-n2", "slurmctld", "slurmdbd", "mariadbd", "munged"}
+    assert Path(cluster.state_dir / "slurmdbd.conf").stat().st_mode & 0o077 == 0

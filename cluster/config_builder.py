@@ -60,6 +60,8 @@ class ClusterRefs:
     neuron_install_uri: str | None = None
     # The accounting database (cluster.accounting): host:port of its writer endpoint and the Secrets Manager
     # secret holding the admin password (ParallelCluster's head node reads it to configure slurmdbd).
+    # Groups of the head node only, added to the ones above (the accounting database admits only this one).
+    head_security_group_ids: tuple[str, ...] = ()
     accounting_database_uri: str | None = None
     accounting_password_secret_arn: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
@@ -154,14 +156,12 @@ def _image(cluster: ClusterSpec) -> dict[str, Any]:
     return image
 
 
-def _networking_groups(refs: ClusterRefs) -> dict[str, Any]:
+def _networking_groups(refs: ClusterRefs, head: bool = False) -> dict[str, Any]:
+    extra = list(refs.head_security_group_ids) if head else []
     if refs.security_group_ids:
-        return {"SecurityGroups": list(refs.security_group_ids)}
-    return (
-        {"AdditionalSecurityGroups": list(refs.additional_security_group_ids)}
-        if refs.additional_security_group_ids
-        else {}
-    )
+        return {"SecurityGroups": [*refs.security_group_ids, *extra]}
+    additional = [*refs.additional_security_group_ids, *extra]
+    return {"AdditionalSecurityGroups": additional} if additional else {}
 
 
 def _head_node_args(cluster: ClusterSpec, payload: list[str], no_egress: bool) -> list[str]:
@@ -197,7 +197,7 @@ def _head_custom_actions(cluster: ClusterSpec, refs: ClusterRefs, no_egress: boo
 def _head_node(cluster: ClusterSpec, refs: ClusterRefs, no_egress: bool) -> dict[str, Any]:
     head: dict[str, Any] = {
         "InstanceType": cluster.head_node.instance_type,
-        "Networking": {"SubnetId": refs.head_subnet_id, **_networking_groups(refs)},
+        "Networking": {"SubnetId": refs.head_subnet_id, **_networking_groups(refs, head=True)},
         "LocalStorage": {
             "RootVolume": {"Size": cluster.head_node.root_volume_gib, "Encrypted": True, "VolumeType": "gp3"}
         },

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from policies.accounting import accounting_secret_arn
 from policies.harness.engine import ALLOWED, Engine
 from policies.harness.layers import NEUTRAL_IDENTITY, NEUTRAL_RESOURCE
 from spec import DeploymentSpec
@@ -444,6 +445,8 @@ def evaluate(
 EXAMPLE_SUBNET = "subnet-0123456789abcdef0"
 EXAMPLE_GROUP = "sg-0123456789abcdef0"
 EXAMPLE_AMI = "ami-0123456789abcdef0"
+EXAMPLE_SECRET_SUFFIX = "AbCdEf"  # Secrets Manager appends six random characters to a secret's name
+EXAMPLE_DATABASE_URI = "accounting.cluster-c0example000.us-east-1.rds.amazonaws.com:3306"
 
 
 def concrete_config(value: Any, key: str = "") -> Any:
@@ -476,6 +479,11 @@ def read_deployment(cdk_out: Path, spec: DeploymentSpec) -> Deployment:
     environments = stack_environments(cdk_out)
     (cluster,) = [r for r in templates["cluster"]["Resources"].values() if r["Type"] == "Custom::PclusterCluster"]
     config = concrete_config(cluster["Properties"]["ClusterConfiguration"])
+    database = config["Scheduling"].get("SlurmSettings", {}).get("Database")
+    if database is not None:
+        # The secret's ARN (a reference in the template) as Secrets Manager would make it from its fixed name.
+        database["PasswordSecretArn"] = accounting_secret_arn(spec, EXAMPLE_SECRET_SUFFIX)
+        database["Uri"] = EXAMPLE_DATABASE_URI
     roles = extract_from_assembly(cdk_out, spec).roles
     identity = {
         key: list(roles[spec.role_name(role)].inline.items())

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field
 
 from spec.errors import SpecProblem
 from spec.fields import StrictModel, matches
+
+if TYPE_CHECKING:
+    from spec.model import DeploymentSpec
 
 # Slurm stores account and QoS names in lower case; sacctmgr accepts these characters unquoted.
 _SLURM_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
@@ -23,7 +26,8 @@ _SLURM_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 _USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 _DB_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")  # ParallelCluster: ^[0-9a-z_]+$, 1-64; MySQL: a letter first
 _INSTANCE_CLASS_RE = re.compile(r"^db\.[a-z0-9]+\.[a-z0-9]+$")
-_MYSQL_VERSION_RE = re.compile(r"^\d+\.\d+(?:\.\d+)?$|^\d\.\d{2}\.mysql_aurora\.\d+\.\d+\.\d+$")
+_AZ_RE = re.compile(r"^[a-z]{2}(?:-[a-z]+)+-\d[a-z]$")
+_SUBNET_RE = re.compile(r"^subnet-[0-9a-f]{8}(?:[0-9a-f]{9})?$")
 
 SlurmName = Annotated[str, matches(_SLURM_NAME_RE, "a Slurm name: lower-case letters, digits, '_' or '-', 1-32")]
 UserName = Annotated[str, matches(_USER_RE, "a Linux user name such as alice or ml_ops")]
@@ -60,6 +64,19 @@ class DatabaseSpec(StrictModel):
     )
     allocated_storage_gib: int | None = Field(
         default=None, ge=20, le=65536, description="rds-mysql only: gp3 storage in GiB (default 20)."
+    )
+    second_availability_zone: Annotated[str, matches(_AZ_RE, "an availability zone name such as us-east-1b")] | None = (
+        Field(
+            default=None,
+            description="network.mode create: AZ of the database's second subnet (RDS spans two AZs); default: the "
+            "region's 'a' zone, or 'b' when network.availability_zone is the 'a' zone.",
+        )
+    )
+    subnet_ids: list[Annotated[str, matches(_SUBNET_RE, "a subnet id such as subnet-0123456789abcdef0")]] | None = (
+        Field(
+            default=None,
+            description="network.mode existing: private subnets in two or more AZs for the database's subnet group.",
+        )
     )
     backup_retention_days: int = Field(default=7, ge=1, le=35, description="Automated backups kept this many days.")
     deletion_protection: bool = Field(
@@ -162,6 +179,12 @@ def accounting_problems(accounting: AccountingSpec, path: str = "cluster.account
                     "needs enabled: true (without a database Slurm has no accounts)",
                     [item.name for item in getattr(accounting, name)],
                 )
+    if accounting.enabled and accounting.enforce and not accounting.teams:
+        yield SpecProblem(
+            f"{path}.teams",
+            "is empty while enforce is true: only root could submit jobs (add a team or enforce: false)",
+            [],
+        )
     seen_qos: set[str] = set()
     for index, qos in enumerate(accounting.qos):
         where = f"{path}.qos[{index}]"
@@ -191,3 +214,46 @@ def accounting_problems(accounting: AccountingSpec, path: str = "cluster.account
         for member_index, member in enumerate(team.members):
             if member in team.members[:member_index]:
                 yield SpecProblem(f"{where}.members[{member_index}]", "is listed twice", member)
+
+
+def database_availability_zones(spec: DeploymentSpec) -> tuple[str, str]:
+    """The two AZs of the database subnets the network stack creates (network.mode create)."""
+    first = spec.network.availability_zone
+    assert spec.cluster is not None
+    second = spec.cluster.accounting.database.second_availability_zone
+    if second is None:
+        second = f"{spec.region}{'b' if first == f'{spec.region}a' else 'a'}"
+    return first, second
+
+
+def accounting_network_problems(spec: DeploymentSpec) -> Iterator[SpecProblem]:
+    """Where the database lives: two subnets in two AZs of the deployment's region."""
+    if spec.cluster is None or not spec.cluster.accounting.enabled:
+        return
+    database = spec.cluster.accounting.database
+    path = "cluster.accounting.database"
+    if spec.network.mode == "existing":
+        if database.second_availability_zone is not None:
+            yield SpecProblem(
+                f"{path}.second_availability_zone",
+                "applies to network.mode create; with an existing network give subnet_ids",
+                database.second_availability_zone,
+            )
+        if not database.subnet_ids or len(set(database.subnet_ids)) < 2:
+            yield SpecProblem(
+                f"{path}.subnet_ids",
+                "needs two or more subnets in two AZs with network.mode existing (RDS subnet groups span two AZs)",
+                database.subnet_ids,
+            )
+        return
+    if database.subnet_ids is not None:
+        yield SpecProblem(
+            f"{path}.subnet_ids",
+            "applies to network.mode existing; the network stack creates them",
+            database.subnet_ids,
+        )
+    first, second = database_availability_zones(spec)
+    if second == first:
+        yield SpecProblem(f"{path}.second_availability_zone", "must differ from network.availability_zone", second)
+    elif second[:-1] != spec.region:
+        yield SpecProblem(f"{path}.second_availability_zone", f"is not in the deployment region {spec.region}", second)

@@ -17,6 +17,8 @@ TEAMS: dict[str, Any] = {
         {"name": "ops", "members": ["carol"], "qos": ["small"]},
     ],
 }
+# Enforcement off: these cases need no team (with it on, an empty team list is its own mistake).
+ON: dict[str, Any] = {"enabled": True, "enforce": False}
 
 
 def accounting(section: dict[str, Any]) -> dict[str, Any]:
@@ -57,15 +59,15 @@ def test_accounting_is_off_by_default_and_a_full_section_parses() -> None:
             "spec: cluster.accounting.teams[1].name: 'ops' is defined twice",
         ),
         (
-            {**TEAMS, "qos": [{"name": "a"}, {"name": "a"}], "teams": []},
+            {**ON, "qos": [{"name": "a"}, {"name": "a"}]},
             "spec: cluster.accounting.qos[1].name: 'a' is defined twice",
         ),
         (
-            {"enabled": True, "qos": [{"name": "a", "max_gpus_per_user": 16, "group_max_gpus": 8}]},
+            {**ON, "qos": [{"name": "a", "max_gpus_per_user": 16, "group_max_gpus": 8}]},
             "spec: cluster.accounting.qos[0].max_gpus_per_user: 16 is above group_max_gpus (8)",
         ),
         (
-            {"enabled": True, "teams": [{"name": "ops", "members": ["al", "al"]}]},
+            {**ON, "teams": [{"name": "ops", "members": ["al", "al"]}]},
             "spec: cluster.accounting.teams[0].members[1]: 'al' is listed twice",
         ),
         (
@@ -73,20 +75,40 @@ def test_accounting_is_off_by_default_and_a_full_section_parses() -> None:
             "spec: cluster.accounting.teams: ['ops'] needs enabled: true (without a database Slurm has no accounts)",
         ),
         (
-            {"enabled": True, "database": {"engine": "rds-mysql", "min_capacity_acu": 1}},
+            {"enabled": True},
+            "spec: cluster.accounting.teams: [] is empty while enforce is true: only root could submit jobs (add a "
+            "team or enforce: false)",
+        ),
+        (
+            {**TEAMS, "database": {"second_availability_zone": "us-east-1a"}},
+            "spec: cluster.accounting.database.second_availability_zone: 'us-east-1a' must differ from "
+            "network.availability_zone",
+        ),
+        (
+            {**TEAMS, "database": {"second_availability_zone": "eu-west-1b"}},
+            "spec: cluster.accounting.database.second_availability_zone: 'eu-west-1b' is not in the deployment "
+            "region us-east-1",
+        ),
+        (
+            {**TEAMS, "database": {"subnet_ids": ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"]}},
+            "spec: cluster.accounting.database.subnet_ids: ['subnet-0123456789abcdef0', 'subnet-0123456789abcdef1'] "
+            "applies to network.mode existing; the network stack creates them",
+        ),
+        (
+            {**ON, "database": {"engine": "rds-mysql", "min_capacity_acu": 1}},
             "spec: cluster.accounting.database.min_capacity_acu: 1.0 does not apply to engine rds-mysql",
         ),
         (
-            {"enabled": True, "database": {"instance_class": "db.r6g.large"}},
+            {**ON, "database": {"instance_class": "db.r6g.large"}},
             "spec: cluster.accounting.database.instance_class: 'db.r6g.large' does not apply to engine "
             "aurora-serverless-v2",
         ),
         (
-            {"enabled": True, "database": {"min_capacity_acu": 0.7}},
+            {**ON, "database": {"min_capacity_acu": 0.7}},
             "spec: cluster.accounting.database.min_capacity_acu: 0.7 must be 0.5 to 256 in steps of 0.5",
         ),
         (
-            {"enabled": True, "database": {"min_capacity_acu": 8, "max_capacity_acu": 2}},
+            {**ON, "database": {"min_capacity_acu": 8, "max_capacity_acu": 2}},
             "spec: cluster.accounting.database.min_capacity_acu: 8.0 is above max_capacity_acu 2.0",
         ),
     ],
@@ -98,15 +120,24 @@ def test_cross_field_mistakes_name_the_field_and_value(section: dict[str, Any], 
 @pytest.mark.parametrize(
     ("section", "path"),
     [
-        ({"enabled": True, "teams": [{"name": "Research"}]}, "cluster.accounting.teams[0].name: 'Research'"),
-        ({"enabled": True, "teams": [{"name": "ops", "members": ["Bob Smith"]}]}, "members[0]: 'Bob Smith'"),
-        ({"enabled": True, "qos": [{"name": "a", "max_nodes_per_user": 0}]}, "qos[0].max_nodes_per_user: 0"),
-        ({"enabled": True, "database": {"engine": "postgres"}}, "cluster.accounting.database.engine: 'postgres'"),
-        ({"enabled": True, "database": {"name": "Slurm-DB"}}, "cluster.accounting.database.name: 'Slurm-DB'"),
-        ({"enabled": True, "fair_share": {"weight_qos": -1}}, "cluster.accounting.fair_share.weight_qos: -1"),
-        ({"enabled": True, "tems": []}, "cluster.accounting.tems: [] is not a known key"),
+        ({**ON, "teams": [{"name": "Research"}]}, "cluster.accounting.teams[0].name: 'Research'"),
+        ({**ON, "teams": [{"name": "ops", "members": ["Bob Smith"]}]}, "members[0]: 'Bob Smith'"),
+        ({**ON, "qos": [{"name": "a", "max_nodes_per_user": 0}]}, "qos[0].max_nodes_per_user: 0"),
+        ({**ON, "database": {"engine": "postgres"}}, "cluster.accounting.database.engine: 'postgres'"),
+        ({**ON, "database": {"name": "Slurm-DB"}}, "cluster.accounting.database.name: 'Slurm-DB'"),
+        ({**ON, "fair_share": {"weight_qos": -1}}, "cluster.accounting.fair_share.weight_qos: -1"),
+        ({**ON, "tems": []}, "cluster.accounting.tems: [] is not a known key"),
     ],
 )
 def test_bad_single_values_name_the_field(section: dict[str, Any], path: str) -> None:
     lines = problems(section)
     assert len(lines) == 1 and path in lines[0], lines
+
+
+def test_the_database_subnets_span_two_zones_of_the_region() -> None:
+    from spec.accounting import database_availability_zones
+
+    spec = parse_spec(accounting(TEAMS))
+    assert database_availability_zones(spec) == ("us-east-1a", "us-east-1b")
+    other = parse_spec(accounting({**TEAMS, "database": {"second_availability_zone": "us-east-1d"}}))
+    assert database_availability_zones(other) == ("us-east-1a", "us-east-1d")

@@ -446,6 +446,7 @@ EXAMPLE_SUBNET = "subnet-0123456789abcdef0"
 EXAMPLE_GROUP = "sg-0123456789abcdef0"
 EXAMPLE_AMI = "ami-0123456789abcdef0"
 EXAMPLE_SECRET_SUFFIX = "AbCdEf"  # Secrets Manager appends six random characters to a secret's name
+EXAMPLE_SECRET_ARN = "arn:aws:secretsmanager:us-east-1:111111111111:secret:example-AbCdEf"
 EXAMPLE_DATABASE_URI = "accounting.cluster-c0example000.us-east-1.rds.amazonaws.com:3306"
 
 
@@ -456,6 +457,8 @@ def concrete_config(value: Any, key: str = "") -> Any:
         if len(value) == 1 and next(iter(value)).startswith(("Fn::", "Ref")):
             if "Subnet" in key:
                 return EXAMPLE_SUBNET
+            if key == "PasswordSecretArn":
+                return EXAMPLE_SECRET_ARN
             return EXAMPLE_GROUP if "SecurityGroup" in key else "placeholder"
         return {k: concrete_config(v, k) for k, v in value.items()}
     if isinstance(value, list):

@@ -3,8 +3,10 @@ the spec, QoS limits enforced by slurmctld, and sacct reading the jobs back (who
 
 from __future__ import annotations
 
+import io
 import shutil
 import subprocess
+import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
@@ -178,3 +180,39 @@ def test_the_cluster_keeps_its_database_across_a_restart(cluster: LocalSlurm) ->
     assert cluster.run(["sacctmgr", "-n", "-P", "show", "account", "format=account"]).stdout.split() == before
     assert set(cluster.running_daemons()) == {"slurmd-n1", "slurmd-n2", "slurmctld", "slurmdbd", "mariadbd", "munged"}
     assert Path(cluster.state_dir / "slurmdbd.conf").stat().st_mode & 0o077 == 0
+
+
+def test_the_head_node_bootstrap_applies_the_payloads_script_once_slurmdbd_answers(
+    cluster: LocalSlurm, tmp_path: Path
+) -> None:
+    """head_node.sh, as ParallelCluster runs it, with a payload whose spec adds a team: the team appears."""
+    from cluster.payload import ACCOUNTING_SCRIPT
+    from tests.cluster.test_bootstrap import make_payload, run
+
+    grown = ACCOUNTING.model_copy(update={"teams": [*ACCOUNTING.teams, ACCOUNTING.teams[1].model_copy(
+        update={"name": "evaluation", "members": ["nobody"]})]})  # fmt: skip
+    payload = make_payload(tmp_path)
+    with tarfile.open(payload, "r:gz") as archive:
+        members = [(member, archive.extractfile(member)) for member in archive.getmembers()]
+        contents = [(member, handle.read() if handle else None) for member, handle in members]
+    script = sacctmgr_script(grown).encode()
+    with tarfile.open(payload, "w:gz") as archive:
+        for member, data in contents:
+            archive.addfile(member, io.BytesIO(data) if data is not None else None)
+        info = tarfile.TarInfo(ACCOUNTING_SCRIPT)
+        info.size, info.mode = len(script), 0o755
+        archive.addfile(info, io.BytesIO(script))
+    env = {
+        **cluster.env(),
+        "SLURM_ETC": str(tmp_path / "etc"),
+        "SLURM_BIN": "/usr/bin",
+        "ACCOUNTING_WAIT_SECONDS": "30",
+    }
+    try:
+        result = run("head_node.sh", ["--payload", str(payload)], env)
+        assert result.returncode == 0, result.stderr
+        assert "head_node: Slurm accounts, users and QoS match cluster.accounting" in result.stderr
+        accounts = cluster.run(["sacctmgr", "-n", "-P", "show", "assoc", "account=evaluation", "format=user,qos"])
+        assert accounts.stdout.splitlines() == ["|small", "nobody|small"]
+    finally:
+        cluster.run(["sacctmgr", "-i", "remove", "account", "evaluation"], check=False)

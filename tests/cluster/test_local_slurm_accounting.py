@@ -4,8 +4,10 @@ the spec, QoS limits enforced by slurmctld, and sacct reading the jobs back (who
 from __future__ import annotations
 
 import io
+import json
 import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
 import time
@@ -108,17 +110,23 @@ def test_the_script_creates_accounts_users_and_qos_and_a_second_run_changes_noth
 
 
 def test_jobs_read_back_with_sacct_who_how_long_where_and_how_they_ended(cluster: LocalSlurm) -> None:
-    ok = submit(cluster, "root", "-N", "2", "-A", "research", "--qos=big", "--comment=llm-plan:v1 usd=1.5",
+    ok = submit(cluster, "root", "-N", "2", "-A", "research", "--qos=big", "--comment=free text",
                 "--wrap", "srun sleep 2")  # fmt: skip
     failed = submit(cluster, "daemon", "-A", "ops", "--wrap", "exit 3")
     done = {"COMPLETED", "FAILED"}
-    rows = wait_for(lambda: (r := sacct(cluster, ok, failed)) and {x["State"] for x in r.values()} <= done and r,
-                    "both jobs finished")  # fmt: skip
+
+    def finished() -> dict[str, dict[str, str]] | None:
+        # slurmdbd fills a record in over several messages (its QOS reads 'Unknown' for a moment): wait for all.
+        found = sacct(cluster, ok, failed)
+        complete = set(found) == {ok, failed} and all(r["QOS"] != "Unknown" for r in found.values())
+        return found if complete and {r["State"] for r in found.values()} <= done else None
+
+    rows = wait_for(finished, "both jobs finished")
     assert rows[ok]["User"] == "root" and rows[ok]["Account"] == "research" and rows[ok]["QOS"] == "big"
     assert rows[ok]["AllocNodes"] == "2" and rows[ok]["NodeList"] == "n[1-2]"
     assert 2 <= int(rows[ok]["ElapsedRaw"]) <= 30
     assert (rows[ok]["State"], rows[ok]["ExitCode"]) == ("COMPLETED", "0:0")
-    assert rows[ok]["Comment"] == "llm-plan:v1 usd=1.5"
+    assert rows[ok]["Comment"] == "free text"
     assert (rows[failed]["User"], rows[failed]["Account"], rows[failed]["QOS"]) == ("daemon", "ops", "small")
     assert (rows[failed]["State"], rows[failed]["ExitCode"]) == ("FAILED", "3:0")
 
@@ -216,3 +224,36 @@ def test_the_head_node_bootstrap_applies_the_payloads_script_once_slurmdbd_answe
         assert accounts.stdout.splitlines() == ["|small", "nobody|small"]
     finally:
         cluster.run(["sacctmgr", "-i", "remove", "account", "evaluation"], check=False)
+
+
+def test_llm_report_puts_the_plan_next_to_what_sacct_measured(cluster: LocalSlurm) -> None:
+    from training.report import Plan, plan_comment
+
+    plan = plan_comment(Plan(usd=0.02, hours=0.001, steps=5))
+    job = submit(cluster, "nobody", "-N", "2", "-A", "research", "--qos=big", "-J", "fsdp-planned",
+                 f"--comment={plan}", "--wrap", "srun sleep 2")  # fmt: skip
+    wait_for(lambda: sacct(cluster, job).get(job, {}).get("State") == "COMPLETED", "the planned job finished")
+    measured = sacct(cluster, job)[job]
+    env = {**cluster.env(), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+
+    def report_row() -> dict[str, object] | None:
+        # slurmdbd completes a record over several messages: poll until the report sees the finished job.
+        report = subprocess.run(
+            [sys.executable, "-m", "training.report", "--by", "job", "--start", "now-1days", "--price",
+             "local=3600", "--json"],
+            env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert report.returncode == 0, report.stderr
+        rows = [row for row in json.loads(report.stdout) if row["key"] == job and "COMPLETED" in row["detail"]]
+        return rows[0] if rows else None
+
+    row = wait_for(report_row, "the job in llm-report", 30)
+    assert row["planned_usd"] == 0.02 and row["planned_hours"] == 0.001
+    assert row["spent_usd"] == pytest.approx(2 * int(measured["ElapsedRaw"]))  # 2 nodes, 1 USD per node-second
+    assert row["detail"].startswith("fsdp-planned nobody/research local x2 COMPLETED 0:0")
+    users = subprocess.run(
+        [sys.executable, "-m", "training.report", "--by", "user", "--start", "now-1days"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert users.returncode == 0 and users.stdout.splitlines()[0].split()[0] == "user"
+    assert "no price for partition local: pass --price PARTITION=USD" in users.stderr

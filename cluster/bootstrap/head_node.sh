@@ -186,6 +186,13 @@ build_env() {
 		exec $quoted/.venv/bin/python -m training.submit "\$@"
 	EOF
 	chmod 0755 "$release/bin/llm-submit"
+	cat >"$release/bin/llm-report" <<-EOF
+		#!/usr/bin/env bash
+		# Installed by head_node.sh: planned vs spent per job, user or month, from Slurm accounting (sacct).
+		export LLM_TRAINING_SPEC="\${LLM_TRAINING_SPEC:-$quoted/deployment.yaml}"
+		exec $quoted/.venv/bin/python -m training.report "\$@"
+	EOF
+	chmod 0755 "$release/bin/llm-report"
 	log "Python $python_version env built in $release/.venv from ${wheelhouse:-the package index} ($requirements)"
 }
 

@@ -6,8 +6,6 @@ policy allow exactly that call, and nothing else new passes that endpoint. The d
 from __future__ import annotations
 
 import dataclasses
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,7 +28,7 @@ from cluster.runtime_contract import (
 from policies.accounting import accounting_secret_arn
 from policies.harness.engine import Engine
 from spec import DeploymentSpec, load_spec
-from tests.stacks.conftest import REPO, cdk_synth, read_assembly
+from tests.stacks.conftest import REPO, cdk_synth, cfn_lint_errors, read_assembly
 
 pytestmark = [pytest.mark.pcluster, pytest.mark.synth]
 
@@ -130,10 +128,5 @@ def test_the_database_admits_mysql_from_the_head_node_group_only(synthesized: Sy
 
 def test_cfn_lint_reports_no_errors_on_the_accounting_deployment(synthesized: Synthesized) -> None:
     templates = sorted(str(p) for p in synthesized.out.glob("*.template.json"))
-    result = subprocess.run(
-        [str(Path(sys.executable).with_name("cfn-lint")), "--format", "parseable", "--", *templates],
-        capture_output=True,
-        text=True,
-    )
-    errors = [line for line in result.stdout.splitlines() if ":E" in line]
+    errors = cfn_lint_errors(templates)
     assert not errors, "\n".join(errors)

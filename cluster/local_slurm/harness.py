@@ -148,11 +148,10 @@ class LocalSlurm:
 
     def _pid_files(self) -> list[tuple[str, Path]]:
         """(command, pid file) in stop order: nodes first, then slurmctld, slurmdbd, its database, munged."""
-        accounting = (
-            [("slurmdbd", self.run_dir / "slurmdbd.pid"), ("mariadbd", self.run_dir / "mariadbd.pid")]
-            if self.accounting
-            else []
-        )
+        accounting_pids = [("slurmdbd", self.run_dir / "slurmdbd.pid"), ("mariadbd", self.run_dir / "mariadbd.pid")]
+        # A handle made without the spec (`python -m cluster.local_slurm down`) still stops an accounting cluster.
+        started_with_accounting = any(path.exists() for _, path in accounting_pids)
+        accounting = accounting_pids if self.accounting or started_with_accounting else []
         return [
             *(("slurmd", self.run_dir / f"slurmd-{node}.pid") for node in self.nodes),
             ("slurmctld", self.run_dir / "slurmctld.pid"),

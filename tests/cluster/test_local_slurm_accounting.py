@@ -257,3 +257,40 @@ def test_llm_report_puts_the_plan_next_to_what_sacct_measured(cluster: LocalSlur
     )  # fmt: skip
     assert users.returncode == 0 and users.stdout.splitlines()[0].split()[0] == "user"
     assert "no price for partition local: pass --price PARTITION=USD" in users.stderr
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_the_cli_starts_accounting_from_a_spec_and_stops_it_without_one(tmp_path: Path) -> None:
+    """`python -m cluster.local_slurm up --accounting SPEC`, then a plain `down`: no daemon is left behind."""
+    state = Path(tempfile.mkdtemp(prefix="local-slurm-cli-"))
+    state.chmod(0o755)
+    repo = Path(__file__).resolve().parents[2]
+    example = repo / "spec" / "examples" / "p5-on-demand.yaml"
+    command = [sys.executable, "-m", "cluster.local_slurm"]
+    try:
+        up = subprocess.run([*command, "up", "--state-dir", str(state), "--accounting", str(example)], cwd=repo,
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert up.returncode == 0, up.stderr
+        assert "accounting: slurmdbd on its own MariaDB" in up.stdout
+        cluster = LocalSlurm(state)  # no spec: found from its pid files
+        pids = cluster.running_daemons()
+        assert {"slurmdbd", "mariadbd"} <= set(pids)
+        teams = cluster.run(["sacctmgr", "-n", "-P", "show", "account", "format=account"]).stdout.split()
+        assert {"pretraining", "research"} <= set(teams)
+    finally:
+        down = subprocess.run([*command, "down", "--state-dir", str(state)], cwd=repo, capture_output=True, text=True)
+        shutil.rmtree(state, ignore_errors=True)
+    assert down.returncode == 0, down.stderr
+    assert [name for name, pid in pids.items() if _alive(pid)] == []
+    bad = subprocess.run([*command, "up", "--state-dir", str(tmp_path), "--accounting", str(repo / "spec" / "default.yaml")],
+                         cwd=repo, capture_output=True, text=True)  # fmt: skip
+    assert (bad.returncode, bad.stderr.strip()) == (
+        1,
+        f"error: --accounting: {repo / 'spec' / 'default.yaml'} has no cluster.accounting with enabled: true",
+    )

@@ -237,14 +237,19 @@ def test_llm_report_puts_the_plan_next_to_what_sacct_measured(cluster: LocalSlur
     env = {**cluster.env(), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
 
     def report_row() -> dict[str, object] | None:
-        # slurmdbd completes a record over several messages: poll until the report sees the finished job.
+        # slurmdbd completes a record over several messages (the comment may come last): poll until the
+        # report sees the finished job with its plan.
         report = subprocess.run(
             [sys.executable, "-m", "training.report", "--by", "job", "--start", "now-1days", "--price",
              "local=3600", "--json"],
             env=env, capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert report.returncode == 0, report.stderr
-        rows = [row for row in json.loads(report.stdout) if row["key"] == job and "COMPLETED" in row["detail"]]
+        rows = [
+            row
+            for row in json.loads(report.stdout)
+            if row["key"] == job and "COMPLETED" in row["detail"] and row["planned_usd"] is not None
+        ]
         return rows[0] if rows else None
 
     row = wait_for(report_row, "the job in llm-report", 30)

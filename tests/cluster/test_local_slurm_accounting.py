@@ -233,7 +233,6 @@ def test_llm_report_puts_the_plan_next_to_what_sacct_measured(cluster: LocalSlur
     job = submit(cluster, "nobody", "-N", "2", "-A", "research", "--qos=big", "-J", "fsdp-planned",
                  f"--comment={plan}", "--wrap", "srun sleep 2")  # fmt: skip
     wait_for(lambda: sacct(cluster, job).get(job, {}).get("State") == "COMPLETED", "the planned job finished")
-    measured = sacct(cluster, job)[job]
     env = {**cluster.env(), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
 
     def report_row() -> dict[str, object] | None:
@@ -253,6 +252,7 @@ def test_llm_report_puts_the_plan_next_to_what_sacct_measured(cluster: LocalSlur
         return rows[0] if rows else None
 
     row = wait_for(report_row, "the job in llm-report", 30)
+    measured = sacct(cluster, job)[job]  # after the report saw the final record (Elapsed is set at job end)
     assert row["planned_usd"] == 0.02 and row["planned_hours"] == 0.001
     assert row["spent_usd"] == pytest.approx(2 * int(measured["ElapsedRaw"]))  # 2 nodes, 1 USD per node-second
     assert row["detail"].startswith("fsdp-planned nobody/research local x2 COMPLETED 0:0")

@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from cluster.accounting import slurm_conf_settings
 from cluster.instances import instance_facts
 from cluster.neuron import neuron_pins
 from policies.cluster_nodes import payload_parameter_name
@@ -57,6 +58,12 @@ class ClusterRefs:
     head_payload_parameter: str | None = None
     # S3 URI of neuron_install.sh, for trn1 nodes with internet egress whose AMI lacks the pins.
     neuron_install_uri: str | None = None
+    # The accounting database (cluster.accounting): host:port of its writer endpoint and the Secrets Manager
+    # secret holding the admin password (ParallelCluster's head node reads it to configure slurmdbd).
+    # Groups of the head node only, added to the ones above (the accounting database admits only this one).
+    head_security_group_ids: tuple[str, ...] = ()
+    accounting_database_uri: str | None = None
+    accounting_password_secret_arn: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -78,6 +85,10 @@ def example_refs(spec: DeploymentSpec) -> ClusterRefs:
         head_payload_uri=f"{assets}/payload/head_node_payload.tar.gz",
         head_payload_parameter=payload_parameter_name(spec),
         neuron_install_uri=f"{assets}/bootstrap/neuron_install.sh",
+        accounting_database_uri=f"{spec.name}-accounting.cluster-c0example000.{spec.region}.rds.amazonaws.com:3306",
+        accounting_password_secret_arn=(
+            f"arn:aws:secretsmanager:{spec.region}:{spec.accounts.compute}:secret:{spec.name}/slurm-accounting-AbCdEf"
+        ),
     )
 
 
@@ -100,7 +111,7 @@ def build_cluster_config(spec: DeploymentSpec, refs: ClusterRefs) -> dict[str, A
         "Scheduling": {
             "Scheduler": "slurm",
             "ScalingStrategy": cluster.scaling_strategy,
-            "SlurmSettings": _slurm_settings(cluster, no_egress),
+            "SlurmSettings": _slurm_settings(cluster, refs, no_egress),
             "SlurmQueues": [_queue(spec, cluster, queue, refs) for queue in cluster.queues],
         },
         "Monitoring": {
@@ -145,14 +156,12 @@ def _image(cluster: ClusterSpec) -> dict[str, Any]:
     return image
 
 
-def _networking_groups(refs: ClusterRefs) -> dict[str, Any]:
+def _networking_groups(refs: ClusterRefs, head: bool = False) -> dict[str, Any]:
+    extra = list(refs.head_security_group_ids) if head else []
     if refs.security_group_ids:
-        return {"SecurityGroups": list(refs.security_group_ids)}
-    return (
-        {"AdditionalSecurityGroups": list(refs.additional_security_group_ids)}
-        if refs.additional_security_group_ids
-        else {}
-    )
+        return {"SecurityGroups": [*refs.security_group_ids, *extra]}
+    additional = [*refs.additional_security_group_ids, *extra]
+    return {"AdditionalSecurityGroups": additional} if additional else {}
 
 
 def _head_node_args(cluster: ClusterSpec, payload: list[str], no_egress: bool) -> list[str]:
@@ -188,7 +197,7 @@ def _head_custom_actions(cluster: ClusterSpec, refs: ClusterRefs, no_egress: boo
 def _head_node(cluster: ClusterSpec, refs: ClusterRefs, no_egress: bool) -> dict[str, Any]:
     head: dict[str, Any] = {
         "InstanceType": cluster.head_node.instance_type,
-        "Networking": {"SubnetId": refs.head_subnet_id, **_networking_groups(refs)},
+        "Networking": {"SubnetId": refs.head_subnet_id, **_networking_groups(refs, head=True)},
         "LocalStorage": {
             "RootVolume": {"Size": cluster.head_node.root_volume_gib, "Encrypted": True, "VolumeType": "gp3"}
         },
@@ -212,7 +221,7 @@ def _python_env_args(cluster: ClusterSpec, no_egress: bool) -> list[str]:
     return ["--python", f"python{cluster.python_version}", "--python-env", source]
 
 
-def _slurm_settings(cluster: ClusterSpec, no_egress: bool) -> dict[str, Any]:
+def _slurm_settings(cluster: ClusterSpec, refs: ClusterRefs, no_egress: bool) -> dict[str, Any]:
     settings: dict[str, Any] = {
         "ScaledownIdletime": cluster.scaledown_idletime_minutes,
         "QueueUpdateStrategy": cluster.queue_update_strategy,
@@ -220,6 +229,17 @@ def _slurm_settings(cluster: ClusterSpec, no_egress: bool) -> dict[str, Any]:
         # step, and a job whose prolog failed on a drained node must be requeued, not held.
         "CustomSlurmSettings": [{"PrologFlags": "Alloc"}, {"SchedulerParameters": "nohold_on_prolog_fail"}],
     }
+    accounting = cluster.accounting
+    if accounting.enabled:
+        if not (refs.accounting_database_uri and refs.accounting_password_secret_arn):
+            raise ValueError("cluster.accounting.enabled: True needs the database's endpoint and password secret")
+        settings["Database"] = {
+            "Uri": refs.accounting_database_uri,
+            "UserName": accounting.database.user_name,
+            "PasswordSecretArn": refs.accounting_password_secret_arn,
+            "DatabaseName": accounting.database.name,
+        }
+        settings["CustomSlurmSettings"] += [{key: value} for key, value in slurm_conf_settings(accounting)]
     if no_egress:
         # Route 53 has no VPC endpoint: without egress the nodes resolve each other by EC2 hostnames.
         settings["Dns"] = {"DisableManagedDns": True, "UseEc2Hostnames": True}

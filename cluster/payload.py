@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from cluster.accounting import sacctmgr_script
 from spec import DeploymentSpec
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,6 +29,7 @@ TOP_LEVEL_FILES: tuple[str, ...] = (
 EXCLUDED_PARTS = {"__pycache__", ".pytest_cache", "tests"}
 EXCLUDED_SUFFIXES = {".pyc", ".pyo"}
 FIXED_MTIME = 0
+ACCOUNTING_SCRIPT = "accounting/sacctmgr.sh"
 
 
 def _members(root: Path) -> list[Path]:
@@ -66,6 +68,9 @@ def build_payload(spec: DeploymentSpec, spec_yaml: str, out_dir: Path, root: Pat
             _add(archive, relative.as_posix(), path.read_bytes(), 0o755 if path.stat().st_mode & 0o111 else 0o644)
         # The deployment spec the cluster was built from: the submit command reads it on the head node.
         _add(archive, "deployment.yaml", spec_yaml.encode(), 0o644)
+        if spec.cluster is not None and spec.cluster.accounting.enabled:
+            # Run by head_node.sh once slurmdbd answers: the spec's QoS, accounts and users (cluster.accounting).
+            _add(archive, ACCOUNTING_SCRIPT, sacctmgr_script(spec.cluster.accounting).encode(), 0o755)
     target = out_dir / "head_node_payload.tar.gz"
     # gzip with mtime 0 keeps the bytes (and so the asset hash) stable across builds.
     compressed = gzip.compress(buffer.getvalue(), compresslevel=6, mtime=FIXED_MTIME)

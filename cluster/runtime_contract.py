@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from policies.accounting import accounting_secret_arn
 from policies.harness.engine import ALLOWED, Engine
 from policies.harness.layers import NEUTRAL_IDENTITY, NEUTRAL_RESOURCE
 from spec import DeploymentSpec
@@ -458,6 +459,9 @@ def evaluate(
 EXAMPLE_SUBNET = "subnet-0123456789abcdef0"
 EXAMPLE_GROUP = "sg-0123456789abcdef0"
 EXAMPLE_AMI = "ami-0123456789abcdef0"
+EXAMPLE_SECRET_SUFFIX = "AbCdEf"  # Secrets Manager appends six random characters to a secret's name
+EXAMPLE_SECRET_ARN = "arn:aws:secretsmanager:us-east-1:111111111111:secret:example-AbCdEf"
+EXAMPLE_DATABASE_URI = "accounting.cluster-c0example000.us-east-1.rds.amazonaws.com:3306"
 
 
 def concrete_config(value: Any, key: str = "") -> Any:
@@ -467,6 +471,8 @@ def concrete_config(value: Any, key: str = "") -> Any:
         if len(value) == 1 and next(iter(value)).startswith(("Fn::", "Ref")):
             if "Subnet" in key:
                 return EXAMPLE_SUBNET
+            if key == "PasswordSecretArn":
+                return EXAMPLE_SECRET_ARN
             return EXAMPLE_GROUP if "SecurityGroup" in key else "placeholder"
         return {k: concrete_config(v, k) for k, v in value.items()}
     if isinstance(value, list):
@@ -491,6 +497,11 @@ def read_deployment(cdk_out: Path, spec: DeploymentSpec) -> Deployment:
     environments = stack_environments(cdk_out)
     (cluster,) = [r for r in templates["cluster"]["Resources"].values() if r["Type"] == "Custom::PclusterCluster"]
     config = concrete_config(cluster["Properties"]["ClusterConfiguration"])
+    database = config["Scheduling"].get("SlurmSettings", {}).get("Database")
+    if database is not None:
+        # The secret's ARN (a reference in the template) as Secrets Manager would make it from its fixed name.
+        database["PasswordSecretArn"] = accounting_secret_arn(spec, EXAMPLE_SECRET_SUFFIX)
+        database["Uri"] = EXAMPLE_DATABASE_URI
     roles = extract_from_assembly(cdk_out, spec).roles
     identity = {
         key: list(roles[spec.role_name(role)].inline.items())

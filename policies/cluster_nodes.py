@@ -9,6 +9,7 @@ nodes what they need to join. Dataset access stays in policies.identity.
 
 from __future__ import annotations
 
+from policies.accounting import head_node_accounting_statements
 from policies.documents import PolicyDocument, Statement, document, statement
 from policies.endpoint import wheelhouse_location
 from spec import DeploymentSpec
@@ -173,6 +174,7 @@ def head_node_cluster_policy(spec: DeploymentSpec, asset_object_arns: list[str])
         *_common(spec, asset_object_arns),
         *_wheelhouse(spec),
         *_managed_dns(spec),
+        *head_node_accounting_statements(spec),
         statement(
             "DescribeCapacity",
             "Allow",

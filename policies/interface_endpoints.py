@@ -17,6 +17,7 @@ Services whose endpoints take no policy are listed with what covers them instead
 
 from __future__ import annotations
 
+from policies.accounting import accounting_enabled, secretsmanager_endpoint_policy
 from policies.documents import PolicyDocument, Statement, document, statement
 from spec.model import DeploymentSpec
 
@@ -34,6 +35,10 @@ BASE_INTERFACE_ENDPOINTS: dict[str, str] = {
     "cloudformation": "ParallelCluster's node bootstrap reads the cluster stack",
     "ec2": "ParallelCluster's node daemons launch and describe instances",
 }
+# With cluster.accounting: the head node reads the database password when it configures slurmdbd.
+ACCOUNTING_INTERFACE_ENDPOINTS: dict[str, str] = {
+    "secretsmanager": "the Slurm accounting database's password (head node only; policies.accounting)",
+}
 NOTEBOOK_INTERFACE_ENDPOINTS: dict[str, str] = {
     "sagemaker.api": "SageMaker API from the notebook",
     "notebook": "SageMaker notebook UI (aws.sagemaker.<region>.notebook)",
@@ -43,6 +48,8 @@ NOTEBOOK_INTERFACE_ENDPOINTS: dict[str, str] = {
 def wanted_interface_endpoints(spec: DeploymentSpec) -> list[str]:
     """The interface endpoints the spec's VPC gets, by service name."""
     wanted = list(BASE_INTERFACE_ENDPOINTS)
+    if accounting_enabled(spec):
+        wanted += list(ACCOUNTING_INTERFACE_ENDPOINTS)
     if spec.notebook.enabled:
         wanted += list(NOTEBOOK_INTERFACE_ENDPOINTS)
     return wanted
@@ -132,6 +139,9 @@ def interface_endpoint_policy(spec: DeploymentSpec, service: str) -> PolicyDocum
     """The policy of the interface endpoint for `service` ("logs", "ecr.api", ...); None if it takes none."""
     if service in POLICYLESS:
         return None
+    if service == "secretsmanager":
+        # One secret, one reader: nothing else in the VPC has a reason to reach Secrets Manager.
+        return secretsmanager_endpoint_policy(spec)
     if service == "sts":
         # Assuming a role is the one call whose resource (another account's role) is itself a way out:
         # only our roles, whatever the organization holds.

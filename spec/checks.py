@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from spec.accounting import accounting_network_problems, accounting_problems
 from spec.containers import container_problems
 from spec.errors import SpecProblem
 from spec.model import BUILTIN_ROLES, DeploymentSpec
@@ -24,6 +25,8 @@ def cross_field_problems(spec: DeploymentSpec) -> list[SpecProblem]:
         *_datasets(spec),
         *_cluster(spec),
         *container_problems(spec),
+        *(accounting_problems(spec.cluster.accounting) if spec.cluster is not None else ()),
+        *accounting_network_problems(spec),
     ]
 
 

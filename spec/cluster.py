@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, field_validator
 
+from spec.accounting import AccountingSpec
 from spec.containers import ContainersSpec
 from spec.fields import StrictModel, matches
 from spec.observability import ObservabilitySpec
@@ -225,6 +226,10 @@ class ClusterSpec(StrictModel):
     observability: ObservabilitySpec = Field(
         default_factory=ObservabilitySpec,
         description="Metrics exporters, Prometheus and Grafana; see docs/observability.md.",
+    )
+    accounting: AccountingSpec = Field(
+        default_factory=AccountingSpec,
+        description="Slurm accounting database, fair-share and per-team QoS; see docs/observability.md#accounting.",
     )
 
     @field_validator("parallelcluster_version")

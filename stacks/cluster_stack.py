@@ -14,6 +14,7 @@ from cluster.validators import config_problems
 from policies.cluster_nodes import compute_node_cluster_policy, head_node_cluster_policy, payload_parameter_name
 from spec import DeploymentSpec, SpecError
 from stacks.network_stack import NetworkStack
+from stacks.parts.accounting_database import AccountingDatabase
 from stacks.parts.cluster_assets import ClusterAssets
 from stacks.parts.nag import acknowledge, wildcard_resources
 from stacks.parts.parallel_cluster import ParallelCluster
@@ -28,6 +29,13 @@ class ClusterStack(Stack):
         super().__init__(scope, construct_id, termination_protection=spec.cluster.termination_protection, **kwargs)  # type: ignore[union-attr]
         assets = ClusterAssets(self, "Assets", spec, BUILD_DIR / spec.name)
         subnet = network.network.compute_subnets[0].subnet_id
+        groups = network.security_groups
+        self.accounting: AccountingDatabase | None = None
+        if spec.cluster.accounting.enabled:  # type: ignore[union-attr]
+            assert groups.database is not None and groups.head_node is not None
+            self.accounting = AccountingDatabase(
+                self, "Accounting", spec, network.network.vpc, network.network.database_subnets, groups.database
+            )
         refs = ClusterRefs(
             head_subnet_id=subnet,
             compute_subnet_id=subnet,
@@ -40,6 +48,9 @@ class ClusterStack(Stack):
             security_group_ids=(network.security_groups.cluster.security_group_id,),
             head_payload_uri=assets.payload.s3_object_url,
             head_payload_parameter=payload_parameter_name(spec),
+            head_security_group_ids=(groups.head_node.security_group_id,) if groups.head_node else (),
+            accounting_database_uri=self.accounting.uri if self.accounting else None,
+            accounting_password_secret_arn=self.accounting.password.secret_arn if self.accounting else None,
         )
         properties = custom_resource_properties(spec, refs)
         # The rules ParallelCluster's validators apply to groups and subnets, checked on what this app builds.
@@ -62,6 +73,9 @@ class ClusterStack(Stack):
         # payload's key must exist before the cluster does (IAM is eventually consistent; no race).
         for dependency in (*policies, assets.payload_parameter.node.default_child):
             self.parallel_cluster.cluster.node.add_dependency(dependency)
+        if self.accounting is not None:
+            # The head node configures slurmdbd at boot: the database and its password must exist first.
+            self.parallel_cluster.cluster.node.add_dependency(self.accounting)
         CfnOutput(self, "HeadNodePrivateIp", value=self.parallel_cluster.head_node_private_ip)
         CfnOutput(self, "ValidationMessages", value=self.parallel_cluster.validation_messages)
         fsx = spec.cluster.fsx  # type: ignore[union-attr]

@@ -27,11 +27,12 @@ from spec import SpecError, load_spec
 from training.config import ConfigError, JobConfig, load_job_config, resolve_model_args
 from training.launch import netenv
 from training.launch.errors import SubmitError
-from training.launch.fit import check_fits, check_planner_fit
+from training.launch.fit import check_fits, check_planner_fit, planned_cost
 from training.launch.options import SubmitOptions
 from training.launch.scripts import JobInputs, Rendered, fsdp_scripts, nemo_scripts, neuron_scripts
 from training.launch.target import BACKENDS, local_target, resolve_target
 from training.models.args import ModelArgs
+from training.report import plan_comment
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LOCAL_SLURM_CONF = REPO_ROOT / ".local-slurm" / "slurm.conf"
@@ -208,6 +209,7 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
             "--partition to send the script elsewhere"
         )
     metrics_port = None
+    spec = None
     if options.local:
         target = local_target()
     else:
@@ -230,8 +232,13 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
     model_name = job.model.name or str(job.model.hf_checkpoint)
     fit = check_fits(model, target, options.nodes, model_name=model_name)
     notes = [f"fits: {fit.summary()}"]
+    plan = None
     if options.backend == "fsdp" and not target.local:
         notes.append(f"planner: {check_planner_fit(model, target, options.nodes, job, model_name=model_name)}")
+        price = spec.cluster.prices.get(target.instance.name) if spec is not None and spec.cluster else None
+        plan = planned_cost(model, target, options.nodes, job, price)
+        if plan is not None:
+            notes.append(f"plan: {plan.hours:.1f} h, {plan.usd:,.0f} USD for {plan.steps} steps (llm-report compares)")
 
     run_dir = options.run_dir.resolve()
     job_name = options.job_name or f"{options.backend}-{run_dir.name}"
@@ -241,7 +248,18 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
     build = {"fsdp": fsdp_scripts, "nemo": nemo_scripts, "neuron": neuron_scripts}[options.backend]
     build(
         options,
-        JobInputs(target, job, model, manifest, data_prefix, run_dir, job_name, workdir, command_line),
+        JobInputs(
+            target,
+            job,
+            model,
+            manifest,
+            data_prefix,
+            run_dir,
+            job_name,
+            workdir,
+            command_line,
+            plan_comment(plan) if plan is not None else None,
+        ),
         rendered,
     )
     return rendered

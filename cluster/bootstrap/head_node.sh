@@ -36,6 +36,9 @@ SLURM_ETC="${SLURM_ETC:-/opt/slurm/etc}"
 PROFILE_D="${PROFILE_D:-/etc/profile.d}"
 PYXIS_PLUGIN="${PYXIS_PLUGIN:-}"
 PYTHON_INSTALL="${PYTHON_INSTALL:-true}"
+# Slurm's client commands (ParallelCluster installs them here) and how long to wait for slurmdbd.
+SLURM_BIN="${SLURM_BIN:-/opt/slurm/bin}"
+ACCOUNTING_WAIT_SECONDS="${ACCOUNTING_WAIT_SECONDS:-600}"
 # requirements-node.txt pins numpy 2.4 and torch 2.13, which need Python 3.11 or newer.
 MINIMUM_PYTHON="3.11"
 
@@ -184,6 +187,13 @@ build_env() {
 		exec $quoted/.venv/bin/python -m training.submit "\$@"
 	EOF
 	chmod 0755 "$release/bin/llm-submit"
+	cat >"$release/bin/llm-report" <<-EOF
+		#!/usr/bin/env bash
+		# Installed by head_node.sh: planned vs spent per job, user or month, from Slurm accounting (sacct).
+		export LLM_TRAINING_SPEC="\${LLM_TRAINING_SPEC:-$quoted/deployment.yaml}"
+		exec $quoted/.venv/bin/python -m training.report "\$@"
+	EOF
+	chmod 0755 "$release/bin/llm-report"
 	log "Python $python_version env built in $release/.venv from ${wheelhouse:-the package index} ($requirements)"
 }
 
@@ -263,4 +273,20 @@ if [[ "$pyxis" == true ]]; then
 	echo "include $SLURM_ETC/plugstack.conf.d/*" >"$SLURM_ETC/plugstack.conf"
 	echo "required $plugin runtime_path=/run/pyxis" >"$SLURM_ETC/plugstack.conf.d/pyxis.conf"
 	log "pyxis enabled ($plugin, runtime on node-local /run/pyxis)"
+fi
+
+# ---- 5. Slurm accounting -------------------------------------------------------------------------
+# With cluster.accounting the payload carries accounting/sacctmgr.sh (cluster.accounting, rendered from the
+# spec): QoS, accounts and users. ParallelCluster configures and starts slurmdbd before OnNodeConfigured;
+# wait until it answers, then converge the database on the spec (the script is idempotent: OnNodeUpdated
+# runs it again with the updated spec).
+if [[ -n "$payload" && -f "$work/payload/accounting/sacctmgr.sh" ]]; then
+	export PATH="$SLURM_BIN:$PATH"
+	deadline=$((SECONDS + ACCOUNTING_WAIT_SECONDS))
+	until sacctmgr --noheader --parsable2 show cluster format=cluster >/dev/null 2>&1; do
+		((SECONDS < deadline)) || die "slurmdbd did not answer within ${ACCOUNTING_WAIT_SECONDS} s (sacctmgr show cluster); see /var/log/slurmdbd.log"
+		sleep 5
+	done
+	bash "$work/payload/accounting/sacctmgr.sh" || die "accounting/sacctmgr.sh failed: the accounts and QoS of cluster.accounting are not in place"
+	log "Slurm accounts, users and QoS match cluster.accounting"
 fi

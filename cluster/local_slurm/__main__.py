@@ -5,11 +5,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
+from cluster.accounting import sacctmgr_script
 from cluster.local_slurm.harness import DEFAULT_STATE_DIR, LocalSlurm, LocalSlurmError
 from cluster.local_slurm.install import InstallError
+from spec.accounting import AccountingSpec
+
+
+def _accounting(path: Path) -> AccountingSpec:
+    from spec import SpecError, load_spec
+
+    try:
+        spec = load_spec(path)
+    except SpecError as error:
+        raise LocalSlurmError(f"--accounting: {str(error).splitlines()[0]}") from None
+    if spec.cluster is None or not spec.cluster.accounting.enabled:
+        raise LocalSlurmError(f"--accounting: {path} has no cluster.accounting with enabled: true")
+    return spec.cluster.accounting
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,13 +40,29 @@ def main(argv: list[str] | None = None) -> int:
         help="where config, spool, logs and pid files live (default: $LOCAL_SLURM_DIR or .local-slurm/)",
     )
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the nodes (up, wait)")
+    parser.add_argument(
+        "--accounting",
+        type=Path,
+        metavar="SPEC",
+        help="up: also run slurmdbd on a MariaDB of its own, with this spec's cluster.accounting (its sacctmgr "
+        "script applied), so sacct, sacctmgr, sshare and llm-report answer",
+    )
     args = parser.parse_args(argv)
     if args.timeout <= 0:
         parser.error(f"--timeout: {args.timeout} must be positive")
     try:
-        cluster = LocalSlurm(args.state_dir)
+        accounting = _accounting(args.accounting) if args.accounting is not None else None
+        cluster = LocalSlurm(args.state_dir, accounting=accounting)
         if args.command == "up":
             cluster.up(args.timeout)
+            if accounting is not None:
+                apply = subprocess.run(
+                    ["bash", "-c", sacctmgr_script(accounting)], env=cluster.env(), capture_output=True, text=True
+                )
+                if apply.returncode != 0:
+                    last = (apply.stderr.strip().splitlines() or ["no output"])[-1]
+                    raise LocalSlurmError(f"the sacctmgr script of --accounting failed: {last}")
+                print("accounting: slurmdbd on its own MariaDB; accounts, users and QoS from the spec")
             print(f"local SLURM cluster up: nodes {', '.join(cluster.nodes)} in partition 'local'")
             print(f"use it with: export SLURM_CONF={cluster.conf_path}   (or: source {cluster.state_dir}/env.sh)")
         elif args.command == "down":

@@ -3,6 +3,10 @@
 Everything lives under a state directory (default `.local-slurm/` in the repo): munge key and socket,
 slurm.conf, spool, pid files, logs, per-node health settings, a stand-in for /fsx and per-node scratch.
 Client commands need `SLURM_CONF=<state>/slurm.conf` (see `env()`, or `source <state>/env.sh`).
+
+With an `AccountingSpec` the cluster also runs slurmdbd on its own MariaDB server (datadir, socket and port
+of its own under the state directory, never the host's service), with the spec's slurm.conf settings
+(cluster.accounting), so sacct, sacctmgr and sshare answer as on the real head node.
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from cluster.accounting import slurm_conf_settings
 from cluster.health.facts import HealthSettings
-from cluster.local_slurm.install import ensure_slurm
+from cluster.local_slurm.install import ensure_accounting, ensure_slurm
+from spec.accounting import AccountingSpec
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_STATE_DIR = REPO_ROOT / ".local-slurm"
@@ -89,9 +95,15 @@ def _pid_alive(pid: int, command: str) -> bool:
 class LocalSlurm:
     """One local cluster, identified by its state directory."""
 
-    def __init__(self, state_dir: Path | str = DEFAULT_STATE_DIR, nodes: Sequence[str] = DEFAULT_NODES) -> None:
+    def __init__(
+        self,
+        state_dir: Path | str = DEFAULT_STATE_DIR,
+        nodes: Sequence[str] = DEFAULT_NODES,
+        accounting: AccountingSpec | None = None,
+    ) -> None:
         self.state_dir = Path(state_dir).resolve()
         self.nodes = tuple(nodes)
+        self.accounting = accounting if accounting is not None and accounting.enabled else None
         if not self.nodes:
             raise LocalSlurmError("nodes: at least one node is needed")
 
@@ -126,11 +138,24 @@ class LocalSlurm:
         digest = hashlib.sha1(str(self.state_dir).encode()).hexdigest()[:16]
         return Path("/run/local-slurm") / digest / "munge.socket"
 
+    @property
+    def mysql_dir(self) -> Path:
+        return self.state_dir / "mysql"
+
+    @property
+    def mysql_socket(self) -> Path:
+        return self.munge_socket.parent / "mysql.sock"
+
     def _pid_files(self) -> list[tuple[str, Path]]:
-        """(command, pid file) in stop order: nodes first, munged last."""
+        """(command, pid file) in stop order: nodes first, then slurmctld, slurmdbd, its database, munged."""
+        accounting_pids = [("slurmdbd", self.run_dir / "slurmdbd.pid"), ("mariadbd", self.run_dir / "mariadbd.pid")]
+        # A handle made without the spec (`python -m cluster.local_slurm down`) still stops an accounting cluster.
+        started_with_accounting = any(path.exists() for _, path in accounting_pids)
+        accounting = accounting_pids if self.accounting or started_with_accounting else []
         return [
             *(("slurmd", self.run_dir / f"slurmd-{node}.pid") for node in self.nodes),
             ("slurmctld", self.run_dir / "slurmctld.pid"),
+            *accounting,
             ("munged", self.run_dir / "munged.pid"),
         ]
 
@@ -159,9 +184,15 @@ class LocalSlurm:
             self.wait_responding(timeout_s)
             return
         ensure_slurm()
+        if self.accounting:
+            ensure_accounting()
         self.down()  # a half-started cluster: stop what runs, start clean
         self._prepare()
         self._start_munged()
+        if self.accounting:
+            self._start_database(timeout_s)
+            self._start(["slurmdbd"], "slurmdbd")
+            self._wait_for_slurmdbd(timeout_s)
         self._start(["slurmctld", "-f", str(self.conf_path)], "slurmctld")
         for node in self.nodes:
             self._start(["slurmd", "-f", str(self.conf_path), "-N", node], f"slurmd-{node}")
@@ -286,6 +317,94 @@ class LocalSlurm:
         if check.returncode != 0:
             raise LocalSlurmError(f"munge round trip failed: {check.stderr.strip() or check.stdout.strip()}")
 
+    def _start_database(self, timeout_s: float) -> None:
+        """Our own mariadbd (datadir, socket, port under the state dir) and slurmdbd's user in it."""
+        data = self.mysql_dir / "data"
+        if not (data / "mysql").is_dir():
+            shutil.rmtree(data, ignore_errors=True)
+            data.mkdir(parents=True)
+            install = [
+                "mariadb-install-db",
+                "--no-defaults",
+                f"--datadir={data}",
+                "--user=root",
+                "--auth-root-authentication-method=socket",
+                "--skip-test-db",
+            ]
+            log = self.log_dir / "mariadb-install.log"
+            with log.open("w") as out:
+                result = subprocess.run(install, stdout=out, stderr=out, stdin=subprocess.DEVNULL, check=False)
+            if result.returncode != 0:
+                raise LocalSlurmError(f"mariadb-install-db failed ({result.returncode}); see {log}")
+        ports = self._ports()
+        # mariadbd stays in the foreground: start it in its own session so it outlives this process like the
+        # SLURM daemons do; it writes its own pid file.
+        start_log = (self.log_dir / "mariadbd.start.log").open("w")
+        with start_log:
+            subprocess.Popen(
+                [
+                    "mariadbd",
+                    "--no-defaults",
+                    f"--datadir={data}",
+                    f"--socket={self.mysql_socket}",
+                    f"--port={ports['mysql']}",
+                    "--bind-address=127.0.0.1",
+                    f"--pid-file={self.run_dir / 'mariadbd.pid'}",
+                    f"--log-error={self.log_dir / 'mariadbd.log'}",
+                    "--user=root",
+                    "--skip-name-resolve",
+                    "--innodb-buffer-pool-size=64M",
+                    # slurmdbd's advice (it warns below these): a large log file and a long lock wait.
+                    "--innodb-log-file-size=64M",
+                    "--innodb-lock-wait-timeout=900",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=start_log,
+                stderr=start_log,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + timeout_s
+        password = self._database_password()
+        sql = (
+            f"CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '{password}'; "
+            f"ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '{password}'; "
+            "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';"
+        )
+        while True:
+            answer = subprocess.run(
+                ["mariadb", "--no-defaults", f"--socket={self.mysql_socket}", "-u", "root", "-e", sql],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if answer.returncode == 0:
+                return
+            if time.monotonic() > deadline:
+                raise LocalSlurmError(
+                    f"mariadbd not answering after {timeout_s:.0f} s: {answer.stderr.strip()}; see {self.log_dir}"
+                )
+            time.sleep(0.3)
+
+    def _database_password(self) -> str:
+        secret = self.mysql_dir / "password"
+        if not secret.exists():
+            secret.write_text(hashlib.sha256(os.urandom(32)).hexdigest()[:32])
+            secret.chmod(0o600)
+        return secret.read_text().strip()
+
+    def _wait_for_slurmdbd(self, timeout_s: float) -> None:
+        """slurmdbd answers and knows this cluster (slurmctld registers with it at start)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            result = self.run(["sacctmgr", "-n", "-P", "show", "cluster", "format=cluster"], check=False, timeout_s=15)
+            if result.returncode == 0:
+                if "local" not in result.stdout.split():
+                    self.run(["sacctmgr", "-i", "add", "cluster", "local"])
+                return
+            if time.monotonic() > deadline:
+                raise LocalSlurmError(f"slurmdbd not answering after {timeout_s:.0f} s; see {self.log_dir}")
+            time.sleep(0.3)
+
     # ----- files -----
     def _prepare(self) -> None:
         for directory, mode in (
@@ -297,6 +416,7 @@ class LocalSlurm:
             (self.state_dir / "munge", 0o700),
             (self.state_dir / "spool" / "slurmctld", 0o755),
             (self.state_dir / "health", 0o755),
+            *(((self.mysql_dir, 0o700),) if self.accounting else ()),
             (self.fsx_dir, 0o755),
             *((self.state_dir / "spool" / node, 0o755) for node in self.nodes),
             *((self.scratch_dir(node), 0o755) for node in self.nodes),
@@ -308,13 +428,15 @@ class LocalSlurm:
             key.write_bytes(os.urandom(1024))
         key.chmod(0o400)
         self._write_config()
+        if self.accounting:
+            self._write_slurmdbd_config()
         self._write_health()
         self._write_env_script()
 
     def _ports(self) -> dict[str, int]:
         """Ports kept from the last start when still free, so a restarted cluster keeps its address."""
         state_file = self.state_dir / "ports.json"
-        wanted = ["slurmctld", *self.nodes]
+        wanted = ["slurmctld", *self.nodes, *(("slurmdbd", "mysql") if self.accounting else ())]
         try:
             ports = json.loads(state_file.read_text())
             if sorted(ports) == sorted(wanted) and all(_port_free(port) for port in ports.values()):
@@ -344,8 +466,49 @@ class LocalSlurm:
             node_lines=node_lines,
             partition=PARTITION,
             node_list=",".join(self.nodes),
+            accounting=self._accounting_lines(ports),
         )
         self.conf_path.write_text(text)
+
+    def _accounting_lines(self, ports: dict[str, int]) -> str:
+        if not self.accounting:
+            return "JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none"
+        # The spec's settings (what ParallelCluster gets as CustomSlurmSettings), after the storage lines
+        # ParallelCluster itself writes when SlurmSettings.Database is set.
+        lines = [
+            "JobAcctGatherType=jobacct_gather/linux",
+            "JobAcctGatherFrequency=30",
+            "AccountingStorageType=accounting_storage/slurmdbd",
+            "AccountingStorageHost=127.0.0.1",
+            f"AccountingStoragePort={ports['slurmdbd']}",
+            # The munge socket for connections to slurmdbd (AuthInfo covers only slurmctld and slurmd).
+            f"AccountingStoragePass={self.munge_socket}",
+            *(f"{key}={value}" for key, value in slurm_conf_settings(self.accounting)),
+        ]
+        return "\n".join(lines)
+
+    def _write_slurmdbd_config(self) -> None:
+        # slurmdbd finds slurmdbd.conf beside $SLURM_CONF; it refuses one readable by others.
+        ports = self._ports()
+        path = self.state_dir / "slurmdbd.conf"
+        path.write_text(
+            "# Rendered by cluster.local_slurm: slurmdbd on this cluster's own MariaDB server.\n"
+            "AuthType=auth/munge\n"
+            f"AuthInfo=socket={self.munge_socket}\n"
+            "DbdHost=localhost\n"
+            "DbdAddr=127.0.0.1\n"
+            f"DbdPort={ports['slurmdbd']}\n"
+            "SlurmUser=root\n"
+            f"PidFile={self.run_dir / 'slurmdbd.pid'}\n"
+            f"LogFile={self.log_dir / 'slurmdbd.log'}\n"
+            "StorageType=accounting_storage/mysql\n"
+            "StorageHost=127.0.0.1\n"
+            f"StoragePort={ports['mysql']}\n"
+            "StorageUser=slurm\n"
+            f"StoragePass={self._database_password()}\n"
+            "StorageLoc=slurm_acct_db\n"
+        )
+        path.chmod(0o600)
 
     def _write_health(self) -> None:
         # The local nodes are CPU nodes: no accelerators and no EFA to count; the free-space checks are real.

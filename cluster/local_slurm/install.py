@@ -8,6 +8,11 @@ import subprocess
 
 SLURM_PACKAGES: tuple[str, ...] = ("slurmctld", "slurmd", "slurm-client", "munge")
 SLURM_BINARIES: tuple[str, ...] = ("slurmctld", "slurmd", "sbatch", "srun", "scontrol", "sinfo", "munged", "munge")
+# slurmdbd and its database for the accounting tests: Debian bookworm's, the same Slurm release as above.
+ACCOUNTING_PACKAGES: tuple[str, ...] = ("slurmdbd", "mariadb-server", "mariadb-client")
+ACCOUNTING_BINARIES: tuple[str, ...] = ("slurmdbd", "sacct", "sacctmgr", "sshare", "mariadbd", "mariadb-install-db")
+# The releases the tests were written against: Slurm 22.05's sacct fields and MariaDB 10.11's bootstrap options.
+PINNED_VERSIONS: dict[str, str] = {"slurmdbd": "22.05.", "mariadb-server": "1:10.11."}
 
 
 class InstallError(RuntimeError):
@@ -42,6 +47,26 @@ def ensure_slurm() -> None:
     still_missing = missing_binaries()
     if still_missing:
         raise InstallError(f"still missing after install: {', '.join(still_missing)}")
+
+
+def installed_version(package: str) -> str | None:
+    result = subprocess.run(
+        ["dpkg-query", "-W", "-f", "${Version}", package], capture_output=True, text=True, check=False
+    )
+    return result.stdout.strip() if result.returncode == 0 and result.stdout.strip() else None
+
+
+def ensure_accounting() -> None:
+    """slurmdbd and MariaDB, from the same Debian release as the Slurm packages; refuses another series."""
+    if missing_binaries(ACCOUNTING_BINARIES):
+        apt_install(ACCOUNTING_PACKAGES)
+    still_missing = missing_binaries(ACCOUNTING_BINARIES)
+    if still_missing:
+        raise InstallError(f"still missing after install: {', '.join(still_missing)}")
+    for package, prefix in PINNED_VERSIONS.items():
+        version = installed_version(package)
+        if version is not None and not version.startswith(prefix):
+            raise InstallError(f"{package} {version} is installed; the accounting tests need {prefix}x")
 
 
 def ensure_shellcheck() -> str:

@@ -18,16 +18,45 @@ os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "offline-validation")
 from marshmallow import ValidationError
 from pcluster.schemas.cluster_schema import ClusterSchema
 from pcluster.schemas.imagebuilder_schema import ImageBuilderSchema
+from pcluster.validators.common import FailureLevel, ValidatorContext
+
+# ParallelCluster's own validators that need no AWS call, by the resource that registers them: the custom
+# Slurm settings deny-lists (global, and accounting ones when a Database is set) and the database URI check.
+OFFLINE_VALIDATORS = {"CustomSlurmSettingsValidator", "CustomSlurmNodeNamesValidator", "DatabaseUriValidator"}
+
+
+def offline_failures(resource: Any) -> list[str]:
+    """Error messages of the resource's offline validators, as ParallelCluster registers them."""
+    resource._validators.clear()
+    resource._register_validators(ValidatorContext())
+    messages: list[str] = []
+    for validator_class, arguments in resource._validators:
+        if validator_class.__name__ not in OFFLINE_VALIDATORS:
+            continue
+        for failure in validator_class().execute(**arguments):
+            if failure.level == FailureLevel.ERROR:
+                messages.append(f"{validator_class.__name__}: {failure.message}")
+    return messages
+
+
+def slurm_settings_failures(config: Any) -> dict[str, Any] | None:
+    settings = getattr(config.scheduling, "settings", None)
+    if settings is None:
+        return None
+    messages = offline_failures(settings)
+    if settings.database is not None:
+        messages += offline_failures(settings.database)
+    return {"Scheduling": {"SlurmSettings": messages}} if messages else None
 
 
 def validate(item: dict[str, Any]) -> dict[str, Any]:
     kind = item.get("kind", "cluster")
     schema = ClusterSchema(cluster_name=item["name"]) if kind == "cluster" else ImageBuilderSchema()
     try:
-        schema.load(item["config"])
+        loaded = schema.load(item["config"])
     except ValidationError as error:
         return {"name": item["name"], "errors": error.messages}
-    return {"name": item["name"], "errors": None}
+    return {"name": item["name"], "errors": slurm_settings_failures(loaded) if kind == "cluster" else None}
 
 
 def main() -> None:

@@ -19,6 +19,7 @@ from aws_cdk import aws_cloudformation as cloudformation
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from policies.accounting import accounting_enabled, accounting_secret_arn
 from policies.documents import PolicyDocument, document, statement
 from spec import DeploymentSpec
 
@@ -32,6 +33,16 @@ def provider_node_roles_policy(spec: DeploymentSpec) -> PolicyDocument:
     """What the provider Lambda needs on the repo's node roles: read them (ParallelCluster's role
     validators) and pass them to EC2 (the head node instance and the instance profiles)."""
     roles = [spec.role_arn("head-node"), spec.role_arn("cluster-node")]
+    # ParallelCluster's PasswordSecretArnValidator describes the accounting secret (metadata only, no value).
+    accounting = (
+        [
+            statement(
+                "DescribeAccountingSecret", "Allow", ["secretsmanager:DescribeSecret"], [accounting_secret_arn(spec)]
+            )
+        ]
+        if accounting_enabled(spec)
+        else []
+    )
     return document(
         statement(
             "PassNodeRolesToEc2",
@@ -41,6 +52,7 @@ def provider_node_roles_policy(spec: DeploymentSpec) -> PolicyDocument:
             conditions={"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
         ),
         statement("ReadNodeRoles", "Allow", ["iam:GetRole"], roles),
+        *accounting,
     )
 
 

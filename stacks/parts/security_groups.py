@@ -11,6 +11,7 @@ from spec import DeploymentSpec
 
 # Lustre: the client connects to TCP 988 from the reserved ports 1018-1023 (FSx for Lustre user guide).
 LUSTRE_PORTS: tuple[ec2.Port, ...] = (ec2.Port.tcp(988), ec2.Port.tcp_range(1018, 1023))
+MYSQL_PORT = ec2.Port.tcp(3306)
 
 
 class TrainingSecurityGroups(Construct):
@@ -38,6 +39,15 @@ class TrainingSecurityGroups(Construct):
         self.cluster = group("Cluster", "head and compute nodes (EFA, SLURM, NFS among themselves)")
         self.endpoints = group("Endpoints", "interface VPC endpoints (HTTPS in, nothing out)")
         self.notebook = group("Notebook", "SageMaker notebook (VPC only)")
+        # With cluster.accounting: the head node's own group (in addition to the cluster group) is the one
+        # client of the accounting database, so compute nodes cannot reach MySQL.
+        self.head_node: ec2.SecurityGroup | None = None
+        self.database: ec2.SecurityGroup | None = None
+        if spec.cluster is not None and spec.cluster.accounting.enabled:
+            self.head_node = group("HeadNode", "head node only (the one client of the accounting database)")
+            self.database = group("AccountingDatabase", "Slurm accounting database (MySQL from the head node only)")
+            self.head_node.add_egress_rule(self.database, MYSQL_PORT, "slurmdbd to the accounting database")
+            self.database.add_ingress_rule(self.head_node, MYSQL_PORT, "MySQL from the head node's slurmdbd only")
 
         # EFA needs all traffic to and from the group itself; ParallelCluster's validator checks it.
         self.cluster.add_ingress_rule(self.cluster, ec2.Port.all_traffic(), "EFA, SLURM and NFS among cluster nodes")

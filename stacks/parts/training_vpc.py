@@ -8,6 +8,11 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from spec import DeploymentSpec
+from spec.accounting import database_availability_zones
+
+# The accounting database's subnets: the last two /27s of the VPC range (the compute subnet and the NAT's
+# public one are allocated from its start), one per AZ, routed nowhere but the VPC.
+DATABASE_SUBNET_PREFIX = 27
 
 
 class TrainingVpc(Construct):
@@ -54,6 +59,7 @@ class TrainingVpc(Construct):
             self.vpc = vpc
             self.cidr = str(net.cidr)
             self.route_table_ids = [s.route_table.route_table_id for s in self.compute_subnets]
+        self.database_subnets = self._database_subnets(spec)
         flow_log_group = logs.LogGroup(
             self,
             "FlowLogs",
@@ -70,6 +76,36 @@ class TrainingVpc(Construct):
             destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_log_group),
             traffic_type=ec2.FlowLogTrafficType.ALL,
         )
+
+    def _database_subnets(self, spec: DeploymentSpec) -> list[ec2.ISubnet]:
+        """Two subnets in two AZs for the accounting database's subnet group (RDS needs two AZs)."""
+        if spec.cluster is None or not spec.cluster.accounting.enabled:
+            return []
+        database = spec.cluster.accounting.database
+        if spec.network.mode == "existing":
+            assert database.subnet_ids is not None  # the spec checks guarantee it
+            return [
+                ec2.Subnet.from_subnet_id(self, f"DatabaseSubnet{i}", subnet_id)
+                for i, subnet_id in enumerate(database.subnet_ids)
+            ]
+        ranges = list(spec.network.cidr.subnets(new_prefix=DATABASE_SUBNET_PREFIX))[-2:]
+        subnets: list[ec2.ISubnet] = []
+        for index, (zone, cidr) in enumerate(zip(database_availability_zones(spec), ranges, strict=True)):
+            subnet = ec2.CfnSubnet(
+                self,
+                f"DatabaseSubnet{index}",
+                vpc_id=self.vpc.vpc_id,
+                availability_zone=zone,
+                cidr_block=str(cidr),
+                map_public_ip_on_launch=False,
+                tags=[{"key": "Name", "value": f"{spec.name}-accounting-database-{zone}"}],
+            )
+            subnets.append(
+                ec2.Subnet.from_subnet_attributes(
+                    self, f"DatabaseSubnetRef{index}", subnet_id=subnet.attr_subnet_id, availability_zone=zone
+                )
+            )
+        return subnets
 
     @property
     def compute_subnets(self) -> list[ec2.ISubnet]:

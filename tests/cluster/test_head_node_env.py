@@ -250,3 +250,17 @@ def test_the_head_node_starts_its_exporters_from_the_release_env(deployed: Deplo
     )  # fmt: skip
     assert probe.returncode == 0, probe.stderr
     assert "remote_write" in (node / "etc/llm-prometheus/prometheus.yml").read_text()
+
+
+def test_llm_report_runs_in_the_release_env_on_sacct_output(deployed: Deployed) -> None:
+    """llm-report beside llm-submit: the submit env (no torch) runs it on sacct output recorded from slurmdbd."""
+    assert deployed.result.returncode == 0, deployed.result.stderr
+    recorded = REPO / "tests" / "training" / "fixtures" / "sacct-local-slurmdbd.txt"
+    login = {**deployed.env, "PATH": "/usr/bin:/bin"}
+    profile = deployed.root / "profile.d" / "llm-training.sh"
+    command = f"source {profile} && llm-report --sacct-file {recorded} --by user --price local=3600"
+    result = subprocess.run(["bash", "-c", command], env=login, capture_output=True, text=True, cwd="/", timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split()[:3] == ["user", "jobs", "node-hours"]
+    assert lines[-1].split()[:2] == ["total", "4"]

@@ -64,3 +64,53 @@ def test_neuron_image_config_passes_the_image_builder_schema(pcluster_venv: Path
     assert schema_errors({"neuron-image": config}, kind="image") == {"neuron-image": None}
     config["Build"]["Components"][0]["Type"] = "ansible"
     assert schema_errors({"neuron-image": config}, kind="image")["neuron-image"] is not None
+
+
+ACCOUNTING = {
+    "enabled": True,
+    "qos": [{"name": "small", "max_gpus_per_user": 8}],
+    "teams": [{"name": "research", "members": ["alice"], "qos": ["small"]}],
+}
+
+
+def accounting_config(**section: Any) -> dict[str, Any]:
+    def edit(cluster: dict[str, Any]) -> None:
+        cluster["accounting"] = {**ACCOUNTING, **section}
+
+    spec = parse_spec(with_cluster(edit))
+    return build_cluster_config(spec, example_refs(spec))
+
+
+def test_accounting_database_and_slurm_settings_pass_the_schema_and_the_deny_list(pcluster_venv: Path) -> None:
+    configs = {
+        "aurora": accounting_config(),
+        "rds-basic-priority": accounting_config(
+            database={"engine": "rds-mysql"}, fair_share={"enabled": False}, enforce=False
+        ),
+    }
+    settings = configs["aurora"]["Scheduling"]["SlurmSettings"]
+    assert settings["Database"]["Uri"].endswith(":3306")
+    assert settings["Database"]["UserName"] == "slurm_admin"
+    assert settings["Database"]["DatabaseName"] == "slurm_acct_db"
+    assert settings["Database"]["PasswordSecretArn"].startswith("arn:aws:secretsmanager:")
+    assert {"PriorityType": "priority/multifactor"} in settings["CustomSlurmSettings"]
+    assert schema_errors(configs) == dict.fromkeys(configs)
+
+
+def test_the_deny_list_check_runs_parallelclusters_own_validators(pcluster_venv: Path) -> None:
+    config = accounting_config()
+    settings = config["Scheduling"]["SlurmSettings"]
+    settings["CustomSlurmSettings"] += [{"JobAcctGatherType": "jobacct_gather/none"}, {"SlurmctldHost": "x"}]
+    settings["Database"]["Uri"] = "mysql://db.example.com:3306"
+    errors = schema_errors({"denied": config})["denied"]
+    assert errors == {
+        "Scheduling": {
+            "SlurmSettings": [
+                "CustomSlurmSettingsValidator: Using the following custom Slurm settings at SlurmConf level is not "
+                "allowed: SlurmctldHost",
+                "CustomSlurmSettingsValidator: Using the following custom Slurm settings at SlurmConf level is not "
+                "allowed: JobAcctGatherType",
+                "DatabaseUriValidator: Invalid URI specified. Please do not provide a scheme ('mysql://')",
+            ]
+        }
+    }

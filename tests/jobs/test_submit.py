@@ -366,3 +366,26 @@ def test_the_trainers_metrics_port_is_the_specs_and_off_when_the_spec_turns_obse
     rendered = render(_args(*base), "test")
     config = yaml.safe_load(next(t for p, t in rendered.files.items() if p.name == "job-config.yaml"))
     assert config["metrics"]["prometheus_port"] is None
+
+
+def test_the_planners_cost_rides_in_the_job_comment_for_llm_report(
+    tiny_config: Path, demo_data: str, tmp_path: Path
+) -> None:
+    """sacct returns the comment (AccountingStoreFlags=job_comment); llm-report reads the plan from it."""
+    from training.report import parse_plan
+
+    # 2 nodes x 8 GPUs x micro-batch 4: a global batch the planner can lay out.
+    config = write_job(tmp_path / "job.yaml", data={"micro_batch_size": 4, "global_batch_size": 64})
+    argv = [*_base(config, demo_data, tmp_path / "r"), "--spec", str(P4D_SPEC), "--max-steps", "1000"]
+    rendered = render(_args(*argv), "t")
+    (script,) = rendered.scripts
+    (line,) = [line for line in script.text.splitlines() if line.startswith("#SBATCH --comment=")]
+    plan = parse_plan(line.removeprefix("#SBATCH --comment="))
+    assert plan is not None and plan.steps == 1000 and plan.hours > 0
+    nodes = int(next(x for x in script.text.splitlines() if x.startswith("#SBATCH --nodes=")).split("=")[1])
+    assert plan.usd == pytest.approx(plan.hours * nodes * 21.96, rel=0.01)  # p4d.24xlarge at the table's price
+    assert any(note.startswith("plan: ") for note in rendered.notes)
+    (local,) = render(_args(*_base(tiny_config, demo_data, tmp_path / "l"), "--local"), "t").scripts
+    assert "--comment=" not in local.text  # no planner for the local CPU cluster
+    (untimed,) = render(_args(*_base(tiny_config, demo_data, tmp_path / "u"), "--spec", str(P4D_SPEC)), "t").scripts
+    assert "--comment=" not in untimed.text  # global batch 8 < 16 ranks x micro-batch: no plan, still submitted

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,3 +50,16 @@ def read_assembly(out: Path, spec: DeploymentSpec) -> Assembly:
 
 
 from tests.cluster.conftest import pcluster_venv  # noqa: E402,F401  (the isolated ParallelCluster venv)
+
+
+def cfn_lint_errors(templates: list[str]) -> list[str]:
+    """cfn-lint's errors (E rules) on the templates; warnings are printed for the reader but do not count."""
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("cfn-lint")), "--format", "parseable", "--", *templates],
+        capture_output=True,
+        text=True,
+    )
+    errors = [line for line in result.stdout.splitlines() if ":E" in line]
+    if not errors:
+        assert result.returncode in (0, 4, 8, 12), result.stderr  # 2 = errors; 4 warnings; 8 informational
+    return errors

@@ -103,17 +103,11 @@ def _logical_id(assembly: Assembly, kind: str) -> str:
     return logical_id
 
 
-def _placeholders(value: Any, key: str = "") -> Any:
+def _placeholders(value: Any) -> Any:
     """CloudFormation references -> example ids, so ParallelCluster's schema can read the template's config."""
-    if isinstance(value, dict):
-        if len(value) == 1 and next(iter(value)).startswith(("Fn::", "Ref")):
-            if "Subnet" in key:
-                return "subnet-0123456789abcdef0"
-            return "sg-0123456789abcdef0" if "SecurityGroup" in key else "placeholder"
-        return {k: _placeholders(v, k) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_placeholders(v, key) for v in value]
-    return value
+    from cluster.runtime_contract import concrete_config
+
+    return concrete_config(value)
 
 
 @pytest.mark.pcluster

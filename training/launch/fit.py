@@ -18,6 +18,7 @@ from training.launch.errors import SubmitError
 from training.launch.target import Target
 from training.models.args import ModelArgs
 from training.models.params import count_parameters
+from training.report import Plan
 
 BYTES_PER_PARAM = 16
 DEFAULT_MARGIN = 0.25
@@ -114,3 +115,34 @@ def check_planner_fit(model: ModelArgs, target: Target, nodes: int, job: JobConf
     if not ok:
         raise SubmitError(f"--nodes: {model_name} on {nodes} x {target.instance.name} {message}")
     return message
+
+
+def planned_cost(
+    model: ModelArgs, target: Target, nodes: int, job: JobConfig, usd_per_node_hour: float | None = None
+) -> Plan | None:
+    """The planner's hours and dollars for the whole run (train.max_steps steps), for the job's comment:
+    llm-report sets it next to what sacct measured. None when the planner cannot time the job's layout (a
+    global batch smaller than one micro-batch per rank, say): that never fails a submission."""
+    # Imported here: the planner is only needed for real accelerators.
+    from training.planner.hardware import hardware
+    from training.planner.job import Job, PlanError, Software
+    from training.planner.step_time import estimate_step
+
+    checkpoint = job.parallel.activation_checkpoint
+    try:
+        planner_job = Job(
+            model=model,
+            hardware=hardware(target.instance.name, usd_per_hour=usd_per_node_hour),
+            nodes=nodes,
+            seq_len=job.data.seq_len,
+            micro_batch=job.data.micro_batch_size,
+            checkpointing=checkpoint.mode,
+            every_n=checkpoint.every_n,
+            global_batch=job.data.global_batch_size,
+            software=Software(sharding="hsdp" if job.parallel.dp_replicate != 1 else "fsdp"),
+        )
+    except PlanError:
+        return None
+    step = estimate_step(planner_job)
+    hours = job.train.max_steps * step.step_s / 3600
+    return Plan(usd=hours * nodes * planner_job.hardware.usd_per_node_hour, hours=hours, steps=job.train.max_steps)

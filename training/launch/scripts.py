@@ -56,6 +56,8 @@ class JobInputs:
     job_name: str
     workdir: Path
     command_line: str
+    # The planner's estimate as the job's comment (training.report's format); sacct keeps it for llm-report.
+    plan_comment: str | None = None
 
     @property
     def script_base(self) -> Path:
@@ -63,7 +65,13 @@ class JobInputs:
 
 
 def _directives(
-    options: SubmitOptions, target: Target, job_name: str, run_dir: Path, tasks_per_node: int, requeue: bool
+    options: SubmitOptions,
+    target: Target,
+    job_name: str,
+    run_dir: Path,
+    tasks_per_node: int,
+    requeue: bool,
+    comment: str | None = None,
 ) -> list[tuple[str, str | None]]:
     directives: list[tuple[str, str | None]] = [
         ("job-name", job_name),
@@ -80,6 +88,8 @@ def _directives(
         directives += [("requeue", None), ("signal", f"B:USR1@{options.signal_lead}")]
     else:
         directives.append(("no-requeue", None))
+    if comment:
+        directives.append(("comment", comment))
     return directives
 
 
@@ -147,7 +157,7 @@ def _add_script(
     backend = name.split("-", 1)[0]
     job_name = inputs.job_name if name == backend else f"{inputs.job_name}-{name.split('-', 1)[1]}"
     text = assemble(
-        _directives(options, inputs.target, job_name, inputs.run_dir, 1, requeue=requeue),
+        _directives(options, inputs.target, job_name, inputs.run_dir, 1, requeue=requeue, comment=inputs.plan_comment),
         inputs.command_line,
         settings,
         env,

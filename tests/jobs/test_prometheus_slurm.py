@@ -136,7 +136,7 @@ def test_the_demo_watch_command_runs_a_job_under_prometheus_and_prints_its_metri
 ) -> None:
     """What `make demo` ends with: the Prometheus query result for the job it ran."""
     local_slurm_session.reset()
-    # Long enough (about 12 s on a quiet 2-core machine) that the target refresher finds the job and Prometheus
+    # Long enough (about 30 s of steps on a 2-core machine) that the target refresher finds the job and Prometheus
     # scrapes its endpoint even when the machine is loaded: 20 steps ran out before the first scrape under load.
     config = write_job(tmp_path / "tiny.yaml", train={"max_steps": 600, "log_every": 1})
     run_dir = tmp_path / "demo"

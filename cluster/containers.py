@@ -89,7 +89,7 @@ def import_command(spec: DeploymentSpec, partition: str) -> list[str]:
 
 
 def _gpu_partition(spec: DeploymentSpec) -> str:
-    from cluster.instances import instance_facts
+    from spec.platform.instances import instance_facts
 
     assert spec.cluster is not None
     for queue in spec.cluster.queues:

@@ -23,10 +23,10 @@ from typing import Any
 
 import yaml
 
-from cluster.neuron import neuron_pins, nxdt_stack
 from spec.errors import SpecError
 from spec.load import load_spec
 from spec.model import DeploymentSpec
+from spec.platform.neuron import neuron_pins, nxdt_stack
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "bootstrap"
 NEURON_INSTALL_SCRIPT = BOOTSTRAP_DIR / "neuron_install.sh"

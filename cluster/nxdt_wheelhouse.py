@@ -19,9 +19,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cluster.neuron import NXDT_SOURCE_COMMIT, NxdtStack, SourceBuild, nxdt_requirements, nxdt_stack
 from spec.errors import SpecError
 from spec.load import load_spec
+from spec.platform.neuron import NXDT_SOURCE_COMMIT, NxdtStack, SourceBuild, nxdt_requirements, nxdt_stack
 
 NEURON_PIP_INDEX = "https://pip.repos.neuron.amazonaws.com"
 NXDT_REPOSITORY = "https://github.com/aws-neuron/neuronx-distributed-training.git"

@@ -151,7 +151,7 @@ class MetricsSection(_Section):
     tensorboard: bool = True
     plot: bool = True
     # Per device: a number, "measure" (a matmul on the device), or None: the GPU table by exact device name
-    # (cluster/instances.py; an unknown GPU is an error), measured on CPU.
+    # (spec/platform/instances.py; an unknown GPU is an error), measured on CPU.
     peak_flops: Annotated[float, Field(gt=0.0)] | Literal["measure"] | None = None
 
 

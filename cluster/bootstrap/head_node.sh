@@ -6,7 +6,7 @@
 #                [--python python3.11 --python-env internet|wheelhouse:<dir or s3://prefix>]
 #                [--requirements requirements-node.txt] [--pyxis true]
 #
-# 1. Unpacks the payload (a tar.gz of training/, spec/, cluster/, the requirements files and the
+# 1. Unpacks the payload (a tar.gz of training/, slurm/, spec/, cluster/, policies/, the requirements files and the
 #    deployment.yaml the cluster was built from) and installs the SLURM prolog/epilog node checks where
 #    ParallelCluster's slurm.conf runs them (/opt/slurm/etc/scripts/prolog.d and epilog.d, shared with
 #    every compute node).
@@ -167,7 +167,7 @@ build_env() {
 	[[ -f "$release/$requirements" ]] || die "payload $payload lacks $requirements"
 	"$python" -m venv "$release/.venv" || die "$python -m venv $release/.venv failed"
 	install_requirements "$release"
-	# The release's packages (training, spec, cluster) on the env's path, without an install step.
+	# The release's packages (training, slurm, spec, cluster, policies) on the env's path, without an install step.
 	local site
 	site="$("$release/.venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
 	echo "$release" >"$site/llm-training.pth"

@@ -21,12 +21,12 @@ from cluster.fabric.counters import NodeSample, SampleError, read_samples
 from cluster.fabric.parsers import NCCL_TESTS, NCCOM_TEST, PARSERS
 from cluster.fabric.render import SRUN_MPI_PLUGINS, FabricJob, render_script
 from cluster.fabric.thresholds import FabricError, busbw_threshold, check_nodes
-from cluster.instances import UnknownInstanceType, instance_facts
+from slurm import netenv
+from slurm.errors import SubmitError
+from slurm.submission import REPO_ROOT, SPEC_ENV, parse_time, sbatch
+from slurm.target import Target, resolve_target
 from spec import SpecError, load_spec
-from training.launch import netenv
-from training.launch.errors import SubmitError
-from training.launch.target import Target, resolve_target
-from training.submit import REPO_ROOT, SPEC_ENV, parse_time, sbatch
+from spec.platform.instances import UnknownInstanceType, instance_facts
 
 RESULTS_SUBDIR = "fabric-checks"
 EXIT_FAILED = 1

@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from cluster.instances import InstanceFacts
+from spec.platform.instances import InstanceFacts
 
 MIN_FRACTION_BY_ACCELERATOR: dict[str, float] = {"gpu": 0.70, "neuron": 0.40}
 GIB = 1 << 30

@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 from cluster.image_config import BOOTSTRAP_DIR, build_image_config, main, render_component
-from cluster.neuron import NEURON_RELEASES, NXDT_RELEASES, nxdt_requirements
 from cluster.nxdt_wheelhouse import lock_from_wheels, patches_tsv
 from spec import load_spec
+from spec.platform.neuron import NEURON_RELEASES, NXDT_RELEASES, nxdt_requirements
 from tests.cluster.conftest import ALL_SPECS
 
 SCRIPTS = sorted(BOOTSTRAP_DIR.glob("*.sh"))

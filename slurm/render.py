@@ -1,5 +1,5 @@
 """Assembling an sbatch script: #SBATCH directives, a block of shell-quoted settings, then static bash parts
-from training/jobs/ (shared functions and the backend's body). The rendered script is self-contained, so a
+from a parts directory (training/jobs/: shared functions and the backend's body). The rendered script is self-contained, so a
 pending job is unaffected by later edits to the repository.
 """
 
@@ -10,7 +10,6 @@ import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-JOBS_DIR = Path(__file__).resolve().parents[1] / "jobs"
 _NAME_RE = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
 SettingValue = str | int | float | Sequence[str]
@@ -51,8 +50,8 @@ def sbatch_directives(options: Sequence[tuple[str, str | None]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def static_part(name: str) -> str:
-    text = (JOBS_DIR / name).read_text(encoding="utf-8")
+def static_part(parts_dir: Path, name: str) -> str:
+    text = (parts_dir / name).read_text(encoding="utf-8")
     # Drop the part's own shebang/shellcheck header: the assembled script has one.
     body = [line for line in text.splitlines() if not line.startswith(("#!", "# shellcheck shell="))]
     return "\n".join(body).strip("\n") + "\n"
@@ -63,8 +62,10 @@ def assemble(
     command_line: str,
     settings: Mapping[str, SettingValue],
     environment: Mapping[str, str],
+    parts_dir: Path,
     parts: Sequence[str],
 ) -> str:
+    """The script; each part is read from parts_dir and headed by its path below the repository's root."""
     sections = [
         # Some shared functions go unused by a backend, and the signal handlers run from traps: not dead code.
         "#!/bin/bash\n# shellcheck disable=SC2317\n" + sbatch_directives(directives),
@@ -72,5 +73,6 @@ def assemble(
         "# Edit the submit options and render again rather than editing this file.\n",
         "# ---- settings ----\n" + settings_block(settings, environment),
     ]
-    sections += [f"# ---- training/jobs/{part} ----\n" + static_part(part) for part in parts]
+    label = f"{parts_dir.parent.name}/{parts_dir.name}"
+    sections += [f"# ---- {label}/{part} ----\n" + static_part(parts_dir, part) for part in parts]
     return "\n".join(sections)

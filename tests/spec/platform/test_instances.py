@@ -1,6 +1,6 @@
 import pytest
 
-from cluster.instances import (
+from spec.platform.instances import (
     ACCELERATED_TYPES,
     HEAD_NODE_TYPES,
     INSTANCE_TYPES,

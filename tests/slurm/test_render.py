@@ -6,7 +6,8 @@ import subprocess
 
 import pytest
 
-from training.launch.render import assemble, sbatch_directives, settings_block, shell_value, static_part
+from slurm.render import assemble, sbatch_directives, settings_block, shell_value, static_part
+from training.launch.scripts import JOBS_DIR
 
 
 @pytest.mark.parametrize(
@@ -39,8 +40,8 @@ def test_directives_cannot_span_lines() -> None:
 
 
 def test_parts_lose_their_own_header_and_the_script_keeps_sbatch_lines_first() -> None:
-    assert not static_part("fsdp.sh").startswith("#!")
-    text = assemble([("nodes", "2")], "cmd", {"RUN_DIR": "/r"}, {}, ["common.sh"])
+    assert not static_part(JOBS_DIR, "fsdp.sh").startswith("#!")
+    text = assemble([("nodes", "2")], "cmd", {"RUN_DIR": "/r"}, {}, JOBS_DIR, ["common.sh"])
     lines = text.splitlines()
     assert lines[0] == "#!/bin/bash"
     first_command = next(i for i, line in enumerate(lines) if line and not line.startswith("#"))

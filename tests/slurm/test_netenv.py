@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
+from slurm.errors import SubmitError
+from slurm.netenv import gpu_env, nemo_env, neuron_env, parse_version
+from slurm.target import resolve_target
 from spec import load_spec
-from training.launch.errors import SubmitError
-from training.launch.netenv import gpu_env, nemo_env, neuron_env, parse_version
-from training.launch.target import resolve_target
 
 P5 = resolve_target(load_spec(None), "fsdp", None, None)
 P4D = resolve_target(load_spec("spec/examples/p4d-odcr.yaml"), "fsdp", None, None)

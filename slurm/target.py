@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from cluster.instances import InstanceFacts, UnknownInstanceType, instance_facts
+from slurm.errors import SubmitError
 from spec import DeploymentSpec
 from spec.cluster import NeuronSpec
-from training.launch.errors import SubmitError
+from spec.platform.instances import InstanceFacts, UnknownInstanceType, instance_facts
 
 Backend = Literal["fsdp", "nemo", "neuron"]
 BACKENDS: tuple[str, ...] = ("fsdp", "nemo", "neuron")

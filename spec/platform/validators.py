@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from cluster.instances import HEAD_NODE_TYPES, INSTANCE_TYPES, InstanceFacts
-from cluster.neuron import NEURON_RELEASES
 from spec.cluster import ClusterSpec, FsxSpec, QueueSpec, parse_version
 from spec.errors import SpecProblem
+from spec.platform.instances import HEAD_NODE_TYPES, INSTANCE_TYPES, InstanceFacts
+from spec.platform.neuron import NEURON_RELEASES
 
 CAPACITY_BLOCK_MINIMUM_VERSION = (3, 8, 0)
 FSX_THROUGHPUTS: dict[str, tuple[int, ...]] = {
@@ -50,7 +50,9 @@ def _head_node(cluster: ClusterSpec, prefix: str) -> Iterator[SpecProblem]:
     path = f"{prefix}.head_node.instance_type"
     if name not in INSTANCE_TYPES:
         yield SpecProblem(
-            path, f"is not in the facts table (cluster/instances.py); use one of {', '.join(HEAD_NODE_TYPES)}", name
+            path,
+            f"is not in the facts table (spec/platform/instances.py); use one of {', '.join(HEAD_NODE_TYPES)}",
+            name,
         )
     elif INSTANCE_TYPES[name].accelerator != "none":
         yield SpecProblem(path, "is an accelerated type; the head node needs a CPU type such as m6i.2xlarge", name)
@@ -97,7 +99,7 @@ def _queues(cluster: ClusterSpec, availability_zone: str, prefix: str) -> Iterat
             known = ", ".join(name for name, f in INSTANCE_TYPES.items() if f.accelerator != "none")
             yield SpecProblem(
                 f"{path}.instance_type",
-                f"is not in the facts table (cluster/instances.py); known: {known}",
+                f"is not in the facts table (spec/platform/instances.py); known: {known}",
                 queue.instance_type,
             )
         if queue.min_count > queue.max_count:
@@ -194,7 +196,7 @@ def _neuron(cluster: ClusterSpec, internet_egress: str, prefix: str) -> Iterator
     if neuron.packages is None and neuron.sdk_version not in NEURON_RELEASES:
         yield SpecProblem(
             f"{prefix}.neuron.sdk_version",
-            f"has no pins in cluster/neuron.py (known: {', '.join(NEURON_RELEASES)}); set cluster.neuron.packages",
+            f"has no pins in spec/platform/neuron.py (known: {', '.join(NEURON_RELEASES)}); set cluster.neuron.packages",
             neuron.sdk_version,
         )
     if internet_egress == "none" and neuron.custom_ami is None and cluster.custom_ami is None:
@@ -259,7 +261,7 @@ def _fsx(fsx: FsxSpec | None, path: str) -> Iterator[SpecProblem]:
 def _prices(cluster: ClusterSpec, prefix: str) -> Iterator[SpecProblem]:
     for name in cluster.prices:
         if name not in INSTANCE_TYPES:
-            yield SpecProblem(f"{prefix}.prices.{name}", "is not in the facts table (cluster/instances.py)", name)
+            yield SpecProblem(f"{prefix}.prices.{name}", "is not in the facts table (spec/platform/instances.py)", name)
 
 
 # ---------------------------------------------------------------- config-level rules

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from slurm.errors import SubmitError
+from slurm.target import local_target, resolve_target
 from spec import load_spec
-from training.launch.errors import SubmitError
-from training.launch.target import local_target, resolve_target
 
 DEFAULT = load_spec(None)
 TRN1 = load_spec("spec/examples/trn1-neuron.yaml")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from training.launch.errors import SubmitError
-from training.launch.target import Target
+from slurm.errors import SubmitError
+from slurm.target import Target
 
 DEFAULT_LIBFABRIC = "1.18.0"
 DEFAULT_AWS_OFI_NCCL = "1.7.3"

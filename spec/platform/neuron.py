@@ -36,7 +36,7 @@ def neuron_pins(neuron: NeuronSpec) -> dict[str, str]:
     except KeyError:
         known = ", ".join(NEURON_RELEASES)
         raise KeyError(
-            f"Neuron SDK {neuron.sdk_version} has no pins in cluster/neuron.py (known: {known}); "
+            f"Neuron SDK {neuron.sdk_version} has no pins in spec/platform/neuron.py (known: {known}); "
             "set cluster.neuron.packages"
         ) from None
 
@@ -173,7 +173,7 @@ def nxdt_stack(neuron: NeuronSpec) -> NxdtStack:
     except KeyError:
         known = ", ".join(NXDT_RELEASES)
         raise KeyError(
-            f"cluster.neuron.sdk_version: Neuron SDK {neuron.sdk_version} has no NxDT stack in cluster/neuron.py "
+            f"cluster.neuron.sdk_version: Neuron SDK {neuron.sdk_version} has no NxDT stack in spec/platform/neuron.py "
             f"(known: {known})"
         ) from None
     sdk_pins = neuron_pins(neuron)

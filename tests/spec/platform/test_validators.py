@@ -5,8 +5,8 @@ from typing import Any
 import pytest
 
 from cluster.config_builder import ClusterRefs, build_cluster_config, example_refs
-from cluster.validators import allows_all_traffic_with_itself, config_problems
 from spec import SpecError, load_spec
+from spec.platform.validators import allows_all_traffic_with_itself, config_problems
 from tests.cluster.conftest import ALL_SPECS, parse, spec_dict, with_cluster
 
 
@@ -32,7 +32,7 @@ def test_shipped_specs_are_valid(path: Any) -> None:
 def test_unknown_queue_instance_type() -> None:
     data = with_cluster(lambda c: queue0(c).update(instance_type="p9.96xlarge"))
     assert problems_of(data) == [
-        "cluster.queues[0].instance_type: 'p9.96xlarge' is not in the facts table (cluster/instances.py); "
+        "cluster.queues[0].instance_type: 'p9.96xlarge' is not in the facts table (spec/platform/instances.py); "
         "known: p4d.24xlarge, p4de.24xlarge, p5.48xlarge, p5e.48xlarge, p5en.48xlarge, trn1.32xlarge, trn1n.32xlarge"
     ]
 
@@ -41,7 +41,7 @@ def test_unknown_head_node_type() -> None:
     data = with_cluster(lambda c: c["head_node"].update(instance_type="t2.nano"))
     (line,) = problems_of(data)
     assert line.startswith(
-        "cluster.head_node.instance_type: 't2.nano' is not in the facts table (cluster/instances.py); "
+        "cluster.head_node.instance_type: 't2.nano' is not in the facts table (spec/platform/instances.py); "
         "use one of c5.xlarge, c5.2xlarge, "
     )
 
@@ -188,7 +188,7 @@ def test_unknown_neuron_release_needs_explicit_pins() -> None:
     data = trn1_spec()
     data["cluster"]["neuron"]["sdk_version"] = "2.99.0"
     assert problems_of(data) == [
-        "cluster.neuron.sdk_version: '2.99.0' has no pins in cluster/neuron.py (known: 2.26.1); "
+        "cluster.neuron.sdk_version: '2.99.0' has no pins in spec/platform/neuron.py (known: 2.26.1); "
         "set cluster.neuron.packages"
     ]
     data["cluster"]["neuron"]["packages"] = {
@@ -277,7 +277,9 @@ def test_fsx_throughput_per_deployment_type() -> None:
 
 def test_price_override_for_unknown_type() -> None:
     data = with_cluster(lambda c: c.update(prices={"x1.metal": 3.0}))
-    assert problems_of(data) == ["cluster.prices.x1.metal: 'x1.metal' is not in the facts table (cluster/instances.py)"]
+    assert problems_of(data) == [
+        "cluster.prices.x1.metal: 'x1.metal' is not in the facts table (spec/platform/instances.py)"
+    ]
 
 
 def test_field_level_errors_name_the_path() -> None:

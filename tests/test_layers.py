@@ -83,3 +83,14 @@ def test_a_back_edge_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     (tmp_path / "spec" / "bad.py").write_text("def f() -> None:\n    from cluster import payload\n")
     monkeypatch.setattr(f"{__name__}.REPO", tmp_path)
     assert back_edges(("spec", "cluster")) == ["spec/bad.py:2: spec imports cluster (a higher layer)"]
+
+
+def test_the_policy_builders_never_import_their_verification() -> None:
+    problems = [
+        f"{path.relative_to(REPO)}:{line}: {module}"
+        for path in _modules("policies")
+        if "verify" not in path.relative_to(REPO).parts
+        for line, module in _imports(path)
+        if module.startswith("policies.verify")
+    ]
+    assert problems == []

@@ -1,4 +1,4 @@
-"""The Node entry (policies/engine/simulate.mjs) and the engine's measured gaps, each pinned by a test:
+"""The Node entry (policies/verify/engine/simulate.mjs) and the engine's measured gaps, each pinned by a test:
 if a new engine version closes a gap, the test fails and the harness's workaround can go."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from policies import gateway_endpoint_policy
-from policies.harness.engine import (
+from policies.verify.harness.engine import (
     ALLOWED,
     EXPLICITLY_DENIED,
     IMPLICITLY_DENIED,
@@ -17,7 +17,7 @@ from policies.harness.engine import (
     policy_actions_and_keys,
     run_discovery,
 )
-from policies.harness.layers import HarnessError, Layer, outcome
+from policies.verify.harness.layers import HarnessError, Layer, outcome
 from tests.policies.conftest import PolicyWorld
 
 ROLE = "arn:aws:iam::111111111111:role/llm-demo-cluster-node"
@@ -77,7 +77,7 @@ def test_one_process_answers_a_whole_batch_and_caches_it() -> None:
 
 
 def test_engine_cannot_see_access_point_keys_on_bucket_objects() -> None:
-    """The gap the harness decides in the open (policies/harness/conditions.py)."""
+    """The gap the harness decides in the open (policies/verify/harness/conditions.py)."""
     context = {"s3:DataAccessPointAccount": "222222222222", "s3:DataAccessPointArn": ACCESS_POINT}
     strict = Engine().run_batch({"strict": simulation(f"{BUCKET}/corpora/x", context, DELEGATION)})["strict"]
     assert strict.decision == IMPLICITLY_DENIED, "a correct delegation looks denied in Strict mode"

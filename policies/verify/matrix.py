@@ -17,10 +17,10 @@ from pathlib import Path
 
 from policies.documents import READ_OBJECT_ACTIONS, WRITE_OBJECT_ACTIONS
 from policies.endpoint import wheelhouse_location
-from policies.extract import ExtractedPolicies
 from policies.guardrails import GUARDRAIL_POLICY_ID, guardrail_scps
-from policies.harness.engine import ALLOWED, EXPLICITLY_DENIED, IMPLICITLY_DENIED, Decision, Engine
-from policies.harness.layers import (
+from policies.verify.extract import ExtractedPolicies
+from policies.verify.harness.engine import ALLOWED, EXPLICITLY_DENIED, IMPLICITLY_DENIED, Decision, Engine
+from policies.verify.harness.layers import (
     ACCESS_POINT,
     BUCKET,
     ENDPOINT,
@@ -36,7 +36,7 @@ from policies.harness.layers import (
     layers_for,
     outcome,
 )
-from policies.harness.model import (
+from policies.verify.harness.model import (
     AccessPointTarget,
     ApiRequest,
     KmsRequest,

@@ -1,6 +1,6 @@
 """The IAM engine (@cloud-copilot/iam-simulate) behind one Node process per batch.
 
-`run_batch` sends every simulation of a batch to policies/engine/simulate.mjs at once and returns
+`run_batch` sends every simulation of a batch to policies/verify/engine/simulate.mjs at once and returns
 the parsed results; results are cached by the simulation's content, so a policy mutation only
 re-evaluates the simulations it changed.
 """
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
-ENTRY = REPO / "policies" / "engine" / "simulate.mjs"
+REPO = Path(__file__).resolve().parents[3]
+ENTRY = REPO / "policies" / "verify" / "engine" / "simulate.mjs"
 
 Decision = str  # "Allowed" | "ImplicitlyDenied" | "ExplicitlyDenied"
 ALLOWED: Decision = "Allowed"

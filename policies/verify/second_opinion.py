@@ -1,7 +1,7 @@
 """A second opinion on the synthesized templates: checkov, in its own pinned venv (.checkov-venv).
 
-`make checkov-venv` builds it from policies/checkov/requirements.txt and constraints.txt. Every finding
-must be listed, with its reason, in policies/checkov/skips.yaml; an entry that matches no finding any more
+`make checkov-venv` builds it from policies/verify/checkov/requirements.txt and constraints.txt. Every finding
+must be listed, with its reason, in policies/verify/checkov/skips.yaml; an entry that matches no finding any more
 is an error too, so the file stays exactly the list of accepted exceptions.
 """
 
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CHECKOV_VENV = REPO / ".checkov-venv"
-SKIPS = REPO / "policies" / "checkov" / "skips.yaml"
+SKIPS = REPO / "policies" / "verify" / "checkov" / "skips.yaml"
 
 
 class CheckovError(RuntimeError):

@@ -1,4 +1,4 @@
-"""checkov over the synthesized templates: zero findings that policies/checkov/skips.yaml does not explain."""
+"""checkov over the synthesized templates: zero findings that policies/verify/checkov/skips.yaml does not explain."""
 
 from __future__ import annotations
 
@@ -7,7 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from policies.second_opinion import CHECKOV_VENV, REPO, Finding, Skip, load_skips, run_checkov, stale, unexplained
+from policies.verify.second_opinion import (
+    CHECKOV_VENV,
+    REPO,
+    Finding,
+    Skip,
+    load_skips,
+    run_checkov,
+    stale,
+    unexplained,
+)
 from tests.stacks.conftest import Assembly
 
 
@@ -21,10 +30,12 @@ def checkov_venv() -> Path:
 
 def test_checkov_finds_nothing_unexplained(default_assembly: Assembly, checkov_venv: Path) -> None:
     version, findings, passed = run_checkov(default_assembly.out, checkov_venv)
-    assert version == "3.3.30", "the pin in policies/checkov/requirements.txt"
+    assert version == "3.3.30", "the pin in policies/verify/checkov/requirements.txt"
     skips = load_skips()
     shown = [f"{f.check} {f.resource} ({f.template}): {f.name}" for f in unexplained(findings, skips)]
-    assert shown == [], "new checkov findings: fix them, or list them with a reason in policies/checkov/skips.yaml"
+    assert shown == [], (
+        "new checkov findings: fix them, or list them with a reason in policies/verify/checkov/skips.yaml"
+    )
     assert [f"{s.check} {s.resource}" for s in stale(findings, skips)] == [], "skips that match no finding any more"
     assert passed >= 100, f"checkov passed only {passed} checks: did it read the templates?"
     print(f"\ncheckov {version}: {passed} checks passed, {len(findings)} findings, all explained in skips.yaml")

@@ -21,7 +21,7 @@ import { runSimulation } from '@cloud-copilot/iam-simulate'
 
 // The package's exports map hides package.json; read it from the repository's node_modules.
 const enginePackage = JSON.parse(
-  readFileSync(new URL('../../node_modules/@cloud-copilot/iam-simulate/package.json', import.meta.url), 'utf8')
+  readFileSync(new URL('../../../node_modules/@cloud-copilot/iam-simulate/package.json', import.meta.url), 'utf8')
 )
 
 function statementId(analysis) {

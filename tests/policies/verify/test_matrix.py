@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
-from policies.extract import from_builders
-from policies.harness.engine import ALLOWED, Engine
-from policies.harness.layers import ACCESS_POINT, BUCKET, ENDPOINT, ENDPOINT_BUCKET, IDENTITY, KEY
-from policies.matrix import (
+from policies.verify.extract import from_builders
+from policies.verify.harness.engine import ALLOWED, Engine
+from policies.verify.harness.layers import ACCESS_POINT, BUCKET, ENDPOINT, ENDPOINT_BUCKET, IDENTITY, KEY
+from policies.verify.matrix import (
     CaseResult,
     build_cases,
     evaluate,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import copy
 
-from policies.harness.engine import Engine
-from policies.harness.model import PolicySet
-from policies.matrix import evaluate
-from policies.mutations import (
+from policies.verify.harness.engine import Engine
+from policies.verify.harness.model import PolicySet
+from policies.verify.matrix import evaluate
+from policies.verify.mutations import (
     MutationReport,
     _widen_key_prefix,
     generate,

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
 
-from policies.harness.conditions import (
+from policies.verify.harness.conditions import (
     NEVER_MATCHING_RESOURCE,
     ContextValue,
     Decided,
@@ -37,7 +37,7 @@ from policies.harness.conditions import (
     named_statements,
     names_action,
 )
-from policies.harness.engine import (
+from policies.verify.harness.engine import (
     ALLOWED,
     EXPLICITLY_DENIED,
     IMPLICITLY_DENIED,
@@ -46,7 +46,7 @@ from policies.harness.engine import (
     PolicyAnalysis,
     simulation_key,
 )
-from policies.harness.model import ApiRequest, KmsRequest, PolicyDocument, PolicySet, Request, S3Request
+from policies.verify.harness.model import ApiRequest, KmsRequest, PolicyDocument, PolicySet, Request, S3Request
 
 NEUTRAL_IDENTITY: PolicyDocument = {
     "Version": "2012-10-17",
@@ -238,7 +238,7 @@ def _layer(
     resource its engine-blind conditions are decided, and statements that cannot apply (another
     action, a resource that cannot match, a decided condition that fails) are left out. This makes a
     mutation of an unrelated statement produce the same simulation, which the engine's cache then
-    answers; tests/policies/harness/test_layers.py checks that it changes no decision."""
+    answers; tests/policies/verify/harness/test_layers.py checks that it changes no decision."""
     blind = blind_keys_for(resource)
     decided: list[Decided] = []
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from policies.harness.engine import ALLOWED
-from policies.harness.layers import BUCKET, INTERFACE_ENDPOINT, KMS_IDENTITY, SCP
-from policies.matrix import CaseResult, explicit, implicit, merge
+from policies.verify.harness.engine import ALLOWED
+from policies.verify.harness.layers import BUCKET, INTERFACE_ENDPOINT, KMS_IDENTITY, SCP
+from policies.verify.matrix import CaseResult, explicit, implicit, merge
 from tests.policies.conftest import PolicyWorld
 from tests.stacks.conftest import Assembly
 
@@ -70,7 +70,7 @@ def test_interface_endpoint_policies_admit_the_organization_and_aws_services(wor
 
 
 def test_interface_endpoint_policies_are_extractable_for_other_oracles(default_assembly: Assembly) -> None:
-    from policies.extract import extract_endpoint_policies
+    from policies.verify.extract import extract_endpoint_policies
 
     policies = extract_endpoint_policies(default_assembly.out, default_assembly.spec)
     assert policies["s3"] is not None and policies["dynamodb"] is not None

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from policies.harness import layers
-from policies.harness.engine import ALLOWED, Engine, EngineResult, PolicyAnalysis
-from policies.harness.layers import (
+from policies.verify.harness import layers
+from policies.verify.harness.engine import ALLOWED, Engine, EngineResult, PolicyAnalysis
+from policies.verify.harness.layers import (
     NEUTRAL_IDENTITY,
     NEUTRAL_RESOURCE,
     HarnessError,
@@ -14,8 +14,8 @@ from policies.harness.layers import (
     layers_for,
     outcome,
 )
-from policies.harness.model import AccessPointTarget, KmsRequest, Network, PolicySet, Principal, S3Request
-from policies.matrix import CaseResult, evaluate
+from policies.verify.harness.model import AccessPointTarget, KmsRequest, Network, PolicySet, Principal, S3Request
+from policies.verify.matrix import CaseResult, evaluate
 from tests.policies.conftest import PolicyWorld
 
 ROLE = "arn:aws:iam::111111111111:role/llm-demo-cluster-node"

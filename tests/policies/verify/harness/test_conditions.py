@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from policies.harness.conditions import (
+from policies.verify.harness.conditions import (
     NEVER_MATCHING_RESOURCE,
     UndecidableCondition,
     condition_holds,
@@ -15,7 +15,7 @@ from policies.harness.conditions import (
     expected_ignored_keys,
     names_action,
 )
-from policies.harness.engine import ALLOWED, Engine
+from policies.verify.harness.engine import ALLOWED, Engine
 
 OWN = "222222222222"
 AP = f"arn:aws:s3:us-east-1:{OWN}:accesspoint/llm-demo-pretraining"

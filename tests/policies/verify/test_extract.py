@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from policies import access_point_policy, bucket_policy, gateway_endpoint_policy, identity_policy, key_policy
-from policies.extract import (
+from policies.interface_endpoints import interface_endpoint_policy
+from policies.verify.extract import (
     ExtractionError,
     Resolver,
     StackEnvironment,
@@ -18,7 +19,6 @@ from policies.extract import (
     load_templates,
     stack_environments,
 )
-from policies.interface_endpoints import interface_endpoint_policy
 from tests.policies.conftest import PolicyWorld
 from tests.stacks.conftest import Assembly
 

@@ -26,9 +26,9 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from policies.harness.engine import Engine
-from policies.harness.model import PolicyDocument, PolicySet
-from policies.matrix import Case, CaseResult, MatrixContext, evaluate_many
+from policies.verify.harness.engine import Engine
+from policies.verify.harness.model import PolicyDocument, PolicySet
+from policies.verify.matrix import Case, CaseResult, MatrixContext, evaluate_many
 
 # The stacks attach a role's dataset grants as the inline policy "datasets" (stacks/parts/dataset_role.py);
 # other identity documents (a notebook's log permissions) are outside the data path.

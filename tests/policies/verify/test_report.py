@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from policies.matrix import CaseResult
-from policies.mutations import MutationReport
-from policies.report import main, render
+from policies.verify.matrix import CaseResult
+from policies.verify.mutations import MutationReport
+from policies.verify.report import main, render
 from tests.policies.conftest import PolicyWorld
 from tests.stacks.conftest import Assembly
 

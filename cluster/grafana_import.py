@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spec.errors import UserError
+
 REPO = Path(__file__).resolve().parents[1]
 # The node side's dashboards (fleet, job, fabric) as Grafana JSON (cluster/observability, issue 17).
 DASHBOARDS = REPO / "cluster" / "observability" / "dashboards"
@@ -35,7 +37,7 @@ FOLDER_TITLE = "LLM training"
 WORKSPACE_ROLE_AUTH = "ec2_iam_role"
 
 
-class ProvisionError(ValueError):
+class ProvisionError(UserError):
     """A dashboard or argument the import cannot use; the message names it."""
 
 

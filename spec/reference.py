@@ -13,6 +13,7 @@ from typing import Any, get_args, get_origin
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from spec.cli import user_errors
 from spec.model import DeploymentSpec
 
 HEADER = """# Deployment spec reference
@@ -86,6 +87,7 @@ def render() -> str:
     return "\n".join(out) + "\n"
 
 
+@user_errors
 def main() -> int:
     sys.stdout.write(render())
     return 0

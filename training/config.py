@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from spec.errors import SpecProblem, problems_from_pydantic
+from spec.errors import SpecProblem, UserError, problems_from_pydantic
 from spec.yaml_file import read_yaml
 from training.models.args import ModelArgs, ModelArgsError
 from training.models.registry import get_model_args
@@ -21,7 +21,7 @@ PositiveInt = Annotated[int, Field(ge=1)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError):
     """A job config that must not run; str() gives one line per problem."""
 
     def __init__(self, problems: list[SpecProblem] | list[str], source: str = "config") -> None:

@@ -27,6 +27,7 @@ from slurm.errors import SubmitError
 from slurm.submission import REPO_ROOT, SPEC_ENV, parse_time, sbatch, submit_env
 from slurm.target import BACKENDS, local_target, resolve_target
 from spec import SpecError, load_spec
+from spec.cli import user_errors
 from training.config import ConfigError, JobConfig, load_job_config, resolve_model_args
 from training.launch.fit import check_fits, check_planner_fit
 from training.launch.options import SubmitOptions
@@ -242,29 +243,26 @@ def write(rendered: Rendered) -> None:
                 Path(line.split("=", 1)[1]).parent.mkdir(parents=True, exist_ok=True)
 
 
+@user_errors
 def main(argv: list[str] | None = None) -> int:
     options = parse_options(argv)
     command_line = "python -m training.submit " + shlex.join(sys.argv[1:] if argv is None else argv)
-    try:
-        rendered = render(options, command_line)
-        if options.dry_run:
-            for script in rendered.scripts:
-                print(f"# ===== {script.path} =====")
-                print(script.text)
-            return 0
-        write(rendered)
-        env = submit_env(options.local)
-        ids: dict[str, str] = {}
+    rendered = render(options, command_line)
+    if options.dry_run:
         for script in rendered.scripts:
-            dependency = ids[script.depends_on] if script.depends_on else None
-            ids[script.name] = sbatch(script.path, dependency, env, list(options.sbatch_args))
-            print(f"{ids[script.name]} {script.path}")
-        for note in rendered.notes:
-            print(note, file=sys.stderr)
-        print(f"logs: {options.run_dir.resolve() / 'logs'}/<job name>-<job id>.out", file=sys.stderr)
-    except SubmitError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+            print(f"# ===== {script.path} =====")
+            print(script.text)
+        return 0
+    write(rendered)
+    env = submit_env(options.local)
+    ids: dict[str, str] = {}
+    for script in rendered.scripts:
+        dependency = ids[script.depends_on] if script.depends_on else None
+        ids[script.name] = sbatch(script.path, dependency, env, list(options.sbatch_args))
+        print(f"{ids[script.name]} {script.path}")
+    for note in rendered.notes:
+        print(note, file=sys.stderr)
+    print(f"logs: {options.run_dir.resolve() / 'logs'}/<job name>-<job id>.out", file=sys.stderr)
     return 0
 
 

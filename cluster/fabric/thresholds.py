@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from spec.errors import UserError
 from spec.platform.instances import InstanceFacts
 
 MIN_FRACTION_BY_ACCELERATOR: dict[str, float] = {"gpu": 0.70, "neuron": 0.40}
@@ -64,7 +65,7 @@ PUBLISHED_BUSBW_16GIB: dict[str, PublishedBaseline] = {
 }
 
 
-class FabricError(ValueError):
+class FabricError(UserError):
     """Bad input to the fabric check; str() is one line naming the argument and the value."""
 
 

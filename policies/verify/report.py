@@ -21,7 +21,9 @@ from policies.verify.harness.model import ApiRequest, KmsRequest, S3Request
 from policies.verify.matrix import Case, CaseResult, build_cases, evaluate, matrix_context, policy_set
 from policies.verify.mutations import MutationReport
 from policies.verify.mutations import run as run_mutations
-from spec import DeploymentSpec, SpecError, load_spec
+from spec import DeploymentSpec, load_spec
+from spec.cli import user_errors
+from spec.errors import UserError
 
 GROUP_TITLES = {
     "grant": "Dataset grants and their nearest denials",
@@ -173,6 +175,7 @@ def render(
     return "\n".join(lines).rstrip() + "\n"
 
 
+@user_errors
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--cdk-out", type=Path, default=Path("cdk.out"), help="the synthesized cloud assembly")
@@ -192,11 +195,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             mutations, results = run_mutations(cases, policies, context, engine)
     except FileNotFoundError as error:
-        print(f"{error.filename}: not found; run `make synth` first", file=sys.stderr)
-        return 2
-    except (SpecError, ExtractionError, EngineError) as error:
-        print(error, file=sys.stderr)
-        return 2
+        raise UserError(f"{error.filename}: not found; run `make synth` first") from None
+    except (ExtractionError, EngineError) as error:
+        raise UserError(str(error)) from None
     text = render(spec, extracted, results, mutations, engine.version)
     if args.output is None:
         sys.stdout.write(text)

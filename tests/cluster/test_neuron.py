@@ -116,5 +116,5 @@ def test_patches_and_lock_files(tmp_path: Path) -> None:
 def test_mirror_cli_refuses_a_spec_without_neuron(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert load_spec(TRN1_SPEC).cluster.neuron is not None
     assert main([str(ALL_SPECS[0]), "--out", str(tmp_path / "w")]) == 2
-    assert capsys.readouterr().err.strip().startswith("cluster.neuron: None in ")
+    assert capsys.readouterr().err.strip().startswith("error: cluster.neuron: None in ")
     assert not (tmp_path / "w").exists()

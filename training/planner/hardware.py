@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from spec.errors import UserError
 from spec.platform.instances import InstanceFacts, instance_facts
 
 
@@ -45,7 +46,7 @@ ACCELERATOR_BY_FAMILY: dict[str, str] = {
 }
 
 
-class HardwareError(ValueError):
+class HardwareError(UserError):
     """An instance type the planner cannot model; one line naming the argument and value."""
 
 

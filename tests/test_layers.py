@@ -94,3 +94,11 @@ def test_the_policy_builders_never_import_their_verification() -> None:
         if module.startswith("policies.verify")
     ]
     assert problems == []
+
+
+def test_the_readme_and_the_architecture_doc_name_every_package() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    architecture = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    packages = [f"`{name}/`" for name in LAYERS if name not in ("app", "tests")] + ["`spec/platform/`"]
+    assert [name for name in packages if name not in readme] == []
+    assert [name for name in packages if name not in architecture and name != "`bench/`"] == []

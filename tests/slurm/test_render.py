@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from slurm.render import assemble, sbatch_directives, settings_block, shell_value, static_part
+from slurm.render import SettingValue, assemble, sbatch_directives, settings_block, shell_value, static_part
 from training.launch.scripts import JOBS_DIR
 
 
@@ -14,7 +14,7 @@ from training.launch.scripts import JOBS_DIR
     ("value", "expected"),
     [("plain", "plain"), ("it's $HOME", "'it'\"'\"'s $HOME'"), (3, "3"), (True, "1"), (["a b", "c"], "('a b' c)")],
 )
-def test_values_are_shell_quoted(value, expected: str) -> None:
+def test_values_are_shell_quoted(value: SettingValue, expected: str) -> None:
     assert shell_value(value) == expected
 
 

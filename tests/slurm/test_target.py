@@ -6,7 +6,7 @@ import pytest
 
 from slurm.errors import SubmitError
 from slurm.target import local_target, resolve_target
-from spec import load_spec
+from spec import DeploymentSpec, load_spec
 
 DEFAULT = load_spec(None)
 TRN1 = load_spec("spec/examples/trn1-neuron.yaml")
@@ -50,7 +50,7 @@ def test_the_local_profile_is_one_cpu_rank_per_node() -> None:
         (DEFAULT, "jax", None, "--backend: 'jax' is not one of fsdp, nemo, neuron"),
     ],
 )
-def test_mismatches_are_one_line_errors(spec, backend: str, queue: str | None, message: str) -> None:
+def test_mismatches_are_one_line_errors(spec: DeploymentSpec, backend: str, queue: str | None, message: str) -> None:
     with pytest.raises(SubmitError) as raised:
         resolve_target(spec, backend, queue, None)
     assert str(raised.value) == message

@@ -158,7 +158,7 @@ def endpoint(policy: dict[str, Any] | None, service: str = "com.amazonaws.us-eas
     )
 
 
-OPEN_ENDPOINT = {
+OPEN_ENDPOINT: dict[str, Any] = {
     "Version": "2012-10-17",
     "Statement": [{"Sid": "Everything", "Effect": "Allow", "Principal": "*", "Action": "s3:*", "Resource": "*"}],
 }

@@ -250,7 +250,8 @@ def test_python_fields_name_the_bad_value() -> None:
         "cluster.python_version: 3.1 must be one of 3.11, 3.12, quoted (YAML reads 3.10 as 3.1)",
         "cluster.python_wheelhouse: 'https://example.com/wheels' must be an S3 prefix such as s3://my-bucket/wheelhouse/",
     ]
-    assert parse(with_cluster(lambda c: c.update(python_version=3.12))).cluster.python_version == "3.12"
+    parsed = parse(with_cluster(lambda c: c.update(python_version=3.12))).cluster
+    assert parsed is not None and parsed.python_version == "3.12"
     (line,) = problems_of(with_cluster(lambda c: c.update(python_version="3.9")))
     assert line == "cluster.python_version: '3.9' input should be '3.11' or '3.12'"
 

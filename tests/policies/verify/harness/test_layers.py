@@ -44,7 +44,7 @@ def _read(**changes: object) -> S3Request:
     base = S3Request(
         READER, "s3:GetObject", "bucket", "222222222222", key="data/x", access_point=AccessPointTarget(AP, True)
     )
-    return S3Request(**{**base.__dict__, **changes})  # type: ignore[arg-type]
+    return S3Request(**{**base.__dict__, **changes})
 
 
 def _layers(request: S3Request | KmsRequest) -> dict[str, dict]:

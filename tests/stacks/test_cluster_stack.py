@@ -202,7 +202,7 @@ def test_config_problems_run_at_synth_with_the_groups_and_subnet_azs(
 ) -> None:
     """docs/cluster.md promises the EFA self-rule and AZ checks at synth: the stack passes what they need."""
     import stacks.cluster_stack
-    from cluster import validators
+    from spec.platform import validators
     from tests.cluster.conftest import spec_dict
     from tests.stacks.test_variants import synth
 

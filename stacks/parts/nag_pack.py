@@ -19,7 +19,7 @@ finding and is acknowledged the same way (stacks/parts/nag.py), per construct an
 
 Like every cdk-nag rule, these read construct properties: a raw property override (escape hatch)
 is not visible to them. The data path's documents are additionally evaluated from the synthesized
-templates by the access matrix (policies/verify/matrix.py), which does see overrides.
+templates by the access matrix (policies/verify/matrix/), which does see overrides.
 """
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ demo: setup
 
 # Evaluates the synthesized policies (IAM engine, every case and every mutant) for reviewers.
 policy-report: synth
-	$(PY) -m policies.report --cdk-out cdk.out $(if $(SPEC),--spec $(SPEC),) --output docs/access-matrix.md
+	$(PY) -m policies.verify.report --cdk-out cdk.out $(if $(SPEC),--spec $(SPEC),) --output docs/access-matrix.md
 
 # aws-parallelcluster pins CDK v1 and jsii 1.85, so it gets its own environment; the tests run its schema,
 # ConfigPatch and node-role builders on what the repo synthesizes (cluster/pcluster/*; about a minute to build).
@@ -76,13 +76,13 @@ $(PCLUSTER_VENV)/.installed: cluster/pcluster/requirements.txt cluster/pcluster/
 	$(PCLUSTER_VENV)/bin/pip install --quiet -r cluster/pcluster/requirements.txt -c cluster/pcluster/constraints.txt
 	touch $@
 
-# checkov (a second opinion on the templates; tests/policies/test_checkov.py) pins its own dependency tree,
+# checkov (a second opinion on the templates; tests/policies/verify/test_checkov.py) pins its own dependency tree,
 # which clashes with ours: its own environment, about 290 MB, built in about two minutes.
 checkov-venv: $(CHECKOV_VENV)/.installed
 
-$(CHECKOV_VENV)/.installed: policies/checkov/requirements.txt policies/checkov/constraints.txt
+$(CHECKOV_VENV)/.installed: policies/verify/checkov/requirements.txt policies/verify/checkov/constraints.txt
 	test -x $(CHECKOV_VENV)/bin/python || python3 -m venv $(CHECKOV_VENV)
-	$(CHECKOV_VENV)/bin/pip install --quiet -r policies/checkov/requirements.txt -c policies/checkov/constraints.txt
+	$(CHECKOV_VENV)/bin/pip install --quiet -r policies/verify/checkov/requirements.txt -c policies/verify/checkov/constraints.txt
 	touch $@
 
 # NeMo 2.4.0 (the nemo:25.07 container's) for the NeMo contract tests (tests/jobs/test_nemo_contract.py): its pins

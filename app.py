@@ -8,6 +8,7 @@ import sys
 from aws_cdk import App
 
 from spec import SpecError, load_spec
+from spec.cli import report
 from stacks.assemble import assemble
 
 
@@ -17,8 +18,7 @@ def main(app: App | None = None) -> None:
     try:
         spec = load_spec(app.node.try_get_context("spec"))
     except SpecError as error:
-        print(error, file=sys.stderr)
-        sys.exit(2)
+        sys.exit(report(error))
     deployment = assemble(app, spec)
     for stack, why in deployment.skipped.items():
         print(f"note: {stack} stack not synthesized: {why}", file=sys.stderr)

@@ -12,6 +12,7 @@ from pathlib import Path
 from bench.machine import REPO, describe
 from bench.report import text_table, write_reports
 from bench.result import BenchResult
+from spec.cli import user_errors
 
 GROUPS = ("loader", "checkpoint", "trainer_step", "prepare", "synth")
 
@@ -61,6 +62,7 @@ def _shown(path: Path) -> str:
     return str(resolved.relative_to(REPO)) if resolved.is_relative_to(REPO) else str(path)
 
 
+@user_errors
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     start = time.perf_counter()

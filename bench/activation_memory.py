@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from spec.cli import user_errors
 from training.models.args import ModelArgs
 from training.models.llama import LlamaBlock
 from training.models.neox import NeoXBlock
@@ -94,6 +95,7 @@ def measured_block_bytes_per_token(args: ModelArgs, seq: int = MEASURE_SEQ) -> f
     return (_saved_bytes(block, args, 2, seq) - _saved_bytes(block, args, 1, seq)) / seq
 
 
+@user_errors
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="1b")

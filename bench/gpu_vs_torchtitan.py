@@ -17,7 +17,7 @@ setting, and no checkpoint during the timed steps. Attention differs by necessit
 for language models (flex or varlen, per-document masks: --attention); ours is SDPA (cuDNN, then flash). Throughput
 is the median over the steps after --warmup. MFU is recomputed for both with one formula (6 N + 12 l h s per token,
 N the matmul parameters, causal mask not discounted) and one peak (--peak-tflops, default: the GPU's dense bf16
-figure from cluster/instances.py); each framework's own MFU is printed beside it. Peak memory is the CUDA caching
+figure from spec/platform/instances.py); each framework's own MFU is printed beside it. Peak memory is the CUDA caching
 allocator's peak reserved bytes on both sides. Every run appends one dated row (device, commit, torch) to --rows.
 """
 

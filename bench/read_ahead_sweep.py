@@ -15,6 +15,7 @@ from pathlib import Path
 
 from bench import data
 from bench.machine import REPO
+from spec.cli import user_errors
 from training.data import loader
 
 DEFAULT_SIZES = (16, 64, 128, 256)
@@ -42,6 +43,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+@user_errors
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     shutil.rmtree(args.workdir, ignore_errors=True)

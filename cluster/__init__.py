@@ -1,5 +1,5 @@
-"""The ParallelCluster side: instance facts, the cluster config builder, validators and update plans.
+"""The ParallelCluster side: the cluster config builder, payload, update plans, bootstrap, health and fabric checks.
 
-Import submodules directly (cluster.instances, cluster.config_builder, ...); this package imports
-nothing heavy so the head node and the training planner can read the facts table cheaply.
+Import submodules directly (cluster.config_builder, cluster.payload, ...); this package imports
+nothing heavy. Instance facts and the spec-level cluster rules live in spec.platform.
 """

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import sys
 
 from spec.accounting import AccountingSpec, FairShareSpec, QosSpec
-from spec.errors import SpecError
+from spec.cli import user_errors
+from spec.errors import UserError
 from spec.load import load_spec
 
 ENFORCE = "associations,limits,qos,safe"
@@ -125,6 +125,7 @@ def sacctmgr_script(accounting: AccountingSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
+@user_errors
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m cluster.accounting", description="The sacctmgr script (or slurm.conf lines) for a spec."
@@ -132,14 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("spec", nargs="?", help="deployment spec YAML (default: spec/default.yaml)")
     parser.add_argument("--settings", action="store_true", help="print the slurm.conf settings instead")
     args = parser.parse_args(argv)
-    try:
-        spec = load_spec(args.spec)
-    except SpecError as error:
-        print(f"error: {str(error).splitlines()[0]}", file=sys.stderr)
-        return 2
+    spec = load_spec(args.spec)
     if spec.cluster is None or not spec.cluster.accounting.enabled:
-        print("error: cluster.accounting.enabled: the spec has no accounting database", file=sys.stderr)
-        return 2
+        raise UserError("cluster.accounting.enabled: the spec has no accounting database")
     accounting = spec.cluster.accounting
     if args.settings:
         print("\n".join(f"{key}={value}" for key, value in slurm_conf_settings(accounting)))

@@ -20,13 +20,14 @@ from typing import Any
 import yaml
 
 from cluster.accounting import slurm_conf_settings
-from cluster.instances import instance_facts
-from cluster.neuron import neuron_pins
 from policies.cluster_nodes import payload_parameter_name
+from spec.cli import user_errors
 from spec.cluster import ClusterSpec, QueueSpec
 from spec.errors import SpecError
 from spec.load import load_spec
 from spec.model import DeploymentSpec
+from spec.platform.instances import instance_facts
+from spec.platform.neuron import neuron_pins
 
 CAPACITY_TYPES = {"on_demand": "ONDEMAND", "odcr": "ONDEMAND", "capacity_block": "CAPACITY_BLOCK"}
 FSX_NAME = "fsx"
@@ -214,7 +215,7 @@ def _python_env_args(cluster: ClusterSpec, no_egress: bool) -> list[str]:
     """The training env on shared storage: wheels from the spec's wheelhouse when it names one, else PyPI."""
     if cluster.python_wheelhouse is not None:
         source = f"wheelhouse:{cluster.python_wheelhouse}"
-    elif no_egress:  # cluster.validators refuses this at load; a directly built spec must not get this far
+    elif no_egress:  # spec.platform.validators refuses this at load; a directly built spec must not get this far
         raise ValueError("cluster.python_wheelhouse: None is required when network.internet_egress is 'none'")
     else:
         source = "internet"
@@ -328,7 +329,7 @@ def _trn1_args(
     spec: DeploymentSpec, cluster: ClusterSpec, efa_devices: int, chips: int, installer: str | None
 ) -> list[str]:
     neuron = cluster.neuron
-    assert neuron is not None  # cluster.validators requires it for Trainium queues
+    assert neuron is not None  # spec.platform.validators requires it for Trainium queues
     pins = neuron_pins(neuron)
     offline = spec.network.internet_egress == "none"
     args = [
@@ -369,6 +370,7 @@ def _fsx(cluster: ClusterSpec) -> dict[str, Any]:
     return {"Name": FSX_NAME, "StorageType": "FsxLustre", "MountDir": fsx.mount_dir, "FsxLustreSettings": settings}
 
 
+@user_errors
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Print the ParallelCluster config of a spec (example references).")
     parser.add_argument("spec", nargs="?", help="spec YAML (default: the embedded default spec)")

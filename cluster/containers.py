@@ -18,7 +18,9 @@ import sys
 from pathlib import Path
 
 from spec import DeploymentSpec, SpecError, load_spec
+from spec.cli import user_errors
 from spec.containers import EcrImage
+from spec.errors import UserError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE_DIR = REPO_ROOT / "containers" / "nemo-efa"
@@ -89,7 +91,7 @@ def import_command(spec: DeploymentSpec, partition: str) -> list[str]:
 
 
 def _gpu_partition(spec: DeploymentSpec) -> str:
-    from cluster.instances import instance_facts
+    from spec.platform.instances import instance_facts
 
     assert spec.cluster is not None
     for queue in spec.cluster.queues:
@@ -98,6 +100,7 @@ def _gpu_partition(spec: DeploymentSpec) -> str:
     raise SystemExit("error: --spec: no GPU queue to import the image on")
 
 
+@user_errors
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cluster.containers", description=__doc__.splitlines()[0])
     parser.add_argument("step", choices=("push", "import"))
@@ -112,8 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         spec = load_spec(args.spec or os.environ.get("LLM_TRAINING_SPEC") or None)
     except SpecError as error:
-        print(f"error: --spec: {str(error).splitlines()[0]}", file=sys.stderr)
-        return 2
+        raise UserError(f"--spec: {str(error).splitlines()[0]}") from None
     if args.step == "push":
         commands = push_commands(spec)
     else:

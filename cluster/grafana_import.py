@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spec.cli import user_errors
+from spec.errors import UserError
+
 REPO = Path(__file__).resolve().parents[1]
 # The node side's dashboards (fleet, job, fabric) as Grafana JSON (cluster/observability, issue 17).
 DASHBOARDS = REPO / "cluster" / "observability" / "dashboards"
@@ -35,7 +38,7 @@ FOLDER_TITLE = "LLM training"
 WORKSPACE_ROLE_AUTH = "ec2_iam_role"
 
 
-class ProvisionError(ValueError):
+class ProvisionError(UserError):
     """A dashboard or argument the import cannot use; the message names it."""
 
 
@@ -169,6 +172,7 @@ def http_sender(grafana_url: str, token: str, timeout: float = 30.0) -> Send:
     return send
 
 
+@user_errors
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--grafana-url", required=True, help="the workspace URL (stack output GrafanaUrl)")

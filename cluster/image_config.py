@@ -23,10 +23,11 @@ from typing import Any
 
 import yaml
 
-from cluster.neuron import neuron_pins, nxdt_stack
-from spec.errors import SpecError
+from spec.cli import user_errors
+from spec.errors import UserError
 from spec.load import load_spec
 from spec.model import DeploymentSpec
+from spec.platform.neuron import neuron_pins, nxdt_stack
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "bootstrap"
 NEURON_INSTALL_SCRIPT = BOOTSTRAP_DIR / "neuron_install.sh"
@@ -97,6 +98,7 @@ def render_component(spec: DeploymentSpec, nxdt_wheelhouse: str | None = None) -
     )
 
 
+@user_errors
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Print the Neuron AMI build-image config (or its component).")
     parser.add_argument("spec", help="a spec with a cluster.neuron section")
@@ -118,9 +120,8 @@ def main(argv: list[str] | None = None) -> int:
                 build_instance_type=args.build_instance_type,
             )
             print(yaml.safe_dump(config, sort_keys=False), end="")
-    except (SpecError, ValueError, KeyError) as error:
-        print(error.args[0] if isinstance(error, KeyError) else error, file=sys.stderr)
-        return 2
+    except (ValueError, KeyError) as error:
+        raise UserError(error.args[0] if isinstance(error, KeyError) else str(error)) from None
     return 0
 
 

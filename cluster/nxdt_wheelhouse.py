@@ -19,9 +19,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cluster.neuron import NXDT_SOURCE_COMMIT, NxdtStack, SourceBuild, nxdt_requirements, nxdt_stack
-from spec.errors import SpecError
+from spec.cli import user_errors
+from spec.errors import UserError
 from spec.load import load_spec
+from spec.platform.neuron import NXDT_SOURCE_COMMIT, NxdtStack, SourceBuild, nxdt_requirements, nxdt_stack
 
 NEURON_PIP_INDEX = "https://pip.repos.neuron.amazonaws.com"
 NXDT_REPOSITORY = "https://github.com/aws-neuron/neuronx-distributed-training.git"
@@ -138,6 +139,7 @@ def build(spec_path: str, out: Path, python: str) -> None:
     (out / CONSTRAINTS).write_text(lock_from_wheels(out))
 
 
+@user_errors
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Build the NxDT wheelhouse of the spec's Neuron SDK.")
     parser.add_argument("spec", help="a spec with a cluster.neuron section")
@@ -146,9 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         build(args.spec, args.out, args.python)
-    except (SpecError, KeyError, ValueError) as error:
-        print(error.args[0] if isinstance(error, KeyError) else error, file=sys.stderr)
-        return 2
+    except (KeyError, ValueError) as error:
+        raise UserError(error.args[0] if isinstance(error, KeyError) else str(error)) from None
     return 0
 
 

@@ -19,8 +19,9 @@ from spec import DeploymentSpec
 
 REPO = Path(__file__).resolve().parents[1]
 # Python packages the head node and the jobs import, and the files beside them.
-PACKAGES: tuple[str, ...] = ("training", "spec", "cluster", "policies")
+PACKAGES: tuple[str, ...] = ("training", "slurm", "spec", "cluster", "policies")
 TOP_LEVEL_FILES: tuple[str, ...] = (
+    "pyproject.toml",  # the entry points the head node puts on PATH
     "requirements.txt",
     "constraints.txt",
     "requirements-node.txt",

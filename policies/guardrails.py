@@ -19,7 +19,8 @@ import json
 import sys
 
 from policies.documents import PolicyDocument, Statement, document, one_or_list, statement
-from spec import DeploymentSpec, SpecError, load_spec
+from spec import DeploymentSpec, load_spec
+from spec.cli import user_errors
 
 GUARDRAIL_POLICY_ID = "scp:guardrails"
 
@@ -81,15 +82,12 @@ def notes(spec: DeploymentSpec) -> list[str]:
     return said
 
 
+@user_errors
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Print the guardrail SCP of a deployment spec (JSON).")
     parser.add_argument("--spec", default=None, help="spec file (default: the embedded default spec)")
     args = parser.parse_args(argv)
-    try:
-        spec = load_spec(args.spec)
-    except SpecError as error:
-        print(error, file=sys.stderr)
-        return 2
+    spec = load_spec(args.spec)
     policy = guardrail_scps(spec)
     if policy is None:
         print("perimeter.guardrail_scps is false: no guardrail SCP", file=sys.stderr)

@@ -1,6 +1,6 @@
 """The deployment spec: loading, validation and derived names. Imports no CDK and no torch."""
 
-from spec.errors import SpecError, SpecProblem
+from spec.errors import SpecError, SpecProblem, UserError
 from spec.load import DEFAULT_SPEC_PATH, load_spec, parse_spec
 from spec.model import BUILTIN_ROLES, DatasetSpec, DeploymentSpec
 
@@ -11,6 +11,7 @@ __all__ = [
     "DeploymentSpec",
     "SpecError",
     "SpecProblem",
+    "UserError",
     "load_spec",
     "parse_spec",
 ]

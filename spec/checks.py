@@ -173,8 +173,8 @@ def _role_ref_problems(spec: DeploymentSpec, path: str, ref: str) -> Iterator[Sp
 def _cluster(spec: DeploymentSpec) -> list[SpecProblem]:
     if spec.cluster is None:
         return []
-    # Imported here: cluster.validators imports spec modules, and spec must stay importable on its own.
-    from cluster.validators import spec_problems
+    # Imported here: spec.platform.validators imports spec modules, and spec must stay importable on its own.
+    from spec.platform.validators import spec_problems
 
     return spec_problems(
         spec.cluster, availability_zone=spec.network.availability_zone, internet_egress=spec.network.internet_egress

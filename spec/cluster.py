@@ -2,7 +2,7 @@
 
 Shapes and single-field rules live here; rules that relate fields (EFA needs a placement-group
 decision, Capacity Block sizing, reservation AZ, Neuron pins, FSx increments, ...) live in
-`cluster.validators` and run from `spec.checks`, so a bad spec fails at load, not after a
+`spec.platform.validators` and run from `spec.checks`, so a bad spec fails at load, not after a
 20-minute CloudFormation rollback. Imports no CDK and no torch.
 """
 
@@ -88,7 +88,7 @@ class CapacitySpec(StrictModel):
 
 class QueueSpec(StrictModel):
     name: Annotated[str, matches(_QUEUE_NAME_RE, "1-25 lowercase letters, digits and hyphens, starting with a letter")]
-    instance_type: str = Field(description="A type from cluster/instances.py.")
+    instance_type: str = Field(description="A type from spec/platform/instances.py.")
     min_count: int = Field(default=0, ge=0, description="Static nodes (always running and billed).")
     max_count: int = Field(ge=1, le=10000)
     capacity: CapacitySpec = Field(default_factory=CapacitySpec)
@@ -111,7 +111,7 @@ class QueueSpec(StrictModel):
 
 
 class HeadNodeSpec(StrictModel):
-    instance_type: str = Field(default="m6i.2xlarge", description="A head-node type from cluster/instances.py.")
+    instance_type: str = Field(default="m6i.2xlarge", description="A head-node type from spec/platform/instances.py.")
     root_volume_gib: int = Field(default=200, ge=35, le=16384)
 
 
@@ -149,7 +149,7 @@ class NeuronSpec(StrictModel):
     sdk_version: Annotated[str, matches(_VERSION_RE, "a Neuron SDK release such as 2.26.1")]
     packages: dict[str, str] | None = Field(
         default=None,
-        description="Package pins; None: the release's pins from cluster/neuron.py (required for other releases).",
+        description="Package pins; None: the release's pins from spec/platform/neuron.py (required for other releases).",
     )
     compile_cache_dir: MountDir = Field(
         default="/fsx/neuron-cache", description="Neuron compile cache; on shared storage so every node reuses it."

@@ -35,7 +35,12 @@ class SpecProblem:
         return f"{self.path}: {_show(self.value)} {self.message}"
 
 
-class SpecError(ValueError):
+class UserError(ValueError):
+    """Input the user must fix (a spec, an option, a config, a file): every CLI prints it as `error: <line>`
+    and exits 2 (spec.cli.user_errors). str() is one line per problem, each naming the field and the value."""
+
+
+class SpecError(UserError):
     """A spec that must not be deployed; str() gives one line per problem."""
 
     def __init__(self, problems: Iterable[SpecProblem], source: str = "spec") -> None:

@@ -10,9 +10,9 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from cluster.config_builder import ClusterRefs, custom_resource_properties
-from cluster.validators import config_problems
 from policies.cluster_nodes import compute_node_cluster_policy, head_node_cluster_policy, payload_parameter_name
 from spec import DeploymentSpec, SpecError
+from spec.platform.validators import config_problems
 from stacks.network_stack import NetworkStack
 from stacks.parts.accounting_database import AccountingDatabase
 from stacks.parts.cluster_assets import ClusterAssets

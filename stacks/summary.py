@@ -13,7 +13,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from spec import DeploymentSpec, SpecError, load_spec
+from spec import DeploymentSpec, load_spec
+from spec.cli import user_errors
+from spec.errors import UserError
 
 
 def read_assembly(cdk_out: Path) -> dict[str, dict[str, Any]]:
@@ -61,6 +63,7 @@ def _who(spec: DeploymentSpec, ref: str) -> str:
     return spec.role_arn(ref).split(":", 4)[-1]
 
 
+@user_errors
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("cdk_out", nargs="?", default="cdk.out", type=Path)
@@ -69,9 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         spec = load_spec(args.spec)
         stacks = read_assembly(args.cdk_out)
-    except (SpecError, FileNotFoundError) as error:
-        print(error, file=sys.stderr)
-        return 2
+    except FileNotFoundError as error:
+        raise UserError(str(error)) from None
     print(render(spec, stacks))
     return 0
 

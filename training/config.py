@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from spec.errors import SpecProblem, problems_from_pydantic
+from spec.errors import SpecProblem, UserError, problems_from_pydantic
 from spec.yaml_file import read_yaml
 from training.models.args import ModelArgs, ModelArgsError
 from training.models.registry import get_model_args
@@ -21,7 +21,7 @@ PositiveInt = Annotated[int, Field(ge=1)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError):
     """A job config that must not run; str() gives one line per problem."""
 
     def __init__(self, problems: list[SpecProblem] | list[str], source: str = "config") -> None:
@@ -151,7 +151,7 @@ class MetricsSection(_Section):
     tensorboard: bool = True
     plot: bool = True
     # Per device: a number, "measure" (a matmul on the device), or None: the GPU table by exact device name
-    # (cluster/instances.py; an unknown GPU is an error), measured on CPU.
+    # (spec/platform/instances.py; an unknown GPU is an error), measured on CPU.
     peak_flops: Annotated[float, Field(gt=0.0)] | Literal["measure"] | None = None
     # Rank 0's Prometheus endpoint (training/metrics/prometheus.py): spec cluster.observability.ports.trainer's
     # default; None turns it off; $LLM_TRAINER_METRICS_PORT overrides it (0: off).

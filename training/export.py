@@ -18,6 +18,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 from safetensors.torch import save_file
 
+from spec.cli import user_errors
 from training.checkpoint.errors import CheckpointError
 from training.checkpoint.layout import TRAINER_STATE, complete_checkpoints, latest_complete, step_dir
 from training.checkpoint.storage import TensorFileReader
@@ -70,6 +71,7 @@ def export_checkpoint(checkpoint: Path, output: Path, dtype: torch.dtype, tokeni
     return output
 
 
+@user_errors
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m training.export", description=__doc__.splitlines()[0])
     parser.add_argument("--run-dir", required=True, help="the training run directory")

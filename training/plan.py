@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from spec.cli import user_errors
 from training.models.args import ModelArgs
 from training.models.params import count_parameters
 from training.models.registry import MODEL_CONFIGS
@@ -295,6 +296,7 @@ def render_text_header(job: Job) -> str:
     )
 
 
+@user_errors
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     options = parser.parse_args(argv)

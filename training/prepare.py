@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from spec.cli import user_errors
+from spec.errors import UserError
 from training.corpus import demo_corpus_path
 from training.data.errors import DataError
 from training.data.manifest import DatasetManifest, sha256_file
@@ -161,25 +163,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@user_errors
+@user_errors
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.tokenizer is not None and args.vocab_size is not None:
-        print("error: --vocab-size: only applies when no --tokenizer is given", file=sys.stderr)
-        return 2
-    try:
-        inputs = [demo_corpus_path()] if args.demo_corpus else args.input
-        prepared = prepare_dataset(
-            inputs,
-            args.output_prefix,
-            tokenizer_path=args.tokenizer,
-            vocab_size_to_train=DEFAULT_VOCAB_SIZE if args.vocab_size is None else args.vocab_size,
-            text_field=args.text_field,
-            workers=args.workers,
-            eod_token=args.eod_token,
-        )
-    except DataError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        raise UserError("--vocab-size: only applies when no --tokenizer is given")
+    inputs = [demo_corpus_path()] if args.demo_corpus else args.input
+    prepared = prepare_dataset(
+        inputs,
+        args.output_prefix,
+        tokenizer_path=args.tokenizer,
+        vocab_size_to_train=DEFAULT_VOCAB_SIZE if args.vocab_size is None else args.vocab_size,
+        text_field=args.text_field,
+        workers=args.workers,
+        eod_token=args.eod_token,
+    )
     manifest = prepared.manifest
     print(
         f"wrote {prepared.data_prefix}.{{bin,idx,manifest.json}}: {manifest.document_count} documents, "

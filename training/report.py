@@ -24,6 +24,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+from spec.cli import user_errors
+from spec.errors import UserError
+
 PLAN_PREFIX = "llm-plan:v1"
 # The fields the report reads; Comment last, since a free-text comment may itself hold '|'.
 SACCT_FIELDS: tuple[str, ...] = (
@@ -44,7 +47,7 @@ _PLAN_KEYS = ("usd", "hours", "steps")
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2})?)?$")
 
 
-class ReportError(ValueError):
+class ReportError(UserError):
     """Bad input to the report; one line naming the option (or sacct line) and the value."""
 
 
@@ -168,7 +171,7 @@ def run_sacct(start: str, end: str | None) -> str:
 
 def partition_prices(spec: Any, overrides: Mapping[str, float]) -> dict[str, float]:
     """USD per node-hour by partition: each spec queue's instance price, then the --price overrides."""
-    from cluster.instances import on_demand_usd_per_hour
+    from spec.platform.instances import on_demand_usd_per_hour
 
     prices: dict[str, float] = {}
     if spec is not None and spec.cluster is not None:
@@ -302,33 +305,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@user_errors
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from spec import SpecError, load_spec
 
+    if args.start != "now-30days" and not _DATE_RE.match(args.start) and not args.start.startswith("now-"):
+        raise ReportError(f"--start: {args.start!r} must be YYYY-MM-DD[THH:MM[:SS]] or now-<N>days")
+    overrides = dict(_price_override(text) for text in args.price)
+    spec_path = args.spec or os.environ.get("LLM_TRAINING_SPEC") or None
     try:
-        if args.start != "now-30days" and not _DATE_RE.match(args.start) and not args.start.startswith("now-"):
-            raise ReportError(f"--start: {args.start!r} must be YYYY-MM-DD[THH:MM[:SS]] or now-<N>days")
-        overrides = dict(_price_override(text) for text in args.price)
-        spec_path = args.spec or os.environ.get("LLM_TRAINING_SPEC") or None
-        try:
-            spec = load_spec(spec_path)
-        except SpecError as error:
-            raise ReportError(f"--spec: {str(error).splitlines()[0]}") from None
-        if args.sacct_file is not None:
-            if str(args.sacct_file) == "-":
-                text = sys.stdin.read()
-            else:
-                try:
-                    text = args.sacct_file.read_text()
-                except OSError as error:
-                    raise ReportError(f"--sacct-file: {str(args.sacct_file)!r}: {error.strerror}") from None
+        spec = load_spec(spec_path)
+    except SpecError as error:
+        raise ReportError(f"--spec: {str(error).splitlines()[0]}") from None
+    if args.sacct_file is not None:
+        if str(args.sacct_file) == "-":
+            text = sys.stdin.read()
         else:
-            text = run_sacct(args.start, args.end)
-        records = parse_sacct(text)
-    except ReportError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+            try:
+                text = args.sacct_file.read_text()
+            except OSError as error:
+                raise ReportError(f"--sacct-file: {str(args.sacct_file)!r}: {error.strerror}") from None
+    else:
+        text = run_sacct(args.start, args.end)
+    records = parse_sacct(text)
     prices = partition_prices(spec, overrides)
     rows = summarize(records, prices, args.by)
     if args.json:

@@ -26,6 +26,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from tqdm import tqdm
 
+from spec.cli import user_errors
 from training.data.errors import DataError
 from training.data.manifest import FileRecord, read_manifest, sha256_file
 from training.data.verify import verify_dataset
@@ -281,6 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@user_errors
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:

@@ -18,42 +18,24 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from slurm import netenv
+from slurm.errors import SubmitError
+from slurm.submission import REPO_ROOT, SPEC_ENV, parse_time, sbatch, submit_env
+from slurm.target import BACKENDS, local_target, resolve_target
 from spec import SpecError, load_spec
+from spec.cli import user_errors
 from training.config import ConfigError, JobConfig, load_job_config, resolve_model_args
-from training.launch import netenv
-from training.launch.errors import SubmitError
 from training.launch.fit import check_fits, check_planner_fit, planned_cost
 from training.launch.options import SubmitOptions
 from training.launch.scripts import JobInputs, Rendered, fsdp_scripts, nemo_scripts, neuron_scripts
-from training.launch.target import BACKENDS, local_target, resolve_target
 from training.models.args import ModelArgs
 from training.report import plan_comment
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-LOCAL_SLURM_CONF = REPO_ROOT / ".local-slurm" / "slurm.conf"
-# The head-node bootstrap exports it (/etc/profile.d/llm-training.sh): the spec the cluster was deployed from.
-SPEC_ENV = "LLM_TRAINING_SPEC"
-_TIME_RE = re.compile(r"^(?:(\d+)-)?(\d{1,2}):(\d{2}):(\d{2})$")
 _JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-
-
-def parse_time(text: str) -> int:
-    """Seconds in a SLURM time limit written [D-]HH:MM:SS."""
-    match = _TIME_RE.match(text)
-    if match is None:
-        raise SubmitError(f"--time: {text!r} is not [D-]HH:MM:SS")
-    days, hours, minutes, seconds = (int(part or 0) for part in match.groups())
-    if minutes > 59 or seconds > 59:
-        raise SubmitError(f"--time: {text!r} has minutes or seconds above 59")
-    total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
-    if total < 60:
-        raise SubmitError(f"--time: {text!r} is under a minute, SLURM's resolution")
-    return total
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -286,54 +268,26 @@ def write(rendered: Rendered) -> None:
                 Path(line.split("=", 1)[1]).parent.mkdir(parents=True, exist_ok=True)
 
 
-def sbatch(script: Path, dependency: str | None, env: dict[str, str], extra: list[str] | None = None) -> str:
-    command = ["sbatch", "--parsable", *(extra or [])]
-    if dependency:
-        # A failed dependency would otherwise leave the job pending forever (DependencyNeverSatisfied).
-        command += [f"--dependency=afterok:{dependency}", "--kill-on-invalid-dep=yes"]
-    command.append(str(script))
-    try:
-        result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60, check=False)
-    except FileNotFoundError:
-        raise SubmitError(
-            "sbatch: not found; run this on the cluster's head node (or start the local cluster)"
-        ) from None
-    if result.returncode != 0:
-        message = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:] or ["no output"]
-        raise SubmitError(f"sbatch {script.name}: {message[0]}")
-    return result.stdout.strip().split(";")[0]
-
-
-def submit_env(local: bool) -> dict[str, str]:
-    env = dict(os.environ)
-    if local and "SLURM_CONF" not in env and LOCAL_SLURM_CONF.exists():
-        env["SLURM_CONF"] = str(LOCAL_SLURM_CONF)
-    return env
-
-
+@user_errors
 def main(argv: list[str] | None = None) -> int:
     options = parse_options(argv)
     command_line = "python -m training.submit " + shlex.join(sys.argv[1:] if argv is None else argv)
-    try:
-        rendered = render(options, command_line)
-        if options.dry_run:
-            for script in rendered.scripts:
-                print(f"# ===== {script.path} =====")
-                print(script.text)
-            return 0
-        write(rendered)
-        env = submit_env(options.local)
-        ids: dict[str, str] = {}
+    rendered = render(options, command_line)
+    if options.dry_run:
         for script in rendered.scripts:
-            dependency = ids[script.depends_on] if script.depends_on else None
-            ids[script.name] = sbatch(script.path, dependency, env, list(options.sbatch_args))
-            print(f"{ids[script.name]} {script.path}")
-        for note in rendered.notes:
-            print(note, file=sys.stderr)
-        print(f"logs: {options.run_dir.resolve() / 'logs'}/<job name>-<job id>.out", file=sys.stderr)
-    except SubmitError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+            print(f"# ===== {script.path} =====")
+            print(script.text)
+        return 0
+    write(rendered)
+    env = submit_env(options.local)
+    ids: dict[str, str] = {}
+    for script in rendered.scripts:
+        dependency = ids[script.depends_on] if script.depends_on else None
+        ids[script.name] = sbatch(script.path, dependency, env, list(options.sbatch_args))
+        print(f"{ids[script.name]} {script.path}")
+    for note in rendered.notes:
+        print(note, file=sys.stderr)
+    print(f"logs: {options.run_dir.resolve() / 'logs'}/<job name>-<job id>.out", file=sys.stderr)
     return 0
 
 

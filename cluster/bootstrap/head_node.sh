@@ -6,7 +6,7 @@
 #                [--python python3.11 --python-env internet|wheelhouse:<dir or s3://prefix>]
 #                [--requirements requirements-node.txt] [--pyxis true]
 #
-# 1. Unpacks the payload (a tar.gz of training/, spec/, cluster/, the requirements files and the
+# 1. Unpacks the payload (a tar.gz of training/, slurm/, spec/, cluster/, policies/, the requirements files and the
 #    deployment.yaml the cluster was built from) and installs the SLURM prolog/epilog node checks where
 #    ParallelCluster's slurm.conf runs them (/opt/slurm/etc/scripts/prolog.d and epilog.d, shared with
 #    every compute node).
@@ -17,7 +17,8 @@
 #    in one rename, so a job never sees half a copy. The id hashes the payload and the env's inputs: a
 #    rerun with the same ones rebuilds nothing. The previous release stays for jobs still running from it.
 # 3. /etc/profile.d/llm-training.sh exports LLM_TRAINING_SPEC (the release's deployment.yaml, which
-#    `python -m training.submit` reads by default) and puts the `llm-submit` command on PATH.
+#    `python -m training.submit` reads by default) and puts the release's commands on PATH: pyproject.toml's
+#    entry points (llm-submit, llm-plan, ...).
 # 4. With --pyxis true: turns on the pyxis SPANK plugin (srun --container-image) with its runtime
 #    path on node-local /run/pyxis.
 # 5. Metrics (cluster.observability): cluster/bootstrap/observability.sh --role head from the new release.
@@ -171,29 +172,34 @@ build_env() {
 	[[ -f "$release/$requirements" ]] || die "payload $payload lacks $requirements"
 	"$python" -m venv "$release/.venv" || die "$python -m venv $release/.venv failed"
 	install_requirements "$release"
-	# The release's packages (training, spec, cluster) on the env's path, without an install step.
+	# The release's packages (training, slurm, spec, cluster, policies) on the env's path, without an install step.
 	local site
 	site="$("$release/.venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
 	echo "$release" >"$site/llm-training.pth"
 	(cd / && "$release/.venv/bin/python" -I -c 'import training.submit') ||
 		die "the new env in $release/.venv cannot import training.submit"
 	install -d "$release/bin"
-	local quoted
+	# The release's commands are its entry points (pyproject.toml's [project.scripts]: llm-submit, llm-plan,
+	# ...), each run by the release's env with its deployment spec; no install step, the .pth above does that.
+	[[ -f "$release/pyproject.toml" ]] || die "payload $payload lacks pyproject.toml (the release's entry points)"
+	local quoted name target entry_points
 	quoted="$(printf %q "$release")"
-	cat >"$release/bin/llm-submit" <<-EOF
-		#!/usr/bin/env bash
-		# Installed by head_node.sh: the submit command of this release, with its env and deployment spec.
-		export LLM_TRAINING_SPEC="\${LLM_TRAINING_SPEC:-$quoted/deployment.yaml}"
-		exec $quoted/.venv/bin/python -m training.submit "\$@"
-	EOF
-	chmod 0755 "$release/bin/llm-submit"
-	cat >"$release/bin/llm-report" <<-EOF
-		#!/usr/bin/env bash
-		# Installed by head_node.sh: planned vs spent per job, user or month, from Slurm accounting (sacct).
-		export LLM_TRAINING_SPEC="\${LLM_TRAINING_SPEC:-$quoted/deployment.yaml}"
-		exec $quoted/.venv/bin/python -m training.report "\$@"
-	EOF
-	chmod 0755 "$release/bin/llm-report"
+	entry_points="$("$release/.venv/bin/python" -I -c '
+import sys, tomllib
+with open(sys.argv[1], "rb") as file:
+    for name, target in tomllib.load(file)["project"]["scripts"].items():
+        print(name, target)' "$release/pyproject.toml")" || die "$release/pyproject.toml: no [project.scripts]"
+	while read -r name target; do
+		[[ "$name" =~ ^[a-z][a-z0-9-]*$ && "$target" =~ ^[a-z_][a-z0-9_.]*:[a-z_][a-z0-9_]*$ ]] ||
+			die "pyproject.toml: entry point '$name = $target' is not name = module:function"
+		cat >"$release/bin/$name" <<-EOF
+			#!/usr/bin/env bash
+			# Installed by head_node.sh from the release's pyproject.toml: $name = $target
+			export LLM_TRAINING_SPEC="\${LLM_TRAINING_SPEC:-$quoted/deployment.yaml}"
+			exec $quoted/.venv/bin/python -c 'import sys; sys.argv[0] = "$name"; from ${target%%:*} import ${target##*:}; sys.exit(${target##*:}())' "\$@"
+		EOF
+		chmod 0755 "$release/bin/$name"
+	done <<<"$entry_points"
 	log "Python $python_version env built in $release/.venv from ${wheelhouse:-the package index} ($requirements)"
 }
 
@@ -238,7 +244,7 @@ if [[ -n "$payload" && -n "$shared_dir" ]]; then
 	# ---- 3. login environment ------------------------------------------------------------------------
 	install -d -m 0755 "$PROFILE_D"
 	cat >"$PROFILE_D/llm-training.sh.new" <<-EOF
-		# Installed by head_node.sh: the training package on shared storage, its deployment spec and llm-submit.
+		# Installed by head_node.sh: the training package on shared storage, its deployment spec and commands.
 		export LLM_TRAINING_HOME="$dest"
 		export LLM_TRAINING_SPEC="$dest/deployment.yaml"
 		case ":\$PATH:" in *":$dest/bin:"*) ;; *) export PATH="$dest/bin:\$PATH" ;; esac

@@ -21,12 +21,13 @@ from cluster.fabric.counters import NodeSample, SampleError, read_samples
 from cluster.fabric.parsers import NCCL_TESTS, NCCOM_TEST, PARSERS
 from cluster.fabric.render import SRUN_MPI_PLUGINS, FabricJob, render_script
 from cluster.fabric.thresholds import FabricError, busbw_threshold, check_nodes
-from cluster.instances import UnknownInstanceType, instance_facts
+from slurm import netenv
+from slurm.errors import SubmitError
+from slurm.submission import REPO_ROOT, SPEC_ENV, parse_time, sbatch
+from slurm.target import Target, resolve_target
 from spec import SpecError, load_spec
-from training.launch import netenv
-from training.launch.errors import SubmitError
-from training.launch.target import Target, resolve_target
-from training.submit import REPO_ROOT, SPEC_ENV, parse_time, sbatch
+from spec.cli import user_errors
+from spec.platform.instances import UnknownInstanceType, instance_facts
 
 RESULTS_SUBDIR = "fabric-checks"
 EXIT_FAILED = 1
@@ -211,13 +212,10 @@ def check_command(args: argparse.Namespace) -> int:
     return 0 if verdict.passed else EXIT_FAILED
 
 
+@user_errors
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     command_line = "python -m cluster.fabric " + shlex.join(sys.argv[1:] if argv is None else argv)
-    try:
-        if args.command == "render":
-            return render_command(args, command_line)
-        return check_command(args)
-    except FabricError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_USAGE
+    if args.command == "render":
+        return render_command(args, command_line)
+    return check_command(args)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from spec.errors import UserError
+
 # Bytes on the wire, every protocol (send/recv and RDMA) included.
 TX_BYTES = "tx_bytes"
 RX_BYTES = "rx_bytes"
@@ -34,7 +36,7 @@ ERROR_COUNTERS: tuple[str, ...] = (
 RETRANSMIT_COUNTERS: tuple[str, ...] = ("rx_drops", "retrans_pkts")
 
 
-class SampleError(ValueError):
+class SampleError(UserError):
     """A counter sample file that cannot be read; str() is one line naming the file."""
 
 

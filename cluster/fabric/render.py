@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cluster.fabric.parsers import NCCL_TESTS, NCCOM_TEST
-from training.launch import netenv
-from training.launch.render import SettingValue, sbatch_directives, settings_block
-from training.launch.target import Target
+from slurm import netenv
+from slurm.render import SettingValue, sbatch_directives, settings_block
+from slurm.target import Target
 
 PARTS_DIR = Path(__file__).resolve().parent
 SRUN_MPI_PLUGINS: tuple[str, ...] = ("pmix", "pmi2")

@@ -34,7 +34,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from cluster.instances import InstanceFacts
+from spec.errors import UserError
+from spec.platform.instances import InstanceFacts
 
 MIN_FRACTION_BY_ACCELERATOR: dict[str, float] = {"gpu": 0.70, "neuron": 0.40}
 GIB = 1 << 30
@@ -64,7 +65,7 @@ PUBLISHED_BUSBW_16GIB: dict[str, PublishedBaseline] = {
 }
 
 
-class FabricError(ValueError):
+class FabricError(UserError):
     """Bad input to the fabric check; str() is one line naming the argument and the value."""
 
 

@@ -11,7 +11,9 @@ import dataclasses
 import sys
 from dataclasses import dataclass
 
-from cluster.instances import InstanceFacts, UnknownInstanceType, instance_facts
+from spec.cli import user_errors
+from spec.errors import UserError
+from spec.platform.instances import InstanceFacts, UnknownInstanceType, instance_facts
 
 DEFAULT_CONFIG_PATH = "/etc/llm-health/health.env"
 DEFAULT_MIN_FSX_FREE_GIB = 100  # a checkpoint of a 70B model with optimizer state is about 1 TiB; warn well before
@@ -66,9 +68,10 @@ def _non_negative(text: str) -> int:
     return value
 
 
+@user_errors
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cluster.health.facts", description=__doc__.splitlines()[0])
-    parser.add_argument("--instance-type", required=True, help="an instance type from cluster/instances.py")
+    parser.add_argument("--instance-type", required=True, help="an instance type from spec/platform/instances.py")
     parser.add_argument("--fsx-path", default="/fsx", help="shared file system to check ('' skips)")
     parser.add_argument("--min-fsx-free-gib", type=_non_negative, default=DEFAULT_MIN_FSX_FREE_GIB)
     parser.add_argument("--scratch-path", default="/scratch", help="node-local scratch ('' skips)")
@@ -77,8 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         facts = instance_facts(args.instance_type)
     except UnknownInstanceType as error:
-        print(f"error: --instance-type: {error}", file=sys.stderr)
-        return 2
+        raise UserError(f"--instance-type: {error}") from None
     settings = dataclasses.replace(
         HealthSettings.for_instance(facts),
         fsx_path=args.fsx_path,

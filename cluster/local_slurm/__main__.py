@@ -13,6 +13,7 @@ from cluster.accounting import sacctmgr_script
 from cluster.local_slurm.harness import DEFAULT_STATE_DIR, LocalSlurm, LocalSlurmError
 from cluster.local_slurm.install import InstallError
 from spec.accounting import AccountingSpec
+from spec.cli import user_errors
 
 
 def _accounting(path: Path) -> AccountingSpec:
@@ -27,6 +28,7 @@ def _accounting(path: Path) -> AccountingSpec:
     return spec.cluster.accounting
 
 
+@user_errors
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m cluster.local_slurm",

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from cluster.observability.targets import TARGET_FILES
+from spec.cli import user_errors
 from spec.observability import ObservabilitySpec
 
 RULES_FILE = Path(__file__).with_name("alerts.yaml")
@@ -101,6 +102,7 @@ def dump(document: dict[str, Any]) -> str:
     )
 
 
+@user_errors
 def main(argv: Sequence[str] | None = None) -> None:
     from spec import load_spec
 

@@ -14,6 +14,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from cluster.fabric.counters import ERROR_COUNTERS, RETRANSMIT_COUNTERS, RX_BYTES, TX_BYTES, read_sysfs
+from spec.cli import user_errors
 
 
 def counter_kind(name: str) -> str:
@@ -46,6 +47,7 @@ class EfaCollector(Collector):
         yield counters
 
 
+@user_errors
 def main(argv: Sequence[str] | None = None) -> None:
     from cluster.observability.serve import serve_forever
 

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cluster.observability.units import MANIFEST, manifest
+from spec.cli import user_errors
 
 
 def stage(out: Path, manifest_path: Path = MANIFEST) -> tuple[list[str], list[str]]:
@@ -44,6 +45,7 @@ def stage(out: Path, manifest_path: Path = MANIFEST) -> tuple[list[str], list[st
     return staged, problems
 
 
+@user_errors
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cluster.observability.fetch_binaries", description=__doc__)
     parser.add_argument("--out", type=Path, required=True)

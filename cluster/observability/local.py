@@ -26,6 +26,7 @@ from cluster.local_slurm.install import InstallError, apt_install
 from cluster.observability.agent_config import RULES_FILE, dump, render
 from cluster.observability.slurm_exporter import run_command
 from cluster.observability.targets import Roles, discover, write_targets
+from spec.cli import user_errors
 from spec.observability import ExporterPorts, ObservabilitySpec
 
 PROMETHEUS_PACKAGES = ("prometheus", "prometheus-node-exporter")
@@ -325,6 +326,7 @@ def _grow(sysfs: Path, stop: threading.Event) -> None:
                 path.write_text(f"{int(path.read_text()) + int(amount)}\n")
 
 
+@user_errors
 def main(argv: list[str] | None = None) -> int:
     import argparse
 

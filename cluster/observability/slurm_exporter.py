@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from spec.cli import user_errors
+
 log = logging.getLogger("slurm_exporter")
 
 SEPARATOR = "\x1f"  # ASCII unit separator: never in a node, partition or user name
@@ -242,6 +244,7 @@ class SlurmCollector(Collector):
         yield from (queue, pending, running)
 
 
+@user_errors
 def main(argv: Sequence[str] | None = None) -> None:
     from cluster.observability.serve import serve_forever
 

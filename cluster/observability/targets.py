@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cluster.instances import instance_facts
 from cluster.observability.slurm_exporter import (
     Runner,
     SlurmJob,
@@ -28,7 +27,9 @@ from cluster.observability.slurm_exporter import (
     query_nodes,
     run_command,
 )
+from spec.cli import user_errors
 from spec.observability import ExporterPorts
+from spec.platform.instances import instance_facts
 
 log = logging.getLogger("targets")
 
@@ -142,6 +143,7 @@ def refresh(directory: Path, roles: Mapping[str, Roles], ports: ExporterPorts, r
     return True
 
 
+@user_errors
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m cluster.observability.targets", description=__doc__)
     parser.add_argument("--out", type=Path, required=True, help="directory of the file_sd JSON files")

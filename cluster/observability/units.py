@@ -13,6 +13,7 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
+from spec.cli import user_errors
 from spec.observability import ObservabilitySpec, remote_write_parameter
 
 MANIFEST = Path(__file__).with_name("binaries.json")
@@ -106,6 +107,7 @@ def render_units(
     return units
 
 
+@user_errors
 def main(argv: Sequence[str] | None = None) -> None:
     from spec import load_spec
 

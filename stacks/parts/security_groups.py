@@ -79,7 +79,7 @@ class TrainingSecurityGroups(Construct):
 
     def self_rule_descriptions(self) -> dict[str, dict[str, Any]]:
         """Group id -> its all-traffic self rules in EC2 DescribeSecurityGroups' shape, for
-        cluster.validators.config_problems at synth (ids are tokens, compared as strings)."""
+        spec.platform.validators.config_problems at synth (ids are tokens, compared as strings)."""
         out: dict[str, dict[str, Any]] = {}
         for group_id, directions in self._self_rules.items():
             rule = [{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": group_id}]}]

@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 from cluster.image_config import BOOTSTRAP_DIR, build_image_config, main, render_component
-from cluster.neuron import NEURON_RELEASES, NXDT_RELEASES, nxdt_requirements
 from cluster.nxdt_wheelhouse import lock_from_wheels, patches_tsv
 from spec import load_spec
+from spec.platform.neuron import NEURON_RELEASES, NXDT_RELEASES, nxdt_requirements
 from tests.cluster.conftest import ALL_SPECS
 
 SCRIPTS = sorted(BOOTSTRAP_DIR.glob("*.sh"))
@@ -353,7 +353,7 @@ def test_shipped_neuron_image_config_matches_the_generator(capsys: pytest.Captur
     assert main([str(TRN1_SPEC), "--parent-image", "ami-0123456789abcdef0"]) == 0
     assert yaml.safe_load(capsys.readouterr().out)["Build"]["ParentImage"] == "ami-0123456789abcdef0"
     assert main([str(ALL_SPECS[0])]) == 2
-    assert capsys.readouterr().err.strip() == "cluster.neuron: None is required to build a Neuron image"
+    assert capsys.readouterr().err.strip() == "error: cluster.neuron: None is required to build a Neuron image"
 
 
 def test_head_node_finds_its_payload_through_the_stable_ssm_key(tmp_path: Path) -> None:

@@ -16,8 +16,8 @@ from cluster.config_builder import (
     example_refs,
     main,
 )
-from cluster.neuron import NEURON_RELEASES
 from spec import load_spec, parse_spec
+from spec.platform.neuron import NEURON_RELEASES
 from tests.cluster.conftest import ALL_SPECS, spec_dict, with_cluster
 
 

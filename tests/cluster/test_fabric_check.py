@@ -11,7 +11,7 @@ from cluster.fabric.check import CheckInputs, Verdict, evaluate, read_transports
 from cluster.fabric.counters import NodeSample, read_samples
 from cluster.fabric.parsers import parse_all_reduce_perf, parse_nccom_test
 from cluster.fabric.thresholds import busbw_threshold
-from cluster.instances import instance_facts
+from spec.platform.instances import instance_facts
 from tests.cluster.test_fabric_counters import bump, efa_tree, memory_scratch, sample_nodes
 from tests.cluster.test_fabric_parsers import fixture
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cluster.fabric.thresholds import FabricError, busbw_threshold, min_cross_node_bytes
-from cluster.instances import ACCELERATED_TYPES, instance_facts
+from spec.platform.instances import ACCELERATED_TYPES, instance_facts
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "fabric-checks.md"
 

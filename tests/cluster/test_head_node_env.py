@@ -8,10 +8,12 @@ requirements-node.txt would pull GBs of CUDA wheels (`make wheelhouse`, never ru
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,7 +118,15 @@ def test_release_env_and_login_profile(deployed: Deployed) -> None:
     profile = (deployed.root / "profile.d" / "llm-training.sh").read_text()
     assert f'export LLM_TRAINING_SPEC="{current}/deployment.yaml"' in profile
     assert f'export PATH="{current}/bin:$PATH"' in profile
-    assert os.access(release / "bin" / "llm-submit", os.X_OK)
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert sorted(path.name for path in (release / "bin").iterdir()) == sorted(scripts)
+    assert all(os.access(release / "bin" / name, os.X_OK) for name in scripts)
+    # An entry point runs its main with the release's env and spec, under its own name.
+    guardrails = subprocess.run([release / "bin" / "llm-guardrails"], capture_output=True, text=True, cwd="/")
+    assert guardrails.returncode == 0, guardrails.stderr
+    assert json.loads(guardrails.stdout)["Statement"]
+    usage = subprocess.run([release / "bin" / "llm-guardrails", "--bad"], capture_output=True, text=True, cwd="/")
+    assert usage.returncode == 2 and usage.stderr.startswith("usage: llm-guardrails "), usage.stderr
     assert (deployed.root / "slurm-etc" / "scripts" / "prolog.d" / "90-llm-health.sh").is_file()
 
 

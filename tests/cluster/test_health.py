@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from cluster.health.facts import HealthSettings, main
-from cluster.instances import instance_facts
 from cluster.local_slurm.install import ensure_shellcheck
+from spec.platform.instances import instance_facts
 
 REPO = Path(__file__).resolve().parents[2]
 HEALTH = REPO / "cluster" / "health"

@@ -1,4 +1,4 @@
-"""cluster.neuron's release tables and the NxDT wheelhouse step (its rendered commands and files; the
+"""spec.platform.neuron's release tables and the NxDT wheelhouse step (its rendered commands and files; the
 download itself never runs in tests)."""
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from cluster.neuron import NEURON_RELEASES, NXDT_RELEASES, neuron_pins, nxdt_requirements, nxdt_stack
 from cluster.nxdt_wheelhouse import (
     NEURON_PIP_INDEX,
     download_command,
@@ -20,6 +19,7 @@ from cluster.nxdt_wheelhouse import (
 )
 from spec import load_spec
 from spec.cluster import NeuronSpec
+from spec.platform.neuron import NEURON_RELEASES, NXDT_RELEASES, neuron_pins, nxdt_requirements, nxdt_stack
 from tests.cluster.conftest import ALL_SPECS
 
 TRN1_SPEC = next(p for p in ALL_SPECS if p.name == "trn1-neuron.yaml")
@@ -62,7 +62,7 @@ def test_unknown_release_is_a_one_line_error_naming_the_field() -> None:
     with pytest.raises(KeyError) as error:
         nxdt_requirements(NeuronSpec(sdk_version="2.99.0", packages=NEURON_RELEASES["2.26.1"]))
     assert error.value.args[0] == (
-        "cluster.neuron.sdk_version: Neuron SDK 2.99.0 has no NxDT stack in cluster/neuron.py (known: 2.26.1)"
+        "cluster.neuron.sdk_version: Neuron SDK 2.99.0 has no NxDT stack in spec/platform/neuron.py (known: 2.26.1)"
     )
     with pytest.raises(KeyError) as error:
         neuron_pins(NeuronSpec(sdk_version="2.99.0"))
@@ -116,5 +116,5 @@ def test_patches_and_lock_files(tmp_path: Path) -> None:
 def test_mirror_cli_refuses_a_spec_without_neuron(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert load_spec(TRN1_SPEC).cluster.neuron is not None
     assert main([str(ALL_SPECS[0]), "--out", str(tmp_path / "w")]) == 2
-    assert capsys.readouterr().err.strip().startswith("cluster.neuron: None in ")
+    assert capsys.readouterr().err.strip().startswith("error: cluster.neuron: None in ")
     assert not (tmp_path / "w").exists()

@@ -26,7 +26,7 @@ from cluster.runtime_contract import (
     omitted,
     read_deployment,
 )
-from policies.harness.engine import Engine
+from policies.verify.harness.engine import Engine
 from tests.stacks.conftest import Assembly
 
 pytestmark = [pytest.mark.pcluster, pytest.mark.synth]

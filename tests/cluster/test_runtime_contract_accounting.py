@@ -26,7 +26,7 @@ from cluster.runtime_contract import (
     read_deployment,
 )
 from policies.accounting import accounting_secret_arn
-from policies.harness.engine import Engine
+from policies.verify.harness.engine import Engine
 from spec import DeploymentSpec, load_spec
 from tests.stacks.conftest import REPO, cdk_synth, cfn_lint_errors, read_assembly
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from slurm.errors import SubmitError
+from slurm.target import resolve_target
 from spec import load_spec
 from training.config import parse_job_config
-from training.launch.errors import SubmitError
 from training.launch.nemo import NEMO_RECIPE, Layout, nemo_config, validation_split
-from training.launch.target import resolve_target
 from training.models.registry import get_model_args
 
 P5 = resolve_target(load_spec(None), "nemo", None, None)

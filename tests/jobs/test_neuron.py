@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from slurm.errors import SubmitError
+from slurm.target import resolve_target
 from spec import load_spec
 from training.config import load_job_config
-from training.launch.errors import SubmitError
 from training.launch.neuron import default_parallelism, nxdt_config
-from training.launch.target import resolve_target
 from training.models.registry import get_model_args
 
 TRN1 = resolve_target(load_spec("spec/examples/trn1-neuron.yaml"), "neuron", None, None)

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from slurm.target import resolve_target
 from spec import load_spec
 from training.config import load_job_config
 from training.launch.neuron import default_parallelism, nxdt_config
 from training.launch.nxdt_contract import RECORD, contract_problems, flatten, load_record
-from training.launch.target import resolve_target
 from training.models.registry import get_model_args
 
 REPO = Path(__file__).resolve().parents[2]

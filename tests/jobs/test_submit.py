@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from cluster.local_slurm.install import ensure_shellcheck
+from slurm.errors import SubmitError
 from tests.jobs.conftest import write_job
-from training.launch.errors import SubmitError
 from training.submit import main, parse_options, parse_time, render, sbatch, write
 
 REPO = Path(__file__).resolve().parents[2]

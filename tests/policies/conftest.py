@@ -6,12 +6,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from policies.extract import ExtractedPolicies, extract_from_assembly
-from policies.harness.engine import Engine
-from policies.harness.model import PolicySet
-from policies.matrix import Case, CaseResult, MatrixContext, build_cases, evaluate, matrix_context, policy_set
-from policies.mutations import MutationReport
-from policies.mutations import run as run_mutations
+from policies.verify.extract import ExtractedPolicies, extract_from_assembly
+from policies.verify.harness.engine import Engine
+from policies.verify.harness.model import PolicySet
+from policies.verify.matrix import Case, CaseResult, MatrixContext, build_cases, evaluate, matrix_context, policy_set
+from policies.verify.mutations import MutationReport
+from policies.verify.mutations import run as run_mutations
 from spec import DeploymentSpec
 from tests.stacks.conftest import Assembly
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,8 @@ def spec() -> DeploymentSpec:
     return load_spec()
 
 
-def _statements(document: dict) -> dict[str, dict]:
+def _statements(document: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    assert document is not None
     return {s["Sid"]: s for s in document["Statement"]}
 
 
@@ -88,10 +90,10 @@ def test_guardrails_follow_the_spec(spec: DeploymentSpec) -> None:
     no_endpoint = spec.model_copy(
         update={"network": spec.network.model_copy(update={"sagemaker_api_endpoint_id": None})}
     )
-    fallback = _statements(guardrail_scps(no_endpoint))["DenyPresignedNotebookUrlsOutsideVpc"]  # type: ignore[arg-type]
+    fallback = _statements(guardrail_scps(no_endpoint))["DenyPresignedNotebookUrlsOutsideVpc"]
     assert fallback["Condition"] == {"StringNotEquals": {"aws:SourceVpc": spec.network.vpc_id}}
     no_operators = spec.model_copy(update={"perimeter": spec.perimeter.model_copy(update={"operator_roles": []})})
-    assert "DenySessionsOnInstancesExceptOperators" not in _statements(guardrail_scps(no_operators))  # type: ignore[arg-type]
+    assert "DenySessionsOnInstancesExceptOperators" not in _statements(guardrail_scps(no_operators))
     off = spec.model_copy(update={"perimeter": spec.perimeter.model_copy(update={"guardrail_scps": False})})
     assert guardrail_scps(off) is None
 

@@ -35,8 +35,11 @@ def problems(section: dict[str, Any]) -> list[str]:
 
 
 def test_accounting_is_off_by_default_and_a_full_section_parses() -> None:
-    assert load_spec().cluster.accounting.enabled is False
-    parsed = parse_spec(accounting(TEAMS)).cluster.accounting
+    default = load_spec().cluster
+    assert default is not None and default.accounting.enabled is False
+    cluster = parse_spec(accounting(TEAMS)).cluster
+    assert cluster is not None
+    parsed = cluster.accounting
     assert [team.name for team in parsed.teams] == ["research", "ops"]
     assert parsed.database.engine == "aurora-serverless-v2"
     assert parsed.database.aurora_capacity == (0.5, 4.0)

@@ -139,7 +139,7 @@ def test_every_example_cluster_synthesizes_and_passes_parallelclusters_schema(
 def test_the_provider_may_pass_and_read_exactly_our_node_roles(default_assembly: Assembly) -> None:
     """ParallelCluster's provider Lambda may pass only role/parallelcluster/*; our roles sit at / (the data
     account names them by ARN), so its AdditionalIamPolicies parameter carries a policy for exactly them."""
-    from policies.harness.engine import Engine
+    from policies.verify.harness.engine import Engine
 
     spec = default_assembly.spec
     provider = _one(default_assembly, "AWS::CloudFormation::Stack")
@@ -196,7 +196,7 @@ def test_config_problems_run_at_synth_with_the_groups_and_subnet_azs(
 ) -> None:
     """docs/cluster.md promises the EFA self-rule and AZ checks at synth: the stack passes what they need."""
     import stacks.cluster_stack
-    from cluster import validators
+    from spec.platform import validators
     from tests.cluster.conftest import spec_dict
     from tests.stacks.test_variants import synth
 

@@ -7,7 +7,7 @@ import json
 from aws_cdk.assertions import Match, Template
 
 from policies import access_point_policy, bucket_policy, key_policy
-from policies.extract import extract_from_assembly
+from policies.verify.extract import extract_from_assembly
 from tests.stacks.conftest import REPO, Assembly
 
 

@@ -4,9 +4,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from spec.cli import user_errors
 from training.corpus import build_corpus
 
 
+@user_errors
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m training.corpus", description=__doc__)
     parser.add_argument("--output", required=True, metavar="FILE.jsonl", help="where to write the corpus")

@@ -1,5 +1,7 @@
 """The one error type raised for bad datasets, manifests and data inputs."""
 
+from spec.errors import UserError
 
-class DataError(ValueError):
+
+class DataError(UserError):
     """A dataset, manifest or input file is missing, malformed or inconsistent; the message is one line."""

@@ -1,3 +1,3 @@
-"""SLURM job parts: bash pieces assembled into sbatch scripts by training.launch.render, the NeMo runner
+"""SLURM job parts: bash pieces assembled into sbatch scripts by slurm.render, the NeMo runner
 (nemo_pretrain.py, run inside the NeMo container) and job configs for the published Neuron shapes (configs/).
 """

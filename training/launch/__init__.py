@@ -1,3 +1,3 @@
-"""Rendering and submitting SLURM jobs: where a job runs (target), whether it fits (fit), its environment
-(netenv), the backend configs (nemo, neuron) and the sbatch script (render). `python -m training.submit` uses them.
+"""Rendering training jobs for SLURM: whether a job fits (fit), the backend configs (nemo, neuron) and the
+sbatch scripts (scripts), on top of the slurm package. `python -m training.submit` uses them.
 """

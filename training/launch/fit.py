@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from slurm.errors import SubmitError
+from slurm.target import Target
 from training.config import JobConfig
-from training.launch.errors import SubmitError
-from training.launch.target import Target
 from training.models.args import ModelArgs
 from training.models.params import count_parameters
 from training.report import Plan

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from spec.cli import user_errors
+
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
 _FIELD_RE = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:/]*)=(.*?)(?=\s+[A-Za-z][A-Za-z0-9_:/]*=|$)")
 
@@ -182,6 +184,7 @@ def follow(job_id: str, run_dir: Path, timeout_s: float, out: TextIO = sys.stdou
     return 0 if state == "COMPLETED" else 1
 
 
+@user_errors
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m training.launch.follow", description=__doc__.splitlines()[0])
     parser.add_argument("--job", required=True, help="the job id that training.submit printed")

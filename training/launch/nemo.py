@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from slurm.errors import SubmitError
+from slurm.target import Target
 from training.config import JobConfig
-from training.launch.errors import SubmitError
-from training.launch.target import Target
 from training.models.args import ModelArgs
 from training.signals import EXIT_STATUS_FILE
 

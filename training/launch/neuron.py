@@ -8,12 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from slurm.errors import SubmitError
+from slurm.netenv import NEURON_CC_FLAGS
+from slurm.target import Target
 from training.config import JobConfig
-from training.launch.errors import SubmitError
 from training.launch.nemo import Layout, check_parallel, validation_split
-from training.launch.netenv import NEURON_CC_FLAGS
 from training.launch.nxdt_contract import contract_problems
-from training.launch.target import Target
 from training.models.args import ModelArgs
 
 # (tensor parallel, pipeline parallel) that the Trainium NeoX/Pythia blog trained these shapes with on trn1.32xlarge.

@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from spec.cli import user_errors
+
 RECORD = Path(__file__).with_name("nxdt-contract.yaml")
 
 
@@ -56,6 +58,7 @@ def example_keys(source: Path) -> list[str]:
     return sorted(keys)
 
 
+@user_errors
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Print NxDT's example-config keys (for nxdt-contract.yaml).")
     parser.add_argument("--source", required=True, type=Path, help="a neuronx-distributed-training checkout")

@@ -12,18 +12,20 @@ from typing import Any
 
 import yaml
 
+from slurm import netenv
+from slurm.errors import SubmitError
+from slurm.render import SettingValue, assemble
+from slurm.target import Target
 from spec.containers import pyxis_image
 from training.config import JobConfig
-from training.launch import netenv
-from training.launch.errors import SubmitError
 from training.launch.nemo import Layout, nemo_config
 from training.launch.neuron import default_parallelism, nxdt_config
 from training.launch.options import SubmitOptions
-from training.launch.render import SettingValue, assemble
-from training.launch.target import Target
 from training.models.args import ModelArgs
 from training.signals import EXIT_CHECKPOINT_FAILED, EXIT_CONFIG_ERROR, EXIT_LOSS_GUARD, EXIT_REQUEUE, EXIT_STATUS_FILE
 
+# The static bash parts of every job script (common.sh and one body per backend).
+JOBS_DIR = Path(__file__).resolve().parents[1] / "jobs"
 NO_REQUEUE_CODES = (EXIT_CONFIG_ERROR, EXIT_LOSS_GUARD, EXIT_CHECKPOINT_FAILED)
 
 
@@ -161,6 +163,7 @@ def _add_script(
         inputs.command_line,
         settings,
         env,
+        JOBS_DIR,
         ["common.sh", f"{backend}.sh"],
     )
     rendered.scripts.append(JobScript(name, Path(f"{inputs.script_base}.{name}.sbatch"), text, depends_on))

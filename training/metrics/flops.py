@@ -9,7 +9,7 @@ Two model-FLOPs formulas are reported side by side:
   full recomputation, 72 B s l h^2 (1 + s/(6h) + V/(12 l h)) without. It assumes a 4h MLP and multi-head
   attention, so for SwiGLU/GQA models it is an approximation.
 
-Peaks: dense bf16 per GPU from cluster.instances.GPUS, looked up by the exact name CUDA reports (H100 SXM, PCIe
+Peaks: dense bf16 per GPU from spec.platform.instances.GPUS, looked up by the exact name CUDA reports (H100 SXM, PCIe
 and NVL differ by 30 %); an unknown GPU is an error unless metrics.peak_flops gives a number or "measure".
 """
 
@@ -19,7 +19,7 @@ import math
 import time
 from typing import TYPE_CHECKING, Literal
 
-from cluster.instances import GPUS
+from spec.platform.instances import GPUS
 from training.models.args import ModelArgs
 from training.models.params import count_parameters
 
@@ -75,7 +75,7 @@ def gpu_peak_flops(device_name: str) -> tuple[float, str] | None:
     facts = GPUS.get(device_name)
     if facts is None:
         return None
-    return facts.peak_bf16_flops, f"{facts.label} dense bf16 (cluster/instances.py)"
+    return facts.peak_bf16_flops, f"{facts.label} dense bf16 (spec/platform/instances.py)"
 
 
 def measure_matmul_flops(device: torch.device, size: int = 768, repeats: int = 5) -> float:

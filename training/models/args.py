@@ -6,13 +6,15 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from spec.errors import UserError
+
 Flavor = Literal["llama", "neox"]
 FLAVORS: tuple[str, ...] = ("llama", "neox")
 RopeType = Literal["default", "llama3"]
 ROPE_TYPES: tuple[str, ...] = ("default", "llama3")
 
 
-class ModelArgsError(ValueError):
+class ModelArgsError(UserError):
     """A model shape that cannot be built; the message names the field and the value."""
 
 

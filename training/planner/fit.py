@@ -16,6 +16,7 @@ import math
 import sys
 from collections.abc import Callable, Sequence
 
+from spec.cli import user_errors
 from training.planner.calibration import CALIBRATED, Efficiency
 from training.planner.compare import compare_all, predicted_metrics
 from training.planner.published import TABLES, PublishedRow
@@ -142,6 +143,7 @@ def report(efficiency: Efficiency) -> str:
     return "\n".join(lines)
 
 
+@user_errors
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m training.planner.fit", description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true", help="fail unless CALIBRATED is the fitted optimum")

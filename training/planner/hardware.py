@@ -1,4 +1,4 @@
-"""What the planner needs to know about a node beyond cluster.instances: memory and link bandwidths per device.
+"""What the planner needs to know about a node beyond spec.platform.instances: memory and link bandwidths per device.
 
 A "device" here is one training worker: a GPU, or a NeuronCore on Trainium (two per chip, each with its own half
 of the chip's HBM and compute). Everything per device in the planner uses that unit.
@@ -14,7 +14,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from cluster.instances import InstanceFacts, instance_facts
+from spec.errors import UserError
+from spec.platform.instances import InstanceFacts, instance_facts
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ ACCELERATORS: dict[str, Accelerator] = {
     "Trainium1": Accelerator("Trainium1", "Trainium1", 820e9, 384e9),
 }
 
-# Instance family -> accelerator (cluster.instances names the families; this adds the chip behind them).
+# Instance family -> accelerator (spec.platform.instances names the families; this adds the chip behind them).
 ACCELERATOR_BY_FAMILY: dict[str, str] = {
     "p4d": "A100-40GB",
     "p4de": "A100-80GB",
@@ -45,7 +46,7 @@ ACCELERATOR_BY_FAMILY: dict[str, str] = {
 }
 
 
-class HardwareError(ValueError):
+class HardwareError(UserError):
     """An instance type the planner cannot model; one line naming the argument and value."""
 
 
@@ -94,7 +95,7 @@ class Hardware:
 def hardware(
     instance_type: str, *, network_gbps: float | None = None, usd_per_hour: float | None = None, label: str = ""
 ) -> Hardware:
-    """Hardware for an instance type from cluster.instances, optionally with another network or price."""
+    """Hardware for an instance type from spec.platform.instances, optionally with another network or price."""
     try:
         facts = instance_facts(instance_type)
     except KeyError as error:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from spec.errors import UserError
 from training.models.args import ModelArgs
 from training.planner.flops import CHECKPOINTING_MODES, Checkpointing, recomputed_block_fraction
 from training.planner.hardware import Hardware
@@ -24,7 +25,7 @@ Loss = Literal["fused", "materialized"]
 LOSSES: tuple[str, ...] = ("fused", "materialized")
 
 
-class PlanError(ValueError):
+class PlanError(UserError):
     """A job the planner cannot model. str() is one line: the argument, its value, what is wrong."""
 
     def __init__(self, argument: str, value: Any, message: str) -> None:

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from spec.cli import user_errors
 from training.planner.compare import Comparison, compare_all
 
 TABLE_START = "<!-- predicted-vs-published:start (python -m training.planner.plot) -->"
@@ -140,6 +141,7 @@ def plot(path: Path, comparisons: Sequence[Comparison] | None = None) -> Path:
     return path
 
 
+@user_errors
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m training.planner.plot", description=__doc__.split("\n")[1])
     parser.add_argument("--png", type=Path, default=DEFAULT_PNG)

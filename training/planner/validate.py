@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from spec.cli import user_errors
 from training.planner.calibration import CALIBRATED, Efficiency
 from training.planner.compare import Comparison, compare_table
 from training.planner.fit import constrained_parameters, fit, fitted_rows, rounded
@@ -127,6 +128,7 @@ def write_report(doc: Path, report: str) -> None:
     doc.write_text(text[: start + len(REPORT_START)] + "\n" + report + "\n" + text[end:])
 
 
+@user_errors
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m training.planner.validate", description=__doc__.split("\n")[0])
     parser.add_argument("--write", action="store_true", help=f"replace the report in {DEFAULT_DOC}")

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from cluster.instances import GPUS, instance_facts
+from spec.platform.instances import GPUS, instance_facts
 from training.metrics import flops as metrics_flops
 from training.metrics.flops import (
     device_peak_flops,

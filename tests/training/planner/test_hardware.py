@@ -1,6 +1,6 @@
 import pytest
 
-from cluster.instances import ACCELERATED_TYPES, instance_facts
+from spec.platform.instances import ACCELERATED_TYPES, instance_facts
 from training.planner.hardware import ACCELERATOR_BY_FAMILY, HardwareError, hardware
 
 

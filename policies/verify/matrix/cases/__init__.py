@@ -1,0 +1,52 @@
+"""Every case of a spec, family by family (one module each)."""
+
+from __future__ import annotations
+
+from policies.guardrails import GUARDRAIL_POLICY_ID, guardrail_scps
+from policies.verify.matrix.cases.datasets import dataset_cases, dataset_perimeter_cases
+from policies.verify.matrix.cases.guardrails import guardrail_cases
+from policies.verify.matrix.cases.interface_endpoints import interface_endpoint_cases
+from policies.verify.matrix.cases.keys import key_cases
+from policies.verify.matrix.cases.perimeter import perimeter_cases
+from policies.verify.matrix.cases.platform import platform_cases
+from policies.verify.matrix.cases.side_channels import access_point_pinning_cases, encryption_cases
+from policies.verify.matrix.cases.wheelhouse import adjusted, wheelhouse_cases
+from policies.verify.matrix.model import Case, MatrixContext
+from spec import DeploymentSpec
+
+
+def build_cases(
+    spec: DeploymentSpec, context: MatrixContext, policies_present: frozenset[str] | None = None
+) -> list[Case]:
+    """Every case of `spec`. `policies_present`: the policy ids of the policy set (which interface endpoints
+    have a policy, whether the guardrail SCP is evaluated); by default those the spec implies."""
+    if policies_present is None:
+        policies_present = implied_policy_ids(spec)
+    cases = [
+        *dataset_cases(spec),
+        *encryption_cases(spec, context),
+        *key_cases(spec, context),
+        *dataset_perimeter_cases(spec),
+        *perimeter_cases(spec),
+        *access_point_pinning_cases(spec),
+        *platform_cases(spec),
+        *wheelhouse_cases(spec),
+        *interface_endpoint_cases(spec, policies_present),
+        *guardrail_cases(spec, policies_present),
+    ]
+    cases = [adjusted(case, spec) for case in cases]
+    ids = [case.case_id for case in cases]
+    duplicates = {i for i in ids if ids.count(i) > 1}
+    if duplicates:
+        raise ValueError(f"duplicate case ids: {sorted(duplicates)}")
+    return cases
+
+
+def implied_policy_ids(spec: DeploymentSpec) -> frozenset[str]:
+    """The interface endpoint and guardrail policy ids a deployment of `spec` has."""
+    from policies.interface_endpoints import interface_endpoint_policy, wanted_interface_endpoints
+
+    ids = {f"endpoint:{s}" for s in wanted_interface_endpoints(spec) if interface_endpoint_policy(spec, s) is not None}
+    if guardrail_scps(spec) is not None:
+        ids.add(GUARDRAIL_POLICY_ID)
+    return frozenset(ids)

@@ -1,0 +1,55 @@
+"""What the case families share: the spec's roles as principals, a dataset's access point, requests through it."""
+
+from __future__ import annotations
+
+from policies.verify.harness.layers import (
+    ACCESS_POINT,
+    BUCKET,
+    ENDPOINT,
+    ENDPOINT_BUCKET,
+    IDENTITY,
+)
+from policies.verify.harness.model import (
+    AccessPointTarget,
+    Principal,
+    S3Request,
+)
+from spec import BUILTIN_ROLES, DatasetSpec, DeploymentSpec
+
+
+def spec_role(spec: DeploymentSpec, ref: str) -> Principal:
+    """A reader/writer; only the built-in roles' identity policies are in the templates (a role given
+    by ARN belongs to someone else: its identity policies are assumed to allow)."""
+    role = spec.role_name(ref) if ref in BUILTIN_ROLES else None
+    return Principal(label=ref, arn=spec.role_arn(ref), org_id=spec.organization_id, role=role)
+
+
+def dataset_access_point(spec: DeploymentSpec, dataset: DatasetSpec) -> AccessPointTarget:
+    return AccessPointTarget(spec.access_point_arn(dataset), owned=True)
+
+
+def through_access_point(
+    spec: DeploymentSpec,
+    principal: Principal,
+    action: str,
+    dataset: DatasetSpec,
+    key: str | None = None,
+    list_prefix: str | None = None,
+) -> S3Request:
+    return S3Request(
+        principal=principal,
+        action=action,
+        bucket=spec.data.bucket_name,
+        bucket_account=spec.accounts.data,
+        key=key,
+        list_prefix=list_prefix,
+        access_point=dataset_access_point(spec, dataset),
+    )
+
+
+def sibling_prefix(prefix: str) -> str:
+    """A prefix that shares the string but not the folder: 'data/' -> 'data-private/'."""
+    return prefix.rstrip("/") + "-private/"
+
+
+ALL_S3_LAYERS: tuple[str, ...] = (IDENTITY, ENDPOINT, ENDPOINT_BUCKET, ACCESS_POINT, BUCKET)

@@ -1,0 +1,131 @@
+"""Where a job runs: the SLURM partition and what its nodes have, from the deployment spec's cluster section
+(queue -> instance type -> accelerators, EFA, shared storage, container image, Neuron SDK) or from the
+explicit local profile (the CPU cluster of `python -m cluster.local_slurm`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from slurm.errors import SubmitError
+from spec import DeploymentSpec
+from spec.cluster import NeuronSpec
+from spec.platform.instances import InstanceFacts, UnknownInstanceType, instance_facts
+
+Backend = Literal["fsdp", "nemo", "neuron"]
+BACKENDS: tuple[str, ...] = ("fsdp", "nemo", "neuron")
+LOCAL_PARTITION = "local"
+
+# The local cluster's nodes: one CPU each, one rank per node, gloo. Memory is what a share of a small host gives.
+LOCAL_INSTANCE = InstanceFacts(
+    name="local-cpu",
+    accelerator="none",
+    accelerators_per_node=0,
+    accelerator_memory_gib=0.0,
+    efa_interfaces=0,
+    network_gbps=0.0,
+    peak_bf16_flops_per_accelerator=0.0,
+    on_demand_usd_per_hour=0.0,
+    vcpus=1,
+    memory_gib=4.0,
+)
+
+_ACCELERATOR_FOR_BACKEND = {"fsdp": "gpu", "nemo": "gpu", "neuron": "neuron"}
+
+
+@dataclass(frozen=True)
+class Target:
+    partition: str
+    queue: str
+    instance: InstanceFacts
+    efa: bool
+    shared_dir: str | None  # the cluster's shared file system (/fsx); None on the local cluster
+    container_image: str | None = None
+    pyxis: bool = False
+    neuron: NeuronSpec | None = None
+    local: bool = False
+
+    @property
+    def workers_per_node(self) -> int:
+        """One process per GPU, per NeuronCore, or one per CPU node."""
+        return max(1, self.instance.workers_per_node)
+
+    @property
+    def devices_per_node(self) -> int:
+        """Memory domains the model states are sharded over: GPUs, Trainium chips, or the CPU node itself."""
+        return max(1, self.instance.accelerators_per_node)
+
+    @property
+    def device_memory_gib(self) -> float:
+        if self.instance.accelerator == "none":
+            return self.instance.memory_gib
+        return self.instance.accelerator_memory_gib
+
+
+def local_target() -> Target:
+    return Target(
+        partition=LOCAL_PARTITION,
+        queue=LOCAL_PARTITION,
+        instance=LOCAL_INSTANCE,
+        efa=False,
+        shared_dir=None,
+        local=True,
+    )
+
+
+def resolve_target(spec: DeploymentSpec, backend: str, queue_name: str | None, partition: str | None) -> Target:
+    """The queue's target; `partition` overrides only the SLURM partition the script is sent to."""
+    if backend not in BACKENDS:
+        raise SubmitError(f"--backend: {backend!r} is not one of {', '.join(BACKENDS)}")
+    cluster = spec.cluster
+    if cluster is None:
+        raise SubmitError(f"--spec: spec {spec.name!r} has no cluster section (add one, or use --local)")
+    wanted = _ACCELERATOR_FOR_BACKEND[backend]
+    if queue_name is None:
+        matching = [q for q in cluster.queues if _accelerator(q.instance_type) == wanted]
+        if not matching:
+            known = ", ".join(f"{q.name} ({q.instance_type})" for q in cluster.queues)
+            raise SubmitError(f"--queue: no {wanted} queue in the spec for --backend {backend} (queues: {known})")
+        queue = matching[0]
+    else:
+        try:
+            queue = cluster.queue(queue_name)
+        except KeyError as error:
+            raise SubmitError(f"--queue: {error.args[0]}") from None
+    facts = _facts(queue.instance_type)
+    if facts.accelerator != wanted:
+        raise SubmitError(
+            f"--queue: {queue.name!r} runs {facts.name} ({facts.accelerator} accelerators); "
+            f"--backend {backend} needs a {wanted} queue"
+        )
+    if backend == "nemo" and not cluster.containers.pyxis:
+        raise SubmitError(
+            "--backend nemo: the spec's cluster.containers.pyxis is false; NeMo runs in a pyxis container"
+        )
+    if backend == "neuron" and cluster.neuron is None:
+        raise SubmitError("--backend neuron: the spec has no cluster.neuron section (SDK version, compile cache)")
+    return Target(
+        partition=partition or queue.name,
+        queue=queue.name,
+        instance=facts,
+        efa=queue.efa_enabled(facts.efa_capable),
+        shared_dir=cluster.fsx.mount_dir if cluster.fsx is not None else None,
+        container_image=cluster.containers.nemo_image if backend == "nemo" else None,
+        pyxis=cluster.containers.pyxis,
+        neuron=cluster.neuron,
+    )
+
+
+def _facts(instance_type: str) -> InstanceFacts:
+    try:
+        return instance_facts(instance_type)
+    except UnknownInstanceType as error:
+        raise SubmitError(f"--queue: {error}") from None
+
+
+def _accelerator(instance_type: str) -> str:
+    try:
+        return instance_facts(instance_type).accelerator
+    except UnknownInstanceType:
+        return "unknown"

@@ -1,0 +1,35 @@
+"""The one CLI contract: a UserError (spec.errors) becomes `error: <line>` on stderr, one per problem, and
+exit status 2, the status argparse gives a bad option. Every `main` of the repo is wrapped in user_errors.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import ParamSpec
+
+from spec.errors import UserError
+
+EXIT_USAGE = 2
+_P = ParamSpec("_P")
+
+
+def report(error: UserError) -> int:
+    """Print the error the contract's way and return the exit status."""
+    for line in str(error).splitlines() or [type(error).__name__]:
+        print(f"error: {line}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def user_errors(main: Callable[_P, int | None]) -> Callable[_P, int]:
+    """Wrap a CLI's main: its UserErrors are reported (exit 2), its return value is the exit status."""
+
+    @functools.wraps(main)
+    def wrapped(*args: _P.args, **kwargs: _P.kwargs) -> int:
+        try:
+            return main(*args, **kwargs) or 0
+        except UserError as error:
+            return report(error)
+
+    return wrapped

@@ -1,0 +1,100 @@
+import pytest
+
+from spec.platform.instances import (
+    ACCELERATED_TYPES,
+    HEAD_NODE_TYPES,
+    INSTANCE_TYPES,
+    InstanceFacts,
+    UnknownInstanceType,
+    instance_facts,
+    on_demand_usd_per_hour,
+)
+
+
+def test_every_required_type_is_present() -> None:
+    for name in (
+        "p4d.24xlarge",
+        "p4de.24xlarge",
+        "p5.48xlarge",
+        "p5e.48xlarge",
+        "p5en.48xlarge",
+        "trn1.32xlarge",
+        "trn1n.32xlarge",
+    ):
+        assert name in ACCELERATED_TYPES
+    assert {"c5.xlarge", "c6i.2xlarge", "m5.2xlarge", "m6i.xlarge", "m7i.4xlarge"} <= set(HEAD_NODE_TYPES)
+
+
+@pytest.mark.parametrize(
+    ("name", "efa", "gbps"),
+    [
+        ("p4d.24xlarge", 4, 400),
+        ("p4de.24xlarge", 4, 400),
+        ("p5.48xlarge", 32, 3200),
+        ("p5e.48xlarge", 32, 3200),
+        ("p5en.48xlarge", 16, 3200),
+        ("trn1.32xlarge", 8, 800),
+        ("trn1n.32xlarge", 16, 1600),
+    ],
+)
+def test_efa_interfaces_and_bandwidth(name: str, efa: int, gbps: float) -> None:
+    facts = instance_facts(name)
+    assert (facts.efa_interfaces, facts.network_gbps) == (efa, gbps)
+    assert facts.efa_capable
+
+
+def test_published_dense_bf16_peaks() -> None:
+    assert instance_facts("p4d.24xlarge").peak_bf16_flops_per_accelerator == 312e12
+    assert instance_facts("p5.48xlarge").peak_bf16_flops_per_accelerator == 989e12
+    assert instance_facts("p5en.48xlarge").peak_bf16_flops_per_accelerator == 989e12
+    trn1 = instance_facts("trn1.32xlarge")
+    assert trn1.peak_bf16_flops_per_accelerator == 190e12
+    # 16 chips x 190 TFLOP/s is the published 3.04 PFLOP/s per instance
+    assert trn1.peak_bf16_flops_per_node == pytest.approx(3.04e15)
+
+
+def test_workers_per_node_counts_neuron_cores() -> None:
+    assert instance_facts("trn1.32xlarge").accelerators_per_node == 16
+    assert instance_facts("trn1.32xlarge").workers_per_node == 32
+    assert instance_facts("p5.48xlarge").workers_per_node == 8
+
+
+def test_accelerator_kinds_and_memory() -> None:
+    assert instance_facts("p4d.24xlarge").accelerator_memory_gib == 40
+    assert instance_facts("p4de.24xlarge").accelerator_memory_gib == 80
+    assert instance_facts("p5e.48xlarge").accelerator_memory_gib == 141
+    assert instance_facts("trn1n.32xlarge").accelerator == "neuron"
+    head = instance_facts("m6i.2xlarge")
+    assert (head.accelerator, head.accelerators_per_node, head.efa_interfaces) == ("none", 0, 0)
+
+
+def test_table_is_self_consistent() -> None:
+    for name, facts in INSTANCE_TYPES.items():
+        assert isinstance(facts, InstanceFacts)
+        assert facts.name == name
+        assert facts.on_demand_usd_per_hour > 0
+        assert facts.vcpus > 0 and facts.memory_gib > 0
+        if facts.accelerator == "none":
+            assert facts.accelerators_per_node == 0 and facts.peak_bf16_flops_per_accelerator == 0
+        else:
+            assert facts.accelerators_per_node > 0 and facts.peak_bf16_flops_per_accelerator > 0
+
+
+def test_facts_are_frozen() -> None:
+    with pytest.raises(AttributeError):
+        instance_facts("p5.48xlarge").efa_interfaces = 1  # type: ignore[misc]
+
+
+def test_unknown_type_is_a_one_line_error() -> None:
+    with pytest.raises(UnknownInstanceType) as caught:
+        instance_facts("p9.96xlarge")
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("instance type 'p9.96xlarge' is not in the facts table (known: p4d.24xlarge, ")
+    assert isinstance(caught.value, KeyError)
+
+
+def test_price_overrides_win_over_the_table() -> None:
+    assert on_demand_usd_per_hour("p5.48xlarge") == instance_facts("p5.48xlarge").on_demand_usd_per_hour
+    assert on_demand_usd_per_hour("p5.48xlarge", {"p5.48xlarge": 40.0}) == 40.0
+    assert on_demand_usd_per_hour("trn1.32xlarge", {"p5.48xlarge": 40.0}) == 21.50

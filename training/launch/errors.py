@@ -1,7 +1,0 @@
-"""The one error type of the submit path."""
-
-from __future__ import annotations
-
-
-class SubmitError(ValueError):
-    """A job that must not be submitted; str() is one line naming the argument or field and the value."""

@@ -83,8 +83,8 @@ while read -r name version file sha256 binary use; do
 	[[ "$use" == install ]] || continue
 	dest="$install_root/$name-$version"
 	install -d -m 0755 "$dest"
-	tar -xzf "$work/$file" -C "$work"
-	install -m 0755 "$work/$binary" "$dest/"
+	# A release tarball or a Debian package: the standard library unpacks both (no dpkg on Amazon Linux).
+	(cd "$release" && "$python" -E -m cluster.observability.archive "$work/$file" "$binary" "$dest") >/dev/null
 	installed+=("$name")
 	log "$name $version installed in $dest (sha256 verified)"
 done < <(units --print-binaries)

@@ -248,7 +248,7 @@ def test_the_head_node_starts_its_exporters_from_the_release_env(deployed: Deplo
     assert (
         "observability/node_exporter-1.8.2.linux-amd64.tar.gz not found: node_exporter not installed" in result.stderr
     )
-    assert "WARNING: prometheus 2.53.3 has no sha256" in result.stderr
+    assert "observability/prometheus_2.42.0+ds-5+deb12u1_amd64.deb not found: prometheus not installed" in result.stderr
     units = sorted(p.name for p in (node / "etc" / "systemd" / "system").iterdir())
     assert units == ["llm-prometheus-targets.service", "llm-slurm-exporter.service"]
     exporter = (node / "etc/systemd/system/llm-slurm-exporter.service").read_text()

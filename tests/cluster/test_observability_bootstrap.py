@@ -16,6 +16,7 @@ import pytest
 
 from cluster.observability.local import ensure_prometheus
 from cluster.observability.units import manifest
+from tests.cluster.archives import deb_package
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "cluster" / "bootstrap" / "observability.sh"
@@ -48,7 +49,12 @@ def node(tmp_path: Path) -> dict[str, Path]:
     entries = manifest()
     for name in ("node_exporter", "prometheus"):
         url_file = Path(str(entries[name]["url"])).name
-        entries[name]["sha256"] = _tarball(binaries / url_file, str(entries[name]["binary"]))
+        if url_file.endswith(".deb"):  # the agent is Debian's package (binaries.json)
+            body = b"#!/bin/sh\necho fake agent\n"
+            deb = deb_package(binaries / url_file, {str(entries[name]["binary"]): body})
+            entries[name]["sha256"] = hashlib.sha256(deb.read_bytes()).hexdigest()
+        else:
+            entries[name]["sha256"] = _tarball(binaries / url_file, str(entries[name]["binary"]))
     entries["dcgm_exporter"]["sha256"] = None
     (tmp_path / "manifest.json").write_text(json.dumps(entries))
     bin_dir = tmp_path / "bin"

@@ -62,6 +62,9 @@ def _worker(rank: int, world_size: int, store_path: str, result_dir: str) -> Non
                     param.grad.full_tensor(), expected[plain_name(name)], rtol=1e-5, atol=1e-6, msg=name
                 )
         Path(result_dir, f"rank{rank}.ok").touch()
+        # Both ranks past their last collective before either tears gloo down: a rank leaving while its peer's
+        # pair was still open aborted the peer ("terminate called without an active exception") under load.
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 

@@ -174,7 +174,7 @@ def test_the_agent_config_remote_writes_with_sigv4_from_a_real_prometheus_agent(
     config = tmp_path / "agent.yml"
     config.write_text(dump(document))
     (port,) = free_ports(1)
-    env = {**os.environ, "AWS_ACCESS_KEY_ID": "AKIAEXAMPLEEXAMPLE00", "AWS_SECRET_ACCESS_KEY": "example/secret"}
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "not-a-key-sigv4-test", "AWS_SECRET_ACCESS_KEY": "not-a-secret"}
     with (tmp_path / "agent.log").open("wb") as log:
         agent = subprocess.Popen(
             ["prometheus", "--enable-feature=agent", f"--config.file={config}",

@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from slurm.submission import SPEC_ENV
 from spec import DeploymentSpec, SpecError, load_spec
 from spec.cli import user_errors
 from spec.containers import EcrImage
@@ -113,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     args = parser.parse_args(argv)
     try:
-        spec = load_spec(args.spec or os.environ.get("LLM_TRAINING_SPEC") or None)
+        spec = load_spec(args.spec or os.environ.get(SPEC_ENV) or None)
     except SpecError as error:
         raise UserError(f"--spec: {str(error).splitlines()[0]}") from None
     if args.step == "push":

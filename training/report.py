@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+from slurm.submission import SPEC_ENV
 from spec.cli import user_errors
 from spec.errors import UserError
 
@@ -313,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.start != "now-30days" and not _DATE_RE.match(args.start) and not args.start.startswith("now-"):
         raise ReportError(f"--start: {args.start!r} must be YYYY-MM-DD[THH:MM[:SS]] or now-<N>days")
     overrides = dict(_price_override(text) for text in args.price)
-    spec_path = args.spec or os.environ.get("LLM_TRAINING_SPEC") or None
+    spec_path = args.spec or os.environ.get(SPEC_ENV) or None
     try:
         spec = load_spec(spec_path)
     except SpecError as error:

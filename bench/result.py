@@ -63,16 +63,19 @@ def timed(run: Callable[[], object]) -> float:
 
 
 def best_times(runs: dict[str, Callable[[], float]], rounds: int) -> dict[str, float]:
-    """The shortest of `rounds` timings of each run, the runs taken in turn within every round.
+    """The shortest of `rounds` timings of each run, the runs taken in turn within every round, in reverse order
+    every other round.
 
     On a shared machine noise only ever adds time, so the minimum is the best estimate of each side's cost;
-    alternating the sides spreads slow periods over both instead of penalising whichever ran during one.
+    alternating the sides spreads slow periods over both instead of penalising whichever ran during one, and
+    reversing the order lets no side always profit (or suffer) from what the one before it left in the caches.
     Each run returns the seconds of the work it timed (so it can leave its own setup out).
     """
     if rounds < 1:
         raise ValueError(f"rounds: {rounds!r} must be >= 1")
     best = {name: float("inf") for name in runs}
-    for _ in range(rounds):
-        for name, run in runs.items():
-            best[name] = min(best[name], run())
+    order = list(runs)
+    for round_number in range(rounds):
+        for name in order if round_number % 2 == 0 else reversed(order):
+            best[name] = min(best[name], runs[name]())
     return best

@@ -245,9 +245,13 @@ class Trainer:
             self.metrics.close()
             self.prometheus.close()
         if self.ctx.is_main and config.metrics.plot:
-            plot = plot_run(self.run_dir)
-            if plot is not None:
-                log.info("plot: %s", plot)
+            try:
+                plot = plot_run(self.run_dir)
+            except Exception as error:  # the run is done and checkpointed: a picture must not fail (and requeue) it
+                log.warning("plot not written: %s: %s", type(error).__name__, error)
+            else:
+                if plot is not None:
+                    log.info("plot: %s", plot)
         return "done"
 
     def _announce(self) -> None:

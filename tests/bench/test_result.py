@@ -42,7 +42,7 @@ def test_ratio_rounds_and_refuses_an_empty_baseline() -> None:
         ratio(1.0, 0)
 
 
-def test_best_times_keeps_each_sides_minimum_and_runs_the_sides_in_turn() -> None:
+def test_best_times_keeps_each_sides_minimum_and_runs_the_sides_in_turn_reversed_every_other_round() -> None:
     calls: list[str] = []
     samples = {"a": iter([3.0, 1.0, 2.0]), "b": iter([5.0, 6.0, 4.0])}
 
@@ -52,6 +52,6 @@ def test_best_times_keeps_each_sides_minimum_and_runs_the_sides_in_turn() -> Non
 
     best = best_times({"a": lambda: run("a"), "b": lambda: run("b")}, rounds=3)
     assert best == {"a": 1.0, "b": 4.0}
-    assert calls == ["a", "b", "a", "b", "a", "b"]
+    assert calls == ["a", "b", "b", "a", "a", "b"]
     with pytest.raises(ValueError, match=r"rounds: 0 must be >= 1"):
         best_times({"a": lambda: 1.0}, rounds=0)

@@ -115,6 +115,24 @@ def job_log(run_dir: Path) -> str:
     return "\n".join(log.read_text(errors="replace") for log in logs)
 
 
+def job_story(cluster: LocalSlurm, run_dir: Path, job_id: str) -> str:
+    """The job's log, then what explains its path in a few lines at the end (where a CI log's tail shows them):
+    the job script's own decisions, errors from any rank, and what slurmctld and the slurmds said of the job."""
+    log = job_log(run_dir)
+    decisions = [line for line in log.splitlines() if line.startswith("job[")]
+    errors = [line for line in log.splitlines() if " ERROR " in line or "Error" in line or "Traceback" in line]
+    daemons: list[str] = []
+    for daemon_log in sorted(cluster.log_dir.glob("slurm*.log")):
+        lines = daemon_log.read_text(errors="replace").splitlines()
+        daemons += [
+            f"{daemon_log.name}: {line}" for line in lines if f"JobId={job_id}" in line or f"job {job_id}" in line
+        ]
+    return "\n".join(
+        [log, f"---- job {job_id}: the script's decisions ----", *decisions, "---- errors ----", *errors[-20:],
+         "---- daemons ----", *daemons[-30:], f"---- scontrol: {cluster.job(job_id)}"]
+    )  # fmt: skip
+
+
 def job_id_of(run_dir: Path) -> str:
     """The job id in the name of the run's (first) log, <job name>-<job id>.out."""
     log = sorted((run_dir / "logs").glob("*.out"))[0]

@@ -17,7 +17,7 @@ import yaml
 from cluster.local_slurm import LocalSlurm
 from cluster.local_slurm.install import ensure_shellcheck
 from tests.jobs.conftest import install_recorders, read_records, write_job
-from tests.jobs.slurm_helpers import job_log, submit, wait_for_end, wait_for_restart
+from tests.jobs.slurm_helpers import job_log, job_story, submit, wait_for_end, wait_for_restart
 
 pytestmark = pytest.mark.slurm
 
@@ -44,7 +44,7 @@ def test_nemo_job_launches_the_container_step_with_pyxis_flags(
     env = {"CONTAINER_SRUN": str(recorders / "pyxis-srun"), "RECORD_LOG": str(record_log)}
     (job_id,) = submit(local_slurm, argv, env)
     job = wait_for_end(local_slurm, job_id)
-    assert (job["JobState"], job["ExitCode"]) == ("COMPLETED", "0:0"), job_log(run_dir)
+    assert (job["JobState"], job["ExitCode"]) == ("COMPLETED", "0:0"), job_story(local_slurm, run_dir, job_id)
     _clean_bash(tmp_path / "nemo-run.nemo.sbatch")
 
     (record,) = read_records(record_log)
@@ -108,7 +108,9 @@ def test_nemo_config_error_is_not_requeued(local_slurm: LocalSlurm, demo_data: s
     (job_id,) = submit(local_slurm, argv, env)
     job = wait_for_end(local_slurm, job_id)
     log = job_log(run_dir)
-    assert (job["JobState"], job["ExitCode"], job["Restarts"]) == ("FAILED", "2:0", "0"), log
+    assert (job["JobState"], job["ExitCode"], job["Restarts"]) == ("FAILED", "2:0", "0"), job_story(
+        local_slurm, run_dir, job_id
+    )
     assert "failed with exit 2 (configuration error: ModuleNotFoundError: No module named " in log
     assert "a retry cannot fix this, not requeued" in log
 
@@ -128,7 +130,9 @@ def test_nemo_time_limit_stop_is_requeued_and_not_counted_as_a_failure(
     wait_for_restart(local_slurm, job_id, 1)
     job = wait_for_end(local_slurm, job_id)
     log = job_log(run_dir)
-    assert (job["JobState"], job["ExitCode"], job["Restarts"]) == ("COMPLETED", "0:0", "1"), log
+    assert (job["JobState"], job["ExitCode"], job["Restarts"]) == ("COMPLETED", "0:0", "1"), job_story(
+        local_slurm, run_dir, job_id
+    )
     assert "got SIGUSR1; sending SIGUSR1 to the training step" in log
     assert (
         "stopped before the time limit with a checkpoint (stopped on SIGUSR1 after a checkpoint); "

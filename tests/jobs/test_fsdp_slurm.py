@@ -20,6 +20,7 @@ from tests.jobs.conftest import write_job
 from tests.jobs.slurm_helpers import (
     job_id_of,
     job_log,
+    job_story,
     kill_rank,
     losses_by_step,
     submit,
@@ -50,7 +51,8 @@ def reference(local_slurm_session: LocalSlurm, demo_data: str, tmp_path_factory:
     run_dir = base / "run"
     (job_id,) = submit(local_slurm_session, _argv(write_job(base / "tiny.yaml"), demo_data, run_dir))
     job = wait_for_end(local_slurm_session, job_id)
-    assert (job["JobState"], job["ExitCode"], job["Restarts"]) == ("COMPLETED", "0:0", "0"), job_log(run_dir)
+    story = job_story(local_slurm_session, run_dir, job_id)
+    assert (job["JobState"], job["ExitCode"], job["Restarts"]) == ("COMPLETED", "0:0", "0"), story
     assert job["NodeList"] == "n[1-2]"
     return run_dir
 
@@ -105,7 +107,9 @@ def test_stops_and_failures_requeue_or_end_and_the_run_resumes_with_the_referenc
     local_slurm.run(["scancel", "--signal=USR2", "--batch", job_id])
     job = wait_for_end(local_slurm, job_id)
     log = job_log(run_dir)
-    assert (job["JobState"], job["ExitCode"], job["Restarts"]) == ("FAILED", "42:0", "2"), log
+    assert (job["JobState"], job["ExitCode"], job["Restarts"]) == ("FAILED", "42:0", "2"), job_story(
+        local_slurm, run_dir, job_id
+    )
     assert "got SIGUSR1; sending SIGUSR1 to the training step" in log
     assert (
         "stopped before the time limit with a checkpoint (stopped on request (SIGUSR1)); requeueing (restart 1, not a failure)"
@@ -121,7 +125,7 @@ def test_stops_and_failures_requeue_or_end_and_the_run_resumes_with_the_referenc
     (again,) = submit(local_slurm, _argv(config, demo_data, run_dir))
     job = wait_for_end(local_slurm, again)
     log = job_log(run_dir)
-    assert (job["JobState"], job["Restarts"]) == ("COMPLETED", "0"), log
+    assert (job["JobState"], job["Restarts"]) == ("COMPLETED", "0"), job_story(local_slurm, run_dir, again)
     last_resume = int(re.findall(r"resumed from \S+/step-(\d+) at step \d+", log)[-1])
     assert last_resume >= 22
     _assert_matches_reference(run_dir, reference)
@@ -134,7 +138,9 @@ def test_an_error_a_retry_cannot_fix_is_not_requeued(local_slurm: LocalSlurm, de
     (job_id,) = submit(local_slurm, _argv(config, demo_data, run_dir))
     job = wait_for_end(local_slurm, job_id)
     log = job_log(run_dir)
-    assert (job["JobState"], job["ExitCode"], job["Restarts"]) == ("FAILED", "44:0", "0"), log
+    assert (job["JobState"], job["ExitCode"], job["Restarts"]) == ("FAILED", "44:0", "0"), job_story(
+        local_slurm, run_dir, job_id
+    )
     assert "a retry cannot fix this, not requeued" in log
 
 
@@ -152,6 +158,6 @@ def test_rank_failures_stop_requeueing_at_the_bound_and_time_limit_stops_do_not_
     kill_rank(run_dir, rank=0)
     job = wait_for_end(local_slurm, job_id)
     log = job_log(run_dir)
-    assert (job["JobState"], job["Restarts"]) == ("FAILED", "1"), log
+    assert (job["JobState"], job["Restarts"]) == ("FAILED", "1"), job_story(local_slurm, run_dir, job_id)
     assert "requeueing (restart 1, not a failure)" in log
     assert "giving up after 0 failed attempts (MAX_REQUEUES=0)" in log

@@ -21,7 +21,7 @@ from cluster.observability.local import LocalObservability, free_ports
 from spec.observability import ObservabilitySpec
 from tests.cluster.test_fabric_counters import bump, efa_tree
 from tests.jobs.conftest import write_job
-from tests.jobs.slurm_helpers import job_log, submit, wait_for_end
+from tests.jobs.slurm_helpers import job_story, submit, wait_for_end
 
 pytestmark = pytest.mark.slurm
 REPO = Path(__file__).resolve().parents[2]
@@ -48,7 +48,7 @@ def trained(stack: LocalObservability, local_slurm_session: LocalSlurm, demo_dat
             "--run-dir", str(run_dir), "--local", "--time", "00:10:00"]  # fmt: skip
     (job_id,) = submit(local_slurm_session, argv, env={"LLM_TRAINER_METRICS_PORT": str(stack.ports.trainer)})
     job = wait_for_end(local_slurm_session, job_id)
-    assert (job["JobState"], job["ExitCode"]) == ("COMPLETED", "0:0"), job_log(run_dir)
+    assert (job["JobState"], job["ExitCode"]) == ("COMPLETED", "0:0"), job_story(local_slurm_session, run_dir, job_id)
     return job_id
 
 

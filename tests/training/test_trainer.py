@@ -15,7 +15,7 @@ from torch.distributed.tensor import DTensor
 from torch.overrides import TorchFunctionMode
 
 from tests.training.jobs import records, tiny_job, write_job
-from training.checkpoint import direct_io
+from training.checkpoint import file_io
 from training.checkpoint.layout import TRAINER_STATE, complete_checkpoints
 from training.config import parse_job_config
 from training.export import load_checkpoint_model
@@ -71,6 +71,24 @@ def test_loss_falls_on_real_text_and_every_artifact_is_written(demo_data_prefix:
 
 
 @pytest.mark.usefixtures("one_thread")
+def test_a_plot_that_fails_is_a_warning_not_a_failed_run(
+    demo_data_prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # The run is trained and checkpointed by then: a failed picture must not make the job script requeue it.
+    import training.trainer
+
+    def broken_plot(run_dir: Path) -> Path:
+        raise RuntimeError("no fonts here")
+
+    monkeypatch.setattr(training.trainer, "plot_run", broken_plot)
+    job = tiny_job(demo_data_prefix, train={"max_steps": 2}, metrics={"plot": True}, checkpoint={"every": 0})
+    code, run_dir = _train(tmp_path, job)
+    assert code == EXIT_OK and _status(run_dir)["exit_code"] == EXIT_OK
+    assert "WARNING plot not written: RuntimeError: no fonts here" in capfd.readouterr().out
+    assert [step for step, _ in complete_checkpoints(run_dir / "checkpoints")] == [2]
+
+
+@pytest.mark.usefixtures("one_thread")
 def test_a_diverging_loss_stops_the_run_and_keeps_the_last_good_checkpoint(
     demo_data_prefix: str, tmp_path: Path
 ) -> None:
@@ -111,14 +129,14 @@ def _small_filesystem(path: Path, size_bytes: int) -> Iterator[bool]:
 
 def _fail_writes_into(step_name: str) -> Callable[..., Any]:
     """Fallback without a mountable tmpfs: the checkpoint storage raises ENOSPC for files of one checkpoint."""
-    original = direct_io.open_direct
+    original = file_io.open_for_writing
 
-    def open_direct(path: Any, flags: int) -> Any:
+    def open_for_writing(path: Any) -> Any:
         if f"{step_name}.tmp" in str(path):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return original(path, flags)
+        return original(path)
 
-    return open_direct
+    return open_for_writing
 
 
 @pytest.mark.usefixtures("one_thread")
@@ -129,7 +147,7 @@ def test_no_space_left_while_saving_stops_the_job_and_the_last_checkpoint_still_
     # One checkpoint of this model is about 1.7 MB: the first fits, the second runs out of space mid-write.
     with _small_filesystem(checkpoints, 2_600_000) as real_disk:
         if not real_disk:
-            monkeypatch.setattr(direct_io, "open_direct", _fail_writes_into("step-4"))
+            monkeypatch.setattr(file_io, "open_for_writing", _fail_writes_into("step-4"))
         job = tiny_job(
             demo_data_prefix,
             train={"max_steps": 8},

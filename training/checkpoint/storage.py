@@ -1,14 +1,15 @@
-"""DCP storage in torch's stock format, written and read without the page cache or extra copies.
+"""DCP storage in torch's stock format, written and read without extra copies or a polluted page cache.
 
 The files are exactly what DCP's stock FileSystemWriter writes: one file per rank, BYTE_IO records as they are and
 every tensor as its own `torch.save` record, with no transform descriptors, so torch's stock FileSystemReader,
 `torch.distributed.checkpoint.format_utils` and torchtitan read them. What differs is how the bytes move:
 
 - Writing: `torch.save` hands the tensor's storage to the file object as a memoryview, and the file object here is
-  direct_io.DirectWriter (O_DIRECT, aligned buffers, background writes, fsync at close).
+  file_io.StreamingWriter (pwrite straight from that memory, writeback started as the file grows, fsync at close,
+  then the pages dropped from the cache).
 - Reading: the stock reader `torch.load`s every record into a fresh tensor and copies it into the model (an
   extra pass over every byte and as much new memory as the checkpoint). Here the first block of each tensor
-  record is read to find where its storage bytes sit (torch_save_record.py), and direct_io.read_ranges reads them
+  record is read to find where its storage bytes sit (torch_save_record.py), and file_io.read_ranges reads them
   straight into the destination tensor whenever the saved chunk and the destination line up, which they do
   whenever the world size is unchanged. Resharding reads the chunk into a temporary tensor, narrows and copies;
   a record of any other shape goes to the stock reader's path.
@@ -49,7 +50,7 @@ from torch.distributed.checkpoint.planner import (
 from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 
-from training.checkpoint.direct_io import DirectWriter, check_file_holds, read_heads, read_ranges
+from training.checkpoint.file_io import StreamingWriter, check_file_holds, read_heads, read_ranges
 from training.checkpoint.torch_save_record import HEAD_BYTES, tensor_data_span
 
 # Entries of the raw-bytes layout this storage wrote before it wrote the stock format; read, never written.
@@ -63,7 +64,7 @@ def tensor_bytes(tensor: torch.Tensor) -> memoryview:
 
 class TensorFileWriter(FileSystemWriter):
     """One file per rank in the stock format (BYTE_IO records as they are, tensors as torch.save records) through
-    O_DIRECT; fsync before returning."""
+    file_io.StreamingWriter; fsync before returning."""
 
     def __init__(self, path: str | os.PathLike, sync_files: bool = True) -> None:
         super().__init__(path, single_file_per_rank=True, sync_files=sync_files, thread_count=1)
@@ -80,7 +81,7 @@ class TensorFileWriter(FileSystemWriter):
         self, path: str | os.PathLike, file_name: str, items: list[WriteItem], planner: SavePlanner
     ) -> list[WriteResult]:
         results: list[WriteResult] = []
-        with DirectWriter(path, sync=self.sync_files) as stream:
+        with StreamingWriter(path, sync=self.sync_files) as stream:
             for item in items:
                 if item.type == WriteItemType.BYTE_IO:
                     data = planner.resolve_data(item)
@@ -103,7 +104,7 @@ class TensorFileWriter(FileSystemWriter):
         return loader.values()
 
 
-def _write_record(stream: DirectWriter, file_name: str, item: WriteItem, data: memoryview) -> WriteResult:
+def _write_record(stream: StreamingWriter, file_name: str, item: WriteItem, data: memoryview) -> WriteResult:
     offset = stream.tell()
     stream.write(data)
     return WriteResult(
@@ -111,7 +112,7 @@ def _write_record(stream: DirectWriter, file_name: str, item: WriteItem, data: m
     )
 
 
-def _write_tensor(stream: DirectWriter, file_name: str, item: WriteItem, tensor: torch.Tensor) -> WriteResult:
+def _write_tensor(stream: StreamingWriter, file_name: str, item: WriteItem, tensor: torch.Tensor) -> WriteResult:
     """One torch.save record; a view (an FSDP shard of a padded buffer) is copied out first, so the record holds
     the tensor's bytes only and the reader's fast path applies."""
     whole = tensor.untyped_storage().nbytes() == tensor.numel() * tensor.element_size()

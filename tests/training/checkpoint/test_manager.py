@@ -13,7 +13,7 @@ from torch.distributed.checkpoint import FileSystemReader
 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 from torch.distributed.tensor import DTensor
 
-from training.checkpoint import direct_io
+from training.checkpoint import file_io
 from training.checkpoint.errors import CheckpointError, CheckpointSpaceError
 from training.checkpoint.layout import MARKER, complete_checkpoints, step_dir, tmp_dir
 from training.checkpoint.manager import CheckpointManager
@@ -160,7 +160,7 @@ def test_a_failed_write_raises_on_every_rank_cleans_up_and_keeps_the_last_good(
     def failing_write(*args: Any, **kwargs: Any) -> Any:
         raise OSError(errno.EIO, os.strerror(errno.EIO))
 
-    monkeypatch.setattr(direct_io, "_pwrite_all", failing_write)  # fails in the writer thread
+    monkeypatch.setattr(file_io, "_pwrite_all", failing_write)
     with pytest.raises(CheckpointError) as error:
         _save(manager, 2, model, optimizer)
     message = str(error.value)

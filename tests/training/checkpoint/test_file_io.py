@@ -1,0 +1,287 @@
+import ctypes
+import errno
+import mmap
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from training.checkpoint import file_io
+from training.checkpoint.file_io import SMALL_WRITE_BYTES, StreamingWriter, read_heads, read_ranges
+
+WINDOW = 8192  # a small writeback window, so the tests cross many
+
+
+def _random_bytes(seed: int, size: int) -> bytes:
+    return np.random.default_rng(seed).integers(0, 256, size, dtype=np.uint8).tobytes()
+
+
+def _is_open_on(fd: int, path: Path) -> bool:
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except OSError:
+        return False
+
+
+def _written(path: Path, data: bytes) -> None:
+    with StreamingWriter(path, writeback_bytes=WINDOW) as writer:
+        writer.write(data)
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        [0, 1, 4095, 4097, 20000],
+        [1, 0, SMALL_WRITE_BYTES - 1, 1, SMALL_WRITE_BYTES, SMALL_WRITE_BYTES + 1, 0, 3],  # around the gathering
+        [WINDOW, WINDOW, 2 * WINDOW],  # ends exactly on a writeback window
+        [0],
+        [],
+    ],
+    ids=["awkward", "around-the-gathering", "windows", "one-empty", "nothing"],
+)
+def test_writes_of_any_size_come_back_exactly(tmp_path: Path, sizes: list[int]) -> None:
+    path = tmp_path / "data"
+    chunks = [_random_bytes(seed, size) for seed, size in enumerate(sizes)]
+    with StreamingWriter(path, writeback_bytes=WINDOW) as writer:
+        assert writer.tell() == 0
+        total = 0
+        for chunk in chunks:
+            assert writer.write(chunk) == len(chunk)
+            total += len(chunk)
+            assert writer.tell() == total
+    assert writer.tell() == sum(sizes)
+    assert path.stat().st_size == sum(sizes)
+    assert path.read_bytes() == b"".join(chunks)
+    assert not _is_open_on(writer.fd, path)
+
+
+def test_small_writes_are_gathered_into_few_system_calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    real = file_io._pwrite_all
+
+    def counting(fd: int, data: memoryview, offset: int) -> None:
+        calls.append(data.nbytes)
+        real(fd, data, offset)
+
+    monkeypatch.setattr(file_io, "_pwrite_all", counting)
+    path = tmp_path / "data"
+    pieces = [_random_bytes(seed, 1 + seed % 60) for seed in range(5000)]  # torch.save's headers come like this
+    big = _random_bytes(9, 3 * SMALL_WRITE_BYTES)
+    with StreamingWriter(path) as writer:
+        for piece in pieces[:2500]:
+            writer.write(piece)
+        writer.write(big)  # what was gathered goes first, then this one straight from the caller's memory
+        for piece in pieces[2500:]:
+            writer.write(piece)
+    assert path.read_bytes() == b"".join(pieces[:2500]) + big + b"".join(pieces[2500:])
+    assert len(calls) <= 6 and big.__len__() in calls
+
+
+def test_writeback_is_started_for_every_full_window_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[tuple[int, int]] = []
+    monkeypatch.setattr(file_io, "start_writeback", lambda fd, offset, length: started.append((offset, length)))
+    path = tmp_path / "data"
+    with StreamingWriter(path, writeback_bytes=WINDOW) as writer:
+        writer.write(bytes(SMALL_WRITE_BYTES + 5 * WINDOW + 100))
+        assert started == [(i * WINDOW, WINDOW) for i in range((SMALL_WRITE_BYTES + 5 * WINDOW + 100) // WINDOW)]
+        writer.write(b"x" * 10)  # gathered: no window completes until it reaches the file
+    assert started[-1][0] + WINDOW <= path.stat().st_size
+
+
+def test_the_real_sync_file_range_is_found_and_accepts_a_range(tmp_path: Path) -> None:
+    # Linux and glibc: the hint must really reach the kernel, not be skipped for want of the symbol.
+    assert file_io._sync_file_range is not None
+    fd = os.open(tmp_path / "data", os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, bytes(3 * 4096))
+        assert file_io._sync_file_range(fd, 0, 3 * 4096, file_io._SYNC_FILE_RANGE_WRITE) == 0
+    finally:
+        os.close(fd)
+
+
+def test_a_written_file_leaves_the_page_cache_at_close(tmp_path: Path) -> None:
+    if _on_tmpfs(tmp_path):  # tmpfs pages are the file itself: nothing to drop
+        pytest.skip(f"{tmp_path} is tmpfs")
+    path = tmp_path / "data"
+    with StreamingWriter(path, writeback_bytes=WINDOW) as writer:
+        writer.write(_random_bytes(1, 64 * 4096))
+        assert _resident_pages(path) > 0  # written through the cache
+    assert _resident_pages(path) == 0
+
+
+def _on_tmpfs(path: Path) -> bool:
+    best, kind = "", ""
+    for line in Path("/proc/mounts").read_text().splitlines():
+        _, mount, fstype, *_ = line.split()
+        if str(path).startswith(mount) and len(mount) > len(best):
+            best, kind = mount, fstype
+    return kind in ("tmpfs", "ramfs")
+
+
+def _resident_pages(path: Path) -> int:
+    """Pages of the file in the page cache (mincore over a read-only mapping, which reads nothing in)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    size = path.stat().st_size
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        address = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        assert address not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+        try:
+            vector = (ctypes.c_ubyte * ((size + mmap.PAGESIZE - 1) // mmap.PAGESIZE))()
+            assert libc.mincore(ctypes.c_void_p(address), ctypes.c_size_t(size), vector) == 0, ctypes.get_errno()
+            return sum(byte & 1 for byte in vector)
+        finally:
+            libc.munmap(ctypes.c_void_p(address), ctypes.c_size_t(size))
+    finally:
+        os.close(fd)
+
+
+def test_one_large_typed_memoryview(tmp_path: Path) -> None:
+    path = tmp_path / "data"
+    words = np.random.default_rng(1).integers(0, 2**31, 100_001, dtype=np.int32)
+    with StreamingWriter(path, sync=False, writeback_bytes=WINDOW) as writer:
+        writer.write(b"head")
+        assert writer.write(memoryview(words)) == words.nbytes
+        assert writer.tell() == 4 + words.nbytes
+    assert path.read_bytes() == b"head" + words.tobytes()
+
+
+def test_close_twice_is_harmless_and_overwrites_an_existing_file(tmp_path: Path) -> None:
+    path = tmp_path / "data"
+    path.write_bytes(b"x" * 50_000)
+    writer = StreamingWriter(path)
+    writer.write(b"short")
+    writer.close()
+    writer.close()
+    assert path.read_bytes() == b"short"
+
+
+def test_a_writeback_window_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"^writeback_bytes: 0 must be positive$"):
+        StreamingWriter(tmp_path / "data", writeback_bytes=0)
+    assert not (tmp_path / "data").exists()
+
+
+def _failing_write(*args: Any, **kwargs: Any) -> None:
+    raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+
+def test_a_failed_write_surfaces_from_write_and_closes_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(file_io, "_pwrite_all", _failing_write)
+    path = tmp_path / "data"
+    with pytest.raises(OSError) as error, StreamingWriter(path) as writer:
+        assert _is_open_on(writer.fd, path)
+        writer.write(bytes(SMALL_WRITE_BYTES))  # large enough to go to the file at once
+    assert type(error.value) is OSError
+    assert error.value.errno == errno.EIO
+    assert not _is_open_on(writer.fd, path)
+
+
+def test_a_failed_last_write_surfaces_from_close_and_closes_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(file_io, "_pwrite_all", _failing_write)
+    path = tmp_path / "data"
+    writer = StreamingWriter(path)
+    writer.write(b"only the tail")  # gathered: it reaches the file at close
+    with pytest.raises(OSError) as error:
+        writer.close()
+    assert error.value.errno == errno.EIO
+    assert not _is_open_on(writer.fd, path)
+    writer.close()  # already closed: nothing more to do, nothing raised
+
+
+def test_a_failed_fsync_surfaces_from_close(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(file_io.os, "fsync", _failing_write)
+    path = tmp_path / "data"
+    writer = StreamingWriter(path)
+    writer.write(bytes(SMALL_WRITE_BYTES))
+    with pytest.raises(OSError, match="Input/output error"):
+        writer.close()
+    assert not _is_open_on(writer.fd, path)
+
+
+def test_an_error_inside_the_with_block_aborts_and_closes_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "data"
+    with pytest.raises(KeyError), StreamingWriter(path) as writer:
+        writer.write(bytes(10))
+        raise KeyError("caller failed")
+    assert not _is_open_on(writer.fd, path)
+
+
+PIECE = 3 * 4096 + 17  # pieces of an odd size, so the split falls anywhere
+
+
+def _random_ranges(rng: np.random.Generator, size: int) -> list[tuple[int, int]]:
+    ranges = [(0, size), (size, 0), (0, 0), (size - 1, 1), (size - 3 * PIECE - 5, 3 * PIECE + 5)]
+    for _ in range(60):
+        start = int(rng.integers(0, size))
+        length = int(rng.integers(0, min(size - start, PIECE) + 1))
+        ranges.append((start, length))
+    for _ in range(20):  # across many pieces
+        start = int(rng.integers(0, size - 6 * PIECE))
+        ranges.append((start, int(rng.integers(4 * PIECE, size - start + 1))))
+    return [ranges[i] for i in rng.permutation(len(ranges))]
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+def test_read_ranges_fills_every_destination_from_the_file(tmp_path: Path, threads: int) -> None:
+    path = tmp_path / "data"
+    size = 25 * PIECE + 1234
+    data = _random_bytes(7, size)
+    _written(path, data)
+    ranges = _random_ranges(np.random.default_rng(1234), size)
+    destinations = [(start, memoryview(bytearray(length))) for start, length in ranges]
+    read_ranges(path, destinations, threads=threads, piece_bytes=PIECE)
+    for (start, length), (_, into) in zip(ranges, destinations, strict=True):
+        assert into.tobytes() == data[start : start + length], (start, length)
+
+
+def test_read_ranges_fills_typed_destinations(tmp_path: Path) -> None:
+    path = tmp_path / "data"
+    words = np.random.default_rng(3).integers(-(2**62), 2**62, 5000, dtype=np.int64)
+    _written(path, b"prefix" + words.tobytes())
+    into = np.zeros(4000, dtype=np.int64)
+    read_ranges(path, [(6 + 8 * 1000, memoryview(into))], threads=2, piece_bytes=PIECE)
+    assert np.array_equal(into, words[1000:])
+
+
+def test_read_ranges_of_nothing_does_not_open_the_file(tmp_path: Path) -> None:
+    read_ranges(tmp_path / "absent", [(0, memoryview(bytearray())), (100, memoryview(bytearray()))])
+
+
+def test_read_ranges_past_the_end_name_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "data"
+    _written(path, bytes(10_000))
+    ranges = [(0, memoryview(bytearray(100))), (9_000, memoryview(bytearray(1_001)))]
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}: holds 10000 bytes, records run to byte 10001"):
+        read_ranges(path, ranges, piece_bytes=PIECE)
+    read_ranges(path, [(9_000, memoryview(bytearray(1_000)))], piece_bytes=PIECE)  # up to the end exactly
+
+
+def test_a_file_cut_short_while_reading_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "data"
+    _written(path, bytes(10_000))
+    monkeypatch.setattr(file_io.os, "preadv", lambda fd, buffers, offset: 0)  # end of file before the size said
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}: ends at byte 0, a record runs past it"):
+        read_ranges(path, [(0, memoryview(bytearray(100)))])
+
+
+def test_read_ranges_piece_bytes_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"^piece_bytes: 0 must be positive$"):
+        read_ranges(tmp_path / "data", [(0, memoryview(bytearray(1)))], piece_bytes=0)
+
+
+def test_read_heads_returns_each_head_and_short_ones_at_the_end(tmp_path: Path) -> None:
+    path = tmp_path / "data"
+    data = _random_bytes(11, 50_000)
+    _written(path, data)
+    offsets = [0, 4095, 12_345, 49_990, 50_000]
+    assert read_heads(path, offsets, 100, threads=3) == [data[o : o + 100] for o in offsets]

@@ -131,8 +131,8 @@ INTRO = [
     "profile taken in the same run.",
     "",
     "This 2-core VM is noisy in a particular way: memory and disk blocks that were given back to the host cost a",
-    "fault on the host at their next first touch. Writing 1.5 GB through the page cache took anywhere from 1.3 s to",
-    "8 s on 2026-11-21, depending on whether the cache pages it got were recently used; writes that bypass the page",
-    "cache (O_DIRECT) took 1.4-1.9 s every time. Single runs of the loader figures moved by about 0.1 between",
-    "runs the same hour.",
+    "fault on the host at their next first touch, and the host caches the disk. Writing 1.5 GB and fsyncing it took",
+    "1.7-3.5 s in one hour of 2026-11-24; reading the same 1.5 GB back took 0.32 s right after the host had seen",
+    "those blocks and 0.6-2.7 s otherwise. Single runs of the loader figures moved by about 0.1 between runs the",
+    "same hour.",
 ]

@@ -133,12 +133,13 @@ def test_nemo_time_limit_stop_is_requeued_and_not_counted_as_a_failure(
     assert (job["JobState"], job["ExitCode"], job["Restarts"]) == ("COMPLETED", "0:0", "1"), job_story(
         local_slurm, run_dir, job_id
     )
-    assert "got SIGUSR1; sending SIGUSR1 to the training step" in log
+    story = job_story(local_slurm, run_dir, job_id)
+    assert "got SIGUSR1; sending SIGUSR1 to the training step" in log, story
     assert (
         "stopped before the time limit with a checkpoint (stopped on SIGUSR1 after a checkpoint); "
         "requeueing (restart 1, not a failure)"
-    ) in log
-    assert "restart 1; 0 failed attempts requeued of at most 0" in log
+    ) in log, story
+    assert "restart 1; 0 failed attempts requeued of at most 0" in log, story
     assert not list(run_dir.glob(".requeue-failures.*"))
 
 

@@ -1,6 +1,4 @@
-import ctypes
 import errno
-import mmap
 import os
 import re
 from pathlib import Path
@@ -9,6 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.page_cache import resident_pages, skip_on_memory_filesystems
 from training.checkpoint import file_io
 from training.checkpoint.file_io import SMALL_WRITE_BYTES, StreamingWriter, read_heads, read_ranges
 
@@ -103,42 +102,12 @@ def test_the_real_sync_file_range_is_found_and_accepts_a_range(tmp_path: Path) -
 
 
 def test_a_written_file_leaves_the_page_cache_at_close(tmp_path: Path) -> None:
-    if _on_tmpfs(tmp_path):  # tmpfs pages are the file itself: nothing to drop
-        pytest.skip(f"{tmp_path} is tmpfs")
+    skip_on_memory_filesystems(tmp_path)
     path = tmp_path / "data"
     with StreamingWriter(path, writeback_bytes=WINDOW) as writer:
         writer.write(_random_bytes(1, 64 * 4096))
-        assert _resident_pages(path) > 0  # written through the cache
-    assert _resident_pages(path) == 0
-
-
-def _on_tmpfs(path: Path) -> bool:
-    best, kind = "", ""
-    for line in Path("/proc/mounts").read_text().splitlines():
-        _, mount, fstype, *_ = line.split()
-        if str(path).startswith(mount) and len(mount) > len(best):
-            best, kind = mount, fstype
-    return kind in ("tmpfs", "ramfs")
-
-
-def _resident_pages(path: Path) -> int:
-    """Pages of the file in the page cache (mincore over a read-only mapping, which reads nothing in)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-    size = path.stat().st_size
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        address = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-        assert address not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
-        try:
-            vector = (ctypes.c_ubyte * ((size + mmap.PAGESIZE - 1) // mmap.PAGESIZE))()
-            assert libc.mincore(ctypes.c_void_p(address), ctypes.c_size_t(size), vector) == 0, ctypes.get_errno()
-            return sum(byte & 1 for byte in vector)
-        finally:
-            libc.munmap(ctypes.c_void_p(address), ctypes.c_size_t(size))
-    finally:
-        os.close(fd)
+        assert resident_pages(path) > 0  # written through the cache
+    assert resident_pages(path) == 0
 
 
 def test_one_large_typed_memoryview(tmp_path: Path) -> None:

@@ -236,11 +236,14 @@ class CheckpointManager:
 
     def load(self, path: Path, dcp_state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """Load model/optimizer shards into dcp_state's Statefuls; return (trainer state, this rank's RNG or None)."""
+        reader = TensorFileReader(path, rank=self.rank)
         try:
-            dcp.load(dcp_state, storage_reader=TensorFileReader(path))
+            dcp.load(dcp_state, storage_reader=reader)
             trainer_state = json.loads((path / TRAINER_STATE).read_text(encoding="utf-8"))
         except (CheckpointException, OSError, RuntimeError, ValueError, KeyError) as failure:
             raise CheckpointError(f"checkpoint {path}: loading failed: {describe_failure(failure)}") from None
+        finally:
+            reader.stop_prefetch()  # when planning failed before any read
         rng_path = path / RNG_DIR / f"rank{self.rank}.pt"
         rng = torch.load(rng_path, weights_only=False) if rng_path.is_file() else None  # our own file
         return trainer_state, rng

@@ -8,10 +8,10 @@ every tensor as its own `torch.save` record, with no transform descriptors, so t
   file_io.StreamingWriter (pwrite straight from that memory, writeback started as the file grows, fsync at close,
   then the pages dropped from the cache).
 - Reading: the stock reader `torch.load`s every record into a fresh tensor and copies it into the model (an
-  extra pass over every byte and as much new memory as the checkpoint). Here the first block of each tensor
-  record is read to find where its storage bytes sit (torch_save_record.py), and file_io.read_ranges reads them
-  straight into the destination tensor whenever the saved chunk and the destination line up, which they do
-  whenever the world size is unchanged. Resharding reads the chunk into a temporary tensor, narrows and copies;
+  extra pass over every byte and as much new memory as the checkpoint). Here file_io.read_records reads the
+  first block of each tensor record to find where its storage bytes sit (torch_save_record.py), then the bytes
+  themselves, straight into the destination tensor, whenever the saved chunk and the destination line up, which
+  they do whenever the world size is unchanged. Resharding reads the chunk into a temporary tensor, narrows and copies;
   a record of any other shape goes to the stock reader's path.
 
 Checkpoints of the earlier raw-bytes layout (storage entries marked LEGACY_FORMAT) are still read.
@@ -23,6 +23,7 @@ import io
 import os
 from collections.abc import Callable, Iterable
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -50,7 +51,15 @@ from torch.distributed.checkpoint.planner import (
 from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 
-from training.checkpoint.file_io import StreamingWriter, check_file_holds, read_heads, read_ranges
+from training.checkpoint.file_io import (
+    Placement,
+    Prefetch,
+    Record,
+    StreamingWriter,
+    check_file_holds,
+    fixed,
+    read_records,
+)
 from training.checkpoint.torch_save_record import HEAD_BYTES, tensor_data_span
 
 # Entries of the raw-bytes layout this storage wrote before it wrote the stock format; read, never written.
@@ -132,7 +141,20 @@ def _write_tensor(stream: StreamingWriter, file_name: str, item: WriteItem, tens
 
 
 class TensorFileReader(FileSystemReader):
-    """Reads stock-format DCP files (ours or the stock writer's) into the destination tensors where possible."""
+    """Reads stock-format DCP files (ours or the stock writer's) into the destination tensors where possible.
+
+    Given the loading rank, it starts pulling that rank's own files (DCP names them `__<rank>_*.distcp`) into the
+    page cache at once, so the device works while DCP plans; the prefetch ends when the reads begin. After a
+    change of world size a rank may need other files as well: they are read as usual."""
+
+    def __init__(self, path: str | os.PathLike, rank: int | None = None) -> None:
+        super().__init__(path)
+        own_files = sorted(Path(path).glob(f"__{rank}_*{DEFAULT_SUFFIX}")) if rank is not None else []
+        self._prefetch = Prefetch(own_files) if own_files else None
+
+    def stop_prefetch(self) -> None:
+        if self._prefetch is not None:
+            self._prefetch.stop()
 
     def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
         super().set_up_storage_reader(metadata, is_coordinator, *args, **kwargs)
@@ -159,49 +181,31 @@ class TensorFileReader(FileSystemReader):
         future.set_result(None)
         return future
 
-    def _data_offsets(self, path: str | os.PathLike, items: list[ReadItem]) -> dict[int, int]:
-        """File offset of the tensor bytes of each item that can be read directly (by position in `items`)."""
-        offsets: dict[int, int] = {}
-        records: list[tuple[int, _StorageInfo]] = []
-        for position, item in enumerate(items):
-            if item.type == LoadItemType.BYTE_IO:
-                continue
-            info: _StorageInfo = self.storage_data[item.storage_index]
-            if _is_legacy(info):
-                offsets[position] = info.offset
-            elif not info.transform_descriptors:
-                records.append((position, info))
-        heads = read_heads(path, [info.offset for _, info in records], HEAD_BYTES)
-        for (position, info), head in zip(records, heads, strict=True):
-            span = tensor_data_span(head[: info.length], info.length)
-            dtype, sizes = self._chunks[items[position].storage_index]
-            if span is not None and span.layout.dtype == dtype and span.layout.size == tuple(sizes):
-                offsets[position] = info.offset + span.offset
-        return offsets
-
     def _read_file(self, relative_path: str, items: list[ReadItem], planner: LoadPlanner) -> list[ReadItem]:
         """Read the records of one file in one pass and hand each to the planner in plan order; return the items
         left to the stock path."""
         path = self.fs.concat_path(self.path, relative_path)
-        # Only tensor bytes are read below: a file cut short anywhere (a zip tail) must still fail the load.
+        # Only payloads are read below: a file cut short anywhere (a zip tail) must still fail the load.
         check_file_holds(path, os.stat(path).st_size, self._file_ends[relative_path])
-        data_offsets = self._data_offsets(path, items)
-        ranges: list[tuple[int, memoryview]] = []
-        finish: list[Callable[[], None]] = []
+        records: list[Record] = []
+        finishes: list[list[Callable[[], None]]] = []
+        readable: list[ReadItem] = []
         stock: list[ReadItem] = []
-        for position, item in enumerate(items):
+        for item in items:
             info: _StorageInfo = self.storage_data[item.storage_index]
             if item.type == LoadItemType.BYTE_IO:
                 buffer = bytearray(info.length)
-                ranges.append((info.offset, memoryview(buffer)))
-                finish.append(partial(_load_bytes, planner, item, buffer))
+                records.append(Record(info.offset, info.length, fixed(buffer)))
+                finishes.append([partial(_load_bytes, planner, item, buffer)])
+                readable.append(item)
                 continue
-            if position not in data_offsets:
+            if info.transform_descriptors and not _is_legacy(info):
                 stock.append(item)
                 continue
             dtype, sizes = self._chunks[item.storage_index]
             target = planner.resolve_tensor(item).detach()
             whole_chunk = all(offset == 0 for offset in item.storage_offsets) and tuple(item.lengths) == tuple(sizes)
+            finish: list[Callable[[], None]] = []
             if whole_chunk and target.dtype == dtype and target.is_cpu and target.is_contiguous():
                 into = target  # the common case: the bytes land in the model or optimizer state directly
             else:
@@ -209,19 +213,39 @@ class TensorFileReader(FileSystemReader):
                 into = torch.empty(sizes, dtype=dtype, pin_memory=target.is_cuda)
                 finish.append(partial(_copy_narrowed, target, into, item))
             view = tensor_bytes(into)
-            if _is_legacy(info) and view.nbytes != info.length:
-                raise ValueError(
-                    f"{relative_path}: record of {item.storage_index.fqn} at byte {info.offset} holds "
-                    f"{info.length} bytes, its metadata says {view.nbytes}"
-                )
-            ranges.append((data_offsets[position], view))
-            finish.append(partial(planner.commit_tensor, item, target))
-        read_ranges(path, ranges)
-        for step in finish:
-            step()
+            if _is_legacy(info):
+                if view.nbytes != info.length:
+                    raise ValueError(
+                        f"{relative_path}: record of {item.storage_index.fqn} at byte {info.offset} holds "
+                        f"{info.length} bytes, its metadata says {view.nbytes}"
+                    )
+                records.append(Record(info.offset, info.length, fixed(view)))
+            else:
+                place = partial(_place_tensor, dtype, tuple(sizes), view, info.length)
+                records.append(Record(info.offset, info.length, place, head_bytes=HEAD_BYTES))
+            finishes.append([*finish, partial(planner.commit_tensor, item, target)])
+            readable.append(item)
+        self.stop_prefetch()  # the reads take the device from here; what it fetched is in the cache
+        placed = read_records(path, records)
+        for item, was_placed, finish in zip(readable, placed, finishes, strict=True):
+            if not was_placed:
+                stock.append(item)  # a record of another shape: torch.load reads it
+                continue
+            for step in finish:
+                step()
         if torch.cuda.is_available():
             torch.cuda.synchronize()  # the asynchronous copies out of pinned buffers end before the buffers do
         return stock
+
+
+def _place_tensor(
+    dtype: torch.dtype, sizes: tuple[int, ...], into: memoryview, length: int, head: bytes
+) -> Placement | None:
+    """Where a torch.save record's tensor bytes sit, if the saved tensor is exactly the chunk `into` holds."""
+    span = tensor_data_span(head, length)
+    if span is None or span.layout.dtype != dtype or span.layout.size != sizes or span.nbytes != into.nbytes:
+        return None
+    return Placement(span.offset, into)
 
 
 def _is_legacy(info: _StorageInfo) -> bool:

@@ -1,4 +1,5 @@
 import errno
+import mmap
 import os
 import re
 from pathlib import Path
@@ -9,7 +10,15 @@ import pytest
 
 from tests.page_cache import resident_pages, skip_on_memory_filesystems
 from training.checkpoint import file_io
-from training.checkpoint.file_io import SMALL_WRITE_BYTES, StreamingWriter, read_heads, read_ranges
+from training.checkpoint.file_io import (
+    SMALL_WRITE_BYTES,
+    Placement,
+    Prefetch,
+    Record,
+    StreamingWriter,
+    fixed,
+    read_records,
+)
 
 WINDOW = 8192  # a small writeback window, so the tests cross many
 
@@ -186,6 +195,7 @@ def test_an_error_inside_the_with_block_aborts_and_closes_the_file(tmp_path: Pat
 
 
 PIECE = 3 * 4096 + 17  # pieces of an odd size, so the split falls anywhere
+HEAD = 64
 
 
 def _random_ranges(rng: np.random.Generator, size: int) -> list[tuple[int, int]]:
@@ -200,39 +210,105 @@ def _random_ranges(rng: np.random.Generator, size: int) -> list[tuple[int, int]]
     return [ranges[i] for i in rng.permutation(len(ranges))]
 
 
+def _fixed_records(ranges: list[tuple[int, int]]) -> tuple[list[Record], list[memoryview]]:
+    destinations = [memoryview(bytearray(length)) for _, length in ranges]
+    records = [Record(start, len(into), fixed(into)) for (start, _), into in zip(ranges, destinations, strict=True)]
+    return records, destinations
+
+
 @pytest.mark.parametrize("threads", [1, 4])
-def test_read_ranges_fills_every_destination_from_the_file(tmp_path: Path, threads: int) -> None:
+def test_records_of_payload_alone_fill_every_destination(tmp_path: Path, threads: int) -> None:
     path = tmp_path / "data"
     size = 25 * PIECE + 1234
     data = _random_bytes(7, size)
     _written(path, data)
     ranges = _random_ranges(np.random.default_rng(1234), size)
-    destinations = [(start, memoryview(bytearray(length))) for start, length in ranges]
-    read_ranges(path, destinations, threads=threads, piece_bytes=PIECE)
-    for (start, length), (_, into) in zip(ranges, destinations, strict=True):
+    records, destinations = _fixed_records(ranges)
+    assert read_records(path, records, threads=threads, piece_bytes=PIECE) == [True] * len(records)
+    for (start, length), into in zip(ranges, destinations, strict=True):
         assert into.tobytes() == data[start : start + length], (start, length)
 
 
-def test_read_ranges_fills_typed_destinations(tmp_path: Path) -> None:
+def _framed(payload: bytes, padding: int) -> bytes:
+    """A record of the tests' own framing: the padding length (4 bytes), padding, payload, a tail of 9 bytes."""
+    return len(payload).to_bytes(4, "little") + padding.to_bytes(4, "little") + b"p" * padding + payload + b"t" * 9
+
+
+def _framed_place(into: memoryview, calls: list[int], index: int) -> Any:
+    def place(head: bytes) -> Placement | None:
+        calls.append(index)
+        length, padding = int.from_bytes(head[0:4], "little"), int.from_bytes(head[4:8], "little")
+        return Placement(8 + padding, into) if length == into.nbytes else None
+
+    return place
+
+
+@pytest.mark.parametrize("threads", [1, 3, 8])
+def test_each_record_is_placed_from_its_own_head_and_read_into_place(tmp_path: Path, threads: int) -> None:
+    rng = np.random.default_rng(5)
+    payloads = [_random_bytes(seed, int(size)) for seed, size in enumerate(rng.integers(0, 6 * PIECE, 40))]
+    payloads += [b"", b"x", _random_bytes(99, HEAD - 20)]  # empty, tiny, and wholly inside the head read
+    paddings = [int(p) for p in rng.integers(0, HEAD - 8, len(payloads))]
+    records_bytes = [_framed(payload, padding) for payload, padding in zip(payloads, paddings, strict=True)]
     path = tmp_path / "data"
-    words = np.random.default_rng(3).integers(-(2**62), 2**62, 5000, dtype=np.int64)
-    _written(path, b"prefix" + words.tobytes())
-    into = np.zeros(4000, dtype=np.int64)
-    read_ranges(path, [(6 + 8 * 1000, memoryview(into))], threads=2, piece_bytes=PIECE)
-    assert np.array_equal(into, words[1000:])
+    _written(path, b"lead" + b"".join(records_bytes))
+    offsets = np.cumsum([4] + [len(record) for record in records_bytes])[:-1]
+    destinations = [memoryview(bytearray(len(payload))) for payload in payloads]
+    destinations[7] = memoryview(bytearray(len(payloads[7]) + 1))  # a record the caller cannot take as it is
+    calls: list[int] = []
+    records = [
+        Record(int(offset), len(record), _framed_place(into, calls, index), head_bytes=HEAD)
+        for index, (offset, record, into) in enumerate(zip(offsets, records_bytes, destinations, strict=True))
+    ]
+    shuffled = [records[i] for i in rng.permutation(len(records))]  # any order: read in file order
+    placed = read_records(path, shuffled, threads=threads, piece_bytes=PIECE)
+    by_offset = dict(zip((record.offset for record in shuffled), placed, strict=True))
+    for index, (record, payload, into) in enumerate(zip(records, payloads, destinations, strict=True)):
+        if index == 7:
+            assert not by_offset[record.offset] and into.tobytes() == bytes(len(payload) + 1)  # left alone
+        else:
+            assert by_offset[record.offset] and into.tobytes() == payload, index
+    # A record cut between two threads' runs may be placed by both; no record is placed more than twice per thread.
+    assert set(calls) == set(range(len(records))) and len(calls) <= len(records) + threads
 
 
-def test_read_ranges_of_nothing_does_not_open_the_file(tmp_path: Path) -> None:
-    read_ranges(tmp_path / "absent", [(0, memoryview(bytearray())), (100, memoryview(bytearray()))])
+def test_a_payload_inside_the_head_takes_no_second_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "data"
+    record = _framed(b"tiny payload", 3)
+    _written(path, record)
+    reads: list[int] = []
+    real = file_io.os.preadv
+
+    def counting(fd: int, buffers: list[memoryview], offset: int) -> int:
+        reads.append(offset)
+        return real(fd, buffers, offset)
+
+    monkeypatch.setattr(file_io.os, "preadv", counting)
+    into = memoryview(bytearray(12))
+    assert read_records(path, [Record(0, len(record), _framed_place(into, [], 0), head_bytes=HEAD)]) == [True]
+    assert into.tobytes() == b"tiny payload" and reads == [0]
 
 
-def test_read_ranges_past_the_end_name_the_file(tmp_path: Path) -> None:
+def test_a_placement_past_the_record_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "data"
+    _written(path, bytes(1000))
+    record = Record(100, 50, lambda head: Placement(10, memoryview(bytearray(41))), head_bytes=16)
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}: the payload of the record at byte 100 \(41 bytes"):
+        read_records(path, [record])
+
+
+def test_reading_nothing_does_not_open_the_file(tmp_path: Path) -> None:
+    assert read_records(tmp_path / "absent", []) == []
+
+
+def test_records_past_the_end_name_the_file(tmp_path: Path) -> None:
     path = tmp_path / "data"
     _written(path, bytes(10_000))
-    ranges = [(0, memoryview(bytearray(100))), (9_000, memoryview(bytearray(1_001)))]
+    records, _ = _fixed_records([(0, 100), (9_000, 1_001)])
     with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}: holds 10000 bytes, records run to byte 10001"):
-        read_ranges(path, ranges, piece_bytes=PIECE)
-    read_ranges(path, [(9_000, memoryview(bytearray(1_000)))], piece_bytes=PIECE)  # up to the end exactly
+        read_records(path, records, piece_bytes=PIECE)
+    records, _ = _fixed_records([(9_000, 1_000)])
+    assert read_records(path, records, piece_bytes=PIECE) == [True]  # up to the end exactly
 
 
 def test_a_file_cut_short_while_reading_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -240,17 +316,41 @@ def test_a_file_cut_short_while_reading_is_named(tmp_path: Path, monkeypatch: py
     _written(path, bytes(10_000))
     monkeypatch.setattr(file_io.os, "preadv", lambda fd, buffers, offset: 0)  # end of file before the size said
     with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}: ends at byte 0, a record runs past it"):
-        read_ranges(path, [(0, memoryview(bytearray(100)))])
+        read_records(path, _fixed_records([(0, 100)])[0])
 
 
-def test_read_ranges_piece_bytes_must_be_positive(tmp_path: Path) -> None:
+def test_piece_bytes_must_be_positive(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"^piece_bytes: 0 must be positive$"):
-        read_ranges(tmp_path / "data", [(0, memoryview(bytearray(1)))], piece_bytes=0)
+        read_records(tmp_path / "data", _fixed_records([(0, 1)])[0], piece_bytes=0)
 
 
-def test_read_heads_returns_each_head_and_short_ones_at_the_end(tmp_path: Path) -> None:
+def _dropped(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def test_prefetch_pulls_the_front_of_the_files_into_the_cache_up_to_its_limit(tmp_path: Path) -> None:
+    skip_on_memory_filesystems(tmp_path)
+    first, second = tmp_path / "first", tmp_path / "second"
+    _written(first, _random_bytes(1, 4 << 20))
+    _written(second, bytes(64 << 20))  # well past any read-ahead window
+    for path in (first, second):
+        _dropped(path)
+        assert resident_pages(path) == 0
+    prefetch = Prefetch([first, second], limit=(4 << 20) + (2 << 20), chunk=3 << 20)
+    assert prefetch.wait() == 6 << 20
+    pages = (1 << 20) // mmap.PAGESIZE
+    assert resident_pages(first) == 4 * pages
+    assert 2 * pages <= resident_pages(second) < 64 * pages  # read-ahead may take more than asked, not all
+
+
+def test_a_stopped_prefetch_ends_and_a_failing_one_is_quiet(tmp_path: Path) -> None:
     path = tmp_path / "data"
-    data = _random_bytes(11, 50_000)
-    _written(path, data)
-    offsets = [0, 4095, 12_345, 49_990, 50_000]
-    assert read_heads(path, offsets, 100, threads=3) == [data[o : o + 100] for o in offsets]
+    _written(path, bytes(4096))
+    stopped = Prefetch([path] * 1000, limit=1 << 40, chunk=4096)
+    stopped.stop()
+    assert stopped.wait() < 1000 * 4096
+    assert Prefetch([tmp_path / "absent", path]).wait() == 0  # a hint: the error ends it, nothing raised

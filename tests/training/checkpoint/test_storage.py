@@ -14,6 +14,7 @@ from torch.distributed.checkpoint.metadata import MetadataIndex
 from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, ReadItem
 
 from training.checkpoint import storage
+from training.checkpoint.file_io import Prefetch
 from training.checkpoint.storage import LEGACY_FORMAT, TensorFileReader, TensorFileWriter
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled, unavailable or uninitialized")
@@ -248,3 +249,39 @@ def test_a_truncated_data_file_fails_the_load_naming_the_file(tmp_path: Path) ->
     assert re.fullmatch(
         rf"{re.escape(str(data))}: holds {size - 1} bytes, records run to byte {size} \(truncated\?\)", str(failure)
     )
+
+
+def test_a_reader_for_a_rank_prefetches_that_ranks_own_file_until_the_reads_begin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = _state()
+    dcp.save(state, storage_writer=TensorFileWriter(tmp_path), no_dist=True)
+    started: list[list[Path]] = []
+    stopped_before_reads: list[bool] = []
+
+    class Recorded(Prefetch):
+        def __init__(self, paths: list[Path]) -> None:
+            started.append(list(paths))
+            super().__init__(paths)
+
+    read_records = storage.read_records
+
+    def reads(path: Any, records: Any) -> list[bool]:
+        stopped_before_reads.append(all(prefetch._stop.is_set() for prefetch in prefetches))
+        return read_records(path, records)
+
+    monkeypatch.setattr(storage, "Prefetch", Recorded)
+    monkeypatch.setattr(storage, "read_records", reads)
+    prefetches: list[Prefetch] = []
+    for rank in (None, 3):  # no rank given, or no file of that rank: nothing to prefetch
+        assert TensorFileReader(tmp_path, rank=rank)._prefetch is None
+    reader = TensorFileReader(tmp_path, rank=0)
+    assert reader._prefetch is not None
+    prefetches.append(reader._prefetch)
+    assert started == [[tmp_path / "__0_0.distcp"]]
+    target = _blank(state)
+    dcp.load(target, storage_reader=reader, no_dist=True)
+    _assert_same(target, state)
+    assert stopped_before_reads == [True]
+    assert reader._prefetch.wait() in (0, (tmp_path / "__0_0.distcp").stat().st_size)  # one chunk, or stopped first
+    reader.stop_prefetch()  # again, as the manager does after any load: harmless

@@ -1,11 +1,14 @@
 """End-to-end runs of `python -m training.train`: torchrun with 2 gloo ranks, kills, signals, resumes, fine-tuning."""
 
+import gc
 import json
 import math
 import os
 import shutil
 import signal
+import weakref
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from safetensors.torch import load_file, save_file
@@ -223,3 +226,39 @@ def test_a_bad_config_exits_with_one_line_naming_the_field(
     lines = [line for line in capsys.readouterr().out.splitlines() if "job.yaml" in line]
     assert any("optim.lr: -1.0 input should be greater than 0" in line for line in lines), lines
     assert any("optim.betas: 3 is not a known key (misspelled?)" in line for line in lines), lines
+
+
+def test_the_trainer_is_released_and_collected_before_the_interpreter_shuts_down(
+    demo_data_prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trainer's reference cycles, left to the collector at interpreter exit, were freed in an order that aborted
+    about one 2-rank exit in ten ("terminate called without an active exception", SIGABRT after `main` returned):
+    the job script then saw a dead rank instead of the exit code, and requeued. `main` now drops the trainer and
+    collects before it returns (0 aborts in 54 such exits)."""
+    from training import trainer as trainer_module
+    from training.parallel import dist as dist_module
+
+    events: list[str] = []
+
+    class CyclicTrainer:
+        def __init__(self, *args: object) -> None:
+            self.step = 3
+            self.itself = self  # a cycle: freed only by the collector
+            weakref.finalize(self, events.append, "trainer freed")
+
+        def run(self) -> str:
+            return "finished"
+
+    monkeypatch.setattr(trainer_module, "Trainer", CyclicTrainer)
+    monkeypatch.setattr(dist_module, "init_distributed", lambda: SimpleNamespace(is_main=True))
+    monkeypatch.setattr(dist_module, "shutdown_distributed", lambda: events.append("process groups destroyed"))
+    config = write_job(tmp_path / "job.yaml", tiny_job(demo_data_prefix))
+    collecting = gc.isenabled()
+    gc.disable()  # so that only an explicit collection frees the cycle
+    try:
+        assert main(["--config", str(config), "--run-dir", str(tmp_path / "run")]) == 0
+    finally:
+        if collecting:
+            gc.enable()
+    assert events == ["process groups destroyed", "trainer freed"]
+    assert json.loads((tmp_path / "run" / EXIT_STATUS_FILE).read_text())["step"] == 3

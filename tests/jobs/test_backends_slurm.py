@@ -130,10 +130,8 @@ def test_nemo_time_limit_stop_is_requeued_and_not_counted_as_a_failure(
     wait_for_restart(local_slurm, job_id, 1)
     job = wait_for_end(local_slurm, job_id)
     log = job_log(run_dir)
-    assert (job["JobState"], job["ExitCode"], job["Restarts"]) == ("COMPLETED", "0:0", "1"), job_story(
-        local_slurm, run_dir, job_id
-    )
     story = job_story(local_slurm, run_dir, job_id)
+    assert (job["JobState"], job["ExitCode"], job["Restarts"]) == ("COMPLETED", "0:0", "1"), story
     assert "got SIGUSR1; sending SIGUSR1 to the training step" in log, story
     assert (
         "stopped before the time limit with a checkpoint (stopped on SIGUSR1 after a checkpoint); "

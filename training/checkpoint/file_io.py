@@ -333,6 +333,10 @@ class Prefetch:
         """Ask the prefetch to end; it does after the chunk in flight, whose pages the reads want anyway."""
         self._stop.set()
 
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
     def wait(self) -> int:
         """Wait for the thread to end; the bytes it fetched."""
         self._thread.join()

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from bench.page_cache import drop_from_page_cache
 from tests.page_cache import resident_pages, skip_on_memory_filesystems
 from training.checkpoint import file_io
 from training.checkpoint.file_io import (
@@ -324,21 +325,13 @@ def test_piece_bytes_must_be_positive(tmp_path: Path) -> None:
         read_records(tmp_path / "data", _fixed_records([(0, 1)])[0], piece_bytes=0)
 
 
-def _dropped(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
 def test_prefetch_pulls_the_front_of_the_files_into_the_cache_up_to_its_limit(tmp_path: Path) -> None:
     skip_on_memory_filesystems(tmp_path)
     first, second = tmp_path / "first", tmp_path / "second"
     _written(first, _random_bytes(1, 4 << 20))
     _written(second, bytes(64 << 20))  # well past any read-ahead window
     for path in (first, second):
-        _dropped(path)
+        drop_from_page_cache(path)
         assert resident_pages(path) == 0
     prefetch = Prefetch([first, second], limit=(4 << 20) + (2 << 20), chunk=3 << 20)
     assert prefetch.wait() == 6 << 20
@@ -352,5 +345,6 @@ def test_a_stopped_prefetch_ends_and_a_failing_one_is_quiet(tmp_path: Path) -> N
     _written(path, bytes(4096))
     stopped = Prefetch([path] * 1000, limit=1 << 40, chunk=4096)
     stopped.stop()
+    assert stopped.stopping
     assert stopped.wait() < 1000 * 4096
     assert Prefetch([tmp_path / "absent", path]).wait() == 0  # a hint: the error ends it, nothing raised

@@ -267,7 +267,7 @@ def test_a_reader_for_a_rank_prefetches_that_ranks_own_file_until_the_reads_begi
     read_records = storage.read_records
 
     def reads(path: Any, records: Any) -> list[bool]:
-        stopped_before_reads.append(all(prefetch._stop.is_set() for prefetch in prefetches))
+        stopped_before_reads.append(all(prefetch.stopping for prefetch in prefetches))
         return read_records(path, records)
 
     monkeypatch.setattr(storage, "Prefetch", Recorded)

@@ -1,8 +1,9 @@
 """Our trainer against torchtitan 0.3.0 on one GPU (or FSDP2 over --gpus of a node): Llama 3.2 1B shape, seq 4096,
 bf16, each with and without torch.compile; tokens/s per GPU, MFU and peak memory side by side.
 
-On a bare GPU machine with its own torch (2.11 or later) and no internet, one command, with the wheels made here by
-`make gpu-bench-wheels` (GPU_BENCH_PYTHON=3.12 for the machine's Python) copied alongside the repository:
+On a bare GPU machine with its own torch and no internet, one command, with the wheels made here by
+`make gpu-bench-wheels` (GPU_BENCH_PYTHON=3.12 for the machine's Python) copied alongside the repository. Our trainer
+runs on torch 2.11; torchtitan 0.3.0 needs 2.12 or later (see TORCHTITAN_TORCH_API); `--only ours` runs ours alone:
 
     python bench/gpu_vs_torchtitan.py --wheels build/gpu-bench-wheels --steps 50
 
@@ -41,6 +42,9 @@ REPO = Path(__file__).resolve().parents[1]
 TORCHTITAN_VERSION = "0.3.0"
 TORCHTITAN_MODULE = "bench.torchtitan_config"
 GPU_REQUIREMENTS = REPO / "bench" / "gpu-bench-requirements.txt"
+# torchtitan 0.3.0's torchtitan/distributed/full_dtensor.py imports this at start-up; torch 2.11 lacks it (seen on an
+# H100 with torch 2.11.0+cu130: ImportError before the first step), torch 2.12 added it. Checked before any run.
+TORCHTITAN_TORCH_API = ("torch.distributed.fsdp", "DataParallelMeshDims")
 # torchtitan's per-step log line (rank 0, components/metrics.py of 0.3.0):
 # "step: 12  loss: ...  grad_norm: ...  memory: 30.10GiB(38.00%)  tps: 45,678  tflops: ...  mfu: 41.23%".
 _TORCHTITAN_STEP = re.compile(r"step:\s*(\d+)\b.*?memory:\s*([\d.]+)GiB.*?tps:\s*([\d,]+).*?mfu:\s*([\d.]+|N/A)%?")
@@ -151,6 +155,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def torchtitan_torch_problem(torch_version: str, fsdp_module: object) -> str | None:
+    """Why this torch cannot run torchtitan 0.3.0, in one line, or None when it can."""
+    module, name = TORCHTITAN_TORCH_API
+    if hasattr(fsdp_module, name):
+        return None
+    return (
+        f"torch: {torch_version} has no {module}.{name}, which torchtitan {TORCHTITAN_VERSION} imports at start-up "
+        "(torch 2.12 or later); use --only ours on this machine"
+    )
+
+
 def preflight(args: argparse.Namespace) -> float:
     """Check the GPUs and torchtitan; return the peak FLOP/s per GPU."""
     import torch
@@ -159,12 +174,17 @@ def preflight(args: argparse.Namespace) -> float:
 
     major, minor = (int(part) for part in torch.__version__.split(".")[:2])
     if (major, minor) < (2, 11):
-        raise SystemExit(f"torch: {torch.__version__} is older than 2.11, which torchtitan 0.3.0 needs")
+        raise SystemExit(f"torch: {torch.__version__} is older than 2.11, which this comparison needs")
     if not torch.cuda.is_available():
         raise SystemExit("gpu_vs_torchtitan: no CUDA device; run this on a GPU node")
     if torch.cuda.device_count() < args.gpus:
         raise SystemExit(f"--gpus: {args.gpus} but this node has {torch.cuda.device_count()} CUDA devices")
     if args.only != "ours":
+        import torch.distributed.fsdp
+
+        problem = torchtitan_torch_problem(torch.__version__, torch.distributed.fsdp)
+        if problem is not None:
+            raise SystemExit(problem)
         try:
             found = version("torchtitan")
         except PackageNotFoundError:
@@ -372,6 +392,8 @@ def main(argv: list[str] | None = None) -> int:
         "peak_flops": peak,
         "results": [r.as_dict() for r in results],
     }
+    if args.only == "ours":
+        document["torchtitan_skipped"] = "--only ours"
     append_row(args.rows, document)
     if args.output is not None:
         args.output.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")

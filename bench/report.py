@@ -5,23 +5,23 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from bench.machine import Machine
 from bench.result import BenchResult
 
-GPU_SECTION = """## GPU: our trainer against torchtitan 0.3.0 (not run)
-
-`bench/gpu_vs_torchtitan.py` trains the Llama 3.2 1B shape (tied 128k embeddings, GQA 32/8, SwiGLU 8192) with
+GPU_METHOD = """`bench/gpu_vs_torchtitan.py` trains the Llama 3.2 1B shape (tied 128k embeddings, GQA 32/8, SwiGLU 8192) with
 our trainer and with torchtitan 0.3.0 (the PyPI wheel) on the same corpus and tokenizer, the same micro-batch
 (`--micro-batch` x `--seq-len`, default 4 x 4096 per GPU), bf16 parameters with fp32 reductions, chunked
 cross-entropy, the same activation checkpointing (`--ac none|selective`) and compile setting, each with and
 without `torch.compile`. It prints tokens/s per GPU, MFU (recomputed for both with one formula and one peak, each
 framework's own beside it) and peak reserved memory, and appends a dated row (GPU, commit, torch) to
-`docs/benchmarks-gpu.jsonl`. Attention cannot match exactly: torchtitan 0.3.0 refuses SDPA for language models
-and masks per document (`--attention flex|varlen`); ours is SDPA (cuDNN first), causal over the packed sequence.
+`docs/benchmarks-gpu.jsonl`, from which the table below is made. Attention cannot match exactly: torchtitan 0.3.0
+refuses SDPA for language models and masks per document (`--attention flex|varlen`); ours is SDPA (cuDNN first),
+causal over the packed sequence.
 
-On a bare GPU machine (torch 2.11 or later, no internet), with the repository and `build/gpu-bench-wheels`
-(made here by `make gpu-bench-wheels GPU_BENCH_PYTHON=3.12`, about 160 MB) copied over, one command:
+On a bare GPU machine (no internet), with the repository and `build/gpu-bench-wheels` (made here by
+`make gpu-bench-wheels GPU_BENCH_PYTHON=3.12`, about 160 MB) copied over, one command:
 
 ```
 python bench/gpu_vs_torchtitan.py --wheels build/gpu-bench-wheels --steps 50
@@ -29,12 +29,62 @@ python bench/gpu_vs_torchtitan.py --wheels build/gpu-bench-wheels --steps 50
 
 It builds `build/gpu-bench/venv` over the machine's Python, sees the machine's torch and triton through a `.pth`
 file, installs torchtitan and the trainer's other dependencies from the wheels (no index), and re-runs itself
-there. `tests/bench/test_torchtitan_config.py` loads `bench/torchtitan_config.py` through torchtitan 0.3.0's own
-ConfigManager and reads the corpus directory with its `c4_test` loader (in `.torchtitan-venv`, built by
-`make test`), so the torchtitan side cannot silently rot.
+there. Our trainer runs on torch 2.11 or later; torchtitan 0.3.0 needs torch 2.12 or later (it imports
+`torch.distributed.fsdp.DataParallelMeshDims` at start-up), and the script says so in one line before any run;
+`--only ours` runs our side alone. `tests/bench/test_torchtitan_config.py` loads `bench/torchtitan_config.py`
+through torchtitan 0.3.0's own ConfigManager and reads the corpus directory with its `c4_test` loader (in
+`.torchtitan-venv`, built by `make test`), so the torchtitan side cannot silently rot."""
 
-It has not been run, so there are no GPU figures here: no GPU machine was lent to this work.
-"""
+GPU_ROWS_NAME = "benchmarks-gpu.jsonl"  # beside benchmarks.md; bench/gpu_vs_torchtitan.py --rows appends to it
+GPU_NOT_RUN = "No row yet: no GPU figures here."
+
+
+def read_gpu_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows bench/gpu_vs_torchtitan.py appended, oldest first; none when the file is not there."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _gpu_result_row(row: dict[str, Any], result: dict[str, Any]) -> str:
+    memory = result.get("peak_memory_gib")
+    own = result.get("own_mfu")
+    return (
+        f"| {row['date'][:10]} | {row['gpu']} x{row['gpus']} | {row['commit']} | {row['torch']} | "
+        f"{result['framework']} | {str(result['compiled']).lower()} | {result['tokens_per_s_per_gpu']:,.0f} | "
+        f"{result['mfu']:.1%} | {'-' if own is None else f'{own:.1%}'} | "
+        f"{'-' if memory is None else f'{memory:.1f}'} | {result['steps_timed']} |"
+    )
+
+
+def gpu_section(rows: Sequence[dict[str, Any]]) -> str:
+    """The GPU comparison's section of docs/benchmarks.md: its method, then every recorded run's figures."""
+    lines = ["## GPU: our trainer against torchtitan 0.3.0", "", GPU_METHOD, "", "### Runs", ""]
+    if not rows:
+        return "\n".join([*lines, GPU_NOT_RUN, ""])
+    lines += [
+        "| date | GPU | commit | torch | framework | compile | tokens/s/GPU | MFU | own MFU | peak GiB | steps timed |",
+        "|---|---|---|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        lines += [_gpu_result_row(row, result) for result in row["results"]]
+    lines.append("")
+    for row in rows:
+        frameworks = {result["framework"] for result in row["results"]}
+        setting = (
+            f"{row['micro_batch']} x {row['seq_len']} tokens per GPU, AC {row['ac']}, {row['steps']} steps "
+            f"({row['warmup']} warm-up), peak {row['peak_flops'] / 1e12:.0f} TFLOP/s, "
+            f"{row['flops_per_token'] / 1e9:.2f} GFLOP per token"
+        )
+        line = f"- {row['date'][:10]}, {row['gpu']}, commit {row['commit']}: {setting}."
+        if row.get("how"):
+            line += f" {row['how']}."
+        if "torchtitan" not in frameworks:
+            line += (
+                " torchtitan did not run: " + str(row.get("torchtitan_skipped", "not asked for (--only ours)")) + "."
+            )
+        lines.append(line)
+    return "\n".join(lines) + "\n"
 
 
 def _number(value: float, unit: str) -> str:
@@ -89,7 +139,13 @@ def json_document(results: Sequence[BenchResult], machine: Machine, seconds: flo
     return {"machine": machine.as_dict(), "bench_seconds": round(seconds, 1), "results": [r.as_dict() for r in results]}
 
 
-def markdown_document(results: Sequence[BenchResult], machine: Machine, seconds: float, intro: Sequence[str]) -> str:
+def markdown_document(
+    results: Sequence[BenchResult],
+    machine: Machine,
+    seconds: float,
+    intro: Sequence[str],
+    gpu_rows: Sequence[dict[str, Any]] = (),
+) -> str:
     lines = [
         "# Benchmarks",
         "",
@@ -114,7 +170,7 @@ def markdown_document(results: Sequence[BenchResult], machine: Machine, seconds:
         lines += [f"### {result.name}", "", f"{result.note}.", ""]
         if result.details:
             lines += [*result.details, ""]
-    lines.append(GPU_SECTION)
+    lines.append(gpu_section(gpu_rows))
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -122,7 +178,8 @@ def write_reports(
     results: Sequence[BenchResult], machine: Machine, seconds: float, json_path: Path, markdown_path: Path
 ) -> None:
     json_path.write_text(json.dumps(json_document(results, machine, seconds), indent=1) + "\n", encoding="utf-8")
-    markdown_path.write_text(markdown_document(results, machine, seconds, INTRO), encoding="utf-8")
+    gpu_rows = read_gpu_rows(markdown_path.parent / GPU_ROWS_NAME)
+    markdown_path.write_text(markdown_document(results, machine, seconds, INTRO, gpu_rows), encoding="utf-8")
 
 
 INTRO = [

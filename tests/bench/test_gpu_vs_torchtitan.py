@@ -15,6 +15,7 @@ from bench.gpu_vs_torchtitan import (
     render_table,
     summarize,
     torchtitan_env,
+    torchtitan_torch_problem,
 )
 
 TORCHTITAN_LOG = """\
@@ -104,3 +105,12 @@ def test_the_gpu_requirements_pin_everything_but_the_machines_torch() -> None:
 def test_wheels_that_are_not_there_are_a_one_line_error(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match=r"--wheels: .* is not a directory"):
         bootstrap_venv(tmp_path / "missing", tmp_path / "venv")
+
+
+def test_a_torch_without_the_fsdp_api_torchtitan_imports_is_refused_in_one_line() -> None:
+    from types import SimpleNamespace
+
+    problem = torchtitan_torch_problem("2.11.0+cu130", SimpleNamespace())
+    assert problem is not None and "\n" not in problem
+    assert "2.11.0+cu130" in problem and "DataParallelMeshDims" in problem and "--only ours" in problem
+    assert torchtitan_torch_problem("2.12.0", SimpleNamespace(DataParallelMeshDims=object)) is None

@@ -2,7 +2,7 @@ import json
 from pathlib import Path
 
 from bench.machine import Machine
-from bench.report import markdown_document, text_table, write_reports
+from bench.report import GPU_ROWS_NAME, gpu_section, markdown_document, read_gpu_rows, text_table, write_reports
 from bench.result import BenchResult
 
 MACHINE = Machine(
@@ -47,7 +47,58 @@ def test_the_markdown_names_the_machine_the_duration_and_every_figure() -> None:
     assert "| loader_tokens_per_s | 500.0 Mtokens/s | raw | 1,000.0 Mtokens/s | 0.500 | >= 0.9 | **no** |" in text
     assert "| synth_seconds | 16.300 s | empty | 8.200 s | 1.988 | - | - |" in text
     assert "### loader_tokens_per_s" in text and "profile line" in text
-    assert "has not been run" in text
+    assert "No row yet" in text
+
+
+GPU_ROW = {
+    "date": "2026-11-26T16:09:30+00:00",
+    "gpu": "NVIDIA H100 80GB HBM3",
+    "gpus": 1,
+    "commit": "1a762d5",
+    "torch": "2.11.0+cu130",
+    "micro_batch": 4,
+    "seq_len": 4096,
+    "ac": "none",
+    "steps": 40,
+    "warmup": 10,
+    "flops_per_token": 9.03e9,
+    "peak_flops": 989e12,
+    "results": [
+        {
+            "framework": "ours",
+            "compiled": True,
+            "steps_timed": 30,
+            "tokens_per_s_per_gpu": 51503.8,
+            "mfu": 0.47,
+            "own_mfu": 0.47,
+            "peak_memory_gib": 42.53,
+        }
+    ],
+    "torchtitan_skipped": "torch 2.11 lacks DataParallelMeshDims",
+}
+
+
+def test_every_recorded_gpu_run_is_a_table_row_and_a_missing_peer_says_why(tmp_path: Path) -> None:
+    rows = tmp_path / GPU_ROWS_NAME
+    rows.write_text(json.dumps(GPU_ROW) + "\n" + json.dumps({**GPU_ROW, "commit": "def456"}) + "\n")
+    text = gpu_section(read_gpu_rows(rows))
+    assert "| 2026-11-26 | NVIDIA H100 80GB HBM3 x1 | 1a762d5 | 2.11.0+cu130 | ours | true | 51,504 | 47.0% |" in text
+    assert "| def456 |" in text and "No row yet" not in text
+    assert "torchtitan did not run: torch 2.11 lacks DataParallelMeshDims." in text
+    assert read_gpu_rows(tmp_path / "absent.jsonl") == []
+
+
+def test_write_reports_takes_the_gpu_rows_beside_the_markdown(tmp_path: Path) -> None:
+    (tmp_path / GPU_ROWS_NAME).write_text(json.dumps(GPU_ROW) + "\n")
+    write_reports(RESULTS, MACHINE, 312.0, tmp_path / "b.json", tmp_path / "b.md")
+    assert "| ours | true | 51,504 |" in (tmp_path / "b.md").read_text()
+
+
+def test_the_committed_benchmarks_page_shows_every_committed_gpu_row() -> None:
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    page = (docs / "benchmarks.md").read_text()
+    section = page[page.index("## GPU: our trainer against torchtitan") :]
+    assert section == gpu_section(read_gpu_rows(docs / GPU_ROWS_NAME))
 
 
 def test_the_text_table_aligns_columns_without_markdown_emphasis() -> None:

@@ -18,12 +18,13 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup synth demo test lint format clean pcluster-venv checkov-venv nemo-venv torchtitan-venv bench \
+.PHONY: help setup synth demo test test-stress lint format clean pcluster-venv checkov-venv nemo-venv torchtitan-venv bench \
 	wheelhouse wheelhouse-test gpu-bench-wheels policy-report nemo-image nxdt-wheelhouse observability-binaries
 
 help:
 	@echo "make demo    synthesize the default deployment and run a training job (does all setup)"
 	@echo "make test    run every test (does all setup)"
+	@echo "make test-stress  the SLURM/torchrun/Prometheus tests STRESS_ROUNDS times (3) with every core busy"
 	@echo "make synth   synthesize the stacks into cdk.out (SPEC=path.yaml picks a spec)"
 	@echo "make lint    ruff check, format check and the mypy type check (make test runs it first)"
 	@echo "make bench   CPU benchmarks against in-run baselines -> docs/benchmarks.{md,json} (under 10 minutes)"
@@ -160,6 +161,13 @@ build/wheelhouse-test/.complete: requirements-submit.txt constraints.txt | $(VEN
 
 test: setup lint pcluster-venv checkov-venv nemo-venv torchtitan-venv wheelhouse-test
 	$(PY) -m pytest
+
+# The tests that wait on SLURM jobs, torchrun ranks and Prometheus scrapes, STRESS_ROUNDS times under busy loops on
+# every core (tests/stress.py); every failure is printed with its job story. Before stopping; not part of CI.
+STRESS_ROUNDS ?= 3
+
+test-stress: setup pcluster-venv nemo-venv torchtitan-venv wheelhouse-test
+	$(PY) -m tests.stress --rounds $(STRESS_ROUNDS)
 
 bench: setup
 	$(PY) -m bench

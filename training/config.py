@@ -157,6 +157,9 @@ class MetricsSection(_Section):
     # default; None turns it off; $LLM_TRAINER_METRICS_PORT overrides it (0: off).
     prometheus_port: Annotated[int, Field(ge=1024, le=65535)] | None = 9500
     prometheus_address: str = "0.0.0.0"
+    # At the end, hold the endpoint open until a scraper has taken the last values, at most this long (0: close at
+    # once); $LLM_TRAINER_FINAL_SCRAPE_S overrides it. Worth a couple of scrape intervals for short jobs.
+    prometheus_final_scrape_s: Annotated[float, Field(ge=0.0)] = 0.0
 
 
 class ProfileSection(_Section):

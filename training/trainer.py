@@ -32,7 +32,7 @@ from training.metrics.flops import (
 from training.metrics.logger import MetricsLogger
 from training.metrics.memory import memory_gib, reserved_gib, reset_peak
 from training.metrics.plot import plot_run
-from training.metrics.prometheus import PrometheusMetrics, job_labels, resolve_port
+from training.metrics.prometheus import PrometheusMetrics, job_labels, resolve_final_scrape, resolve_port
 from training.metrics.timer import StepTimer
 from training.models.params import count_parameters
 from training.models.transformer import build_model
@@ -164,6 +164,7 @@ class Trainer:
             port=resolve_port(config.metrics.prometheus_port),
             address=config.metrics.prometheus_address,
             labels=job_labels(run_dir.name),
+            final_scrape_s=resolve_final_scrape(config.metrics.prometheus_final_scrape_s),
         )
         self._note_checkpoint()
         self.profiler = StepProfiler(config.profile, run_dir, ctx.rank, self.device)

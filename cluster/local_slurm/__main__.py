@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         default=Path(os.environ.get("LOCAL_SLURM_DIR", DEFAULT_STATE_DIR)),
         help="where config, spool, logs and pid files live (default: $LOCAL_SLURM_DIR or .local-slurm/)",
     )
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the nodes (up, wait)")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the nodes (up, wait)")
     parser.add_argument(
         "--accounting",
         type=Path,

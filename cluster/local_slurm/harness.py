@@ -178,7 +178,7 @@ class LocalSlurm:
     def is_up(self) -> bool:
         return len(self.running_daemons()) == len(self._pid_files())
 
-    def up(self, timeout_s: float = 60.0) -> None:
+    def up(self, timeout_s: float = 300.0) -> None:
         """Start the cluster (idempotent: a running cluster is left as it is) and wait for every node."""
         if self.is_up():
             self.wait_responding(timeout_s)
@@ -214,7 +214,7 @@ class LocalSlurm:
         shutil.rmtree(self.state_dir / "spool", ignore_errors=True)
         shutil.rmtree(self.munge_socket.parent, ignore_errors=True)
 
-    def reset(self, timeout_s: float = 120.0) -> None:
+    def reset(self, timeout_s: float = 300.0) -> None:
         """Back to a clean cluster: no jobs, passing health settings, every node resumed and idle."""
         self._cancel_jobs()
         for node in self.nodes:
@@ -224,11 +224,11 @@ class LocalSlurm:
 
     def _cancel_jobs(self, timeout_s: float = 20.0) -> None:
         """Cancel this cluster's jobs and give their steps a moment to end, so no task outlives the cluster."""
-        listing = self.run(["squeue", "-h", "-o", "%A"], check=False, timeout_s=10)
+        listing = self.run(["squeue", "-h", "-o", "%A"], check=False, timeout_s=120)
         job_ids = listing.stdout.split() if listing.returncode == 0 else []
         if not job_ids:
             return
-        self.run(["scancel", *job_ids], check=False, timeout_s=10)
+        self.run(["scancel", *job_ids], check=False, timeout_s=120)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and self._step_daemons():
             time.sleep(0.2)
@@ -396,7 +396,7 @@ class LocalSlurm:
         """slurmdbd answers and knows this cluster (slurmctld registers with it at start)."""
         deadline = time.monotonic() + timeout_s
         while True:
-            result = self.run(["sacctmgr", "-n", "-P", "show", "cluster", "format=cluster"], check=False, timeout_s=15)
+            result = self.run(["sacctmgr", "-n", "-P", "show", "cluster", "format=cluster"], check=False, timeout_s=120)
             if result.returncode == 0:
                 if "local" not in result.stdout.split():
                     self.run(["sacctmgr", "-i", "add", "cluster", "local"])
@@ -549,7 +549,9 @@ class LocalSlurm:
         self._write_health()
 
     # ----- queries -----
-    def run(self, argv: Iterable[str], check: bool = True, timeout_s: float = 30.0) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, argv: Iterable[str], check: bool = True, timeout_s: float = 120.0
+    ) -> subprocess.CompletedProcess[str]:
         """Run a SLURM client command against this cluster."""
         argv = list(argv)
         result = subprocess.run(argv, env=self.env(), capture_output=True, text=True, timeout=timeout_s, check=False)
@@ -560,13 +562,13 @@ class LocalSlurm:
 
     def job(self, job_id: str) -> dict[str, str]:
         """`scontrol show job` as a dict (JobState, NodeList, Restarts, ExitCode, ...); {} once SLURM forgot it."""
-        result = self.run(["scontrol", "show", "job", "-o", job_id], check=False, timeout_s=15)
+        result = self.run(["scontrol", "show", "job", "-o", job_id], check=False, timeout_s=120)
         if result.returncode != 0:
             return {}
         return dict(_FIELD_RE.findall(result.stdout.strip()))
 
     def node_states(self) -> list[NodeState]:
-        result = self.run(["sinfo", "-N", "-h", "-o", "%N|%T|%E"], check=False, timeout_s=15)
+        result = self.run(["sinfo", "-N", "-h", "-o", "%N|%T|%E"], check=False, timeout_s=120)
         if result.returncode != 0:
             return []
         states = []
@@ -589,10 +591,10 @@ class LocalSlurm:
         )
         raise LocalSlurmError(f"nodes not {what} after {timeout_s:.0f} s ({seen}); logs in {self.log_dir}")
 
-    def wait_idle(self, timeout_s: float = 60.0) -> None:
+    def wait_idle(self, timeout_s: float = 300.0) -> None:
         self._wait(frozenset({"idle"}), timeout_s, "idle")
 
-    def wait_responding(self, timeout_s: float = 60.0) -> None:
+    def wait_responding(self, timeout_s: float = 300.0) -> None:
         self._wait(RESPONDING_STATES, timeout_s, "responding")
 
     def resume_all(self) -> None:

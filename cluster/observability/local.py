@@ -260,6 +260,8 @@ class LocalObservability:
 
 # -- `python -m cluster.observability.local watch --dir DIR -- COMMAND...` (make demo) ----------------------------
 
+FINAL_SCRAPE_BOUND_S = 600  # at most this long at the end of the job for a scrape of its last values
+
 SUMMARY_QUERIES = (
     "llm_train_tokens_per_second",
     "llm_train_loss",
@@ -349,7 +351,13 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     try:
         with LocalObservability(args.dir, {}, sysfs_root=sysfs, scrape_interval_seconds=args.scrape_interval) as stack:
-            env = {**os.environ, "LLM_TRAINER_METRICS_PORT": str(stack.ports.trainer)}
+            # The trainer holds its endpoint open at the end until this Prometheus has scraped its last values, so a
+            # job shorter than the target refresh and a scrape interval is still seen (bounded for a hung scraper).
+            env = {
+                **os.environ,
+                "LLM_TRAINER_METRICS_PORT": str(stack.ports.trainer),
+                "LLM_TRAINER_FINAL_SCRAPE_S": str(FINAL_SCRAPE_BOUND_S),
+            }
             traffic = threading.Thread(target=_grow, args=(sysfs, stack._stop), daemon=True) if sysfs else None
             if traffic is not None:
                 traffic.start()

@@ -102,7 +102,7 @@ def read_records(log: Path) -> list[dict[str, Any]]:
 
 def finished(cluster: LocalSlurm, job_id: str, results: Path, passed: bool) -> tuple[str, str]:
     """The job's log and verdict, after checking its end state matches the verdict."""
-    job = wait_for_end(cluster, job_id, timeout_s=120)
+    job = wait_for_end(cluster, job_id)
     (log,) = (results / "logs").glob(f"*-{job_id}.out")
     text = log.read_text()
     expected = ("COMPLETED", "0:0") if passed else ("FAILED", "1:0")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
 from cluster.local_slurm import LocalSlurm
+from cluster.local_slurm.harness import NodeState
+from tests.jobs.slurm_helpers import TERMINAL
+from tests.waiting import wait_until
 
 
 @pytest.mark.slurm
@@ -24,19 +26,16 @@ def test_a_node_failing_the_prolog_is_drained_and_the_job_runs_on_the_other(
         ["sbatch", "--parsable", "-N", "1", "-o", str(out), "--wrap", "echo ran on $SLURMD_NODENAME"]
     ).stdout.strip()
 
-    deadline = time.monotonic() + 60
-    n2 = None
-    while time.monotonic() < deadline:
+    def n2_drained() -> NodeState | None:
         n2 = {s.name: s for s in cluster.node_states()}["n2"]
-        if n2.state in {"drained", "draining"}:
-            break
-        time.sleep(0.3)
-    assert n2 is not None and n2.state in {"drained", "draining"}, n2
+        return n2 if n2.state in {"drained", "draining"} else None
+
+    n2 = wait_until(n2_drained, "n2 drained by its health prolog", story=lambda: str(cluster.node_states()))
     assert n2.reason.startswith("health-prolog: gpu count 0, expected 8")
 
     cluster.run(["scontrol", "update", "nodename=n1", "state=resume"])
-    while time.monotonic() < deadline and cluster.job(job_id)["JobState"] != "COMPLETED":
-        time.sleep(0.3)
+    wait_until(lambda: cluster.job(job_id)["JobState"] in TERMINAL, f"job {job_id} requeued onto n1 to end",
+               story=lambda: str(cluster.job(job_id)))  # fmt: skip
     job = cluster.job(job_id)
     assert (job["JobState"], job["NodeList"], job["Restarts"]) == ("COMPLETED", "n1", "1")
     assert out.read_text().strip().splitlines()[-1] == "ran on n1"

@@ -4,25 +4,22 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from cluster.local_slurm import LocalSlurm
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _wait_for_job(cluster: LocalSlurm, job_id: str, timeout_s: float = 60) -> str:
-    deadline = time.monotonic() + timeout_s
-    state = ""
-    while time.monotonic() < deadline:
+def _wait_for_job(cluster: LocalSlurm, job_id: str) -> str:
+    def ended() -> str:
         state = cluster.job(job_id)["JobState"]
-        if state in {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"}:
-            return state
-        time.sleep(0.3)
-    raise AssertionError(f"job {job_id} still {state} after {timeout_s} s")
+        return state if state in {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"} else ""
+
+    return wait_until(ended, f"job {job_id} to end", story=lambda: str(cluster.job(job_id)))
 
 
 @pytest.mark.slurm
@@ -47,10 +44,7 @@ def test_a_second_cluster_starts_runs_a_two_node_job_and_stops_cleanly(tmp_path:
 
         # A job still running when the cluster goes down must not outlive it.
         cluster.run(["sbatch", "-N", "2", "-o", "/dev/null", "--wrap", "srun sleep 600"])
-        deadline = time.monotonic() + 30
-        while not cluster._step_daemons() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert cluster._step_daemons()
+        wait_until(cluster._step_daemons, "the sleeping job's step daemons")
     finally:
         cluster.down()
     assert cluster.running_daemons() == {}

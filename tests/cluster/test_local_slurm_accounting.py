@@ -19,6 +19,7 @@ import pytest
 from cluster.accounting import sacctmgr_script
 from cluster.local_slurm import LocalSlurm
 from spec.accounting import AccountingSpec
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slurm
 
@@ -69,14 +70,8 @@ def submit(cluster: LocalSlurm, user: str, *args: str) -> str:
     return cluster.run(command).stdout.strip().split(";")[0]
 
 
-def wait_for(predicate, what: str, timeout_s: float = 60):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"{what} not seen after {timeout_s} s")
+def wait_for(predicate, what: str, timeout_s: float = 600):  # type: ignore[no-untyped-def]
+    return wait_until(predicate, what, timeout_s, poll_s=0.3)
 
 
 def sacct(cluster: LocalSlurm, *job_ids: str) -> dict[str, dict[str, str]]:
@@ -165,7 +160,7 @@ def test_a_job_over_its_qos_limit_pends_until_the_spec_raises_the_limit(cluster:
             update={"qos": [ACCOUNTING.qos[0].model_copy(update={"max_nodes_per_user": 2}), ACCOUNTING.qos[1]]}
         )
         apply(cluster, raised)
-        assert wait_for(lambda: cluster.job(job).get("JobState") == "COMPLETED", "the job running", 60)
+        assert wait_for(lambda: cluster.job(job).get("JobState") == "COMPLETED", "the job running")
     finally:
         apply(cluster)
         cluster.run(["scancel", job], check=False)

@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -33,7 +34,17 @@ def submit(cluster: LocalSlurm, argv: list[str], env: dict[str, str] | None = No
     return [line.split()[0] for line in out.getvalue().splitlines() if line.strip()]
 
 
-def wait_for_end(cluster: LocalSlurm, job_id: str, timeout_s: float = 300) -> dict[str, str]:
+def _story_or_log(cluster: LocalSlurm | None, run_dir: Path | None, job_id: str) -> str:
+    if run_dir is None:
+        return ""
+    return "\n" + (job_story(cluster, run_dir, job_id) if cluster is not None else job_log(run_dir))
+
+
+def wait_for_end(
+    cluster: LocalSlurm, job_id: str, timeout_s: float = 600, run_dir: Path | None = None
+) -> dict[str, str]:
+    """The job's record once it is in a terminal state. The bound is generous (a loaded 2-core machine runs these
+    jobs several times slower); when it expires the message says what the job was doing, with its story."""
     deadline = time.monotonic() + timeout_s
     job: dict[str, str] = {}
     while time.monotonic() < deadline:
@@ -43,21 +54,62 @@ def wait_for_end(cluster: LocalSlurm, job_id: str, timeout_s: float = 300) -> di
         if job.get("JobState") == "PENDING" and job.get("Reason") in NEVER_RUNS:
             raise AssertionError(f"job {job_id} can never run here: {job['Reason']}")
         time.sleep(0.5)
-    raise AssertionError(f"job {job_id} did not end in {timeout_s} s: {job.get('JobState')} {job.get('Reason')}")
+    raise AssertionError(
+        f"waited {timeout_s:.0f} s for job {job_id} to end; it was {job.get('JobState')} ({job.get('Reason')}, "
+        f"Restarts {job.get('Restarts')})" + _story_or_log(cluster, run_dir, job_id)
+    )
 
 
-def wait_for_restart(cluster: LocalSlurm, job_id: str, restarts: int, timeout_s: float = 180) -> None:
-    """Until the job's `restarts`-th attempt is running (a requeued job waits a few seconds, then starts anew)."""
+def attempt_started(run_dir: Path, job_id: str, restart: int) -> bool:
+    """Whether attempt `restart` (0 for the first) of the job has started: the job script's first line for it
+    (training/jobs/common.sh job_start) is in the job's log. Every attempt appends to the same log, so an attempt
+    that started, ran and ended between two looks is still seen, which the job's state alone cannot tell."""
+    line = re.compile(rf"^job\[[^\]]*\]: job {re.escape(job_id)} \(.*\) restart {restart};", re.M)
+    return bool(line.search(job_log(run_dir)))
+
+
+def wait_for_restart(cluster: LocalSlurm, run_dir: Path, job_id: str, restarts: int, timeout_s: float = 600) -> None:
+    """Until the job's attempt after `restarts` requeues has started (it may have ended already)."""
     deadline = time.monotonic() + timeout_s
     job: dict[str, str] = {}
-    while time.monotonic() < deadline:
-        job = cluster.job(job_id)
-        if int(job.get("Restarts", "0")) >= restarts and job.get("JobState") == "RUNNING":
+    while True:
+        job = cluster.job(job_id)  # the state first: a terminal state read before the log makes the log final
+        if attempt_started(run_dir, job_id, restarts):
             return
         if job.get("JobState") in TERMINAL:
-            break
+            raise AssertionError(
+                f"job {job_id} ended ({job.get('JobState')}, Restarts {job.get('Restarts')}) without starting "
+                f"attempt {restarts + 1}" + _story_or_log(cluster, run_dir, job_id)
+            )
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"waited {timeout_s:.0f} s for job {job_id} to start attempt {restarts + 1}; it is "
+                f"{job.get('JobState')} ({job.get('Reason')}, Restarts {job.get('Restarts')})"
+                + _story_or_log(cluster, run_dir, job_id)
+            )
         time.sleep(0.2)
-    raise AssertionError(f"job {job_id} never ran attempt {restarts + 1}: {job.get('JobState')} {job.get('Restarts')}")
+
+
+RESUMED = re.compile(r"resumed from \S+/step-(\d+) at step (\d+)")
+
+
+def resumed_steps(run_dir: Path) -> list[int]:
+    """The checkpoint step each resume of the run started from, in order (the trainer logs one line per resume)."""
+    return [int(match.group(1)) for match in RESUMED.finditer(job_log(run_dir))]
+
+
+def wait_for_resume(run_dir: Path, count: int, timeout_s: float = 600) -> int:
+    """The checkpoint step of the run's `count`-th resume, once the trainer has logged it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = resumed_steps(run_dir)
+        if len(found) >= count:
+            return found[count - 1]
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"waited {timeout_s:.0f} s for resume {count} of {run_dir}; saw {found}\n{job_log(run_dir)}"
+            )
+        time.sleep(0.1)
 
 
 def train_records(run_dir: Path) -> list[dict[str, Any]]:
@@ -80,14 +132,17 @@ def losses_by_step(run_dir: Path) -> dict[int, float]:
     return {record["step"]: record["loss"] for record in train_records(run_dir)}
 
 
-def wait_for_step(run_dir: Path, step: int, timeout_s: float = 180, poll_s: float = 0.05) -> int:
+def wait_for_step(run_dir: Path, step: int, timeout_s: float = 600, poll_s: float = 0.05) -> int:
+    """The last logged step once it is >= `step`."""
     deadline = time.monotonic() + timeout_s
+    records: list[dict[str, Any]] = []
     while time.monotonic() < deadline:
         records = train_records(run_dir)
         if records and records[-1]["step"] >= step:
-            return records[-1]["step"]
+            return int(records[-1]["step"])
         time.sleep(poll_s)
-    raise AssertionError(f"{run_dir} never reached step {step}")
+    last = records[-1]["step"] if records else None
+    raise AssertionError(f"waited {timeout_s:.0f} s for step {step} of {run_dir}; last step {last}\n{job_log(run_dir)}")
 
 
 def trainer_rank_pid(run_dir: Path, rank: int) -> int:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from cluster.local_slurm import LocalSlurm
 from cluster.local_slurm.install import ensure_shellcheck
 from tests.jobs.conftest import install_recorders, read_records, write_job
 from tests.jobs.slurm_helpers import job_log, job_story, submit, wait_for_end, wait_for_restart
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slurm
 
@@ -121,14 +121,14 @@ def test_nemo_time_limit_stop_is_requeued_and_not_counted_as_a_failure(
     argv, env, run_dir = _nemo_with_standin(tmp_path, demo_data, "preemptible_step.py")
     # Even with no failure allowed, a checkpointed stop before the time limit requeues.
     (job_id,) = submit(local_slurm, [*argv, "--max-requeues", "0"], env)
-    deadline = time.monotonic() + 120
-    while not all((run_dir / f"step-ready.{rank}").exists() for rank in (0, 1)):
-        assert time.monotonic() < deadline, job_log(run_dir)
-        time.sleep(0.2)
+    ready = [run_dir / f"step-ready.{rank}" for rank in (0, 1)]
+    wait_until(lambda: all(path.exists() for path in ready), f"both ranks of job {job_id} in their step", 600,
+               lambda: job_story(local_slurm, run_dir, job_id))  # fmt: skip
     # What #SBATCH --signal=B:USR1@300 does before the time limit.
     local_slurm.run(["scancel", "--signal=USR1", "--batch", job_id])
-    wait_for_restart(local_slurm, job_id, 1)
-    job = wait_for_end(local_slurm, job_id)
+    # The requeued attempt is seen even when it ran and ended before the first look (here: after the job ended).
+    job = wait_for_end(local_slurm, job_id, run_dir=run_dir)
+    wait_for_restart(local_slurm, run_dir, job_id, 1)
     log = job_log(run_dir)
     story = job_story(local_slurm, run_dir, job_id)
     assert (job["JobState"], job["ExitCode"], job["Restarts"]) == ("COMPLETED", "0:0", "1"), story

@@ -23,16 +23,24 @@ from tests.jobs.slurm_helpers import (
     job_story,
     kill_rank,
     losses_by_step,
+    resumed_steps,
     submit,
     wait_for_end,
     wait_for_restart,
+    wait_for_resume,
     wait_for_step,
 )
 from training.launch.follow import follow
 
 pytestmark = pytest.mark.slurm
 
-STEPS = 50  # checkpoints every 10
+STEPS = 50
+CHECKPOINT_EVERY = 10  # write_job's
+
+
+def _next_checkpoint(step: int) -> int:
+    """The first scheduled checkpoint after `step`."""
+    return (step // CHECKPOINT_EVERY + 1) * CHECKPOINT_EVERY
 
 
 def _argv(config: Path, data: str, run_dir: Path, *extra: str) -> list[str]:
@@ -97,15 +105,19 @@ def test_stops_and_failures_requeue_or_end_and_the_run_resumes_with_the_referenc
     # 1. What #SBATCH --signal=B:USR1@120 does 120 s before the time limit: USR1 to the batch shell only.
     wait_for_step(run_dir, 3)
     local_slurm.run(["scancel", "--signal=USR1", "--batch", job_id])
-    # 2. In the requeued run, past its first scheduled checkpoint (step 10), one rank dies.
-    wait_for_restart(local_slurm, job_id, 1)
-    killed_at = wait_for_step(run_dir, 12)
+    # 2. In the requeued run, past its first scheduled checkpoint after its resume, one rank dies. Steps are chosen
+    # from the run's own resume, not fixed: under load the stop may land several steps after the signal.
+    wait_for_restart(local_slurm, run_dir, job_id, 1)
+    first_resume = wait_for_resume(run_dir, 1)
+    killed_at = wait_for_step(run_dir, _next_checkpoint(first_resume) + 2)
     kill_rank(run_dir, rank=1)
-    # 3. In the next run, a request to checkpoint and stop for good.
-    wait_for_restart(local_slurm, job_id, 2)
-    wait_for_step(run_dir, 22)
+    # 3. In the next run, a request to checkpoint and stop for good, once it has run a few steps of its own (its
+    # steps past anything the killed run may have logged).
+    wait_for_restart(local_slurm, run_dir, job_id, 2)
+    second_resume = wait_for_resume(run_dir, 2)
+    stop_after = wait_for_step(run_dir, max(second_resume, killed_at + 1) + 2)
     local_slurm.run(["scancel", "--signal=USR2", "--batch", job_id])
-    job = wait_for_end(local_slurm, job_id)
+    job = wait_for_end(local_slurm, job_id, run_dir=run_dir)
     log = job_log(run_dir)
     assert (job["JobState"], job["ExitCode"], job["Restarts"]) == ("FAILED", "42:0", "2"), job_story(
         local_slurm, run_dir, job_id
@@ -117,17 +129,15 @@ def test_stops_and_failures_requeue_or_end_and_the_run_resumes_with_the_referenc
     )
     assert "step failed (step exit status" in log and "requeueing (failure 1 of at most 10)" in log
     assert "stopped on request (SIGUSR2; stopped on request (SIGUSR1)): not requeued" in log
-    resumed = [int(step) for step in re.findall(r"resumed from \S+/step-(\d+) at step \d+", log)]
+    resumed = resumed_steps(run_dir)
     assert len(resumed) == 2 and resumed[0] >= 3  # the stop's own checkpoint
-    assert 10 <= resumed[1] <= killed_at
+    assert _next_checkpoint(first_resume) <= resumed[1] <= killed_at
 
     # 4. The same command again resumes from the USR2 checkpoint and finishes.
     (again,) = submit(local_slurm, _argv(config, demo_data, run_dir))
-    job = wait_for_end(local_slurm, again)
-    log = job_log(run_dir)
+    job = wait_for_end(local_slurm, again, run_dir=run_dir)
     assert (job["JobState"], job["Restarts"]) == ("COMPLETED", "0"), job_story(local_slurm, run_dir, again)
-    last_resume = int(re.findall(r"resumed from \S+/step-(\d+) at step \d+", log)[-1])
-    assert last_resume >= 22
+    assert resumed_steps(run_dir)[-1] >= stop_after
     _assert_matches_reference(run_dir, reference)
 
 
@@ -152,11 +162,11 @@ def test_rank_failures_stop_requeueing_at_the_bound_and_time_limit_stops_do_not_
     # A healthy stop before the time limit requeues even when no failure may be retried.
     wait_for_step(run_dir, 2)
     local_slurm.run(["scancel", "--signal=USR1", "--batch", job_id])
-    wait_for_restart(local_slurm, job_id, 1)
-    # The first failure is then already one too many.
-    wait_for_step(run_dir, 6)
+    wait_for_restart(local_slurm, run_dir, job_id, 1)
+    # The first failure is then already one too many (killed once the requeued run has trained a step of its own).
+    wait_for_step(run_dir, wait_for_resume(run_dir, 1) + 1)
     kill_rank(run_dir, rank=0)
-    job = wait_for_end(local_slurm, job_id)
+    job = wait_for_end(local_slurm, job_id, run_dir=run_dir)
     log = job_log(run_dir)
     assert (job["JobState"], job["Restarts"]) == ("FAILED", "1"), job_story(local_slurm, run_dir, job_id)
     assert "requeueing (restart 1, not a failure)" in log

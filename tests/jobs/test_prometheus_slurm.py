@@ -46,19 +46,21 @@ def trained(stack: LocalObservability, local_slurm_session: LocalSlurm, demo_dat
     config = write_job(base / "tiny.yaml", train={"max_steps": 40, "log_every": 1})
     argv = ["--backend", "fsdp", "--model", str(config), "--nodes", "2", "--data-prefix", demo_data,
             "--run-dir", str(run_dir), "--local", "--time", "00:10:00"]  # fmt: skip
-    (job_id,) = submit(local_slurm_session, argv, env={"LLM_TRAINER_METRICS_PORT": str(stack.ports.trainer)})
-    job = wait_for_end(local_slurm_session, job_id)
+    # As watch does: the trainer's endpoint stays open at the end until the stack has scraped its last values.
+    env = {"LLM_TRAINER_METRICS_PORT": str(stack.ports.trainer), "LLM_TRAINER_FINAL_SCRAPE_S": "600"}
+    (job_id,) = submit(local_slurm_session, argv, env=env)
+    job = wait_for_end(local_slurm_session, job_id, run_dir=run_dir)
     assert (job["JobState"], job["ExitCode"]) == ("COMPLETED", "0:0"), job_story(local_slurm_session, run_dir, job_id)
     return job_id
 
 
 def test_prometheus_holds_the_trainers_tokens_per_second_for_the_job(stack: LocalObservability, trained: str) -> None:
-    result = stack.wait_for(f'last_over_time(llm_train_tokens_per_second{{slurm_job_id="{trained}"}}[10m])', 30)
+    result = stack.wait_for(f'last_over_time(llm_train_tokens_per_second{{slurm_job_id="{trained}"}}[10m])', 120)
     assert len(result) == 1 and float(result[0]["value"][1]) > 0
     labels = result[0]["metric"]
     assert (labels["job"], labels["node"], labels["run"]) == ("trainer", "n1", "run")
     (step,) = stack.query(f'max_over_time(llm_train_step{{slurm_job_id="{trained}"}}[10m])')
-    assert 1 <= float(step["value"][1]) <= 40
+    assert float(step["value"][1]) == 40  # the last step's values, scraped before the job ended
     (checkpoint,) = stack.query(f'max_over_time(llm_train_last_checkpoint_step{{slurm_job_id="{trained}"}}[10m])')
     assert float(checkpoint["value"][1]) >= 10  # write_job checkpoints every 10 steps
 
@@ -66,11 +68,11 @@ def test_prometheus_holds_the_trainers_tokens_per_second_for_the_job(stack: Loca
 def test_prometheus_sees_slurm_node_states_and_a_drain_with_its_reason(
     stack: LocalObservability, local_slurm_session: LocalSlurm
 ) -> None:
-    idle = stack.wait_for('slurm_node_state{node="n1", state="idle"} == 1', 30)
+    idle = stack.wait_for('slurm_node_state{node="n1", state="idle"} == 1', 120)
     assert idle[0]["metric"]["partition"] == "local"
     local_slurm_session.run(["scontrol", "update", "nodename=n2", "state=drain", "reason=xid 79 on gpu 3"])
     try:
-        drained = stack.wait_for('slurm_node_state{node="n2", state="drained"} == 1', 30)
+        drained = stack.wait_for('slurm_node_state{node="n2", state="drained"} == 1', 120)
         assert drained[0]["metric"]["reason"] == "xid 79 on gpu 3"
     finally:
         local_slurm_session.resume_all()
@@ -83,7 +85,7 @@ def test_efa_counters_and_node_exporter_are_scraped_per_slurm_node(stack: LocalO
         'efa_hw_counter_total{node="n1", device="rdmap16s0", counter="rdma_read_wr_err", kind="error"} > 1000', 30
     )
     assert float(series[0]["value"][1]) == 1003
-    nodes = {item["metric"]["node"] for item in stack.wait_for('up{job="node"} == 1', 30)}
+    nodes = {item["metric"]["node"] for item in stack.wait_for('up{job="node"} == 1', 120)}
     assert nodes == {"head", "n1", "n2"}
     assert {item["metric"]["job"] for item in stack.query("up == 1")} >= {"node", "slurm", "efa"}
 
@@ -136,9 +138,9 @@ def test_the_demo_watch_command_runs_a_job_under_prometheus_and_prints_its_metri
 ) -> None:
     """What `make demo` ends with: the Prometheus query result for the job it ran."""
     local_slurm_session.reset()
-    # Long enough (about 30 s of steps on a 2-core machine) that the target refresher finds the job and Prometheus
-    # scrapes its endpoint even when the machine is loaded: 20 steps ran out before the first scrape under load.
-    config = write_job(tmp_path / "tiny.yaml", train={"max_steps": 600, "log_every": 1})
+    # A short job: watch has the trainer hold its endpoint open at the end until Prometheus has scraped its last
+    # values, so the job is seen however loaded the machine (before that, 20 steps ended unscraped under load).
+    config = write_job(tmp_path / "tiny.yaml", train={"max_steps": 20, "log_every": 1})
     run_dir = tmp_path / "demo"
     job = (
         f"job=$({sys.executable} -m training.submit --backend fsdp --model {config} --nodes 2 --data-prefix {demo_data}"
@@ -157,6 +159,8 @@ def test_the_demo_watch_command_runs_a_job_under_prometheus_and_prints_its_metri
     tokens = [line for line in lines if "llm_train_tokens_per_second" in line]
     assert tokens and 'run="demo"' in tokens[0] and float(tokens[0].split("last ")[1].split()[0]) > 0, result.stdout
     assert float(tokens[0].split("mean ")[1]) > 0, result.stdout
+    steps = [line for line in lines if line.lstrip().startswith("llm_train_step{")]
+    assert steps and float(steps[0].split("last ")[1].split()[0]) == 20, result.stdout  # the last values were scraped
 
 
 def test_the_agent_config_remote_writes_with_sigv4_from_a_real_prometheus_agent(
@@ -184,7 +188,7 @@ def test_the_agent_config_remote_writes_with_sigv4_from_a_real_prometheus_agent(
     try:
         written = stack.wait_for('slurm_up{cluster="agent-test"} == 1', 60)
         assert written[0]["metric"]["job"] == "slurm"
-        assert stack.wait_for('up{cluster="agent-test", job="node", node="n1"} == 1', 30)
+        assert stack.wait_for('up{cluster="agent-test", job="node", node="n1"} == 1', 120)
     finally:
         agent.terminate()
         agent.wait(timeout=30)

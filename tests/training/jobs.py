@@ -70,7 +70,7 @@ def train_command(config: Path, run_dir: Path, ranks: int, *extra: str) -> list[
 
 
 def run_training(
-    config: Path, run_dir: Path, ranks: int, *extra: str, timeout: float = 300
+    config: Path, run_dir: Path, ranks: int, *extra: str, timeout: float = 600
 ) -> subprocess.CompletedProcess:
     return subprocess.run(
         train_command(config, run_dir, ranks, *extra),
@@ -111,7 +111,7 @@ def records(run_dir: Path, kind: str | None = None) -> list[dict[str, Any]]:
     return out
 
 
-def wait_for_step(run_dir: Path, step: int, process: subprocess.Popen, timeout: float = 240) -> int:
+def wait_for_step(run_dir: Path, step: int, process: subprocess.Popen, timeout: float = 600) -> int:
     """Poll metrics.jsonl until a train record at >= step appears; returns the step seen."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

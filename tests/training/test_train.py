@@ -175,7 +175,7 @@ def test_sigusr1_on_one_rank_stops_both_hsdp_ranks_after_a_checkpoint(demo_data_
         workers = _children(process.pid)
         assert len(workers) == 2, workers
         os.kill(max(workers), signal.SIGUSR1)  # one worker only: the ranks must agree among themselves
-        output, _ = process.communicate(timeout=120)
+        output, _ = process.communicate(timeout=600)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
@@ -208,7 +208,7 @@ def test_sigterm_stops_a_single_process_run_with_the_requeue_exit_code(demo_data
     try:
         wait_for_step(run_dir, 2, process)
         process.send_signal(signal.SIGTERM)
-        output, _ = process.communicate(timeout=120)
+        output, _ = process.communicate(timeout=600)
     finally:
         if process.poll() is None:
             process.kill()

@@ -1,4 +1,3 @@
-import time
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -9,6 +8,7 @@ import torch
 
 import training.data.loader as loader_module
 from tests.training.data.conftest import EOD_ID, MakeDataset, random_documents
+from tests.waiting import wait_until
 from training.data.errors import DataError
 from training.data.loader import LoaderConfig, PackedTokenLoader
 
@@ -141,10 +141,8 @@ def test_prefetcher_does_not_advance_the_state(prefix: str, monkeypatch: pytest.
     monkeypatch.setattr(loader, "_gather_ahead", counting_gather)
     iterator = iter(loader)
     first = next(iterator)
-    deadline = time.monotonic() + 30
-    while len(built) < 5 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert len(built) >= 5  # the thread ran ahead: one batch handed out, four waiting in the queue
+    # The thread runs ahead: one batch handed out, four waiting in the queue.
+    wait_until(lambda: len(built) >= 5, "the loader's thread to build four batches ahead", poll_s=0.01)
     state = loader.state_dict()
     assert state["samples_consumed"] == 2
     iterator.close()

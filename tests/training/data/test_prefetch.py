@@ -4,6 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.waiting import wait_until
 from training.data.prefetch import prefetched
 
 
@@ -24,11 +25,12 @@ def test_the_producer_runs_at_most_capacity_items_ahead() -> None:
     produced: list[int] = []
     iterator = prefetched(_counting(1000, produced), 4, threading.Event(), "test-prefetch")
     assert next(iterator) == 0
-    time.sleep(0.3)  # room for the producer to run as far ahead as it may
-    # 1 taken, 4 waiting, 1 built and blocked on the full buffer.
-    assert 5 <= len(produced) <= 6
+    # 1 taken, 4 waiting, 1 built and blocked on the full buffer: it gets there however slowly the thread runs,
+    wait_until(lambda: len(produced) >= 6, "the producer to fill the buffer", poll_s=0.01)
+    time.sleep(0.3)  # and, given room to run further, goes no further
+    assert len(produced) == 6
     iterator.close()
-    assert len(produced) <= 6
+    assert len(produced) == 6
 
 
 def test_an_error_arrives_after_the_items_before_it() -> None:

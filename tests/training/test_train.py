@@ -201,6 +201,7 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+@pytest.mark.distributed
 def test_sigterm_stops_a_single_process_run_with_the_requeue_exit_code(demo_data_prefix: str, tmp_path: Path) -> None:
     config = write_job(tmp_path / "job.yaml", tiny_job(demo_data_prefix, train={"max_steps": 500}))
     run_dir = tmp_path / "run"

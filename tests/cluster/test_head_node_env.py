@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import shutil
 import subprocess
 import sys
@@ -128,6 +129,20 @@ def test_release_env_and_login_profile(deployed: Deployed) -> None:
     usage = subprocess.run([release / "bin" / "llm-guardrails", "--bad"], capture_output=True, text=True, cwd="/")
     assert usage.returncode == 2 and usage.stderr.startswith("usage: llm-guardrails "), usage.stderr
     assert (deployed.root / "slurm-etc" / "scripts" / "prolog.d" / "90-llm-health.sh").is_file()
+
+
+def test_the_runbooks_shared_directories_are_made_for_every_user(deployed: Deployed) -> None:
+    assert deployed.result.returncode == 0, deployed.result.stderr
+    for name in ("data", "runs", "containers"):
+        made = (deployed.root / "fsx" / name).stat()
+        assert (made.st_uid, stat.S_IMODE(made.st_mode)) == (0, 0o1777), name
+        assert f"head_node: created {deployed.root}/fsx/{name} (root, 1777" in deployed.result.stderr
+    # An existing directory is the admin's choice: a rerun leaves it alone.
+    (deployed.root / "fsx" / "runs").chmod(0o755)
+    again = head_node(deployed.root, deployed.payload, deployed.python_env, deployed.env)
+    assert again.returncode == 0, again.stderr
+    assert stat.S_IMODE((deployed.root / "fsx" / "runs").stat().st_mode) == 0o755
+    assert "created" not in again.stderr
 
 
 def test_llm_submit_renders_the_deployed_spec(deployed: Deployed, tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from cluster.slurm_names import (
     RECORD,
     fact,
     gres_conf_lines,
+    main,
     partitions,
     record,
     slurm_conf_lines,
@@ -148,3 +149,10 @@ def test_every_fact_names_a_known_source_a_path_and_a_symbol() -> None:
     assert len(ids) == len(set(ids))
     for item in data["facts"]:
         assert item["source"] in data["sources"] and item["path"] and item["symbol"], item["id"]
+
+
+def test_the_command_prints_the_default_specs_partition_nodes_and_gres(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "NodeSet=gpu_nodes Nodes=gpu-dy-p5-48xlarge-[1-2]" in lines
+    assert "NodeName=gpu-dy-p5-48xlarge-[1-2] Name=gpu Type=h100 File=/dev/nvidia[0-7]" in lines

@@ -156,3 +156,19 @@ def test_the_command_prints_the_default_specs_partition_nodes_and_gres(capsys: p
     lines = capsys.readouterr().out.splitlines()
     assert "NodeSet=gpu_nodes Nodes=gpu-dy-p5-48xlarge-[1-2]" in lines
     assert "NodeName=gpu-dy-p5-48xlarge-[1-2] Name=gpu Type=h100 File=/dev/nvidia[0-7]" in lines
+
+
+@pytest.mark.parametrize("spec_path", SPECS, ids=lambda path: path.stem)
+def test_parallelclusters_node_daemons_would_parse_every_node_name_back(spec_path: Path) -> None:
+    parser = re.compile(fact("node_name_parser")["regex"])
+    for part in spec_partitions(load_spec(spec_path)):
+        for node_range in part.ranges:
+            for name in node_range.names():
+                parsed = parser.match(name)
+                assert parsed is not None, name
+                kind = "static" if parsed.group(2) == "st" else "dynamic"
+                assert (parsed.group(1), kind, parsed.group(3)) == (
+                    part.name,
+                    node_range.kind,
+                    node_range.compute_resource,
+                )

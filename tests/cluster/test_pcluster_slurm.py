@@ -1,0 +1,124 @@
+"""Our sbatch scripts against a slurmctld named and configured as ParallelCluster configures the spec's cluster.
+
+For every spec (the default and spec/examples/*.yaml), every queue and every backend that runs on it, the
+script `training.submit` renders for the whole queue is given to `sbatch --test-only` on a local controller
+(cluster.local_slurm.pcluster_shaped): each must be accepted. A wrong partition, GRES or node count must not.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cluster.local_slurm.pcluster_shaped import PclusterShapedSlurm
+from spec import load_spec
+from spec.platform.instances import instance_facts
+from tests.jobs.conftest import write_job
+from tests.training.jobs import prepare_demo_subset
+from training.submit import parse_options, render
+
+pytestmark = pytest.mark.slurm
+
+REPO = Path(__file__).resolve().parents[2]
+SPECS = [REPO / "spec" / "default.yaml", *sorted((REPO / "spec" / "examples").glob("*.yaml"))]
+NEURON_CONFIG = REPO / "training" / "jobs" / "configs" / "neuron-pythia-6.9b.yaml"
+BACKENDS_FOR = {"gpu": ("fsdp", "nemo"), "neuron": ("neuron",)}
+
+
+@pytest.fixture(scope="module")
+def demo_data(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return prepare_demo_subset(tmp_path_factory.mktemp("pcluster-data"))
+
+
+@pytest.fixture(autouse=True)
+def _root_and_no_deployed_spec(monkeypatch: pytest.MonkeyPatch) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("a local slurmctld needs root (munged, slurm-wlm)")
+    monkeypatch.delenv("LLM_TRAINING_SPEC", raising=False)
+
+
+def _controller(state_dir: Path, spec_path: Path) -> Iterator[PclusterShapedSlurm]:
+    controller = PclusterShapedSlurm.for_spec(state_dir, load_spec(spec_path))
+    try:
+        controller.up()
+        yield controller
+    finally:
+        controller.down()
+
+
+@pytest.fixture
+def p5_controller(tmp_path: Path) -> Iterator[PclusterShapedSlurm]:
+    yield from _controller(tmp_path / "slurm", REPO / "spec" / "examples" / "p5-on-demand.yaml")
+
+
+def _scripts(spec_path: Path, queue: str, backend: str, nodes: int, data: str, out: Path) -> list[Path]:
+    """The job's sbatch script(s), written as `training.submit` writes them (the Neuron backend renders two)."""
+    out.mkdir(parents=True, exist_ok=True)
+    # One micro-batch of 4 per GPU rank (8 a node): a global batch every data-parallel layout divides.
+    batch = {"micro_batch_size": 4, "global_batch_size": 4 * 8 * nodes}
+    config = NEURON_CONFIG if backend == "neuron" else write_job(out / f"job-{nodes}.yaml", data=batch)
+    argv = ["--backend", backend, "--model", str(config), "--nodes", str(nodes), "--data-prefix", data]
+    argv += ["--run-dir", str(out / f"{queue}-{backend}"), "--spec", str(spec_path), "--queue", queue]
+    paths = []
+    for script in render(parse_options(argv), "test").scripts:
+        script.path.parent.mkdir(parents=True, exist_ok=True)
+        script.path.write_text(script.text, encoding="utf-8")
+        paths.append(script.path)
+    return paths
+
+
+def _accepted(answer: str, partition: str) -> bool:
+    return "to start at" in answer and f"in partition {partition}" in answer
+
+
+@pytest.mark.parametrize("spec_path", SPECS, ids=lambda path: path.stem)
+def test_every_queue_and_backend_script_is_accepted_by_a_parallelcluster_shaped_slurmctld(
+    spec_path: Path, tmp_path: Path, demo_data: str
+) -> None:
+    spec = load_spec(spec_path)
+    assert spec.cluster is not None
+    checked = []
+    for controller in _controller(tmp_path / "slurm", spec_path):
+        for queue in spec.cluster.queues:
+            backends = BACKENDS_FOR[instance_facts(queue.instance_type).accelerator]
+            if not spec.cluster.containers.pyxis:
+                backends = tuple(b for b in backends if b != "nemo")
+            assert backends, queue.name
+            for backend in backends:
+                for script in _scripts(spec_path, queue.name, backend, queue.max_count, demo_data, tmp_path):
+                    assert f"#SBATCH --partition={queue.name}" in script.read_text().splitlines()
+                    answer = controller.test_only(script)
+                    told = answer.stderr + answer.stdout
+                    assert answer.returncode == 0 and _accepted(told, queue.name), f"{script.name}: {told}"
+                    checked.append((queue.name, backend, script.name))
+    assert {queue for queue, _, _ in checked} == {queue.name for queue in spec.cluster.queues}
+
+
+def test_a_wrong_partition_gres_or_node_count_is_refused(
+    p5_controller: PclusterShapedSlurm, tmp_path: Path, demo_data: str
+) -> None:
+    spec_path = REPO / "spec" / "examples" / "p5-on-demand.yaml"
+    (script,) = _scripts(spec_path, "gpu", "fsdp", 2, demo_data, tmp_path)
+    accepted = p5_controller.test_only(script)
+    assert accepted.returncode == 0 and _accepted(accepted.stderr, "gpu"), accepted.stderr
+    # GRES is configured as ParallelCluster sets it: the node's 8 H100s are requestable, by type too.
+    for fits in ("--gres=gpu:h100:8", "--gpus-per-node=8", "--constraint=p5-48xlarge&efa&gpu"):
+        answer = p5_controller.test_only(script, fits)
+        assert answer.returncode == 0 and _accepted(answer.stderr, "gpu"), f"{fits}: {answer.stderr}"
+    for wrong, why in (
+        ("--partition=compute", "invalid partition"),
+        ("--gres=gpu:h100:9", "Requested node configuration is not available"),
+        ("--gres=gpu:a100:8", "Requested node configuration is not available"),
+        ("--gres=neuron:1", "Invalid generic resource"),
+        ("--nodes=5", "Node count specification invalid"),
+        ("--constraint=trn1-32xlarge", "Invalid feature specification"),
+    ):
+        answer = p5_controller.test_only(script, wrong)
+        assert answer.returncode != 0 and why in answer.stderr, f"{wrong}: {answer.stderr}"
+    # A script rendered for another deployment's queue (p4d's 'a100') names a partition this cluster lacks.
+    (other,) = _scripts(REPO / "spec" / "examples" / "p4d-odcr.yaml", "a100", "fsdp", 2, demo_data, tmp_path / "o")
+    answer = p5_controller.test_only(other)
+    assert answer.returncode != 0 and "invalid partition" in answer.stderr.lower(), answer.stderr

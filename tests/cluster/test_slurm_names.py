@@ -172,3 +172,17 @@ def test_parallelclusters_node_daemons_would_parse_every_node_name_back(spec_pat
                     node_range.kind,
                     node_range.compute_resource,
                 )
+
+
+# A ParallelCluster node name as its node daemons parse it (the record's node-name fact).
+DOC_NODE_NAME = re.compile(r"\b[a-z0-9-]+-(?:st|dy)-[a-z0-9-]+-\d+\b")
+
+
+def test_every_node_name_the_docs_show_is_one_the_default_deployment_has() -> None:
+    docs = sorted((REPO / "docs").glob("*.md")) + [REPO / "README.md"]
+    shown = {(path.name, name) for path in docs for name in DOC_NODE_NAME.findall(path.read_text())}
+    assert shown, "the runbook shows no node name at all"
+    existing = {
+        name for part in spec_partitions(load_spec(REPO / "spec" / "default.yaml")) for name in part.node_names()
+    }
+    assert {(doc, name) for doc, name in shown if name not in existing} == set()

@@ -132,7 +132,9 @@ def plan_update(
 def runbook(action: Action, spec: DeploymentSpec, any_change: bool) -> list[str]:
     name, region, stack = cluster_name(spec), spec.region, spec.stack_names["cluster"]
     fleet = f"pcluster update-compute-fleet --cluster-name {name} --region {region}"
-    deploy = f"cdk deploy {stack} -c spec=NEW.yaml   (CloudFormation updates the cluster through its custom resource)"
+    deploy = (
+        f"npx cdk deploy -c spec=NEW.yaml {stack}   (CloudFormation updates the cluster through its custom resource)"
+    )
     watch = f"pcluster describe-cluster --cluster-name {name} --region {region}   (wait for UPDATE_COMPLETE)"
     if not any_change:
         return ["No cluster change: nothing to do."]
@@ -166,7 +168,8 @@ def runbook(action: Action, spec: DeploymentSpec, any_change: bool) -> list[str]
             "Deploy NEW.yaml under a new deployment name (a new cluster stack) and check it with a short job.",
             "Move work over: finish or checkpoint jobs on the old cluster; shared data on FSx stays if its "
             "DeletionPolicy is Retain (mount it in the new cluster by fsx.file_system_id).",
-            f"Delete the old cluster: cdk destroy {stack}   (termination protection must be turned off first).",
+            f"Delete the old cluster: npx cdk destroy -c spec=OLD.yaml {stack}   (turn its termination protection off "
+            "first: README, Tearing down).",
         ]
     return [
         "Refused: revert the changes marked 'unsupported' (they would lose data or ParallelCluster never "

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -71,8 +73,25 @@ BOOTSTRAP = REPO / "cluster" / "bootstrap"
 CDK_QUALIFIER = "hnb659fds"
 
 
+def quiet_node_banners() -> None:
+    """jsii's Node process prints a banner when Node is deprecated or end-of-life, which jsii's Python side shows
+    line by line as byte strings (b'!!  Node 20 is end-of-life ...'). The Makefile silences both with these
+    variables; this does the same for a plan run by hand (a value the user set is kept)."""
+    os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+    try:
+        version = subprocess.run(
+            [os.environ.get("JSII_NODE", "node"), "--version"], capture_output=True, text=True, timeout=30, check=False
+        ).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return  # jsii itself will say that Node is missing
+    major = version.removeprefix("v").split(".")[0]
+    if major.isdigit():
+        os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", major)
+
+
 def asset_uri(spec: DeploymentSpec, path: Path) -> str:
     """The S3 URI CDK gives a file asset: its own fingerprint of the file, the file's extension."""
+    quiet_node_banners()
     from aws_cdk import FileSystem  # jsii starts only when a plan is built
 
     bucket = f"cdk-{CDK_QUALIFIER}-assets-{spec.accounts.compute}-{spec.region}"

@@ -145,11 +145,13 @@ def plan_update(
     classified = [classify(change, old_config, new_config) for change in diff_configs(old_config, new_config)]
     classified += _stack_level_changes(old, new)
     plan = UpdatePlan(classified, [])
-    return UpdatePlan(classified, runbook(plan.action, new, bool(classified)))
+    return UpdatePlan(classified, runbook(plan.action, new, bool(classified), old=old))
 
 
-def runbook(action: Action, spec: DeploymentSpec, any_change: bool) -> list[str]:
+def runbook(action: Action, spec: DeploymentSpec, any_change: bool, old: DeploymentSpec | None = None) -> list[str]:
+    """The steps for `spec` (NEW.yaml); `old` (OLD.yaml, default: the same) names the stack a replacement deletes."""
     name, region, stack = cluster_name(spec), spec.region, spec.stack_names["cluster"]
+    old_stack = (old or spec).stack_names["cluster"]
     fleet = f"pcluster update-compute-fleet --cluster-name {name} --region {region}"
     deploy = (
         f"npx cdk deploy -c spec=NEW.yaml {stack}   (CloudFormation updates the cluster through its custom resource)"
@@ -187,8 +189,10 @@ def runbook(action: Action, spec: DeploymentSpec, any_change: bool) -> list[str]
             "Deploy NEW.yaml under a new deployment name (a new cluster stack) and check it with a short job.",
             "Move work over: finish or checkpoint jobs on the old cluster; shared data on FSx stays if its "
             "DeletionPolicy is Retain (mount it in the new cluster by fsx.file_system_id).",
-            f"Delete the old cluster: npx cdk destroy -c spec=OLD.yaml {stack}   (turn its termination protection off "
-            "first: README, Tearing down).",
+            "Delete the old cluster, lifting its stack's termination protection first (README, Tearing down): "
+            f"aws cloudformation update-termination-protection --no-enable-termination-protection "
+            f"--stack-name {old_stack} --region {(old or spec).region}",
+            f"npx cdk destroy -c spec=OLD.yaml {old_stack}",
         ]
     return [
         "Refused: revert the changes marked 'unsupported' (they would lose data or ParallelCluster never "

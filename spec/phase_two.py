@@ -102,9 +102,10 @@ def read_stack_outputs(stack: str, region: str, profile: str | None) -> dict[str
     try:
         session = boto3.Session(profile_name=profile, region_name=region)
         if session.get_credentials() is None:
+            which = f"--profile: {profile!r} gives" if profile else "no --profile, and the environment gives"
             raise OutputsError(
-                f"--profile: {profile!r}: no AWS credentials found; pass the compute account's profile, or "
-                "--outputs-file with the file `npx cdk deploy --outputs-file` wrote"
+                f"{which} no AWS credentials; pass the compute account's profile, or --outputs-file with the "
+                "file `npx cdk deploy --outputs-file` wrote"
             )
         described = session.client("cloudformation").describe_stacks(StackName=stack)
     except botocore.exceptions.ProfileNotFound:

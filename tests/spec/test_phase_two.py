@@ -145,7 +145,7 @@ def test_without_credentials_or_an_outputs_file_it_says_which_to_give(
     _no_aws_credentials(monkeypatch, tmp_path)
     assert main([str(_spec_copy(tmp_path))]) == 2
     line = _one_error(capsys)
-    assert "no AWS credentials found" in line
+    assert "the environment gives no AWS credentials" in line
     assert "--outputs-file" in line
     assert main([str(_spec_copy(tmp_path)), "--profile", "compute"]) == 2
     assert "--profile: 'compute' is not a profile" in _one_error(capsys)

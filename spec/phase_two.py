@@ -42,6 +42,7 @@ OPTIONAL_OUTPUTS = frozenset({SAGEMAKER_API_ENDPOINT_OUTPUT})
 
 # The example values of spec/default.yaml and spec/examples/: they let synth run offline and must never be deployed.
 EXAMPLE_ACCOUNTS = ("111111111111", "222222222222")
+EXAMPLE_MARK = "# example"  # the comment beside each example id; phase two drops it with the id
 EXAMPLE_IDS: dict[str, str] = {
     "vpc_id": "vpc-0123456789abcdef0",
     "s3_gateway_endpoint_id": "vpce-0123456789abcdef0",
@@ -130,7 +131,7 @@ def phase_two_values(outputs: Mapping[str, str], stack: str) -> dict[str, str | 
 
 def apply_phase_two(text: str, values: Mapping[str, str | None], source: str) -> tuple[str, DeploymentSpec]:
     """The spec text with the values set, and the spec it now is (validated: a bad id fails here)."""
-    new_text = set_scalars(text, "network", values, source)
+    new_text = set_scalars(text, "network", values, source, drop_mark=EXAMPLE_MARK)
     try:
         document = yaml.safe_load(new_text)
     except yaml.YAMLError:  # set_scalars writes only plain or quoted scalars; kept as one line anyway

@@ -32,10 +32,13 @@ def _line_end(text: str, index: int) -> int:
     return len(text) if newline < 0 else newline + 1
 
 
-def set_scalars(text: str, section: str, values: Mapping[str, str | None], source: str = "spec") -> str:
+def set_scalars(
+    text: str, section: str, values: Mapping[str, str | None], source: str = "spec", drop_mark: str | None = None
+) -> str:
     """`text` with `section.<key>` set to each of `values` (None writes null). A key that exists keeps its place
     and quoting; a missing one is added on its own line after the section's last scalar entry, at the section's
-    indentation. Raises SpecError naming `section` when it is not a block mapping at the top of a mapping."""
+    indentation. `drop_mark`: a comment after a changed value that starts with it goes with the old value (an
+    "# example" mark). Raises SpecError naming `section` when it is not a block mapping at the top of a mapping."""
     try:
         root = yaml.compose(text)
     except yaml.YAMLError as failure:
@@ -68,11 +71,15 @@ def set_scalars(text: str, section: str, values: Mapping[str, str | None], sourc
                 [SpecProblem(f"{section}.{name}", "must be a scalar to be set", text_of(text, value))], source
             )
         start, end = value.start_mark.index, value.end_mark.index
+        replacement = _scalar_text(wanted, value.style)
         if start == end:  # `key:` with nothing after the colon
             start = end = key.end_mark.index + 1
-            edits.append((start, end, " " + _scalar_text(wanted, None)))
-        else:
-            edits.append((start, end, _scalar_text(wanted, value.style)))
+            replacement = " " + _scalar_text(wanted, None)
+        if drop_mark is not None and value.value != wanted:
+            rest = text[end : _line_end(text, end)].rstrip("\n")
+            if rest.strip().startswith(drop_mark):
+                end += len(rest)
+        edits.append((start, end, replacement))
     if missing:
         indent = " " * node.value[0][0].start_mark.column
         scalars = [value for _, value in node.value if isinstance(value, yaml.ScalarNode)]

@@ -57,7 +57,8 @@ def test_the_outputs_file_fills_the_three_fields_and_keeps_the_rest_of_the_file(
     # Only the three values changed: every other line, comments included, is the same.
     changed = [(old, new) for old, new in zip(before.splitlines(), after.splitlines(), strict=True) if old != new]
     assert [old.split(":")[0].strip() for old, _ in changed] == list(NETWORK_OUTPUTS.values())
-    assert all(new.endswith("# example") for _, new in changed)
+    # The `# example` mark beside each id goes with it.
+    assert all(old.endswith("# example") and "example" not in new for old, new in changed)
     out = capsys.readouterr().out
     for field, example in EXAMPLE_IDS.items():
         assert f"-  {field}: {example}" in out

@@ -50,6 +50,14 @@ def test_a_missing_key_is_added_at_the_sections_indentation_after_its_last_scala
     assert yaml.safe_load(new)["network"]["vpc_id"] == "vpc-0aaaaaaaaaaaaaaaa"
 
 
+def test_a_mark_comment_goes_with_the_value_it_marks() -> None:
+    text = "network:\n  vpc_id: vpc-0123456789abcdef0   # example: replace me\n  mode: create  # example too\n"
+    new = set_scalars(text, "network", {"vpc_id": "vpc-0aaaaaaaaaaaaaaaa", "mode": "create"}, drop_mark="# example")
+    assert new == "network:\n  vpc_id: vpc-0aaaaaaaaaaaaaaaa\n  mode: create  # example too\n"
+    empty = set_scalars("network:\n  vpc_id:   # example\n", "network", {"vpc_id": "vpc-0a"}, drop_mark="# example")
+    assert empty == "network:\n  vpc_id: vpc-0a\n"
+
+
 def test_none_writes_null() -> None:
     new = set_scalars(TEXT, "network", {"s3_gateway_endpoint_id": None})
     assert yaml.safe_load(new)["network"]["s3_gateway_endpoint_id"] is None

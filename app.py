@@ -9,6 +9,7 @@ from aws_cdk import App
 
 from spec import SpecError, load_spec
 from spec.cli import report
+from spec.phase_two import example_warning
 from stacks.assemble import assemble
 
 
@@ -19,6 +20,9 @@ def main(app: App | None = None) -> None:
         spec = load_spec(app.node.try_get_context("spec"))
     except SpecError as error:
         sys.exit(report(error))
+    warning = example_warning(spec)
+    if warning:
+        print(warning, file=sys.stderr)
     deployment = assemble(app, spec)
     for stack, why in deployment.skipped.items():
         print(f"note: {stack} stack not synthesized: {why}", file=sys.stderr)

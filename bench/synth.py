@@ -75,7 +75,7 @@ def run(repeats: int = 2) -> BenchResult:
         baseline_value=round(best["baseline"], 2),
         ratio=ratio(best["ours"], best["baseline"]),
         note=(
-            f"`cdk synth` of the default spec ({stacks} CloudFormation templates, nested stacks included, cdk-nag on) against an app with one "
+            f"`npx cdk synth` of the default spec ({stacks} CloudFormation templates, nested stacks included, cdk-nag on) against an app with one "
             f"empty stack through the same CLI; ratio = ours / empty, lower is better; best of {repeats}"
         ),
         details=[

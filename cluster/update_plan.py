@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -71,8 +73,25 @@ BOOTSTRAP = REPO / "cluster" / "bootstrap"
 CDK_QUALIFIER = "hnb659fds"
 
 
+def quiet_node_banners() -> None:
+    """jsii's Node process prints a banner when Node is deprecated or end-of-life, which jsii's Python side shows
+    line by line as byte strings (b'!!  Node 20 is end-of-life ...'). The Makefile silences both with these
+    variables; this does the same for a plan run by hand (a value the user set is kept)."""
+    os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+    try:
+        version = subprocess.run(
+            [os.environ.get("JSII_NODE", "node"), "--version"], capture_output=True, text=True, timeout=30, check=False
+        ).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return  # jsii itself will say that Node is missing
+    major = version.removeprefix("v").split(".")[0]
+    if major.isdigit():
+        os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", major)
+
+
 def asset_uri(spec: DeploymentSpec, path: Path) -> str:
     """The S3 URI CDK gives a file asset: its own fingerprint of the file, the file's extension."""
+    quiet_node_banners()
     from aws_cdk import FileSystem  # jsii starts only when a plan is built
 
     bucket = f"cdk-{CDK_QUALIFIER}-assets-{spec.accounts.compute}-{spec.region}"
@@ -126,13 +145,17 @@ def plan_update(
     classified = [classify(change, old_config, new_config) for change in diff_configs(old_config, new_config)]
     classified += _stack_level_changes(old, new)
     plan = UpdatePlan(classified, [])
-    return UpdatePlan(classified, runbook(plan.action, new, bool(classified)))
+    return UpdatePlan(classified, runbook(plan.action, new, bool(classified), old=old))
 
 
-def runbook(action: Action, spec: DeploymentSpec, any_change: bool) -> list[str]:
+def runbook(action: Action, spec: DeploymentSpec, any_change: bool, old: DeploymentSpec | None = None) -> list[str]:
+    """The steps for `spec` (NEW.yaml); `old` (OLD.yaml, default: the same) names the stack a replacement deletes."""
     name, region, stack = cluster_name(spec), spec.region, spec.stack_names["cluster"]
+    old_stack = (old or spec).stack_names["cluster"]
     fleet = f"pcluster update-compute-fleet --cluster-name {name} --region {region}"
-    deploy = f"cdk deploy {stack} -c spec=NEW.yaml   (CloudFormation updates the cluster through its custom resource)"
+    deploy = (
+        f"npx cdk deploy -c spec=NEW.yaml {stack}   (CloudFormation updates the cluster through its custom resource)"
+    )
     watch = f"pcluster describe-cluster --cluster-name {name} --region {region}   (wait for UPDATE_COMPLETE)"
     if not any_change:
         return ["No cluster change: nothing to do."]
@@ -166,7 +189,10 @@ def runbook(action: Action, spec: DeploymentSpec, any_change: bool) -> list[str]
             "Deploy NEW.yaml under a new deployment name (a new cluster stack) and check it with a short job.",
             "Move work over: finish or checkpoint jobs on the old cluster; shared data on FSx stays if its "
             "DeletionPolicy is Retain (mount it in the new cluster by fsx.file_system_id).",
-            f"Delete the old cluster: cdk destroy {stack}   (termination protection must be turned off first).",
+            "Delete the old cluster, lifting its stack's termination protection first (README, Tearing down): "
+            f"aws cloudformation update-termination-protection --no-enable-termination-protection "
+            f"--stack-name {old_stack} --region {(old or spec).region}",
+            f"npx cdk destroy -c spec=OLD.yaml {old_stack}",
         ]
     return [
         "Refused: revert the changes marked 'unsupported' (they would lose data or ParallelCluster never "

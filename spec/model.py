@@ -136,8 +136,8 @@ class NetworkSpec(StrictModel):
         default=None,
         description=(
             "The compute VPC id that the data account's access points accept. mode=existing: the VPC to use. "
-            "mode=create: the VpcId output of the network stack (two-phase deploy); until it is set the data "
-            "stack is not synthesized."
+            "mode=create: the VpcId output of the network stack (two-phase deploy: llm-phase-two writes it); until "
+            "it is set the data stack is not synthesized."
         ),
     )
     existing: ExistingNetwork | None = Field(default=None, description="The VPC's subnets (mode=existing).")
@@ -156,7 +156,8 @@ class NetworkSpec(StrictModel):
     ) = Field(
         default=None,
         description=(
-            "The S3GatewayEndpointId output of the network stack (two-phase deploy, like vpc_id). When set, the "
+            "The S3GatewayEndpointId output of the network stack (two-phase deploy: llm-phase-two writes it, like "
+            "vpc_id). When set, the "
             "access point policies also require aws:SourceVpce, so a second S3 endpoint in the VPC (one without "
             "our endpoint policy) reaches no dataset; until then synth warns what it would add."
         ),
@@ -166,8 +167,9 @@ class NetworkSpec(StrictModel):
     ) = Field(
         default=None,
         description=(
-            "The SageMakerApiEndpointId output of the network stack: the guardrail SCP then allows presigned notebook "
-            "URLs only through this endpoint (aws:SourceVpce); until then only from the VPC (aws:SourceVpc)."
+            "The SageMakerApiEndpointId output of the network stack (llm-phase-two writes it): the guardrail SCP then "
+            "allows presigned notebook URLs only through this endpoint (aws:SourceVpce); until then only from the VPC "
+            "(aws:SourceVpc)."
         ),
     )
 

@@ -8,6 +8,7 @@ from aws_cdk import CfnOutput, Stack
 from constructs import Construct
 
 from spec import DeploymentSpec
+from spec.phase_two import S3_GATEWAY_ENDPOINT_OUTPUT, SAGEMAKER_API_ENDPOINT_OUTPUT, VPC_ID_OUTPUT
 from stacks.parts.security_groups import TrainingSecurityGroups
 from stacks.parts.training_vpc import TrainingVpc
 from stacks.parts.vpc_endpoints import VpcEndpoints
@@ -27,12 +28,12 @@ class NetworkStack(Stack):
             self.network.compute_subnets,
             self.security_groups.endpoints,
         )
-        # Phase two of the deploy copies this into the spec (network.vpc_id) for the data account.
-        CfnOutput(self, "VpcId", value=self.network.vpc.vpc_id)
+        # Phase two of the deploy (spec.phase_two, llm-phase-two) copies this into network.vpc_id for the data account.
+        CfnOutput(self, VPC_ID_OUTPUT, value=self.network.vpc.vpc_id)
         CfnOutput(self, "ComputeSubnetId", value=self.network.compute_subnets[0].subnet_id)
         CfnOutput(self, "ClusterSecurityGroupId", value=self.security_groups.cluster.security_group_id)
         # Phase two also copies these (network.s3_gateway_endpoint_id, network.sagemaker_api_endpoint_id).
-        CfnOutput(self, "S3GatewayEndpointId", value=self.endpoints.s3.ref)
+        CfnOutput(self, S3_GATEWAY_ENDPOINT_OUTPUT, value=self.endpoints.s3.ref)
         if "sagemaker.api" in self.endpoints.interface_endpoints:
             sagemaker_api = self.endpoints.interface_endpoints["sagemaker.api"]
-            CfnOutput(self, "SageMakerApiEndpointId", value=sagemaker_api.vpc_endpoint_id)
+            CfnOutput(self, SAGEMAKER_API_ENDPOINT_OUTPUT, value=sagemaker_api.vpc_endpoint_id)

@@ -51,7 +51,7 @@ def default_assembly(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Assem
     out = tmp_path_factory.mktemp("cdk-out")
     result = cdk_synth(out)
     assert result.returncode == 0, f"cdk synth failed:\n{result.stdout}\n{result.stderr}"
-    yield read_assembly(out, load_spec())
+    yield read_assembly(out, load_spec(), result.stderr)
 
 
 @pytest.fixture(scope="session")

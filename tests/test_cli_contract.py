@@ -23,6 +23,7 @@ EXEMPT = {
     "cluster/pcluster/dump_update_policies.py": "runs in .pcluster-venv, without the repo's dependencies",
     "cluster/pcluster/node_policies.py": "runs in .pcluster-venv, without the repo's dependencies",
     "cluster/pcluster/config_patch.py": "runs in .pcluster-venv, without the repo's dependencies",
+    "cluster/pcluster/parse_commands.py": "runs in .pcluster-venv, without the repo's dependencies",
     "bench/gpu_vs_torchtitan.py": "copied alone to a GPU machine with its own wheels",
 }
 

@@ -27,6 +27,7 @@ from cluster.observability.agent_config import RULES_FILE, dump, render
 from cluster.observability.slurm_exporter import run_command
 from cluster.observability.targets import Roles, discover, write_targets
 from spec.cli import user_errors
+from spec.errors import UserError
 from spec.observability import ExporterPorts, ObservabilitySpec
 
 PROMETHEUS_PACKAGES = ("prometheus", "prometheus-node-exporter")
@@ -328,6 +329,15 @@ def _grow(sysfs: Path, stop: threading.Event) -> None:
                 path.write_text(f"{int(path.read_text()) + int(amount)}\n")
 
 
+def check_slurm_conf(value: str | None) -> None:
+    """watch scrapes the local SLURM cluster through its clients, which find it by SLURM_CONF."""
+    start = "start the local cluster with `python -m cluster.local_slurm up`, then `source .local-slurm/env.sh`"
+    if not value:
+        raise UserError(f"SLURM_CONF: unset; watch scrapes the local SLURM cluster: {start}")
+    if not Path(value).is_file():
+        raise UserError(f"SLURM_CONF: {value!r} is not a file; {start}")
+
+
 @user_errors
 def main(argv: list[str] | None = None) -> int:
     import argparse
@@ -346,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     if not command:
         parser.error("watch needs a command after --")
+    check_slurm_conf(os.environ.get("SLURM_CONF"))
     shutil.rmtree(args.dir, ignore_errors=True)
     sysfs = fixture_sysfs(args.dir / "sys") if args.efa_fixture else None
     started = time.time()

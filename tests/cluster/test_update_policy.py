@@ -65,7 +65,7 @@ def test_live_raise_max_count_and_health_checks() -> None:
         f"{RESOURCE}.HealthChecks.Gpu.Enabled": Action.LIVE,
     }
     assert plan.action == Action.LIVE
-    assert plan.steps[0].startswith("cdk deploy llm-demo-cluster -c spec=NEW.yaml")
+    assert plan.steps[0].startswith("npx cdk deploy -c spec=NEW.yaml llm-demo-cluster")
 
 
 def test_added_queue_is_live() -> None:

@@ -27,6 +27,7 @@ class Assembly:
     out: Path
     templates: dict[str, dict[str, Any]]  # stack key (data, network, ...) -> template
     validation_report: dict[str, Any]
+    log: str = ""  # what synth printed on stderr (the app's notes and warnings)
 
     def resources(self, stack: str, kind: str) -> dict[str, dict[str, Any]]:
         return {k: v for k, v in self.templates[stack]["Resources"].items() if v["Type"] == kind}
@@ -39,14 +40,14 @@ def cdk_synth(out: Path, spec_path: Path | None = None) -> subprocess.CompletedP
     return subprocess.run(command, cwd=REPO, env={**os.environ, **CDK_ENV}, capture_output=True, text=True, timeout=600)
 
 
-def read_assembly(out: Path, spec: DeploymentSpec) -> Assembly:
+def read_assembly(out: Path, spec: DeploymentSpec, log: str = "") -> Assembly:
     templates = {}
     for key, name in spec.stack_names.items():
         path = out / f"{name}.template.json"
         if path.exists():
             templates[key] = json.loads(path.read_text())
     report = json.loads((out / "validation-report.json").read_text())
-    return Assembly(spec, out, templates, report)
+    return Assembly(spec, out, templates, report, log)
 
 
 from tests.cluster.conftest import pcluster_venv  # noqa: E402,F401  (the isolated ParallelCluster venv)

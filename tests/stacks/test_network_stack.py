@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from policies import gateway_endpoint_policy
 from policies.interface_endpoints import interface_endpoint_policy
 from tests.stacks.conftest import Assembly
@@ -104,3 +107,56 @@ def test_cluster_group_has_efa_self_rule_and_lustre_ports(default_assembly: Asse
         if r.get("CidrIp") == {"Fn::GetAtt": ["NetworkVpc7FB7348F", "CidrBlock"]}
     }
     assert lustre == {(988, 988), (1018, 1023)}
+
+
+_FAKE_ID_PREFIX = {"AWS::EC2::VPC": "vpc", "AWS::EC2::VPCEndpoint": "vpce", "AWS::EC2::Subnet": "subnet"}
+
+
+def _deployed_outputs(template: dict) -> tuple[dict[str, str], dict[str, str]]:
+    """What a deploy of this template would put into `--outputs-file`: each output a made-up id of the resource it
+    references (Ref or GetAtt), by the resource's type; also logical id -> that id."""
+    outputs, ids = {}, {}
+    for index, (name, output) in enumerate(sorted(template["Outputs"].items()), 1):
+        value = output["Value"]
+        logical = value["Ref"] if "Ref" in value else value["Fn::GetAtt"][0]
+        prefix = _FAKE_ID_PREFIX.get(template["Resources"][logical]["Type"], "sg")
+        outputs[name] = ids[logical] = f"{prefix}-{index:017x}"
+    return outputs, ids
+
+
+def test_phase_two_reads_the_outputs_the_network_stack_really_emits(default_assembly: Assembly, tmp_path: Path) -> None:
+    """The synthesized template's output names, with deployed-looking values, go through llm-phase-two: each
+    field gets the id of the right resource (the VPC, the S3 gateway endpoint, the sagemaker.api endpoint)."""
+    from spec import DEFAULT_SPEC_PATH, load_spec
+    from spec.phase_two import NETWORK_OUTPUTS, main
+
+    template = default_assembly.templates["network"]
+    assert set(NETWORK_OUTPUTS) <= set(template["Outputs"])
+    outputs, ids = _deployed_outputs(template)
+    outputs_file = tmp_path / "outputs.json"
+    outputs_file.write_text(json.dumps({default_assembly.spec.stack_names["network"]: outputs}))
+    spec_path = tmp_path / "my-deployment.yaml"
+    spec_path.write_text(DEFAULT_SPEC_PATH.read_text())
+    assert main([str(spec_path), "--outputs-file", str(outputs_file)]) == 0
+
+    def endpoint(service: str) -> str:
+        (logical,) = [
+            k
+            for k, r in template["Resources"].items()
+            if r["Type"] == "AWS::EC2::VPCEndpoint"
+            and r["Properties"]["ServiceName"] == f"com.amazonaws.us-east-1.{service}"
+        ]
+        return ids[logical]
+
+    (vpc,) = [k for k, r in template["Resources"].items() if r["Type"] == "AWS::EC2::VPC"]
+    network = load_spec(spec_path).network
+    assert network.vpc_id == ids[vpc]
+    assert network.s3_gateway_endpoint_id == endpoint("s3")
+    assert network.sagemaker_api_endpoint_id == endpoint("sagemaker.api")
+
+
+def test_synth_of_the_example_spec_warns_in_one_line(default_assembly: Assembly) -> None:
+    warnings = [line for line in default_assembly.log.splitlines() if line.startswith("warning: ")]
+    assert len(warnings) == 1, default_assembly.log
+    assert "example accounts (111111111111, 222222222222)" in warnings[0]
+    assert "network.vpc_id" in warnings[0]

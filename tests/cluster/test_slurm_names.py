@@ -179,7 +179,7 @@ DOC_NODE_NAME = re.compile(r"\b[a-z0-9-]+-(?:st|dy)-[a-z0-9-]+-\d+\b")
 
 
 def test_every_node_name_the_docs_show_is_one_the_default_deployment_has() -> None:
-    docs = sorted((REPO / "docs").glob("*.md")) + [REPO / "README.md"]
+    docs = [*sorted((REPO / "docs").glob("*.md")), REPO / "README.md"]
     shown = {(path.name, name) for path in docs for name in DOC_NODE_NAME.findall(path.read_text())}
     assert shown, "the runbook shows no node name at all"
     existing = {

@@ -3,6 +3,7 @@
     python -m training.plan --model llama3-8b --instance p5.48xlarge --nodes 4 --seq 8192 --micro-batch 1 \\
         --activation-checkpointing selective --tokens 1T [--json]
     python -m training.plan ... --compare      # the same job as FSDP, HSDP and TP + FSDP, side by side
+    python -m training.plan --model path/to/config.json ...   # any dense decoder by its Hugging Face config
 
 The model behind the numbers (and how well it reproduces published tables) is in docs/planner.md. A "device"
 is one training worker: a GPU, or a NeuronCore on Trainium.
@@ -29,6 +30,7 @@ from training.planner.job import ATTENTIONS, SHARDINGS, Job, PlanError, Software
 from training.planner.layouts import as_json as layouts_json
 from training.planner.layouts import compare_layouts, render_table
 from training.planner.memory import MemoryEstimate, fits_message, job_memory
+from training.planner.model_source import resolve_model
 from training.planner.published import PLANNER_MODELS
 from training.planner.step_time import StepEstimate, estimate_step
 
@@ -73,7 +75,12 @@ def known_models() -> dict[str, ModelArgs]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m training.plan", description=__doc__.split("\n")[0])
-    parser.add_argument("--model", required=True, help=f"one of: {', '.join(known_models())}")
+    parser.add_argument(
+        "--model",
+        required=True,
+        help=f"one of: {', '.join(known_models())}; or a Hugging Face config.json (dense Llama/Mistral/Qwen3-style "
+        "decoder), a directory holding one, or a job YAML",
+    )
     parser.add_argument(
         "--instance", required=True, help="instance type, e.g. p5.48xlarge, p4de.24xlarge, trn1.32xlarge"
     )
@@ -104,10 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def job_from_args(options: argparse.Namespace) -> Job:
-    models = known_models()
-    if options.model not in models:
-        raise PlanError("--model", options.model, f"is not a known model (known: {', '.join(models)})")
-    model = models[options.model]
+    model = resolve_model(options.model, known_models())
     node = hardware(options.instance, usd_per_hour=_price(options))
     software = Software(
         sharding=options.sharding,

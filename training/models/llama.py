@@ -22,12 +22,17 @@ class LlamaAttention(nn.Module):
         self.wk = nn.Linear(args.dim, args.kv_heads * args.head_dim, bias=False)
         self.wv = nn.Linear(args.dim, args.kv_heads * args.head_dim, bias=False)
         self.wo = nn.Linear(args.n_heads * args.head_dim, args.dim, bias=False)
+        # Qwen3's per-head norms of q and k (before rotary); absent in Llama.
+        self.q_norm = nn.RMSNorm(args.head_dim, eps=args.norm_eps) if args.qk_norm else None
+        self.k_norm = nn.RMSNorm(args.head_dim, eps=args.norm_eps) if args.qk_norm else None
 
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
         batch, seq, _ = x.shape
         q = self.wq(x).view(batch, seq, self.n_heads, self.head_dim).transpose(1, 2)
         k = self.wk(x).view(batch, seq, self.n_kv_heads, self.head_dim).transpose(1, 2)
         v = self.wv(x).view(batch, seq, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        if self.q_norm is not None and self.k_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
         out = causal_attention(apply_rotary(q, cos, sin), apply_rotary(k, cos, sin), v)
         return self.wo(out.transpose(1, 2).reshape(batch, seq, -1))
 
@@ -66,3 +71,6 @@ class LlamaBlock(nn.Module):
             init.normal_(linear.weight, residual_std)
         self.attention_norm.reset_parameters()
         self.ffn_norm.reset_parameters()
+        for norm in (self.attention.q_norm, self.attention.k_norm):
+            if norm is not None:
+                norm.reset_parameters()

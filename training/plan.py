@@ -28,7 +28,7 @@ from training.planner.flops import CHECKPOINTING_MODES
 from training.planner.hardware import HardwareError, hardware
 from training.planner.job import ATTENTIONS, PRECISIONS, SHARDINGS, Job, PlanError, Software
 from training.planner.layouts import as_json as layouts_json
-from training.planner.layouts import compare_layouts, render_table
+from training.planner.layouts import compare_layouts, ranked, render_table
 from training.planner.memory import MemoryEstimate, fits_message, job_memory
 from training.planner.model_source import resolve_model
 from training.planner.published import PLANNER_MODELS
@@ -52,6 +52,7 @@ FLAGS: dict[str, str] = {
     "context_parallel": "--context-parallel",
     "precision": "--precision",
 }
+COMPARE_ROWS_SHOWN = 12  # --compare's table: the best dozen layouts; --json has them all
 _SUFFIXES = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 
 
@@ -332,7 +333,8 @@ def render_text_header(job: Job) -> str:
     return (
         f"{counts.total / 1e9:.2f} B parameters on {job.nodes} x {hw.label} ({job.world_size} devices), seq "
         f"{job.seq_len}, micro-batch {job.micro_batch}, checkpointing {job.checkpointing}, global batch "
-        f"{job.global_batch_sequences} sequences in every layout\n"
+        f"{job.global_batch_sequences} sequences in every layout, precision {job.software.precision}; ranked: "
+        "layouts that fit first, then the most tokens/s (the fewest days and dollars)\n"
     )
 
 
@@ -348,12 +350,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HardwareError as error:
         parser.exit(2, f"{parser.prog}: error: {error}\n")
     if options.compare:
-        plans = compare_layouts(job, options.tokens)
+        plans = ranked(compare_layouts(job, options.tokens))
         if options.json:
             print(json.dumps({"layouts": layouts_json(plans)}, indent=2))
         else:
             print(render_text_header(job))
-            print(render_table(plans))
+            print(render_table(plans, limit=COMPARE_ROWS_SHOWN))
         return 0
     if options.json:
         print(json.dumps(plan_report(job, options.tokens), indent=2))

@@ -120,10 +120,12 @@ def test_compare_prints_one_line_per_layout_with_fit_time_rate_days_and_dollars(
         "--tokens", "1T",
     )  # fmt: skip
     assert code == 0
-    header = next(line for line in out.splitlines() if line.startswith("| layout"))
+    header = next(line for line in out.splitlines() if line.startswith("| rank | layout"))
     for column in ("fits", "step", "tokens/s/device", "days", "$"):
         assert column in header
-    layouts = [line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ") and "---" not in line]
+    rows = [line.split("|") for line in out.splitlines() if line.startswith("| ") and "---" not in line]
+    assert [row[1].strip() for row in rows[1:]] == [str(rank) for rank in range(1, len(rows))]
+    layouts = [row[2].strip() for row in rows]
     assert any(name.startswith("fsdp") for name in layouts)
     assert any(name.startswith("hsdp") for name in layouts)
     assert any(name.startswith("tp") for name in layouts)

@@ -127,6 +127,8 @@ def job_memory(job: Job) -> MemoryEstimate:
     block = counts.per_layer / job.tensor_parallel
     if job.software.sharding in ("fsdp", "hsdp") and shard > 1:
         gathered = block * (2 * BF16 + job.software.grad_reduce_bytes)
+        if job.pipeline_parallel > 1:  # the stage stays gathered across micro-batches (see step_time)
+            gathered = params * (BF16 + job.software.grad_reduce_bytes)
     if job.software.precision == "fp8":
         # FP8 GEMMs read an e4m3 copy of each weight and, on Hopper, of its transpose (TransformerEngine caches
         # both): 2 bytes per block parameter, for the gathered blocks under FSDP, for every local block otherwise.

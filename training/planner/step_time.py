@@ -127,6 +127,15 @@ def _data_parallel_traffic(job: Job, efficiency: Efficiency) -> DataParallelTraf
         shard_group = Group(shard, shard_per_node, hw.devices_per_node // shard_per_node)
         gather = collective("all_gather", weight_bytes, shard_group, hw, efficiency, buckets=blocks)
         reduce = collective("reduce_scatter", grad_bytes, shard_group, hw, efficiency, buckets=blocks)
+        if job.pipeline_parallel > 1:
+            # PyTorch's pipelining keeps a stage's FSDP weights gathered across micro-batches and reduce-scatters
+            # its gradients after the last one (no resharding in between): once per step, not per micro-batch.
+            once = gather + reduce
+            if job.replicas > 1:
+                replica_per_node = max(1, per_node // shard)
+                replica_group = Group(job.replicas, replica_per_node, hw.devices_per_node // replica_per_node)
+                once = once + collective("all_reduce", grad_bytes / shard, replica_group, hw, efficiency)
+            return DataParallelTraffic(Transfer(), Transfer(), once, "shard_group", blocks)
         across = Transfer()
         if job.replicas > 1:
             # Each shard index all-reduces its own gradient shard with the same index in the other replicas;

@@ -4,6 +4,7 @@ from typing import Any
 
 import pytest
 
+from training.models.params import count_parameters
 from training.models.registry import MODEL_CONFIGS
 from training.planner.hardware import hardware
 from training.planner.job import Job, PlanError, Software
@@ -76,3 +77,21 @@ def test_sixteen_thousand_gpus_plan_a_405b_model_over_efa() -> None:
     assert step.pipeline_bubble_s == pytest.approx(15 / 7 * per_mb, rel=1e-6)
     assert step.data_parallel.network_bytes_per_node > 0 and step.pipeline_p2p.network_bytes_per_node > 0
     assert 0.2 < step.mfu < 0.9
+
+
+def test_fsdp_with_pipeline_parallel_gathers_and_reduces_once_per_step() -> None:
+    """PyTorch's pipelining keeps an FSDP stage's weights gathered across micro-batches and reduce-scatters its
+    gradients after the last one (torchtitan's FSDP + PP), so the traffic does not grow with micro-batches."""
+
+    def job(global_batch: int) -> Job:
+        return Job(
+            model=LLAMA, hardware=P5, nodes=8, seq_len=8192, micro_batch=1, checkpointing="full",
+            tensor_parallel=8, pipeline_parallel=4, global_batch=global_batch, software=Software(sharding="fsdp"),
+        )  # fmt: skip
+
+    few, many = estimate_step(job(8)), estimate_step(job(64))
+    assert few.micro_batches == 4 and many.micro_batches == 32
+    assert many.data_parallel.network_bytes_per_node == few.data_parallel.network_bytes_per_node
+    # the whole local stage stays gathered in bf16 (and its gradients unsharded) until the step ends
+    stage_params = count_parameters(LLAMA).total / (8 * 4)
+    assert job_memory(job(64)).gathered_params_gib * 2**30 >= 2 * stage_params

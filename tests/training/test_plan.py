@@ -1,4 +1,6 @@
 import json
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -152,3 +154,36 @@ def test_the_compare_example_in_the_docs_is_current(capsys: pytest.CaptureFixtur
         "--grad-reduce", "bf16", "--tokens", "1T", "--compare",
     )  # fmt: skip
     assert block == out
+
+
+def _documented_plan_commands() -> list[tuple[list[str], int]]:
+    """(argv, expected exit code) of every `python -m training.plan` command in docs/planner.md's code blocks; a
+    command the docs follow with its error line is expected to exit 2."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "planner.md").read_text()
+    out: list[tuple[list[str], int]] = []
+    for block in re.findall(r"```[a-z]*\n(.*?)```", doc, re.S):
+        lines = block.split("\n")
+        for i, line in enumerate(lines):
+            text = line.removeprefix("$ ").strip()
+            if not text.startswith("python -m training.plan ") or text.startswith("python -m training.plan:"):
+                continue
+            while text.endswith("\\"):
+                i += 1
+                text = text[:-1] + " " + lines[i].strip()
+            argv = shlex.split(text.split(" #", 1)[0])[3:]
+            following = lines[i + 1] if i + 1 < len(lines) else ""
+            out.append((argv, 2 if following.startswith("python -m training.plan: error:") else 0))
+    return out
+
+
+DOCUMENTED = _documented_plan_commands()
+
+
+@pytest.mark.parametrize(("argv", "expected"), DOCUMENTED, ids=[" ".join(a)[:60] for a, _ in DOCUMENTED])
+def test_every_command_in_the_docs_runs_as_written(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str], expected: int
+) -> None:
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])  # the docs' paths are from the repo root
+    code, _, err = main_with(capsys, *argv)
+    assert code == expected, err
+    assert len(DOCUMENTED) >= 10

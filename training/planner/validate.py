@@ -49,6 +49,10 @@ EXPLAINED: dict[Group, Explanation] = {
         "(-21 to -25 % on every Megatron-Bridge row), and torchtitan's 405B pipeline rows depend on its unstated "
         "FSDP/PP resharding and interleave (+20 %, +40 %)",
     ),
+    ("tp/pp/cp", "fp8"): Explanation(
+        "### Why tp/pp at fp8 misses 15 %",
+        "one source, Megatron-Bridge's 405B row, 21 % low like its other rows: the stack, not the layout",
+    ),
 }
 
 
@@ -113,16 +117,21 @@ def layout_summary(predictions: Sequence[HeldOutPrediction]) -> dict[Group, Layo
 
 
 def _verdict(group: Group, s: LayoutSummary) -> str:
+    explanation = EXPLAINED.get(group)
+    why = f": {explanation.reason} (see below)" if explanation else ""
     if s.sources < 2:
-        return "one source: not validated across sources"
+        return "one source: not validated across sources" + (f"; over 15 %{why}" if s.mean_error > TARGET else "")
     if s.mean_error <= TARGET:
         return "met"
-    explanation = EXPLAINED.get(group)
-    return f"NOT met: {explanation.reason} (see below)" if explanation else "NOT met"
+    return "NOT met" + why
 
 
 def targets_met_or_explained(summary: dict[Group, LayoutSummary]) -> bool:
-    return all(s.mean_error <= TARGET or group in EXPLAINED for group, s in summary.items() if s.sources >= 2)
+    """Every group with two or more sources meets the target, and every group over it (one source or more) has its
+    explanation. A group with no predictable value (nan) has nothing to explain."""
+    return all(not s.mean_error > TARGET or group in EXPLAINED for group, s in summary.items()) and all(
+        s.mean_error <= TARGET or group in EXPLAINED for group, s in summary.items() if s.sources >= 2
+    )
 
 
 def _percent(value: float) -> str:

@@ -46,12 +46,12 @@ def test_leave_one_source_out_mean_error_is_within_15_percent_per_layout_or_expl
     multi = {group: s for group, s in summary.items() if s.sources >= 2}
     assert {("fsdp", "bf16"), ("hsdp", "bf16"), ("fsdp", "fp8"), ("tp/pp", "fp8")} <= set(multi)
     doc = (ROOT / "docs" / "planner.md").read_text()
-    for group, s in multi.items():
+    for group, s in summary.items():  # one source or more: a mean over 15 % needs its explanation
         if s.mean_error > 0.15:
             assert group in EXPLAINED, (group, s)
             assert EXPLAINED[group].anchor in doc, f"docs/planner.md lacks the explanation of {group}"
     for group in EXPLAINED:  # an explanation for a group that meets the target would be stale
-        assert group in multi and multi[group].mean_error > 0.15, group
+        assert group in summary and summary[group].mean_error > 0.15, group
 
 
 def test_every_layout_is_reported_per_precision(held_out) -> None:

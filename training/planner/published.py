@@ -32,7 +32,7 @@ from spec.platform.instances import instance_facts
 from training.models.args import ModelArgs
 from training.models.registry import get_model_args
 from training.planner.hardware import Accelerator, Hardware, hardware
-from training.planner.job import Job, Software
+from training.planner.job import Job, Sharding, Software
 
 PYTORCH_FSDP_BLOG = "pytorch-fsdp-blog"
 SAGEMAKER_SCALING_TALK = "sagemaker-scaling-talk"
@@ -598,7 +598,7 @@ def _mbridge_row(
     name: str, model: ModelArgs, gpus: int, gbs: int, fsdp: int, tp: int, pp: int, cp: int, vp: int, ga: int,
     tokens: float, tflops: float,
 ) -> PublishedRow:  # fmt: skip
-    sharding = "fsdp" if fsdp else "zero1"
+    sharding: Sharding = "fsdp" if fsdp else "zero1"
     software = dataclasses.replace(MEGATRON_CORE_FP8, sharding=sharding, pipeline_interleave=vp)
     job = Job(
         model=model, hardware=DGX_H100, nodes=gpus // 8, seq_len=8192, micro_batch=1, checkpointing="none",

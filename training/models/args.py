@@ -51,6 +51,7 @@ class ModelArgs:
     # n_heads x attention_head_dim and wo back to dim. None: dim // n_heads.
     attention_head_dim: int | None = None
     qk_norm: bool = False  # RMSNorm over each head's q and k before rotary (Qwen3)
+    qkv_bias: bool = False  # biases on the q, k and v projections, none on the output (Qwen2 / Qwen2.5)
 
     def __post_init__(self) -> None:
         problems = self.problems()
@@ -83,8 +84,10 @@ class ModelArgs:
             out.append(f"model.rotary_pct: {self.rotary_pct!r} rotates an odd number of dims ({self.rotary_dim})")
         if self.flavor == "llama" and self.rotary_pct != 1.0:
             out.append(f"model.rotary_pct: {self.rotary_pct!r} partial rotary is a neox-flavor feature")
-        if self.flavor == "neox" and (self.attention_head_dim is not None or self.qk_norm):
-            field = "attention_head_dim" if self.attention_head_dim is not None else "qk_norm"
+        if self.flavor == "neox" and (self.attention_head_dim is not None or self.qk_norm or self.qkv_bias):
+            field = next(
+                f for f in ("attention_head_dim", "qk_norm", "qkv_bias") if getattr(self, f) not in (None, False)
+            )
             out.append(f"model.{field}: {getattr(self, field)!r} is a llama-flavor feature")
         if self.flavor == "neox" and self.n_kv_heads not in (None, self.n_heads):
             out.append(f"model.n_kv_heads: {self.n_kv_heads!r} grouped-query attention is a llama-flavor feature")

@@ -17,9 +17,9 @@ from typing import Any
 from training.models.args import ModelArgs, ModelArgsError
 from training.planner.job import PlanError
 
-# Dense decoders the planner reads: a Llama block (RMSNorm, SwiGLU, rotary, optional GQA), with Qwen3's per-head
-# q/k norms and decoupled head size. Each maps to what its transformers model class builds.
-DENSE_DECODERS: tuple[str, ...] = ("llama", "mistral", "qwen3")
+# Dense decoders the planner reads: a Llama block (RMSNorm, SwiGLU, rotary, optional GQA), with Qwen2's q/k/v
+# biases and Qwen3's per-head q/k norms and decoupled head size. Each maps to what its transformers class builds.
+DENSE_DECODERS: tuple[str, ...] = ("llama", "mistral", "qwen2", "qwen3")
 # Keys that make a config a mixture of experts, in the spellings of Mixtral, Qwen-MoE, DeepSeek and DBRX.
 _EXPERT_KEYS: tuple[str, ...] = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
 _REQUIRED: tuple[tuple[str, str], ...] = (
@@ -63,6 +63,7 @@ def args_from_config_json(config: Mapping[str, Any], path: str = "config.json") 
             tie_embeddings=bool(config.get("tie_word_embeddings", False)),
             attention_head_dim=head_dim,
             qk_norm=config.get("model_type") == "qwen3",
+            qkv_bias=config.get("model_type") == "qwen2",  # transformers' Qwen2 always has them; no config key
         )
     except ModelArgsError as error:
         raise PlanError("--model", path, f"gives an invalid shape: {error}") from None

@@ -22,6 +22,8 @@ DENSE = [
     "Qwen--Qwen3-1.7B",
     "Qwen--Qwen3-8B",
     "Qwen--Qwen3-32B",
+    "Qwen--Qwen2.5-1.5B",
+    "Qwen--Qwen2.5-72B",
 ]
 
 
@@ -62,6 +64,11 @@ def test_qwen3_keeps_its_head_size_apart_from_hidden_over_heads() -> None:
     assert read_config_json(CONFIGS / "Qwen--Qwen3-8B.json").attention_head_dim is None  # 4096 / 32 spelled out
 
 
+def test_qwen2_has_biases_on_q_k_v_only() -> None:
+    args = read_config_json(CONFIGS / "Qwen--Qwen2.5-72B.json")
+    assert args.qkv_bias and not args.qk_norm and args.attention_head_dim is None
+
+
 def test_llama3_8b_config_matches_the_registry_shape() -> None:
     ours = read_config_json(CONFIGS / "meta-llama--Meta-Llama-3.1-8B.json")
     assert count_parameters(ours).total == count_parameters(MODEL_CONFIGS["llama3-8b"]).total
@@ -93,7 +100,7 @@ def test_encoder_decoder_and_encoder_only_configs_are_refused() -> None:
     [
         ({"attention_bias": True}, "attention_bias: True is not modelled"),
         ({"hidden_act": "gelu"}, "hidden_act: 'gelu' is not modelled"),
-        ({"model_type": "gemma2"}, "model_type: 'gemma2' is not one of llama, mistral, qwen3"),
+        ({"model_type": "gemma2"}, "model_type: 'gemma2' is not one of llama, mistral, qwen2, qwen3"),
         ({"use_sliding_window": True}, "use_sliding_window: True is not modelled"),
     ],
 )

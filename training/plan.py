@@ -3,6 +3,7 @@
     python -m training.plan --model llama3-8b --instance p5.48xlarge --nodes 4 --seq 8192 --micro-batch 1 \\
         --activation-checkpointing selective --tokens 1T [--json]
     python -m training.plan ... --compare      # the same job as FSDP, HSDP and TP + FSDP, side by side
+    python -m training.plan --model path/to/config.json ...   # any dense decoder by its Hugging Face config
 
 The model behind the numbers (and how well it reproduces published tables) is in docs/planner.md. A "device"
 is one training worker: a GPU, or a NeuronCore on Trainium.
@@ -25,10 +26,11 @@ from training.planner.calibration import CALIBRATED, LOCAL_LINK_EFFICIENCY
 from training.planner.cost import CostEstimate, job_cost
 from training.planner.flops import CHECKPOINTING_MODES
 from training.planner.hardware import HardwareError, hardware
-from training.planner.job import ATTENTIONS, SHARDINGS, Job, PlanError, Software
+from training.planner.job import ATTENTIONS, PRECISIONS, SHARDINGS, Job, PlanError, Software
 from training.planner.layouts import as_json as layouts_json
-from training.planner.layouts import compare_layouts, render_table
+from training.planner.layouts import compare_layouts, ranked, render_table
 from training.planner.memory import MemoryEstimate, fits_message, job_memory
+from training.planner.model_source import resolve_model
 from training.planner.published import PLANNER_MODELS
 from training.planner.step_time import StepEstimate, estimate_step
 
@@ -47,7 +49,10 @@ FLAGS: dict[str, str] = {
     "pipeline_interleave": "--pipeline-interleave",
     "grad_reduce_bytes": "--grad-reduce",
     "shard_group": "--shard-group",
+    "context_parallel": "--context-parallel",
+    "precision": "--precision",
 }
+COMPARE_ROWS_SHOWN = 12  # --compare's table: the best dozen layouts; --json has them all
 _SUFFIXES = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 
 
@@ -73,7 +78,12 @@ def known_models() -> dict[str, ModelArgs]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m training.plan", description=__doc__.split("\n")[0])
-    parser.add_argument("--model", required=True, help=f"one of: {', '.join(known_models())}")
+    parser.add_argument(
+        "--model",
+        required=True,
+        help=f"one of: {', '.join(known_models())}; or a Hugging Face config.json (dense Llama/Mistral/Qwen3-style "
+        "decoder), a directory holding one, or a job YAML",
+    )
     parser.add_argument(
         "--instance", required=True, help="instance type, e.g. p5.48xlarge, p4de.24xlarge, trn1.32xlarge"
     )
@@ -85,6 +95,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tensor-parallel", type=int, default=1)
     parser.add_argument("--pipeline-parallel", type=int, default=1)
     parser.add_argument("--pipeline-interleave", type=int, default=1, help="model chunks per pipeline stage")
+    parser.add_argument(
+        "--context-parallel", type=int, default=1, help="ranks each sequence is split over (ring attention)"
+    )
+    parser.add_argument(
+        "--precision",
+        default="bf16",
+        choices=PRECISIONS,
+        help="fp8: the blocks' linear layers at the instance's FP8 peak (H100/H200); the rest bf16",
+    )
     parser.add_argument("--sharding", default="fsdp", choices=SHARDINGS)
     parser.add_argument(
         "--shard-group", type=int, default=None, help="hsdp: ranks one replica is sharded over (default: one node)"
@@ -104,10 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def job_from_args(options: argparse.Namespace) -> Job:
-    models = known_models()
-    if options.model not in models:
-        raise PlanError("--model", options.model, f"is not a known model (known: {', '.join(models)})")
-    model = models[options.model]
+    model = resolve_model(options.model, known_models())
     node = hardware(options.instance, usd_per_hour=_price(options))
     software = Software(
         sharding=options.sharding,
@@ -115,6 +131,7 @@ def job_from_args(options: argparse.Namespace) -> Job:
         grad_reduce_bytes=4 if options.grad_reduce == "fp32" else 2,
         dp_overlap=not options.no_overlap,
         pipeline_interleave=options.pipeline_interleave,
+        precision=options.precision,
     )
     return Job(
         model=model,
@@ -129,6 +146,7 @@ def job_from_args(options: argparse.Namespace) -> Job:
         global_batch=options.global_batch,
         software=software,
         shard_group=options.shard_group,
+        context_parallel=options.context_parallel,
     )
 
 
@@ -162,6 +180,8 @@ def plan_report(job: Job, tokens: float | None = None) -> dict[str, Any]:
         "layout": {
             "tensor_parallel": job.tensor_parallel,
             "pipeline_parallel": job.pipeline_parallel,
+            "pipeline_interleave": job.software.pipeline_interleave,
+            "context_parallel": job.context_parallel,
             "data_parallel": job.data_parallel,
             "sharding": job.software.sharding,
             "weights_and_gradients_sharded_over": job.state_shard_size,
@@ -181,11 +201,15 @@ def plan_report(job: Job, tokens: float | None = None) -> dict[str, Any]:
             "megatron_96bslh2_per_token": step.megatron_flops_per_token,
             "hardware_with_recompute": step.hardware_flops_per_token,
         },
+        "precision": job.software.precision,
         "peak_flops_per_device": step.peak_flops_per_device,
+        "peak_fp8_flops_per_device": hw.peak_fp8_flops_per_device,
         "time_s": {
             "matmul": step.matmul_s,
             "memory_bound": step.memory_bound_s,
             "tensor_parallel_comm": step.tensor_parallel.seconds,
+            "context_parallel_comm": step.context_parallel.seconds,
+            "context_parallel_exposed": step.context_parallel_exposed_s,
             "pipeline_p2p": step.pipeline_p2p.seconds,
             "pipeline_bubble": step.pipeline_bubble_s,
             "data_parallel_comm": step.data_parallel.seconds,
@@ -195,7 +219,8 @@ def plan_report(job: Job, tokens: float | None = None) -> dict[str, Any]:
         },
         "communication_per_step": {
             "network_bytes_per_node": step.data_parallel.network_bytes_per_node
-            + step.pipeline_p2p.network_bytes_per_node,
+            + step.pipeline_p2p.network_bytes_per_node
+            + step.context_parallel.network_bytes_per_node,
             "local_link_bytes_per_device": step.data_parallel.local_bytes_per_device
             + step.tensor_parallel.local_bytes_per_device
             + step.pipeline_p2p.local_bytes_per_device,
@@ -210,12 +235,25 @@ def plan_report(job: Job, tokens: float | None = None) -> dict[str, Any]:
         "tokens_per_s_per_device": step.tokens_per_s_per_device,
         "mfu": step.mfu,
         "hfu": step.hfu,
+        "model_tflops_per_device": step.model_tflops_per_device,
         "cost_per_hour_usd": cost.usd_per_hour,
         "tokens_per_usd": cost.tokens_per_usd,
         "tokens": tokens,
         "days": cost.days,
         "cost_usd": cost.usd,
     }
+
+
+def _interleave(job: Job) -> str:
+    v = job.software.pipeline_interleave
+    return f" (interleave {v})" if job.pipeline_parallel > 1 and v > 1 else ""
+
+
+def _fp8_peak(job: Job) -> str:
+    fp8 = job.hardware.peak_fp8_flops_per_device
+    if job.software.precision != "fp8" or fp8 is None:
+        return ""
+    return f"; precision fp8: block linears at {fp8 / 1e12:.0f} TFLOP/s dense FP8"
 
 
 def _timed(label: str, seconds: float) -> str:
@@ -234,7 +272,8 @@ def render_text(job: Job, memory: MemoryEstimate, step: StepEstimate, cost: Cost
         f"{counts.total / 1e9:.2f} B parameters on {job.nodes} x {hw.label} ({job.world_size} devices, "
         f"{hw.accelerator.name}), seq {job.seq_len}, micro-batch {job.micro_batch}, checkpointing "
         f"{job.checkpointing}",
-        f"layout: TP {job.tensor_parallel} x PP {job.pipeline_parallel} x DP {job.data_parallel} "
+        f"layout: TP {job.tensor_parallel} x PP {job.pipeline_parallel}{_interleave(job)} x CP {job.context_parallel} "
+        f"x DP {job.data_parallel} "
         f"({job.software.sharding}: weights/grads over {job.state_shard_size}, optimizer over "
         f"{job.optimizer_shard_size}); global batch "
         f"{job.global_batch_sequences} sequences = {job.tokens_per_step:,} tokens; "
@@ -252,12 +291,13 @@ def render_text(job: Job, memory: MemoryEstimate, step: StepEstimate, cost: Cost
         f"  6N + 12 l h s (model, MFU)        {step.model_flops_per_token:.3e}  (N = {counts.flop_params:.3e})",
         f"  96 B s l h^2 (...) / (B s)        {step.megatron_flops_per_token:.3e}  (Megatron, counts full recompute)",
         f"  with this job's recompute (HFU)   {step.hardware_flops_per_token:.3e}",
-        f"  peak: {peak_t:.0f} TFLOP/s per device, dense bf16",
+        f"  peak: {peak_t:.0f} TFLOP/s per device, dense bf16{_fp8_peak(job)}",
         "",
         "time per step",
         _timed(f"matmul (at {fraction:.0%} of peak)", step.matmul_s),
         _timed("memory-bound ops", step.memory_bound_s),
         _timed("tensor-parallel all-reduces", step.tensor_parallel.seconds),
+        _timed("context-parallel K/V ring (exposed)", step.context_parallel_exposed_s),
         _timed("pipeline sends + bubble", step.pipeline_p2p.seconds + step.pipeline_bubble_s),
         _timed("data-parallel comm (in all)", step.data_parallel.seconds),
         *(
@@ -274,7 +314,8 @@ def render_text(job: Job, memory: MemoryEstimate, step: StepEstimate, cost: Cost
         _timed("step", step.step_s),
         "",
         f"throughput: {step.tokens_per_s_per_device:,.0f} tokens/s per device, {step.tokens_per_s:,.0f} tokens/s "
-        f"in all; MFU {step.mfu:.1%}, HFU {step.hfu:.1%}",
+        f"in all; MFU {step.mfu:.1%}, HFU {step.hfu:.1%} (of the bf16 peak); {step.model_tflops_per_device:,.0f} model "
+        "TFLOP/s per device",
         f"cost: ${cost.usd_per_hour:,.2f}/h for {job.nodes} nodes, {cost.tokens_per_usd:,.0f} tokens per $",
     ]
     if step.pipeline_bubble_s > 0.2 * step.step_s:
@@ -292,7 +333,8 @@ def render_text_header(job: Job) -> str:
     return (
         f"{counts.total / 1e9:.2f} B parameters on {job.nodes} x {hw.label} ({job.world_size} devices), seq "
         f"{job.seq_len}, micro-batch {job.micro_batch}, checkpointing {job.checkpointing}, global batch "
-        f"{job.global_batch_sequences} sequences in every layout\n"
+        f"{job.global_batch_sequences} sequences in every layout, precision {job.software.precision}; ranked: "
+        "layouts that fit first, then the most tokens/s (the fewest days and dollars)\n"
     )
 
 
@@ -308,12 +350,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HardwareError as error:
         parser.exit(2, f"{parser.prog}: error: {error}\n")
     if options.compare:
-        plans = compare_layouts(job, options.tokens)
+        plans = ranked(compare_layouts(job, options.tokens))
         if options.json:
             print(json.dumps({"layouts": layouts_json(plans)}, indent=2))
         else:
             print(render_text_header(job))
-            print(render_table(plans))
+            print(render_table(plans, limit=COMPARE_ROWS_SHOWN))
         return 0
     if options.json:
         print(json.dumps(plan_report(job, options.tokens), indent=2))

@@ -6,7 +6,10 @@ training planner all read it. Figures are published ones:
 - peak bf16 FLOP/s are dense (no 2:4 sparsity), per GPU in GPUS by the exact name CUDA reports (H100 SXM 989 T,
   PCIe 756 T, NVL 835 T; A100 312 T; H200 989 T; B200 2250 T; A10G 70 T, not the A10's 125 T), and Trainium1
   190 T per chip (a trn1.32xlarge has 16 chips, 32 NeuronCores, 3.04 PFLOP/s bf16). The trainer's MFU and the
-  planner both read them here.
+  planner both read them here. Peak FP8 FLOP/s are dense too, and only where the vendor's data sheet gives one
+  (H100 SXM and H200 SXM 1979 T, H100 PCIe 1513 T, H100 NVL and H200 NVL 1671 T, B200 4500 T: half the "with
+  sparsity" figures); A100 has no FP8 tensor cores, and Trainium1's FP8 rate is not cited above its bf16 rate
+  here, so neither has one.
 - EFA interfaces count one per network card (p4d/p4de 4, p5/p5e 32, p5en 16, trn1 8, trn1n 16).
 - network_gbps is the instance's rated bandwidth ("up to" figures for the small head-node types).
 - on_demand_usd_per_hour is a default only (Linux, us-east-1, rounded; the accelerated types after
@@ -29,6 +32,7 @@ class GpuFacts:
     label: str
     peak_bf16_flops: float  # dense, FLOP/s
     memory_gib: float
+    peak_fp8_flops: float | None = None  # dense, FLOP/s; None: no FP8 tensor cores or no cited figure
 
 
 GPUS: dict[str, GpuFacts] = {
@@ -38,12 +42,12 @@ GPUS: dict[str, GpuFacts] = {
         GpuFacts("NVIDIA A100-SXM4-80GB", "A100 SXM4 80GB", 312 * _T, 80.0),
         GpuFacts("NVIDIA A100-PCIE-40GB", "A100 PCIe 40GB", 312 * _T, 40.0),
         GpuFacts("NVIDIA A100 80GB PCIe", "A100 PCIe 80GB", 312 * _T, 80.0),
-        GpuFacts("NVIDIA H100 80GB HBM3", "H100 SXM", 989 * _T, 80.0),
-        GpuFacts("NVIDIA H100 PCIe", "H100 PCIe", 756 * _T, 80.0),
-        GpuFacts("NVIDIA H100 NVL", "H100 NVL", 835 * _T, 94.0),
-        GpuFacts("NVIDIA H200", "H200 SXM", 989 * _T, 141.0),
-        GpuFacts("NVIDIA H200 NVL", "H200 NVL", 835 * _T, 141.0),
-        GpuFacts("NVIDIA B200", "B200", 2250 * _T, 180.0),
+        GpuFacts("NVIDIA H100 80GB HBM3", "H100 SXM", 989 * _T, 80.0, 1979 * _T),
+        GpuFacts("NVIDIA H100 PCIe", "H100 PCIe", 756 * _T, 80.0, 1513 * _T),
+        GpuFacts("NVIDIA H100 NVL", "H100 NVL", 835 * _T, 94.0, 1671 * _T),
+        GpuFacts("NVIDIA H200", "H200 SXM", 989 * _T, 141.0, 1979 * _T),
+        GpuFacts("NVIDIA H200 NVL", "H200 NVL", 835 * _T, 141.0, 1671 * _T),
+        GpuFacts("NVIDIA B200", "B200", 2250 * _T, 180.0, 4500 * _T),
         GpuFacts("NVIDIA A10G", "A10G", 70 * _T, 24.0),
         GpuFacts("NVIDIA L4", "L4", 121 * _T, 24.0),
         GpuFacts("NVIDIA L40S", "L40S", 362 * _T, 48.0),
@@ -66,6 +70,7 @@ class InstanceFacts:
     # NeuronCores per Trainium chip (2); 1 for GPUs. Frameworks start one worker per core.
     cores_per_accelerator: int = 1
     gpu_device: str | None = None  # the GPUS entry of a GPU instance's accelerator
+    peak_fp8_flops_per_accelerator: float | None = None  # dense, FLOP/s; None where GPUS gives none
 
     @property
     def workers_per_node(self) -> int:
@@ -88,8 +93,9 @@ class InstanceFacts:
 def _gpu(name: str, gpus: int, device: str, efa: int, gbps: float, usd: float, vcpus: int, mem: float) -> InstanceFacts:
     gpu = GPUS[device]
     return InstanceFacts(
-        name, "gpu", gpus, gpu.memory_gib, efa, gbps, gpu.peak_bf16_flops, usd, vcpus, mem, gpu_device=device
-    )
+        name, "gpu", gpus, gpu.memory_gib, efa, gbps, gpu.peak_bf16_flops, usd, vcpus, mem, gpu_device=device,
+        peak_fp8_flops_per_accelerator=gpu.peak_fp8_flops,
+    )  # fmt: skip
 
 
 def _trainium(name: str, efa: int, gbps: float, usd: float) -> InstanceFacts:

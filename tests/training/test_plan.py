@@ -1,4 +1,6 @@
 import json
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -82,7 +84,7 @@ def main_with(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str,
         (["--nodes", "0"], "--nodes: 0"),
         (["--seq", "0"], "--seq: 0"),
         (["--micro-batch", "-1"], "--micro-batch: -1"),
-        (["--model", "gpt-9"], "--model: 'gpt-9' is not a known model"),
+        (["--model", "gpt-9"], "--model: 'gpt-9' is neither a known model"),
         (["--instance", "p9.big"], "'p9.big'"),
         (["--instance", "c5.xlarge"], "--instance: 'c5.xlarge'"),
         (["--tensor-parallel", "3"], "--tensor-parallel: 3"),
@@ -120,10 +122,12 @@ def test_compare_prints_one_line_per_layout_with_fit_time_rate_days_and_dollars(
         "--tokens", "1T",
     )  # fmt: skip
     assert code == 0
-    header = next(line for line in out.splitlines() if line.startswith("| layout"))
+    header = next(line for line in out.splitlines() if line.startswith("| rank | layout"))
     for column in ("fits", "step", "tokens/s/device", "days", "$"):
         assert column in header
-    layouts = [line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ") and "---" not in line]
+    rows = [line.split("|") for line in out.splitlines() if line.startswith("| ") and "---" not in line]
+    assert [row[1].strip() for row in rows[1:]] == [str(rank) for rank in range(1, len(rows))]
+    layouts = [row[2].strip() for row in rows]
     assert any(name.startswith("fsdp") for name in layouts)
     assert any(name.startswith("hsdp") for name in layouts)
     assert any(name.startswith("tp") for name in layouts)
@@ -150,3 +154,36 @@ def test_the_compare_example_in_the_docs_is_current(capsys: pytest.CaptureFixtur
         "--grad-reduce", "bf16", "--tokens", "1T", "--compare",
     )  # fmt: skip
     assert block == out
+
+
+def _documented_plan_commands() -> list[tuple[list[str], int]]:
+    """(argv, expected exit code) of every `python -m training.plan` command in docs/planner.md's code blocks; a
+    command the docs follow with its error line is expected to exit 2."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "planner.md").read_text()
+    out: list[tuple[list[str], int]] = []
+    for block in re.findall(r"```[a-z]*\n(.*?)```", doc, re.S):
+        lines = block.split("\n")
+        for i, line in enumerate(lines):
+            text = line.removeprefix("$ ").strip()
+            if not text.startswith("python -m training.plan ") or text.startswith("python -m training.plan:"):
+                continue
+            while text.endswith("\\"):
+                i += 1
+                text = text[:-1] + " " + lines[i].strip()
+            argv = shlex.split(text.split(" #", 1)[0])[3:]
+            following = lines[i + 1] if i + 1 < len(lines) else ""
+            out.append((argv, 2 if following.startswith("python -m training.plan: error:") else 0))
+    return out
+
+
+DOCUMENTED = _documented_plan_commands()
+
+
+@pytest.mark.parametrize(("argv", "expected"), DOCUMENTED, ids=[" ".join(a)[:60] for a, _ in DOCUMENTED])
+def test_every_command_in_the_docs_runs_as_written(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str], expected: int
+) -> None:
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])  # the docs' paths are from the repo root
+    code, _, err = main_with(capsys, *argv)
+    assert code == expected, err
+    assert len(DOCUMENTED) >= 10

@@ -33,7 +33,7 @@ MEASURE = "measure"
 
 def model_flops_per_token(args: ModelArgs, seq_len: int) -> float:
     """6 N + 12 l h s: forward and backward of every matmul parameter, plus attention scores and values."""
-    return 6.0 * count_parameters(args).flop_params + 12.0 * args.n_layers * args.dim * seq_len
+    return 6.0 * count_parameters(args).flop_params + 12.0 * args.n_layers * args.attention_dim * seq_len
 
 
 def recomputed_block_fraction(mode: str, n_layers: int, every_n: int = 2) -> float:
@@ -50,7 +50,7 @@ def recomputed_block_fraction(mode: str, n_layers: int, every_n: int = 2) -> flo
 
 def recompute_flops_per_token(args: ModelArgs, seq_len: int, block_fraction: float) -> float:
     """Forward FLOPs of the recomputed blocks: 2 x block matmul parameters + 4 h s of attention per block."""
-    per_block = 2.0 * count_parameters(args).per_layer + 4.0 * args.dim * seq_len
+    per_block = 2.0 * count_parameters(args).per_layer + 4.0 * args.attention_dim * seq_len
     return block_fraction * args.n_layers * per_block
 
 

@@ -47,6 +47,11 @@ class ModelArgs:
     rope_low_freq_factor: float = 1.0
     rope_high_freq_factor: float = 4.0
     rope_original_max_seq_len: int = 8192
+    # Set where a config decouples the head size from dim / n_heads (Qwen3, Mistral NeMo): q/k/v project to
+    # n_heads x attention_head_dim and wo back to dim. None: dim // n_heads.
+    attention_head_dim: int | None = None
+    qk_norm: bool = False  # RMSNorm over each head's q and k before rotary (Qwen3)
+    qkv_bias: bool = False  # biases on the q, k and v projections, none on the output (Qwen2 / Qwen2.5)
 
     def __post_init__(self) -> None:
         problems = self.problems()
@@ -63,7 +68,10 @@ class ModelArgs:
                 out.append(f"model.{name}: {value!r} must be a positive integer")
         if out:
             return out
-        if self.dim % self.n_heads:
+        explicit = self.attention_head_dim
+        if explicit is not None and (not isinstance(explicit, int) or isinstance(explicit, bool) or explicit < 1):
+            out.append(f"model.attention_head_dim: {explicit!r} must be a positive integer or null")
+        elif explicit is None and self.dim % self.n_heads:
             out.append(f"model.dim: {self.dim} is not divisible by model.n_heads ({self.n_heads})")
         elif self.head_dim % 2:
             out.append(f"model.n_heads: {self.n_heads} gives an odd head size {self.head_dim}; rotary needs it even")
@@ -76,6 +84,11 @@ class ModelArgs:
             out.append(f"model.rotary_pct: {self.rotary_pct!r} rotates an odd number of dims ({self.rotary_dim})")
         if self.flavor == "llama" and self.rotary_pct != 1.0:
             out.append(f"model.rotary_pct: {self.rotary_pct!r} partial rotary is a neox-flavor feature")
+        if self.flavor == "neox" and (self.attention_head_dim is not None or self.qk_norm or self.qkv_bias):
+            field = next(
+                f for f in ("attention_head_dim", "qk_norm", "qkv_bias") if getattr(self, f) not in (None, False)
+            )
+            out.append(f"model.{field}: {getattr(self, field)!r} is a llama-flavor feature")
         if self.flavor == "neox" and self.n_kv_heads not in (None, self.n_heads):
             out.append(f"model.n_kv_heads: {self.n_kv_heads!r} grouped-query attention is a llama-flavor feature")
         if self.norm_eps <= 0:
@@ -105,7 +118,12 @@ class ModelArgs:
 
     @property
     def head_dim(self) -> int:
-        return self.dim // self.n_heads
+        return self.attention_head_dim if self.attention_head_dim is not None else self.dim // self.n_heads
+
+    @property
+    def attention_dim(self) -> int:
+        """Width of the concatenated heads (n_heads x head_dim): dim unless attention_head_dim decouples them."""
+        return self.n_heads * self.head_dim
 
     @property
     def kv_heads(self) -> int:

@@ -112,7 +112,15 @@ def _rope_scaling(args: ModelArgs) -> dict[str, Any]:
     }
 
 
+# Shape fields the planner reads from Qwen configs and the trainer builds, but that this export does not write yet.
+_NOT_EXPORTED = ("attention_head_dim", "qk_norm", "qkv_bias")
+
+
 def hf_config(args: ModelArgs, torch_dtype: str = "float32") -> dict[str, Any]:
+    for field in _NOT_EXPORTED:
+        value = getattr(args, field)
+        if value not in (None, False):
+            raise ModelArgsError(f"model.{field}: {value!r} has no LlamaForCausalLM export (Qwen-style shape)")
     common = {
         "hidden_size": args.dim,
         "intermediate_size": args.ffn_dim,

@@ -21,11 +21,11 @@ class ParamCounts:
 
 
 def _layer_params(args: ModelArgs) -> int:
-    dim, ffn, kv_dim = args.dim, args.ffn_dim, args.kv_heads * args.head_dim
+    dim, ffn, kv_dim, q_dim = args.dim, args.ffn_dim, args.kv_heads * args.head_dim, args.attention_dim
     if args.flavor == "llama":
-        attention = dim * dim + 2 * dim * kv_dim + dim * dim
+        attention = dim * q_dim + 2 * dim * kv_dim + q_dim * dim + ((q_dim + 2 * kv_dim) if args.qkv_bias else 0)
         mlp = 3 * dim * ffn
-        norms = 2 * dim
+        norms = 2 * dim + (2 * args.head_dim if args.qk_norm else 0)
         return attention + mlp + norms
     attention = (3 * dim * dim + 3 * dim) + (dim * dim + dim)
     mlp = (dim * ffn + ffn) + (ffn * dim + dim)

@@ -72,6 +72,12 @@ class Hardware:
         return self.instance.peak_bf16_flops_per_accelerator / self.cores_per_accelerator
 
     @property
+    def peak_fp8_flops_per_device(self) -> float | None:
+        """Dense FP8 FLOP/s per device from the instance table; None where no FP8 rate is cited."""
+        fp8 = self.instance.peak_fp8_flops_per_accelerator
+        return None if fp8 is None else fp8 / self.cores_per_accelerator
+
+    @property
     def memory_gib_per_device(self) -> float:
         return self.instance.accelerator_memory_gib / self.cores_per_accelerator
 

@@ -23,6 +23,8 @@ Attention = Literal["flash", "materialized"]
 ATTENTIONS: tuple[str, ...] = ("flash", "materialized")
 Loss = Literal["fused", "materialized"]
 LOSSES: tuple[str, ...] = ("fused", "materialized")
+Precision = Literal["bf16", "fp8"]
+PRECISIONS: tuple[str, ...] = ("bf16", "fp8")
 
 
 class PlanError(UserError):
@@ -44,6 +46,9 @@ class Software:
     dp_overlap: bool = True  # DP collectives run behind compute (FSDP prefetch, DDP buckets)
     pipeline_interleave: int = 1  # model chunks per pipeline stage (Megatron's interleaved schedule)
     loss: Loss = "fused"  # materialized: the whole [tokens, vocab] logits kept to backward (unfused cross-entropy)
+    # fp8: the blocks' linear layers run FP8 GEMMs (TransformerEngine / torchao float8); attention scores, the
+    # output head and the optimizer stay bf16/fp32.
+    precision: Precision = "bf16"
 
     def problems(self) -> list[PlanError]:
         out: list[PlanError] = []
@@ -57,6 +62,8 @@ class Software:
             out.append(PlanError("grad_reduce_bytes", self.grad_reduce_bytes, "must be 2 (bf16) or 4 (fp32)"))
         if self.pipeline_interleave < 1:
             out.append(PlanError("pipeline_interleave", self.pipeline_interleave, "must be >= 1"))
+        if self.precision not in PRECISIONS:
+            out.append(PlanError("precision", self.precision, f"is not one of {', '.join(PRECISIONS)}"))
         return out
 
 
@@ -78,6 +85,8 @@ class Job:
     global_batch: int | None = None  # sequences per optimizer step; None: one micro-batch per DP rank
     software: Software = field(default_factory=Software)
     shard_group: int | None = None  # hsdp: DP ranks one replica is sharded over (dp_shard); None: one node's
+    # Context parallel: each sequence split over this many ranks (ring attention passes K and V around them).
+    context_parallel: int = 1
 
     def __post_init__(self) -> None:
         problems = self.problems()
@@ -86,7 +95,16 @@ class Job:
 
     def problems(self) -> list[PlanError]:
         out: list[PlanError] = []
-        for name in ("nodes", "seq_len", "micro_batch", "every_n", "tensor_parallel", "pipeline_parallel"):
+        names = (
+            "nodes",
+            "seq_len",
+            "micro_batch",
+            "every_n",
+            "tensor_parallel",
+            "pipeline_parallel",
+            "context_parallel",
+        )
+        for name in names:
             value = getattr(self, name)
             if not _positive_int(value):
                 out.append(PlanError(name, value, "must be an integer >= 1"))
@@ -101,19 +119,43 @@ class Job:
         elif self.shard_group is not None and self.software.sharding != "hsdp":
             out.append(PlanError("shard_group", self.shard_group, "applies only to sharding 'hsdp'"))
         out.extend(self.software.problems())
+        if not out and self.software.precision == "fp8" and self.hardware.peak_fp8_flops_per_device is None:
+            chip = self.hardware.accelerator.name
+            out.append(
+                PlanError(
+                    "precision",
+                    "fp8",
+                    f"has no FP8 rate for {self.hardware.instance.name} ({chip}): A100s have no FP8 tensor cores, "
+                    "and Trainium1's FP8 rate is not cited above its bf16 rate; plan it as bf16",
+                )
+            )
         if out:
             return out
         per_node = self.hardware.devices_per_node
-        tp, pp = self.tensor_parallel, self.pipeline_parallel
+        tp, pp, cp = self.tensor_parallel, self.pipeline_parallel, self.context_parallel
         if per_node % tp:
             out.append(PlanError("tensor_parallel", tp, f"must divide the {per_node} devices of a node"))
+        elif cp > 1 and self.seq_len % (2 * cp):
+            # Megatron splits each sequence into 2 x CP chunks so every rank gets an early and a late one (causal
+            # load balance)
+            out.append(PlanError("context_parallel", cp, f"must divide seq_len / 2 ({self.seq_len} / 2)"))
+        elif cp > 1 and self.world_size % (tp * pp * cp):
+            out.append(
+                PlanError(
+                    "context_parallel",
+                    cp,
+                    f"x tensor_parallel {tp} x pipeline_parallel {pp} must divide the {self.world_size} devices",
+                )
+            )
         elif self.world_size % (tp * pp):
             out.append(PlanError("pipeline_parallel", pp, f"x tensor_parallel {tp} must divide {self.world_size}"))
         elif pp > self.model.n_layers:
             out.append(PlanError("pipeline_parallel", pp, f"exceeds the model's {self.model.n_layers} layers"))
-        elif self.shard_group is not None and self.data_parallel % self.shard_group:
+        elif self.shard_group is not None and self.gradient_group_size % self.shard_group:
             out.append(
-                PlanError("shard_group", self.shard_group, f"must divide the {self.data_parallel} data-parallel ranks")
+                PlanError(
+                    "shard_group", self.shard_group, f"must divide the {self.gradient_group_size} data-parallel ranks"
+                )
             )
         elif self.global_batch is not None and self.global_batch % (self.data_parallel * self.micro_batch):
             unit = self.data_parallel * self.micro_batch
@@ -133,7 +175,19 @@ class Job:
 
     @property
     def data_parallel(self) -> int:
-        return self.world_size // (self.tensor_parallel * self.pipeline_parallel)
+        """Ranks that take different sequences (CP ranks share a sequence, TP and PP ranks a micro-batch)."""
+        return self.world_size // (self.tensor_parallel * self.pipeline_parallel * self.context_parallel)
+
+    @property
+    def gradient_group_size(self) -> int:
+        """Ranks that hold the same weights and reduce gradients together: DP x CP (Megatron's data-parallel group
+        with context parallel; torchtitan's dp_shard_cp mesh)."""
+        return self.data_parallel * self.context_parallel
+
+    @property
+    def tokens_per_micro_batch_per_device(self) -> int:
+        """Tokens one device computes per micro-batch: its share of the sequence under context parallel."""
+        return self.micro_batch * self.seq_len // self.context_parallel
 
     @property
     def global_batch_sequences(self) -> int:
@@ -155,13 +209,20 @@ class Job:
     @property
     def devices_per_node_in_dp_group(self) -> int:
         """DP ranks of one DP group that share a node. Ranks are ordered TP fastest, then DP, then PP (Megatron's
-        order): TP stays on NVLink, DP fills the rest of the node, pipeline stages go across nodes."""
-        return max(1, min(self.data_parallel, self.hardware.devices_per_node // self.tensor_parallel))
+        order): TP stays on NVLink, DP fills the rest of the node, pipeline stages go across nodes. With context
+        parallel the group is DP x CP (CP ranks sit between TP and DP: Megatron's tp-cp-dp-pp order)."""
+        return max(1, min(self.gradient_group_size, self.hardware.devices_per_node // self.tensor_parallel))
+
+    @property
+    def context_parallel_per_node(self) -> int:
+        """CP ranks of one ring that share a node (CP follows TP in the rank order)."""
+        return max(1, min(self.context_parallel, self.hardware.devices_per_node // self.tensor_parallel))
 
     @property
     def pipeline_crosses_nodes(self) -> bool:
         return (
-            self.pipeline_parallel > 1 and self.tensor_parallel * self.data_parallel >= self.hardware.devices_per_node
+            self.pipeline_parallel > 1
+            and self.tensor_parallel * self.gradient_group_size >= self.hardware.devices_per_node
         )
 
     @property
@@ -169,16 +230,18 @@ class Job:
         """Ranks the sharded training state (weights, gradients, optimizer) is split over."""
         sharding = self.software.sharding
         if sharding == "fsdp":
-            return self.data_parallel
+            return self.gradient_group_size
         if sharding == "hsdp":
-            return self.shard_group or min(self.data_parallel, self.devices_per_node_in_dp_group)
+            return self.shard_group or min(self.gradient_group_size, self.devices_per_node_in_dp_group)
         return 1
 
     @property
     def replicas(self) -> int:
         """Copies of the sharded state (HSDP's replicate dimension); 1 for fsdp."""
-        return self.data_parallel // self.state_shard_size if self.software.sharding in ("fsdp", "hsdp") else 1
+        if self.software.sharding in ("fsdp", "hsdp"):
+            return self.gradient_group_size // self.state_shard_size
+        return 1
 
     @property
     def optimizer_shard_size(self) -> int:
-        return self.data_parallel if self.software.sharding == "zero1" else self.state_shard_size
+        return self.gradient_group_size if self.software.sharding == "zero1" else self.state_shard_size

@@ -26,6 +26,7 @@ GIB = float(1 << 30)
 BF16 = 2
 FP32 = 4
 NORM_STATS_BYTES = 8
+FP8_COPIES = 2  # bytes per weight element for the FP8 copy and its transpose
 LOGIT_BYTES_PER_ELEMENT = 2 + 4 + 4  # bf16 logits, their fp32 copy for the loss, the fp32 gradient
 # training/models/loss.py's CHUNK_TOKENS (a test keeps the two equal; this module imports no torch).
 LOSS_CHUNK_TOKENS = 4096
@@ -123,11 +124,22 @@ def job_memory(job: Job) -> MemoryEstimate:
     optimizer = 12 * params / optimizer_shard
 
     gathered = 0.0
+    block = counts.per_layer / job.tensor_parallel
     if job.software.sharding in ("fsdp", "hsdp") and shard > 1:
-        block = counts.per_layer / job.tensor_parallel
         gathered = block * (2 * BF16 + job.software.grad_reduce_bytes)
+        if job.pipeline_parallel > 1:  # the stage stays gathered across micro-batches (see step_time)
+            gathered = params * (BF16 + job.software.grad_reduce_bytes)
+    if job.software.precision == "fp8":
+        # FP8 GEMMs read an e4m3 copy of each weight and, on Hopper, of its transpose (TransformerEngine caches
+        # both): 2 bytes per block parameter, for the gathered blocks under FSDP, for every local block otherwise.
+        # Master weights, gradients and optimizer states stay as in bf16; activations are counted as in bf16 (the
+        # FP8 copies of the linear layers' inputs replace nothing the bf16 count holds: an upper bound).
+        if job.software.sharding in ("fsdp", "hsdp") and shard > 1:
+            gathered += 2 * FP8_COPIES * block
+        else:
+            weights += FP8_COPIES * block * args.n_layers / job.pipeline_parallel
 
-    tokens = job.micro_batch * job.seq_len
+    tokens = job.tokens_per_micro_batch_per_device
     in_flight = min(job.pipeline_parallel, job.micro_batches_per_step)
     layers = args.n_layers / job.pipeline_parallel
     attention = job.software.attention

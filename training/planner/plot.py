@@ -20,6 +20,7 @@ DEFAULT_DOC = Path("docs/planner.md")
 
 PRIMARY = {"fsdp": "tokens_per_s_per_device", "megatron": "tflops_per_device", "trainium": "sequences_per_s"}
 PRIMARY |= {"ddp-scaling": "speedup", "fms-fsdp": "tokens_per_s_per_device", "llm-foundry": "tokens_per_s_per_device"}
+PRIMARY |= {"megatron-bridge": "tokens_per_s_per_device", "torchtitan": "tokens_per_s_per_device"}
 LABELS = {
     "fsdp": "PyTorch FSDP blog, FSDP/HSDP: tokens/s/GPU",
     "fms-fsdp": "fms-fsdp README FSDP/HSDP: tokens/s/GPU",
@@ -27,9 +28,16 @@ LABELS = {
     "megatron": "Megatron-LM paper: TFLOP/s/GPU",
     "trainium": "Trainium NeoX/Pythia blog, trn1: sequences/s",
     "ddp-scaling": "SageMaker scaling talk, DDP: speedup",
+    "megatron-bridge": "Megatron-Bridge, DGX-H100 FP8: tokens/s/GPU",
+    "torchtitan": "torchtitan H100, bf16/float8: tokens/s/GPU",
 }
 COLORS = {"fsdp": "tab:blue", "megatron": "tab:orange", "trainium": "tab:green", "ddp-scaling": "tab:red"}
-COLORS |= {"fms-fsdp": "tab:purple", "llm-foundry": "tab:brown"}
+COLORS |= {
+    "fms-fsdp": "tab:purple",
+    "llm-foundry": "tab:brown",
+    "megatron-bridge": "tab:olive",
+    "torchtitan": "tab:cyan",
+}
 
 
 def _format(value: float) -> str:

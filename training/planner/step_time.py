@@ -1,11 +1,15 @@
 """Step time from FLOPs, bytes and links. Pure arithmetic over a Job and the Efficiency parameters.
 
 Per micro-batch and device:
-  matmul time        = hardware FLOPs / (peak x matmul_fraction[die])
+  matmul time        = hardware FLOPs / (peak x matmul_fraction[die]); with --precision fp8 the blocks' linear
+                       layers run at the FP8 peak (same fraction of it), attention scores and the head at bf16
   memory-bound time  = (elementwise bytes + materialized attention bytes + logits bytes) / HBM bandwidth
   tensor-parallel    = activation all-reduces over NVLink/NeuronLink, on the critical path
   pipeline           = stage sends; the 1F1B bubble adds (p - 1) / v micro-batch times per step; the last stage
                        also runs the output head, so it sets the pace
+  context parallel   = ring attention: K and V gathered around the CP ring (forward, again in backward with the
+                       reduce-scatter of their gradients), hidden behind the attention it feeds; a device computes
+                       seq / CP tokens of each sequence
 Per step:
   data parallel      = FSDP/HSDP all-gathers (forward, backward) and reduce-scatter in the shard group per
                        micro-batch, plus HSDP's replica all-reduce once per step; or one gradient all-reduce (ddp),
@@ -40,6 +44,8 @@ class StepEstimate:
     matmul_s: float  # per step, all micro-batches
     memory_bound_s: float
     tensor_parallel: Transfer
+    context_parallel: Transfer  # ring-attention K/V traffic of the step, hidden or not
+    context_parallel_exposed_s: float
     pipeline_p2p: Transfer
     pipeline_bubble_s: float
     data_parallel: Transfer  # all DP traffic of a step, hidden or not
@@ -54,7 +60,13 @@ class StepEstimate:
     model_flops_per_token: float
     hardware_flops_per_token: float
     megatron_flops_per_token: float
-    peak_flops_per_device: float
+    peak_flops_per_device: float  # dense bf16: MFU and HFU are against it in either precision
+    precision: str = "bf16"
+
+    @property
+    def model_tflops_per_device(self) -> float:
+        """Achieved model TFLOP/s per device (6N + 12 l h s per token), as NVIDIA's performance tables print it."""
+        return self.tokens_per_s_per_device * self.model_flops_per_token / 1e12
 
     @property
     def compute_s(self) -> float:
@@ -115,6 +127,15 @@ def _data_parallel_traffic(job: Job, efficiency: Efficiency) -> DataParallelTraf
         shard_group = Group(shard, shard_per_node, hw.devices_per_node // shard_per_node)
         gather = collective("all_gather", weight_bytes, shard_group, hw, efficiency, buckets=blocks)
         reduce = collective("reduce_scatter", grad_bytes, shard_group, hw, efficiency, buckets=blocks)
+        if job.pipeline_parallel > 1:
+            # PyTorch's pipelining keeps a stage's FSDP weights gathered across micro-batches and reduce-scatters
+            # its gradients after the last one (no resharding in between): once per step, not per micro-batch.
+            once = gather + reduce
+            if job.replicas > 1:
+                replica_per_node = max(1, per_node // shard)
+                replica_group = Group(job.replicas, replica_per_node, hw.devices_per_node // replica_per_node)
+                once = once + collective("all_reduce", grad_bytes / shard, replica_group, hw, efficiency)
+            return DataParallelTraffic(Transfer(), Transfer(), once, "shard_group", blocks)
         across = Transfer()
         if job.replicas > 1:
             # Each shard index all-reduces its own gradient shard with the same index in the other replicas;
@@ -123,7 +144,7 @@ def _data_parallel_traffic(job: Job, efficiency: Efficiency) -> DataParallelTraf
             replica_group = Group(job.replicas, replica_per_node, hw.devices_per_node // replica_per_node)
             across = collective("all_reduce", grad_bytes / shard, replica_group, hw, efficiency, buckets=blocks)
         return DataParallelTraffic(gather, reduce, across, "replica_all_reduce", blocks)
-    group = Group(job.data_parallel, per_node, hw.devices_per_node // per_node)
+    group = Group(job.gradient_group_size, per_node, hw.devices_per_node // per_node)
     buckets = _buckets(grad_bytes)
     if software.sharding == "ddp":
         all_reduce = collective("all_reduce", grad_bytes, group, hw, efficiency, buckets=buckets)
@@ -155,20 +176,55 @@ def _exposed_data_parallel(
     return micro_batches * (exposed_forward + exposed_backward) + exposed_step
 
 
+def matmul_flops_by_rate(job: Job) -> tuple[float, float]:
+    """(block linear-layer FLOPs, other matmul FLOPs) per token on the slowest pipeline stage, recomputation
+    included. The first run at the FP8 rate under --precision fp8; the other (attention scores and values, the output
+    head) stay bf16, as TransformerEngine and torchao's float8 leave them."""
+    args, pp = job.model, job.pipeline_parallel
+    recomputed = job.recomputed_fraction
+    total = hardware_flops_per_token(args, job.seq_len, recomputed)
+    linear = args.n_layers * count_parameters(args).per_layer * (6.0 + 2.0 * recomputed)
+    head = 6.0 * args.dim * args.vocab_size
+    # The output head runs on the last pipeline stage only, so with PP that stage is the slowest and sets the pace.
+    return linear / pp, (total - linear - head) / pp + head
+
+
+def _context_parallel(job: Job, efficiency: Efficiency) -> Transfer:
+    """Ring attention's K/V traffic per micro-batch: each layer gathers the whole sequence's K and V around the CP
+    ring in forward (and again for recomputed blocks), and in backward gathers them again and reduce-scatters
+    their gradients. KV heads are split over TP."""
+    cp = job.context_parallel
+    if cp == 1:
+        return Transfer()
+    args, hw = job.model, job.hardware
+    kv_bytes = BF16 * 2 * args.kv_heads * args.head_dim * job.micro_batch * job.seq_len / job.tensor_parallel
+    per_node = job.context_parallel_per_node
+    group = Group(cp, per_node, hw.devices_per_node // per_node)
+    gather = collective("all_gather", kv_bytes, group, hw, efficiency)
+    reduce = collective("reduce_scatter", kv_bytes, group, hw, efficiency)
+    layers = job.model.n_layers / job.pipeline_parallel
+    return (gather.times(2 + job.recomputed_fraction) + reduce).times(layers)
+
+
 def estimate_step(job: Job, efficiency: Efficiency = CALIBRATED) -> StepEstimate:
     args, hw, software = job.model, job.hardware, job.software
     tp, pp, seq = job.tensor_parallel, job.pipeline_parallel, job.seq_len
     recomputed = job.recomputed_fraction
-    tokens_mb = job.micro_batch * seq
+    tokens_mb = job.tokens_per_micro_batch_per_device
     layers = args.n_layers / pp
 
     flops_hw = hardware_flops_per_token(args, seq, recomputed)
     peak = hw.peak_flops_per_device
     die = hw.accelerator.compute_die
-    # The output head runs on the last pipeline stage only, so with PP that stage is the slowest and sets the pace.
-    head = 6.0 * args.dim * args.vocab_size
-    stage_flops = (flops_hw - head) / pp + head
-    matmul_mb = stage_flops * tokens_mb / tp / (peak * efficiency.matmul_fraction[die])
+    fraction = efficiency.matmul_fraction[die]
+    linear_flops, other_flops = matmul_flops_by_rate(job)
+    # FP8 GEMMs are assumed to reach the same fraction of the FP8 peak as bf16 GEMMs of the bf16 peak.
+    linear_peak = hw.peak_flops_per_device
+    if software.precision == "fp8" and hw.peak_fp8_flops_per_device is not None:
+        linear_peak = hw.peak_fp8_flops_per_device
+    linear_mb = linear_flops * tokens_mb / tp / (linear_peak * fraction)
+    other_mb = other_flops * tokens_mb / tp / (peak * fraction)
+    matmul_mb = linear_mb + other_mb
 
     # Elementwise forward traffic (a third of forward + backward) runs again for recomputed blocks; per-op
     # selective recomputes exactly those ops in every block.
@@ -191,8 +247,13 @@ def estimate_step(job: Job, efficiency: Efficiency = CALIBRATED) -> StepEstimate
         send = BF16 * tokens_mb * args.dim / tp  # scatter/gather: each TP rank sends its slice
         p2p_mb = point_to_point(send, hw, efficiency, job.pipeline_crosses_nodes, hw.devices_per_node).times(2)
 
+    cp_mb = _context_parallel(job, efficiency)
+    # The ring's next K/V block arrives while attention runs on the current one: only what outlasts it shows.
+    attention_mb = (other_flops - 6.0 * args.dim * args.vocab_size) * tokens_mb / tp / (peak * fraction)
+    cp_exposed_mb = max(0.0, cp_mb.seconds - attention_mb)
+
     m = job.micro_batches_per_step
-    micro_batch_s = matmul_mb + memory_mb + tp_mb.seconds + p2p_mb.seconds
+    micro_batch_s = matmul_mb + memory_mb + tp_mb.seconds + p2p_mb.seconds + cp_exposed_mb
     bubble = (pp - 1) / software.pipeline_interleave * micro_batch_s if pp > 1 else 0.0
     pipeline_s = m * micro_batch_s + bubble
 
@@ -220,6 +281,8 @@ def estimate_step(job: Job, efficiency: Efficiency = CALIBRATED) -> StepEstimate
         matmul_s=m * matmul_mb,
         memory_bound_s=m * memory_mb,
         tensor_parallel=tp_mb.times(m),
+        context_parallel=cp_mb.times(m),
+        context_parallel_exposed_s=m * cp_exposed_mb,
         pipeline_p2p=p2p_mb.times(m),
         pipeline_bubble_s=bubble,
         data_parallel=per_mb.times(m) + per_step,
@@ -233,4 +296,5 @@ def estimate_step(job: Job, efficiency: Efficiency = CALIBRATED) -> StepEstimate
         hardware_flops_per_token=flops_hw,
         megatron_flops_per_token=megatron_flops_per_token(args, seq, recompute=True),
         peak_flops_per_device=peak,
+        precision=software.precision,
     )

@@ -173,3 +173,12 @@ def test_missing_field_is_named() -> None:
     del config["hidden_size"]
     with pytest.raises(ModelArgsError, match=re.escape("config.json hidden_size: is required but missing")):
         args_from_hf_config(config)
+
+
+@pytest.mark.parametrize(
+    ("change", "field"), [({"attention_head_dim": 32}, "attention_head_dim"), ({"qk_norm": True}, "qk_norm"),
+                          ({"qkv_bias": True}, "qkv_bias")],
+)  # fmt: skip
+def test_shapes_without_a_llama_export_are_refused_naming_the_field(change: dict, field: str) -> None:
+    with pytest.raises(ModelArgsError, match=rf"model\.{field}: .* has no LlamaForCausalLM export"):
+        hf_config(LLAMA.replace(**change))

@@ -61,3 +61,23 @@ def test_bad_shapes_name_the_field_and_value(changes: dict, field: str) -> None:
 def test_unknown_model_name_lists_the_known_ones() -> None:
     with pytest.raises(ModelArgsError, match=r"model.name: 'gpt5' is not a known model \(known: tiny, 125m"):
         get_model_args("gpt5")
+
+
+def test_decoupled_head_size_and_qk_norms_are_built_as_counted() -> None:
+    """Qwen3's shape (heads of 16 over a 48-wide model, not 48 / 4 = 12; an RMSNorm over each head's q and k) with
+    Qwen2's q/k/v biases, which start at zero."""
+    args = ModelArgs(
+        flavor="llama", dim=48, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=96, vocab_size=100,
+        attention_head_dim=16, qk_norm=True, qkv_bias=True,
+    )  # fmt: skip
+    model = build_model(args, device="cpu")
+    assert count_parameters(args).total == sum(p.numel() for p in model.parameters())
+    assert model.layers[0].attention.wq.weight.shape == torch.Size([64, 48])
+    assert model.layers[0].attention.wk.bias is not None and model.layers[0].attention.wo.bias is None
+    out = model(torch.randint(0, 100, (1, 8)))
+    assert out.shape[:2] == (1, 8) and torch.isfinite(out).all()
+
+
+def test_head_size_is_checked() -> None:
+    with pytest.raises(ModelArgsError, match=r"model\.attention_head_dim: 0 must be a positive integer"):
+        ModelArgs(flavor="llama", dim=48, n_layers=1, n_heads=4, ffn_dim=96, vocab_size=10, attention_head_dim=0)

@@ -18,6 +18,7 @@ def test_plot_writes_a_png(tmp_path: Path) -> None:
 def test_markdown_table_has_a_line_per_compared_value() -> None:
     table = markdown_table()
     row_ids = ("| fsdp-blog/", "| megatron-lm/", "| trainium-blog/", "| sagemaker-talk/", "| fms/", "| foundry/")
+    row_ids += ("| mbridge/", "| torchtitan/")
     rows = [line for line in table.splitlines() if line.startswith(row_ids)]
     assert len(rows) == len(compare_all())
     assert "held-out rows: mean" in table

@@ -6,7 +6,7 @@ import pytest
 
 from training.planner.compare import compare_all
 from training.planner.published import ALL_ROWS, SOURCES
-from training.planner.validate import layout_summary, leave_one_source_out, markdown_report
+from training.planner.validate import EXPLAINED, layout_summary, leave_one_source_out, markdown_report
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -40,12 +40,23 @@ def test_leave_one_source_out_never_fits_the_source_it_predicts(held_out) -> Non
         assert prediction.comparison.row.source == prediction.left_out
 
 
-def test_leave_one_source_out_mean_error_is_within_15_percent_per_layout(held_out) -> None:
+def test_leave_one_source_out_mean_error_is_within_15_percent_per_layout_or_explained(held_out) -> None:
+    """Every layout x precision with two or more sources meets 15 %, or docs/planner.md explains why not."""
     summary = layout_summary(held_out)
-    multi = {layout: s for layout, s in summary.items() if s.sources >= 2}
-    assert {"fsdp", "hsdp"} <= set(multi)
-    for layout, s in multi.items():
-        assert s.mean_error <= 0.15, (layout, s)
+    multi = {group: s for group, s in summary.items() if s.sources >= 2}
+    assert {("fsdp", "bf16"), ("hsdp", "bf16"), ("fsdp", "fp8"), ("tp/pp", "fp8")} <= set(multi)
+    doc = (ROOT / "docs" / "planner.md").read_text()
+    for group, s in summary.items():  # one source or more: a mean over 15 % needs its explanation
+        if s.mean_error > 0.15:
+            assert group in EXPLAINED, (group, s)
+            assert EXPLAINED[group].anchor in doc, f"docs/planner.md lacks the explanation of {group}"
+    for group in EXPLAINED:  # an explanation for a group that meets the target would be stale
+        assert group in summary and summary[group].mean_error > 0.15, group
+
+
+def test_every_layout_is_reported_per_precision(held_out) -> None:
+    report = markdown_report(held_out)
+    assert "| tp/pp | fp8 |" in report and "| fsdp | bf16 |" in report and "| tp/pp/cp | fp8 |" in report
 
 
 def test_docs_hold_the_current_report(held_out) -> None:

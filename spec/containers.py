@@ -166,7 +166,9 @@ class ContainersSpec(StrictModel):
             return data
         data = dict(data)
         data.setdefault("image_tag", framework.tag)
-        data.setdefault("nemo_image", default_sqsh(str(data.get("ecr_repository", DEFAULT_REPOSITORY)), str(data["image_tag"])))
+        data.setdefault(
+            "nemo_image", default_sqsh(str(data.get("ecr_repository", DEFAULT_REPOSITORY)), str(data["image_tag"]))
+        )
         return data
 
     @property

@@ -87,9 +87,7 @@ def test_push_builds_from_the_dockerfile_and_pushes_to_the_compute_accounts_ecr(
     assert "docker login --username AWS --password-stdin 111111111111.dkr.ecr.us-east-1.amazonaws.com" in login[2]
     assert push == ["docker", "push", ECR]
     dockerfile = (REPO / "containers" / "nemo-efa" / "Dockerfile").read_text()
-    assert (
-        "ARG NEMO_IMAGE=nvcr.io/nvidia/nemo:26.08" in dockerfile and "ARG EFA_INSTALLER_VERSION=1.43.2" in dockerfile
-    )
+    assert "ARG NEMO_IMAGE=nvcr.io/nvidia/nemo:26.08" in dockerfile and "ARG EFA_INSTALLER_VERSION=1.43.2" in dockerfile
     assert "/opt/amazon/ofi-nccl/lib" in dockerfile
 
 

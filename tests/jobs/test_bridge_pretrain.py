@@ -142,7 +142,7 @@ def test_the_recipe_is_built_from_the_rendered_hf_config_directory(tmp_path: Pat
 
 def test_a_missing_hf_config_is_named(tmp_path: Path) -> None:
     config = load_config(_config(tmp_path, hf_model_id="org/other"))
-    with pytest.raises(FileNotFoundError, match="hf_model_root: no .*org/other/config.json"):
+    with pytest.raises(FileNotFoundError, match=r"hf_model_root: no .*org/other/config\.json"):
         bridge_pretrain.build_config(config)
 
 

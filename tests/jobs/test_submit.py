@@ -164,7 +164,9 @@ def test_nemo_job_writes_a_megatron_bridge_config_and_the_models_hf_config_by_de
     # The recipe's Hub model id, answered from the run directory with our shape (the VPC cannot reach the Hub).
     hf = json.loads((run_dir / "hf" / "meta-llama" / "Meta-Llama-3-8B" / "config.json").read_text())
     assert (hf["architectures"], hf["num_hidden_layers"], hf["vocab_size"]) == (["LlamaForCausalLM"], 2, 512)
-    assert config["overrides"]["checkpoint.load"] == config["overrides"]["checkpoint.save"] == str(run_dir / "checkpoints")
+    assert (
+        config["overrides"]["checkpoint.load"] == config["overrides"]["checkpoint.save"] == str(run_dir / "checkpoints")
+    )
     (script,) = rendered.scripts
     lines = script.text.splitlines()
     assert "CONTAINER_IMAGE=/fsx/containers/llm-nemo-efa-26.08-efa1.43.2.sqsh" in lines

@@ -73,8 +73,9 @@ def bridge_config(
     nodes: int,
     run_dir: Path,
     tokenizer_dir: str,
-    layout: Layout = Layout(),
+    layout: Layout | None = None,
 ) -> dict[str, Any]:
+    layout = layout or Layout()
     if model.flavor != "llama":
         raise SubmitError(
             f"--backend nemo: model flavor {model.flavor!r} has no Megatron Bridge recipe (Megatron has no parallel "

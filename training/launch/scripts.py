@@ -211,7 +211,9 @@ def nemo_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered) 
     if framework.entry_point == "bridge_pretrain.py":
         config = bridge_config(inputs.job, inputs.model, target, options.nodes, run_dir, tokenizer, layout)
         config_path = run_dir / BRIDGE_CONFIG_NAME
-        rendered.files[hf_config_path(config)] = json.dumps(hf_llama_config(inputs.model, inputs.job.data.seq_len), indent=2) + "\n"
+        rendered.files[hf_config_path(config)] = (
+            json.dumps(hf_llama_config(inputs.model, inputs.job.data.seq_len), indent=2) + "\n"
+        )
         # The recipe's model comes from the rendered config directory; nothing may try the Hub (no route to it).
         env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
     else:

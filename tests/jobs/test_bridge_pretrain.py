@@ -128,7 +128,12 @@ def test_a_refusal_before_training_is_a_config_error_on_every_rank(
 def test_the_recipe_is_built_from_the_rendered_hf_config_directory(tmp_path: Path) -> None:
     # The recipe function runs with hf_model_root as working directory: the model id names the rendered directory.
     seen: list[str] = []
-    module = SimpleNamespace(loads=lambda: seen.append(str(Path("org/model/config.json").resolve())) or _Bare())
+
+    def recipe() -> _Bare:
+        seen.append(str(Path("org/model/config.json").resolve()))
+        return _Bare()
+
+    module = SimpleNamespace(loads=recipe)
     config = load_config(_config(tmp_path))
     config["data"] = {"paths": [str(tmp_path / "d")], "split": "950,50,0", "seq_length": 8, "seed": 1, "tokenizer": "t"}
     with pytest.MonkeyPatch.context() as patch:

@@ -18,7 +18,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup synth demo test test-stress lint format clean pcluster-venv checkov-venv nemo-venv torchtitan-venv bench \
+.PHONY: help setup synth demo test test-stress lint format clean pcluster-venv checkov-venv nemo-venv bridge-venv torchtitan-venv bench \
 	wheelhouse wheelhouse-test gpu-bench-wheels policy-report nemo-image nxdt-wheelhouse observability-binaries
 
 help:
@@ -100,6 +100,29 @@ $(NEMO_VENV)/.installed: $(NEMO_LOCK)
 	$(NEMO_VENV)/bin/pip install --quiet --no-deps -r $(NEMO_LOCK)
 	touch $@
 
+# Megatron Bridge 0.6.0 (NeMo Framework 26.08's, the default NeMo backend) for tests/jobs/test_bridge_contract.py: Python
+# 3.12 (pyenv; megatron-bridge needs >=3.12,<3.13), every package pinned in the lock and installed without resolution,
+# PyPI's torch 2.13.0 with its CUDA libraries included. nvidia-resiliency-ext 0.6.0 has only a manylinux_2_39 wheel for
+# Python 3.12: it is installed by file (tests/jobs/contracts/bridge-lock.txt says why).
+# Measured on the 2-core VM with an empty pip cache: see docs/jobs.md (size and build time).
+BRIDGE_VENV := .bridge-venv
+BRIDGE_LOCK := tests/jobs/contracts/bridge-lock.txt
+BRIDGE_PYTHON ?= $(HOME)/.pyenv/versions/3.12.1/bin/python3.12
+NVRX_WHEEL := nvidia_resiliency_ext-0.6.0-cp312-cp312-manylinux_2_39_x86_64.whl
+
+bridge-venv: $(BRIDGE_VENV)/.installed
+
+$(BRIDGE_VENV)/.installed: $(BRIDGE_LOCK)
+	rm -rf $(BRIDGE_VENV)
+	$(BRIDGE_PYTHON) -m venv $(BRIDGE_VENV)
+	$(BRIDGE_VENV)/bin/pip install --quiet --no-deps -r $(BRIDGE_LOCK)
+	$(BRIDGE_VENV)/bin/pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
+		--platform manylinux_2_39_x86_64 nvidia-resiliency-ext==0.6.0 -d $(BRIDGE_VENV)/wheels
+	cp $(BRIDGE_VENV)/wheels/$(NVRX_WHEEL) $(BRIDGE_VENV)/wheels/$(subst 2_39,2_28,$(NVRX_WHEEL))
+	$(BRIDGE_VENV)/bin/pip install --quiet --no-deps $(BRIDGE_VENV)/wheels/$(subst 2_39,2_28,$(NVRX_WHEEL))
+	rm -rf $(BRIDGE_VENV)/wheels
+	touch $@
+
 # The EFA-enabled NeMo image (containers/nemo-efa) into the compute account's ECR, on a machine with docker and
 # credentials for that account; then, on the head node, `python -m cluster.containers import` makes the .sqsh.
 nemo-image: setup
@@ -159,14 +182,14 @@ build/wheelhouse-test/.complete: requirements-submit.txt constraints.txt | $(VEN
 	$(PY) -m pip download --quiet --only-binary=:all: -r requirements-submit.txt -c constraints.txt -d build/wheelhouse-test
 	touch $@
 
-test: setup lint pcluster-venv checkov-venv nemo-venv torchtitan-venv wheelhouse-test
+test: setup lint pcluster-venv checkov-venv nemo-venv bridge-venv torchtitan-venv wheelhouse-test
 	$(PY) -m pytest
 
 # The tests that wait on SLURM jobs, torchrun ranks and Prometheus scrapes, STRESS_ROUNDS times under busy loops on
 # every core (tests/stress.py); every failure is printed with its job story. Before stopping; not part of CI.
 STRESS_ROUNDS ?= 3
 
-test-stress: setup pcluster-venv nemo-venv torchtitan-venv wheelhouse-test
+test-stress: setup pcluster-venv nemo-venv bridge-venv torchtitan-venv wheelhouse-test
 	$(PY) -m tests.stress --rounds $(STRESS_ROUNDS)
 
 bench: setup

@@ -1,4 +1,5 @@
-"""The NeMo image's way into a VPC without internet: build it FROM NVIDIA's NeMo container with EFA added
+"""The NeMo image's way into a VPC without internet: build it FROM NVIDIA's NeMo Framework container (the spec's
+cluster.containers.nemo_framework: 26.08 with Megatron Bridge by default, or 25.07 with NeMo 2.4) with EFA added
 (containers/nemo-efa), push it to the compute account's ECR, and import it once to a .sqsh on the shared file
 system that pyxis runs on every node (docs/containers.md).
 
@@ -36,9 +37,13 @@ def ecr_image(spec: DeploymentSpec) -> EcrImage:
 def push_commands(spec: DeploymentSpec) -> list[list[str]]:
     """Build for x86_64 nodes, make sure the repository exists (scanned, immutable tags), log in, push."""
     image = ecr_image(spec)
+    assert spec.cluster is not None
+    framework = spec.cluster.containers.framework
     region = ["--region", image.region]
+    build_args = ["--build-arg", f"NEMO_IMAGE={framework.base_image}"]
+    build_args += ["--build-arg", f"FRAMEWORK_MODULE={framework.check_import}"]
     return [
-        ["docker", "build", "--platform", "linux/amd64", "--tag", image.reference, str(DOCKERFILE_DIR)],
+        ["docker", "build", "--platform", "linux/amd64", "--tag", image.reference, *build_args, str(DOCKERFILE_DIR)],
         [
             "bash",
             "-c",

@@ -42,6 +42,8 @@ class Target:
     efa: bool
     shared_dir: str | None  # the cluster's shared file system (/fsx); None on the local cluster
     container_image: str | None = None
+    # The spec's cluster.containers.nemo_framework (spec.containers.FRAMEWORKS) for the nemo backend.
+    nemo_framework: str | None = None
     pyxis: bool = False
     neuron: NeuronSpec | None = None
     local: bool = False
@@ -112,6 +114,7 @@ def resolve_target(spec: DeploymentSpec, backend: str, queue_name: str | None, p
         efa=queue.efa_enabled(facts.efa_capable),
         shared_dir=cluster.fsx.mount_dir if cluster.fsx is not None else None,
         container_image=cluster.containers.nemo_image if backend == "nemo" else None,
+        nemo_framework=cluster.containers.nemo_framework if backend == "nemo" else None,
         pyxis=cluster.containers.pyxis,
         neuron=cluster.neuron,
     )

@@ -5,6 +5,10 @@ EFA-enabled build of containers/nemo-efa, pushed to an ECR repository of the com
 and jobs run either its squashfs import on shared storage (`nemo_image: /fsx/...sqsh`, the default: no registry
 traffic per job) or the ECR image itself (`nemo_image: <account>.dkr.ecr.<region>.amazonaws.com/<repo>:<tag>`).
 The compute nodes' role may pull from `ecr_repository` only (policies.cluster_nodes).
+
+`nemo_framework` picks NVIDIA's NeMo Framework container the image is built FROM, and with it the job's entry
+point (FRAMEWORKS): Megatron Bridge in the current container (the default), or NeMo 2.4 in nemo:25.07, kept as a
+pinned choice. `image_tag` and `nemo_image` default to that framework's build.
 """
 
 from __future__ import annotations
@@ -12,9 +16,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from spec.errors import SpecProblem
 from spec.fields import StrictModel, matches
@@ -33,8 +37,48 @@ _SQSH_RE = re.compile(r"^/[A-Za-z0-9_][A-Za-z0-9_./-]*\.sqsh$")
 _MOUNT_DIR_RE = re.compile(r"^/[a-zA-Z0-9_][a-zA-Z0-9_./-]*$")
 
 DEFAULT_REPOSITORY = "llm-nemo-efa"
-# NeMo 25.07 (NeMo 2.4.0) with EFA installer 1.43.2: containers/nemo-efa/Dockerfile's build arguments.
-DEFAULT_TAG = "25.07.00-efa1.43.2"
+EFA_INSTALLER_VERSION = "1.43.2"
+
+FrameworkName = Literal["megatron-bridge-26.08", "nemo-25.07"]
+
+
+@dataclass(frozen=True)
+class Framework:
+    """One NeMo Framework container the jobs can run, and how a job drives it."""
+
+    base_image: str  # what containers/nemo-efa builds FROM (NEMO_IMAGE)
+    tag: str  # the ECR tag of our EFA build: the base's tag and the EFA installer's version
+    entry_point: str  # training/jobs/<entry_point>, run in the container by nemo.sh
+    check_import: str  # the module the image build imports to prove the framework is there
+    versions: str  # what the container carries, for docs and notes
+
+
+# Megatron Bridge 0.6.0 is NeMo Framework 26.08's LLM training library (its GitHub release v0.6.0 is titled
+# "NeMo Framework 26.08 - Megatron Bridge Release Notes"); megatron-bridge 0.6.0 is on PyPI, so the contract tests
+# run the same version (tests/jobs/contracts/bridge-lock.txt). NeMo 2.4.0 is nemo:25.07's (tests/jobs/contracts/
+# nemo-lock.txt). NeMo's own main line no longer has the LLM collection that 25.07's entry point uses.
+FRAMEWORKS: dict[str, Framework] = {
+    "megatron-bridge-26.08": Framework(
+        base_image="nvcr.io/nvidia/nemo:26.08",
+        tag=f"26.08-efa{EFA_INSTALLER_VERSION}",
+        entry_point="bridge_pretrain.py",
+        check_import="megatron.bridge",
+        versions="NeMo Framework 26.08: Megatron Bridge 0.6.0, Megatron Core (main, 2026-07), PyTorch 2.13.0",
+    ),
+    "nemo-25.07": Framework(
+        base_image="nvcr.io/nvidia/nemo:25.07.00",
+        tag=f"25.07.00-efa{EFA_INSTALLER_VERSION}",
+        entry_point="nemo_pretrain.py",
+        check_import="nemo.collections.llm",
+        versions="NeMo Framework 25.07: NeMo 2.4.0 (NeMo 2 recipes, Lightning), NeMo-Run",
+    ),
+}
+DEFAULT_FRAMEWORK: FrameworkName = "megatron-bridge-26.08"
+DEFAULT_TAG = FRAMEWORKS[DEFAULT_FRAMEWORK].tag
+
+
+def default_sqsh(repository: str, tag: str) -> str:
+    return f"/fsx/containers/{repository}-{tag}.sqsh"
 
 
 @dataclass(frozen=True)
@@ -93,12 +137,16 @@ class ContainersSpec(StrictModel):
     """Containers on GPU queues: pyxis (srun --container-image) on enroot."""
 
     pyxis: bool = True
+    nemo_framework: FrameworkName = Field(
+        default=DEFAULT_FRAMEWORK,
+        description="The NeMo Framework container (and job entry point): megatron-bridge-26.08 or nemo-25.07.",
+    )
     ecr_repository: Annotated[str, matches(_ECR_REPOSITORY_RE, "an ECR repository name such as llm-nemo-efa")] = Field(
         default=DEFAULT_REPOSITORY, description="Compute-account ECR repository of the EFA NeMo image."
     )
-    image_tag: Annotated[str, matches(_TAG_RE, "an image tag such as 25.07.00-efa1.43.2")] = DEFAULT_TAG
+    image_tag: Annotated[str, matches(_TAG_RE, "an image tag such as 26.08-efa1.43.2")] = DEFAULT_TAG
     nemo_image: str = Field(
-        default=f"/fsx/containers/{DEFAULT_REPOSITORY}-{DEFAULT_TAG}.sqsh",
+        default=default_sqsh(DEFAULT_REPOSITORY, DEFAULT_TAG),
         description="What jobs run: the .sqsh import on shared storage, or the ECR image itself.",
     )
     # Local NVMe (ParallelCluster mounts instance store at /scratch). Never shared storage: enroot
@@ -106,6 +154,26 @@ class ContainersSpec(StrictModel):
     enroot_local_dir: Annotated[str, matches(_MOUNT_DIR_RE, "an absolute path such as /scratch/enroot")] = (
         "/scratch/enroot"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _framework_defaults(cls, data: Any) -> Any:
+        """Without an image_tag or nemo_image, the chosen framework's build and its .sqsh on /fsx."""
+        if not isinstance(data, dict):
+            return data
+        framework = FRAMEWORKS.get(str(data.get("nemo_framework", DEFAULT_FRAMEWORK)))
+        if framework is None:  # the Literal names the choices
+            return data
+        data = dict(data)
+        data.setdefault("image_tag", framework.tag)
+        data.setdefault(
+            "nemo_image", default_sqsh(str(data.get("ecr_repository", DEFAULT_REPOSITORY)), str(data["image_tag"]))
+        )
+        return data
+
+    @property
+    def framework(self) -> Framework:
+        return FRAMEWORKS[self.nemo_framework]
 
     @field_validator("nemo_image")
     @classmethod

@@ -61,3 +61,12 @@ def nemo_python() -> Path:
     if not (REPO / ".nemo-venv" / ".installed").exists():
         subprocess.run(["make", "--no-print-directory", "nemo-venv"], cwd=REPO, check=True)
     return REPO / ".nemo-venv" / "bin" / "python"
+
+
+@pytest.fixture(scope="session")
+def bridge_python() -> Path:
+    """The isolated Megatron Bridge 0.6.0 environment (.bridge-venv, Python 3.12); built with `make bridge-venv`
+    when missing."""
+    if not (REPO / ".bridge-venv" / ".installed").exists():
+        subprocess.run(["make", "--no-print-directory", "bridge-venv"], cwd=REPO, check=True)
+    return REPO / ".bridge-venv" / "bin" / "python"

@@ -19,6 +19,7 @@ SHIPPED = ("spec", "slurm", "training", "cluster", "policies", "stacks", "bench"
 EXEMPT = {
     "training/train.py": "its exit statuses are the requeue contract with the job script (training/signals.py)",
     "training/jobs/nemo_pretrain.py": "runs inside the NeMo container, where the repo's spec package is absent",
+    "training/jobs/bridge_pretrain.py": "runs inside the NeMo Framework container, where the repo's spec package is absent",
     "cluster/pcluster/validate_config.py": "runs in .pcluster-venv, without the repo's dependencies",
     "cluster/pcluster/dump_update_policies.py": "runs in .pcluster-venv, without the repo's dependencies",
     "cluster/pcluster/node_policies.py": "runs in .pcluster-venv, without the repo's dependencies",

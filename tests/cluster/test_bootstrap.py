@@ -90,8 +90,8 @@ def run(script: str, args: list[str], env: dict[str, str]) -> subprocess.Complet
 GPU_ARGS = ["--gpus", "8", "--efa-devices", "32", "--pyxis", "true", "--enroot-dir", "/scratch/enroot"]
 
 
-SQSH = "/fsx/containers/llm-nemo-efa-25.07.00-efa1.43.2.sqsh"
-ECR_IMAGE = "111111111111.dkr.ecr.us-east-1.amazonaws.com/llm-nemo-efa:25.07.00-efa1.43.2"
+SQSH = "/fsx/containers/llm-nemo-efa-26.08-efa1.43.2.sqsh"
+ECR_IMAGE = "111111111111.dkr.ecr.us-east-1.amazonaws.com/llm-nemo-efa:26.08-efa1.43.2"
 
 
 def test_gpu_node_configures_enroot_on_local_disk(tmp_path: Path) -> None:

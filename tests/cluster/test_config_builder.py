@@ -85,7 +85,7 @@ def test_gpu_bootstrap_sequence_carries_the_facts() -> None:
     assert args[args.index("--gpus") + 1] == "8"
     assert args[args.index("--efa-devices") + 1] == "32"
     assert args[args.index("--enroot-dir") + 1] == "/scratch/enroot"
-    assert args[args.index("--container-image") + 1] == "/fsx/containers/llm-nemo-efa-25.07.00-efa1.43.2.sqsh"
+    assert args[args.index("--container-image") + 1] == "/fsx/containers/llm-nemo-efa-26.08-efa1.43.2.sqsh"
 
 
 def test_p4d_odcr() -> None:

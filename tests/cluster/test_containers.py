@@ -18,8 +18,8 @@ from spec.containers import parse_ecr_image, pyxis_image
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT = load_spec(None)
-ECR = "111111111111.dkr.ecr.us-east-1.amazonaws.com/llm-nemo-efa:25.07.00-efa1.43.2"
-SQSH = "/fsx/containers/llm-nemo-efa-25.07.00-efa1.43.2.sqsh"
+ECR = "111111111111.dkr.ecr.us-east-1.amazonaws.com/llm-nemo-efa:26.08-efa1.43.2"
+SQSH = "/fsx/containers/llm-nemo-efa-26.08-efa1.43.2.sqsh"
 
 
 def _with_image(image: str, **containers: str) -> dict:
@@ -53,7 +53,7 @@ def test_images_the_nodes_cannot_reach_are_refused_with_the_field_named(image: s
 
 
 def test_pyxis_gets_the_registry_before_a_hash() -> None:
-    assert pyxis_image(ECR) == "111111111111.dkr.ecr.us-east-1.amazonaws.com#llm-nemo-efa:25.07.00-efa1.43.2"
+    assert pyxis_image(ECR) == "111111111111.dkr.ecr.us-east-1.amazonaws.com#llm-nemo-efa:26.08-efa1.43.2"
     assert pyxis_image(SQSH) == SQSH
     assert pyxis_image("nvcr.io#nvidia/nemo:25.07") == "nvcr.io#nvidia/nemo:25.07"
 
@@ -76,16 +76,30 @@ def test_push_builds_from_the_dockerfile_and_pushes_to_the_compute_accounts_ecr(
         "linux/amd64",
         "--tag",
         ECR,
+        # The spec's cluster.containers.nemo_framework picks the base and what the build proves imports.
+        "--build-arg",
+        "NEMO_IMAGE=nvcr.io/nvidia/nemo:26.08",
+        "--build-arg",
+        "FRAMEWORK_MODULE=megatron.bridge",
         str(REPO / "containers" / "nemo-efa"),
     ]
     assert "--image-tag-mutability IMMUTABLE" in create[2] and "scanOnPush=true" in create[2]
     assert "docker login --username AWS --password-stdin 111111111111.dkr.ecr.us-east-1.amazonaws.com" in login[2]
     assert push == ["docker", "push", ECR]
     dockerfile = (REPO / "containers" / "nemo-efa" / "Dockerfile").read_text()
-    assert (
-        "ARG NEMO_IMAGE=nvcr.io/nvidia/nemo:25.07.00" in dockerfile and "ARG EFA_INSTALLER_VERSION=1.43.2" in dockerfile
-    )
+    assert "ARG NEMO_IMAGE=nvcr.io/nvidia/nemo:26.08" in dockerfile and "ARG EFA_INSTALLER_VERSION=1.43.2" in dockerfile
     assert "/opt/amazon/ofi-nccl/lib" in dockerfile
+
+
+def test_the_pinned_nemo_2507_choice_builds_from_its_own_container() -> None:
+    data = yaml.safe_load((REPO / "spec" / "default.yaml").read_text())
+    data["cluster"]["containers"] = {"nemo_framework": "nemo-25.07"}
+    spec = parse_spec(data)
+    assert spec.cluster is not None
+    assert spec.cluster.containers.nemo_image == "/fsx/containers/llm-nemo-efa-25.07.00-efa1.43.2.sqsh"
+    build = push_commands(spec)[0]
+    assert build[build.index("--tag") + 1].endswith("/llm-nemo-efa:25.07.00-efa1.43.2")
+    assert "NEMO_IMAGE=nvcr.io/nvidia/nemo:25.07.00" in build and "FRAMEWORK_MODULE=nemo.collections.llm" in build
 
 
 def test_import_runs_on_one_gpu_node_and_writes_the_sqsh_atomically(tmp_path: Path) -> None:
@@ -115,7 +129,7 @@ def test_import_runs_on_one_gpu_node_and_writes_the_sqsh_atomically(tmp_path: Pa
     assert (tmp_path / "seen").read_text().splitlines() == [
         "machine 111111111111.dkr.ecr.us-east-1.amazonaws.com login AWS password TOKEN",
         f"import --output {tmp_path}/fsx/nemo.sqsh.partial "
-        "docker://111111111111.dkr.ecr.us-east-1.amazonaws.com#llm-nemo-efa:25.07.00-efa1.43.2",
+        "docker://111111111111.dkr.ecr.us-east-1.amazonaws.com#llm-nemo-efa:26.08-efa1.43.2",
     ]
 
 

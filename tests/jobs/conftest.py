@@ -59,6 +59,20 @@ def demo_data(tmp_path_factory: pytest.TempPathFactory) -> str:
     return prepare_demo_subset(tmp_path_factory.mktemp("job-data"))
 
 
+def nemo2507_spec_file(path: Path) -> Path:
+    """The default spec with the pinned NeMo 2.4 choice: cluster.containers.nemo_framework nemo-25.07 (its image
+    tag and .sqsh then default to the 25.07 build)."""
+    spec = yaml.safe_load((REPO / "spec" / "default.yaml").read_text())
+    spec["cluster"]["containers"] = {"pyxis": True, "nemo_framework": "nemo-25.07", "ecr_repository": "llm-nemo-efa"}
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+@pytest.fixture(scope="session")
+def nemo2507_spec(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return nemo2507_spec_file(tmp_path_factory.mktemp("spec") / "nemo-25.07.yaml")
+
+
 @pytest.fixture
 def tiny_config(tmp_path: Path) -> Path:
     return write_job(tmp_path / "tiny.yaml")

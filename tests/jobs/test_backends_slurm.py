@@ -33,14 +33,15 @@ def _clean_bash(script: Path) -> None:
 
 
 def test_nemo_job_launches_the_container_step_with_pyxis_flags(
-    local_slurm: LocalSlurm, demo_data: str, tmp_path: Path
+    local_slurm: LocalSlurm, demo_data: str, tmp_path: Path, nemo2507_spec: Path
 ) -> None:
+    # The pinned NeMo 2.4 choice (the default, Megatron Bridge, runs the same step with its own entry point).
     recorders = install_recorders(tmp_path / "bin", "pyxis-srun")
     record_log = tmp_path / "record.jsonl"
     run_dir = tmp_path / "nemo-run"
     config = write_job(tmp_path / "job.yaml", data={"global_batch_size": 64})
     argv = ["--backend", "nemo", "--model", str(config), "--nodes", "2", "--data-prefix", demo_data,
-            "--run-dir", str(run_dir), "--partition", "local"]  # fmt: skip
+            "--run-dir", str(run_dir), "--partition", "local", "--spec", str(nemo2507_spec)]  # fmt: skip
     env = {"CONTAINER_SRUN": str(recorders / "pyxis-srun"), "RECORD_LOG": str(record_log)}
     (job_id,) = submit(local_slurm, argv, env)
     job = wait_for_end(local_slurm, job_id)
@@ -103,7 +104,8 @@ def _nemo_with_standin(tmp_path: Path, demo_data: str, program: str | None) -> t
 
 
 def test_nemo_config_error_is_not_requeued(local_slurm: LocalSlurm, demo_data: str, tmp_path: Path) -> None:
-    # The real nemo_pretrain.py, on a host python without NeMo: start-up fails, which is a configuration error.
+    # The real bridge_pretrain.py (the default), on a host python without Megatron Bridge: start-up fails, which is
+    # a configuration error.
     argv, env, run_dir = _nemo_with_standin(tmp_path, demo_data, None)
     (job_id,) = submit(local_slurm, argv, env)
     job = wait_for_end(local_slurm, job_id)

@@ -48,6 +48,20 @@ def test_the_summary_takes_the_last_attempt_of_each_step_and_the_newest_committe
     assert lines[1].startswith("throughput      102 tokens/s per rank, 203 tokens/s over 2 ranks")
 
 
+def test_a_megatron_bridge_run_is_summarized_by_its_last_finished_checkpoint(tmp_path: Path) -> None:
+    run = tmp_path / "bridge-run"
+    for step, finished in ((20, True), (40, True), (60, False)):  # 60: a save the time limit cut short
+        (run / "checkpoints" / f"iter_{step:07d}").mkdir(parents=True)
+        if finished:
+            (run / "checkpoints" / f"iter_{step:07d}" / "train_state.pt").touch()
+    (run / "tensorboard").mkdir()
+    (run / "exit_status.json").write_text('{"exit_code": 42, "reason": "stopped on SIGUSR1 after a checkpoint"}')
+    summary = summarize(run)
+    assert summary.checkpoint == run / "checkpoints" / "iter_0000040"
+    assert summary.tensorboard == run / "tensorboard"
+    assert "exit status     42 (stopped on SIGUSR1 after a checkpoint)" in summary.lines()
+
+
 def test_nemo_and_neuron_runs_are_summarized_by_their_own_checkpoints_and_exit_status(tmp_path: Path) -> None:
     nemo = tmp_path / "nemo-run"
     checkpoints = nemo / "nemo" / "nemo-run" / "checkpoints"

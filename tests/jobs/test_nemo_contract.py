@@ -1,4 +1,5 @@
-"""The rendered NeMo job against NeMo's own code (NeMo 2.4.0, the nemo:25.07 container's, in .nemo-venv).
+"""The rendered NeMo job against NeMo's own code (NeMo 2.4.0, the nemo:25.07 container's, in .nemo-venv): the
+pinned choice cluster.containers.nemo_framework: nemo-25.07 (the default, Megatron Bridge: test_bridge_contract.py).
 
 The job's config is rendered by `training.submit` as on the head node; tests/jobs/contracts/nemo_probe.py then
 builds the recipe with nemo_pretrain.build_recipe (what the container runs) and lets fiddle construct the parts
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.jobs.conftest import write_job
+from tests.jobs.conftest import nemo2507_spec_file, write_job
 from training import submit
 from training.signals import EXIT_CONFIG_ERROR
 
@@ -33,8 +34,9 @@ LLAMA_JOB = {
 def _render(tmp_path: Path, demo_data: str, name: str, *extra: str) -> Path:
     config = write_job(tmp_path / f"{name}.yaml", **LLAMA_JOB)
     run_dir = tmp_path / name
+    spec = nemo2507_spec_file(tmp_path / f"{name}-spec.yaml")  # the pinned NeMo 2.4 choice, not the default
     argv = ["--backend", "nemo", "--model", str(config), "--nodes", "2", "--data-prefix", demo_data,
-            "--run-dir", str(run_dir), *extra]  # fmt: skip
+            "--run-dir", str(run_dir), "--spec", str(spec), *extra]  # fmt: skip
     options = submit.parse_options(argv)
     submit.write(submit.render(options, "python -m training.submit " + " ".join(argv)))
     return run_dir / "nemo-config.yaml"

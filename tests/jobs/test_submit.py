@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -150,10 +151,35 @@ def test_write_puts_the_script_beside_the_run_dir_and_the_config_inside(
     assert config["train"]["max_steps"] == 7
 
 
-def test_nemo_job_writes_its_config_and_a_tokenizer_directory(demo_data: str, tmp_path: Path) -> None:
-    run_dir = tmp_path / "nemo"
+def test_nemo_job_writes_a_megatron_bridge_config_and_the_models_hf_config_by_default(
+    demo_data: str, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "bridge"
     job = write_job(tmp_path / "gbs64.yaml", data={"global_batch_size": 64})
     rendered = render(_args(*_base(job, demo_data, run_dir, backend="nemo")), "t")
+    write(rendered)
+    config = yaml.safe_load((run_dir / "bridge-config.yaml").read_text())
+    assert (config["framework"], config["recipe"]) == ("megatron-bridge-26.08", "llama3_8b_pretrain_config")
+    assert config["data"]["tokenizer"] == str(run_dir / "tokenizer")
+    # The recipe's Hub model id, answered from the run directory with our shape (the VPC cannot reach the Hub).
+    hf = json.loads((run_dir / "hf" / "meta-llama" / "Meta-Llama-3-8B" / "config.json").read_text())
+    assert (hf["architectures"], hf["num_hidden_layers"], hf["vocab_size"]) == (["LlamaForCausalLM"], 2, 512)
+    assert (
+        config["overrides"]["checkpoint.load"] == config["overrides"]["checkpoint.save"] == str(run_dir / "checkpoints")
+    )
+    (script,) = rendered.scripts
+    lines = script.text.splitlines()
+    assert "CONTAINER_IMAGE=/fsx/containers/llm-nemo-efa-26.08-efa1.43.2.sqsh" in lines
+    assert "NEMO_ENTRY=bridge_pretrain.py" in lines and f"NEMO_CONFIG={run_dir}/bridge-config.yaml" in lines
+    assert "export HF_HUB_OFFLINE=1" in lines
+
+
+def test_nemo_job_writes_its_config_and_a_tokenizer_directory(
+    demo_data: str, tmp_path: Path, nemo2507_spec: Path
+) -> None:
+    run_dir = tmp_path / "nemo"
+    job = write_job(tmp_path / "gbs64.yaml", data={"global_batch_size": 64})
+    rendered = render(_args(*_base(job, demo_data, run_dir, backend="nemo"), "--spec", str(nemo2507_spec)), "t")
     write(rendered)
     config = yaml.safe_load((run_dir / "nemo-config.yaml").read_text())
     assert config["data"]["tokenizer"] == str(run_dir / "tokenizer")
@@ -163,6 +189,7 @@ def test_nemo_job_writes_its_config_and_a_tokenizer_directory(demo_data: str, tm
     (script,) = rendered.scripts
     # The .sqsh `make nemo-image` imports onto /fsx: no registry is reached per job.
     assert "CONTAINER_IMAGE=/fsx/containers/llm-nemo-efa-25.07.00-efa1.43.2.sqsh" in script.text.splitlines()
+    assert "NEMO_ENTRY=nemo_pretrain.py" in script.text.splitlines()
     assert f"EXIT_STATUS_FILE={run_dir}/exit_status.json" in script.text.splitlines()
     assert "export NVTE_ASYNC_AMAX_REDUCTION=1" in script.text.splitlines()
 
@@ -203,10 +230,26 @@ def test_nemo_layouts_megatron_would_refuse_are_refused_before_submission(
     assert _fails(capsys, argv) == message
 
 
-def test_nemo_context_parallelism_is_rendered_and_shrinks_data_parallelism(demo_data: str, tmp_path: Path) -> None:
+def test_bridge_context_parallelism_is_rendered_and_no_other_exit_condition_is_set(
+    demo_data: str, tmp_path: Path
+) -> None:
     run_dir = tmp_path / "cp"
     job = write_job(tmp_path / "gbs64.yaml", data={"global_batch_size": 64})
     write(render(_args(*_base(job, demo_data, run_dir, backend="nemo"), "--context-parallel", "2"), "t"))
+    overrides = yaml.safe_load((run_dir / "bridge-config.yaml").read_text())["overrides"]
+    assert overrides["model.context_parallel_size"] == 2
+    assert overrides["model.expert_model_parallel_size"] == 1
+    assert overrides["train.exit_signal_handler"] is True
+    assert (overrides["train.exit_duration_in_mins"], overrides["train.exit_interval"]) == (None, None)
+
+
+def test_nemo_context_parallelism_is_rendered_and_shrinks_data_parallelism(
+    demo_data: str, tmp_path: Path, nemo2507_spec: Path
+) -> None:
+    run_dir = tmp_path / "cp"
+    job = write_job(tmp_path / "gbs64.yaml", data={"global_batch_size": 64})
+    argv = [*_base(job, demo_data, run_dir, backend="nemo"), "--context-parallel", "2", "--spec", str(nemo2507_spec)]
+    write(render(_args(*argv), "t"))
     overrides = yaml.safe_load((run_dir / "nemo-config.yaml").read_text())["overrides"]
     assert overrides["trainer.strategy.context_parallel_size"] == 2
     assert overrides["trainer.strategy.expert_model_parallel_size"] == 1

@@ -19,10 +19,11 @@ def test_the_first_matching_queue_is_picked() -> None:
     assert target.container_image is None
 
 
-def test_nemo_takes_the_container_image_from_the_spec() -> None:
-    assert resolve_target(DEFAULT, "nemo", "gpu", None).container_image == (
-        "/fsx/containers/llm-nemo-efa-25.07.00-efa1.43.2.sqsh"
-    )
+def test_nemo_takes_the_container_image_and_framework_from_the_spec() -> None:
+    target = resolve_target(DEFAULT, "nemo", "gpu", None)
+    assert target.container_image == "/fsx/containers/llm-nemo-efa-26.08-efa1.43.2.sqsh"
+    assert target.nemo_framework == "megatron-bridge-26.08"
+    assert resolve_target(DEFAULT, "fsdp", "gpu", None).nemo_framework is None
 
 
 def test_trainium_runs_one_worker_per_neuron_core() -> None:

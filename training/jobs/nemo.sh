@@ -1,10 +1,12 @@
 #!/bin/bash
 # shellcheck shell=bash
-# NeMo 2 in a pyxis/enroot container: srun starts one task per GPU inside the image; Lightning reads the
-# SLURM variables (no PMI needed). CONTAINER_SRUN is the launcher (srun with the pyxis plugin); point it
+# NeMo Framework in a pyxis/enroot container: srun starts one task per GPU inside the image, which runs the
+# framework's entry point (NEMO_ENTRY: bridge_pretrain.py for Megatron Bridge, nemo_pretrain.py for NeMo 2.4);
+# both read the SLURM variables (no PMI needed). CONTAINER_SRUN is the launcher (srun with the pyxis plugin); point it
 # elsewhere to test. The image's own environment wins inside the container (pyxis), so its LD_LIBRARY_PATH
 # (CUDA, and the EFA/aws-ofi-nccl libraries of the image built by containers/nemo-efa) stays as built.
-# Settings: WORKDIR, NPROC_PER_NODE, CONTAINER_IMAGE, CONTAINER_MOUNTS, NEMO_CONFIG, RUN_DIR, EXIT_STATUS_FILE.
+# Settings: WORKDIR, NPROC_PER_NODE, CONTAINER_IMAGE, CONTAINER_MOUNTS, NEMO_ENTRY, NEMO_CONFIG, RUN_DIR,
+# EXIT_STATUS_FILE.
 job_start
 mkdir -p "$RUN_DIR"
 rm -f "$EXIT_STATUS_FILE" # a stale status from the last attempt must not decide this one
@@ -20,5 +22,5 @@ run_step "$CONTAINER_SRUN" --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$((SLURM_JOB
 	--container-mounts="$CONTAINER_MOUNTS" \
 	--container-workdir="$WORKDIR" \
 	--no-container-mount-home \
-	python "$WORKDIR/training/jobs/nemo_pretrain.py" --config "$NEMO_CONFIG"
+	python "$WORKDIR/training/jobs/$NEMO_ENTRY" --config "$NEMO_CONFIG"
 finish_job "$?"

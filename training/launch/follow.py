@@ -113,6 +113,20 @@ def _framework_checkpoint(run_dir: Path) -> Path | None:
     return max(found)[2] if found else None
 
 
+# Megatron Bridge (RUN_DIR/checkpoints/iter_0000120/): rank 0 writes the iteration's train_state.pt once every rank
+# has saved, so a directory without it is an unfinished save.
+_MEGATRON_ITER_RE = re.compile(r"^iter_(\d+)$")
+
+
+def _megatron_checkpoint(run_dir: Path) -> Path | None:
+    found = [
+        (int(match.group(1)), path)
+        for path in (run_dir / "checkpoints").glob("iter_*")
+        if (match := _MEGATRON_ITER_RE.match(path.name)) and (path / "train_state.pt").is_file()
+    ]
+    return max(found)[1] if found else None
+
+
 def _framework_tensorboard(run_dir: Path) -> Path | None:
     for base in _FRAMEWORK_DIRS:
         if next((run_dir / base).glob("**/events.out.tfevents.*"), None) is not None:
@@ -153,7 +167,9 @@ def summarize(run_dir: Path, window: int = 20) -> RunSummary:
         final_loss=final.get("loss") if final else None,
         tokens_per_s_per_device=speed,
         world_size=worlds[-1] if worlds else None,
-        checkpoint=checkpoints[-1][1] if checkpoints else _framework_checkpoint(run_dir),
+        checkpoint=checkpoints[-1][1]
+        if checkpoints
+        else _megatron_checkpoint(run_dir) or _framework_checkpoint(run_dir),
         plot=plot if plot.exists() else None,
         tensorboard=tensorboard if tensorboard.is_dir() else _framework_tensorboard(run_dir),
         exit_status=_exit_status(run_dir),

@@ -16,8 +16,10 @@ from slurm import netenv
 from slurm.errors import SubmitError
 from slurm.render import SettingValue, assemble
 from slurm.target import Target
-from spec.containers import pyxis_image
+from spec.containers import DEFAULT_FRAMEWORK, FRAMEWORKS, pyxis_image
 from training.config import JobConfig
+from training.launch.bridge import CONFIG_NAME as BRIDGE_CONFIG_NAME
+from training.launch.bridge import bridge_config, hf_config_path, hf_llama_config
 from training.launch.nemo import Layout, nemo_config
 from training.launch.neuron import default_parallelism, nxdt_config
 from training.launch.options import SubmitOptions
@@ -199,14 +201,25 @@ def nemo_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered) 
         context=options.context_parallel or 1,
         expert=options.expert_parallel or 1,
     )
-    config = nemo_config(inputs.job, inputs.model, target, options.nodes, run_dir, tokenizer, layout)
-    config_path = run_dir / "nemo-config.yaml"
-    rendered.files[config_path] = _yaml(config)
+    framework_name = target.nemo_framework or DEFAULT_FRAMEWORK
+    framework = FRAMEWORKS[framework_name]
     env = {
         **netenv.common_env(),
         **netenv.gpu_env(target, options.libfabric_version, options.aws_ofi_nccl_version, options.nccl_debug),
         **netenv.nemo_env(),
     }
+    if framework.entry_point == "bridge_pretrain.py":
+        config = bridge_config(inputs.job, inputs.model, target, options.nodes, run_dir, tokenizer, layout)
+        config_path = run_dir / BRIDGE_CONFIG_NAME
+        rendered.files[hf_config_path(config)] = (
+            json.dumps(hf_llama_config(inputs.model, inputs.job.data.seq_len), indent=2) + "\n"
+        )
+        # The recipe's model comes from the rendered config directory; nothing may try the Hub (no route to it).
+        env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+    else:
+        config = nemo_config(inputs.job, inputs.model, target, options.nodes, run_dir, tokenizer, layout)
+        config_path = run_dir / "nemo-config.yaml"
+    rendered.files[config_path] = _yaml(config)
     image = options.container_image or target.container_image
     if not image:
         raise SubmitError("--container-image: no image given and the spec names none")
@@ -217,8 +230,10 @@ def nemo_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered) 
         )
     mounts = _container_mounts(target.shared_dir, [inputs.workdir, run_dir, Path(inputs.data_prefix).parent])
     settings: dict[str, SettingValue] = {
-        # nemo_pretrain.py's PreemptionCallback checkpoints on USR1; rank 0 writes the exit status.
+        # The entry point checkpoints on USR1 (NeMo 2: PreemptionCallback; Megatron Bridge: train.exit_signal);
+        # rank 0 writes the exit status, every rank an error.
         **_common_settings(options, run_dir, "USR1", str(run_dir / EXIT_STATUS_FILE)),
+        "NEMO_ENTRY": framework.entry_point,
         "WORKDIR": str(inputs.workdir),
         "NPROC_PER_NODE": target.workers_per_node,
         "CONTAINER_IMAGE": pyxis_image(image),

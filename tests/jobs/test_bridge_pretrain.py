@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from training import signals
-from training.jobs import bridge_pretrain
+from training.jobs import bridge_pretrain, nemo_pretrain
 from training.jobs.bridge_pretrain import OverrideError, StoppedOnSignal, apply_overrides, load_config, run_job, stop_of
 
 
@@ -156,3 +156,17 @@ class _Bare:
         self.dataset = SimpleNamespace()
         self.tokenizer = SimpleNamespace()
         self.train = SimpleNamespace()
+
+
+@pytest.mark.parametrize("entry", [bridge_pretrain, nemo_pretrain])
+def test_a_stop_to_requeue_is_written_by_every_rank_and_a_finish_by_rank_0(
+    entry: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first rank to exit with EXIT_REQUEUE makes srun's --kill-on-bad-exit kill rank 0, which may not have
+    # written yet (seen under load: the job requeued for "step exit status 143" with no status file).
+    monkeypatch.setenv("SLURM_PROCID", "1")
+    stopped, finished = tmp_path / "stopped.json", tmp_path / "finished.json"
+    entry.write_exit_status(str(stopped), signals.EXIT_REQUEUE, "stopped on SIGUSR1 after a checkpoint")
+    entry.write_exit_status(str(finished), signals.EXIT_OK, "finished")
+    assert json.loads(stopped.read_text())["exit_code"] == signals.EXIT_REQUEUE
+    assert not finished.exists()

@@ -101,11 +101,11 @@ def build_recipe(config: dict[str, Any]) -> Any:
 def write_exit_status(path: str | None, code: int, reason: str, every_rank: bool = False) -> None:
     """The verdict for the batch script (same format as training/signals.py), written whole (rename).
 
-    Rank 0 reports how training ended. An error is reported by every rank that sees it: srun's
-    --kill-on-bad-exit may kill rank 0 before it writes when another rank fails first.
+    Rank 0 reports a finished run. Any other ending (a stop to requeue, an error) is reported by every rank:
+    its non-zero exit makes srun's --kill-on-bad-exit kill the other ranks, rank 0 included, before they write.
     """
     rank = os.environ.get("SLURM_PROCID", "0")
-    if not path or (rank != "0" and not every_rank):
+    if not path or (rank != "0" and code == EXIT_OK and not every_rank):
         return
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup synth demo test test-stress lint format clean pcluster-venv checkov-venv nemo-venv bridge-venv torchtitan-venv bench \
+.PHONY: help setup synth demo test test-stress lint format clean pcluster-venv checkov-venv nemo-venv bridge-venv torchtitan-venv awscli-venv bench \
 	wheelhouse wheelhouse-test gpu-bench-wheels policy-report nemo-image nxdt-wheelhouse observability-binaries
 
 help:
@@ -75,6 +75,16 @@ pcluster-venv: $(PCLUSTER_VENV)/.installed
 $(PCLUSTER_VENV)/.installed: cluster/pcluster/requirements.txt cluster/pcluster/constraints.txt
 	test -x $(PCLUSTER_VENV)/bin/python || python3 -m venv $(PCLUSTER_VENV)
 	$(PCLUSTER_VENV)/bin/pip install --quiet -r cluster/pcluster/requirements.txt -c cluster/pcluster/constraints.txt
+	touch $@
+
+# The AWS CLI v1 for the runbook test's `aws` commands (tests/aws_cli/requirements.txt says why its own venv).
+AWSCLI_VENV := .awscli-venv
+
+awscli-venv: $(AWSCLI_VENV)/.installed
+
+$(AWSCLI_VENV)/.installed: tests/aws_cli/requirements.txt
+	test -x $(AWSCLI_VENV)/bin/python || python3 -m venv $(AWSCLI_VENV)
+	$(AWSCLI_VENV)/bin/pip install --quiet --no-deps -r tests/aws_cli/requirements.txt
 	touch $@
 
 # checkov (a second opinion on the templates; tests/policies/verify/test_checkov.py) pins its own dependency tree,
@@ -182,7 +192,7 @@ build/wheelhouse-test/.complete: requirements-submit.txt constraints.txt | $(VEN
 	$(PY) -m pip download --quiet --only-binary=:all: -r requirements-submit.txt -c constraints.txt -d build/wheelhouse-test
 	touch $@
 
-test: setup lint pcluster-venv checkov-venv nemo-venv bridge-venv torchtitan-venv wheelhouse-test
+test: setup lint pcluster-venv checkov-venv nemo-venv bridge-venv torchtitan-venv awscli-venv wheelhouse-test
 	$(PY) -m pytest
 
 # The tests that wait on SLURM jobs, torchrun ranks and Prometheus scrapes, STRESS_ROUNDS times under busy loops on

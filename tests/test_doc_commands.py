@@ -26,7 +26,7 @@ CDK_COMMAND = re.compile(r"(?<![\w/.-])(?P<npx>npx )?cdk (?P<sub>synth|deploy|di
 def commands_in(text: str) -> list[str]:
     """The command text of a markdown file: ```bash blocks (continuation lines joined) and inline code spans."""
     found = []
-    for block in re.findall(r"^ *```bash\n(.*?)^ *```", text, flags=re.S | re.M):
+    for block in re.findall(r"^ *```bash[^\n]*\n(.*?)^ *```", text, flags=re.S | re.M):
         found += [line.strip() for line in block.replace("\\\n", " ").splitlines() if line.strip()]
     found += re.findall(r"(?<!`)`([^`\n]+)`(?!`)", text)
     return found
@@ -65,7 +65,7 @@ def test_every_cdk_command_that_runs_the_app_names_a_spec() -> None:
 
 def test_the_update_plan_recipe_synthesizes_each_checkout_with_its_spec() -> None:
     text = (REPO / "docs" / "cluster.md").read_text()
-    (block,) = [b for b in re.findall(r"^```bash\n(.*?)^```", text, flags=re.S | re.M) if "--old-cdk-out" in b]
+    (block,) = [b for b in re.findall(r"^```bash[^\n]*\n(.*?)^```", text, flags=re.S | re.M) if "--old-cdk-out" in b]
     synths = re.findall(r"npx cdk synth ([^;\n]*)", block)
     assert len(synths) == 2, block
     plan = next(line for line in block.splitlines() if "cluster.update_plan" in line).split()

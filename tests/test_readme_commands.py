@@ -47,7 +47,7 @@ exec {python} "$@"
 
 
 def bash_blocks(markdown: str) -> list[str]:
-    return re.findall(r"^```bash\n(.*?)^```", markdown, flags=re.S | re.M)
+    return re.findall(r"^```bash[^\n]*\n(.*?)^```", markdown, flags=re.S | re.M)
 
 
 def section(markdown: str, heading: str) -> str:
@@ -137,9 +137,10 @@ def test_the_deploy_block_gives_every_cdk_call_the_spec_and_runs_phase_two(workd
 
 
 def test_every_cdk_call_in_readme_that_runs_the_app_names_the_spec(workdir: Path) -> None:
-    """All bash blocks with a cdk call, and the inline `npx cdk ...` commands of the prose."""
+    """All `bash aws` blocks with a cdk call (the `here` ones run in tests/test_runbook.py), and the inline
+    `npx cdk ...` commands of the prose."""
     text = README.read_text()
-    for block in bash_blocks(text):
+    for block in re.findall(r"^```bash aws\n(.*?)^```", text, flags=re.S | re.M):
         if re.search(r"\bcdk (synth|deploy|diff|ls|list|destroy)\b", block):
             _assert_spec_on_every_app_run(run_block(block, workdir))
     for inline in re.findall(r"`(npx cdk [^`]*)`", text):

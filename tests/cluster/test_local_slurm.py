@@ -39,8 +39,10 @@ def test_a_second_cluster_starts_runs_a_two_node_job_and_stops_cleanly(tmp_path:
             ["sbatch", "--parsable", "-N", "2", "-o", str(out), "--wrap", "srun bash -c 'echo $SLURMD_NODENAME'"]
         )
         job_id = submitted.stdout.strip()
-        assert _wait_for_job(cluster, job_id) == "COMPLETED"
-        assert sorted(out.read_text().split()) == ["n1", "n2"]
+        state = _wait_for_job(cluster, job_id)
+        story = f"{cluster.job(job_id)}; output: {out.read_text() if out.exists() else '(none)'}"
+        assert state == "COMPLETED", story
+        assert sorted(out.read_text().split()) == ["n1", "n2"], story
 
         # A job still running when the cluster goes down must not outlive it.
         cluster.run(["sbatch", "-N", "2", "-o", "/dev/null", "--wrap", "srun sleep 600"])

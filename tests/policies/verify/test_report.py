@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from policies.verify.harness.engine import Engine
 from policies.verify.matrix import CaseResult
 from policies.verify.mutations import MutationReport
 from policies.verify.report import main, render
@@ -56,3 +57,13 @@ def test_report_command_writes_the_file(default_assembly: Assembly, tmp_path: Pa
 def test_report_command_without_a_synth_says_what_to_do(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--cdk-out", str(tmp_path / "missing"), "--no-mutations"]) == 2
     assert "run `make synth` first" in capsys.readouterr().err
+
+
+def test_the_committed_access_matrix_is_the_current_report(
+    world: PolicyWorld, matrix: list[CaseResult], mutation_report: MutationReport, engine: Engine
+) -> None:
+    """docs/access-matrix.md is what `make policy-report` writes for today's code: a new case, layer or mutant
+    without a regenerated page fails here, not in a reader's hands."""
+    committed = (Path(__file__).resolve().parents[3] / "docs" / "access-matrix.md").read_text()
+    fresh = render(world.spec, world.extracted, matrix, mutation_report, engine.version)
+    assert committed == fresh, "docs/access-matrix.md is stale: run `make policy-report`"

@@ -1,0 +1,94 @@
+"""The executable runbook: every fenced block of README.md and docs/*.md says what it is, and every shell block is
+checked from the files themselves, in document order, in one scratch checkout per doc (a reader follows a doc top
+to bottom):
+
+- ```bash here: runs as written on this machine (the venv's python first on PATH, as after `make`);
+  ```bash here long: the test suite itself or tens of minutes: make -n, pytest --collect-only, our parsers.
+- ```bash aws: the AWS CLI, the CDK CLI and pcluster through their own parsers with no reachable AWS (only the
+  connection may fail); our offline commands run (phase two writes the spec the next deploy synthesizes).
+- ```bash head-node: the head node's login environment as head_node.sh builds it; our commands up to their parser,
+  Slurm's clients (Debian's slurm-wlm) against a controller that does not answer, srun's pyxis options against
+  pyxis's own option table; a program the head node does not have fails.
+docs/runbook-tests.md explains the tags for doc writers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.runbook.blocks import DOCS, REPO, Block, all_blocks, blocks_in
+from tests.runbook.sandbox import calls, env_for, prepare, run_block
+
+SHELL_DOCS = sorted({block.path for block in all_blocks() if block.language == "bash"})
+
+
+def test_every_fence_says_what_it_is() -> None:
+    problems = [problem for block in all_blocks() if (problem := block.problem()) is not None]
+    assert problems == []
+
+
+def test_every_doc_is_read() -> None:
+    assert {path.name for path in DOCS} >= {"README.md", "cluster.md", "jobs.md"}
+    assert len([b for b in all_blocks() if b.language == "bash"]) >= 40
+
+
+def check_doc(blocks: list[Block], root: Path) -> list[str]:
+    """Every shell block of one doc in order; the findings, one line each (file:line, the call, why)."""
+    repo, base = prepare(root)
+    findings: list[str] = []
+    log = Path(base["RUNBOOK_LOG"])
+    for block in blocks:
+        if block.language != "bash":
+            continue
+        log.write_text("")
+        result = run_block(block, repo, env_for(block, root, repo, base))
+        refused = [
+            f"{block.where}: {call['name']} {call['argv']}: {call['why']}" for call in calls(log) if not call["ok"]
+        ]
+        findings += refused
+        if result.returncode != 0 and not refused:
+            tail = " | ".join((result.stderr or result.stdout).strip().splitlines()[-4:])
+            findings.append(f"{block.where} ({block.info}): exit {result.returncode}: {tail}")
+        if result.returncode == 0 and (block.tag != "here" or block.long) and not calls(log):
+            findings.append(f"{block.where} ({block.info}): no command was checked")
+    return findings
+
+
+@pytest.mark.runbook
+@pytest.mark.parametrize("doc", SHELL_DOCS, ids=lambda path: str(path.relative_to(REPO)))
+def test_doc_blocks_run_or_parse(doc: Path, tmp_path: Path) -> None:
+    assert check_doc(blocks_in(doc), tmp_path) == []
+
+
+MISTAKES = [
+    (
+        "here",
+        "python -m training.plan --model llama3-8b --instance p5.48xlarge --nodes 8 --sequence 8192",
+        "--sequence",
+    ),
+    ("aws", "aws s3 ls s3://my-bucket/ --recurse", "--recurse"),
+    ("aws", "npx cdk deploy -c spec=my-deployment.yaml llm-demo-netwerk --profile compute", "llm-demo-netwerk"),
+    ("aws", "pcluster describe-cluster --name llm-demo --region us-east-1", "describe-cluster"),
+    (
+        "head-node",
+        "llm-submit --backend fsdp --model x.yaml --nodes 2 --data-prefix p --run-dir r --dryrun",
+        "--dryrun",
+    ),
+    ("head-node", "sinfo --long-format", "--long-format"),
+    ("head-node", "srun --container-imag=/fsx/containers/x.sqsh hostname", "--container-imag"),
+    ("head-node", "nvidia-smi", "nvidia-smi"),
+]
+
+
+@pytest.mark.runbook
+def test_a_broken_flag_or_name_in_any_kind_of_block_fails(tmp_path: Path) -> None:
+    """The checks can fail: one deliberate mistake per program, each reported with its block's line."""
+    doc = tmp_path / "broken.md"
+    doc.write_text("".join(f"```bash {tag}\n{line}\n```\n\n" for tag, line, _ in MISTAKES) + "```bash\necho\n```\n")
+    blocks = blocks_in(doc)
+    assert [block.problem() is None for block in blocks] == [True] * len(MISTAKES) + [False]
+    findings = check_doc(blocks[: len(MISTAKES)], tmp_path / "sandbox")
+    for block, (_, _, word) in zip(blocks, MISTAKES, strict=False):
+        assert [line for line in findings if line.startswith(block.where) and word in line], (block.where, findings)
+    assert len(findings) == len(MISTAKES), findings

@@ -67,7 +67,7 @@ class _TELoader(importlib.abc.Loader):
         self.inner.exec_module(module)
 
 
-class _TEFinder(importlib.abc.MetaPathFinder):
+class AbsentTEFinder(importlib.abc.MetaPathFinder):
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
         if name not in TE_UNGUARDED:
             return None
@@ -220,7 +220,7 @@ def refused_start(job: Any, config_path: str, world_size: int) -> dict[str, Any]
 
 
 def main(argv: list[str]) -> int:
-    sys.meta_path.insert(0, _TEFinder())
+    sys.meta_path.insert(0, AbsentTEFinder())
     world_size, *paths = argv
     job = load_entry_point("bridge_pretrain")
     reports = [probe(job, int(world_size), path) for path in paths]

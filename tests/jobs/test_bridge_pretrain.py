@@ -1,5 +1,7 @@
-"""The Megatron Bridge entry point's override, stop and exit logic (Megatron Bridge itself is imported only inside the
-container; tests/jobs/test_bridge_contract.py runs it against Megatron Bridge's own code)."""
+"""The Megatron Bridge entry point's own part: its config sections, how pretrain()'s exit reads, the recipe built from the
+rendered HF config (the override, stop and exit logic it shares with nemo_pretrain.py is tests/jobs/test_job_contract.py's;
+Megatron Bridge itself is imported only inside the container, tests/jobs/test_bridge_contract.py runs it against Megatron
+Bridge's own code)."""
 
 from __future__ import annotations
 
@@ -12,47 +14,9 @@ import pytest
 import yaml
 
 from training import signals
-from training.jobs import bridge_pretrain, nemo_pretrain
-from training.jobs.bridge_pretrain import OverrideError, StoppedOnSignal, apply_overrides, load_config, run_job, stop_of
-
-
-def _container() -> SimpleNamespace:
-    return SimpleNamespace(
-        model=SimpleNamespace(num_layers=32, tensor_model_parallel_size=1),
-        train=SimpleNamespace(train_iters=100, exit_signal_handler=False),
-    )
-
-
-def test_overrides_set_existing_fields() -> None:
-    container = _container()
-    apply_overrides(container, {"model.num_layers": 4, "train.exit_signal_handler": True})
-    assert container.model.num_layers == 4 and container.train.exit_signal_handler is True
-
-
-@pytest.mark.parametrize(
-    ("dotted", "message"),
-    [("model.num_layer", "the config has no 'model.num_layer'"), ("optim.lr", "the config has no 'optim'")],
-)
-def test_a_misspelled_override_fails_instead_of_adding_a_field(dotted: str, message: str) -> None:
-    with pytest.raises(OverrideError, match=message):
-        apply_overrides(_container(), {dotted: 1})
-
-
-def test_a_config_missing_sections_is_named(tmp_path: Path) -> None:
-    path = tmp_path / "bridge.yaml"
-    path.write_text(yaml.safe_dump({"recipe": "llama3_8b_pretrain_config"}))
-    with pytest.raises(ValueError, match="missing recipe_module, hf_model_id, hf_model_root, overrides, data"):
-        load_config(path)
-
-
-def test_exit_codes_and_the_stop_signal_match_the_trainers_contract() -> None:
-    # The container runs bridge_pretrain.py without the repo's packages, so it repeats these; they must agree.
-    assert (bridge_pretrain.EXIT_OK, bridge_pretrain.EXIT_FAILED) == (signals.EXIT_OK, 1)
-    assert (bridge_pretrain.EXIT_CONFIG_ERROR, bridge_pretrain.EXIT_REQUEUE) == (
-        signals.EXIT_CONFIG_ERROR,
-        signals.EXIT_REQUEUE,
-    )
-    assert bridge_pretrain.STOP_SIGNAL.name == "SIGUSR1"
+from training.jobs import bridge_pretrain
+from training.jobs.bridge_pretrain import load_config, run_job, stop_of
+from training.jobs.job_contract import STOP_SIGNAL, StoppedOnSignal
 
 
 def test_pretrains_sys_exit_0_is_the_signal_stop_and_any_other_status_a_failure() -> None:
@@ -60,6 +24,13 @@ def test_pretrains_sys_exit_0_is_the_signal_stop_and_any_other_status_a_failure(
     assert isinstance(stop_of(SystemExit(0)), StoppedOnSignal)
     assert isinstance(stop_of(SystemExit(None)), StoppedOnSignal)
     assert str(stop_of(SystemExit(16))) == "pretrain exited with status 16"
+
+
+def test_a_config_missing_sections_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "bridge.yaml"
+    path.write_text(yaml.safe_dump({"recipe": "llama3_8b_pretrain_config"}))
+    with pytest.raises(ValueError, match="missing recipe_module, hf_model_id, hf_model_root, overrides, data"):
+        load_config(path)
 
 
 def _config(tmp_path: Path, **extra: Any) -> Path:
@@ -85,32 +56,6 @@ def _status(tmp_path: Path) -> dict[str, Any]:
     return json.loads((tmp_path / "exit_status.json").read_text())
 
 
-def _trains(outcome: BaseException | None) -> Any:
-    def configure(config: dict[str, Any]) -> Any:
-        def train() -> None:
-            if outcome is not None:
-                raise outcome
-
-        return train
-
-    return configure
-
-
-@pytest.mark.parametrize(
-    ("outcome", "code", "reason"),
-    [
-        (None, signals.EXIT_OK, "finished"),
-        (StoppedOnSignal(), signals.EXIT_REQUEUE, "stopped on SIGUSR1 after a checkpoint"),
-        (RuntimeError("NCCL timeout"), bridge_pretrain.EXIT_FAILED, "training failed: RuntimeError: NCCL timeout"),
-    ],
-)
-def test_how_training_ends_is_the_exit_status_the_batch_script_reads(
-    tmp_path: Path, outcome: BaseException | None, code: int, reason: str
-) -> None:
-    assert run_job(str(_config(tmp_path)), _trains(outcome)) == code
-    assert (_status(tmp_path)["exit_code"], _status(tmp_path)["reason"]) == (code, reason)
-
-
 def test_a_refusal_before_training_is_a_config_error_on_every_rank(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -119,10 +64,17 @@ def test_a_refusal_before_training_is_a_config_error_on_every_rank(
     def refuse(config: dict[str, Any]) -> Any:
         raise AssertionError("eval_global_batch_size (16) must be divisible by ...")
 
-    assert run_job(str(_config(tmp_path)), refuse) == signals.EXIT_CONFIG_ERROR
+    config = str(_config(tmp_path))
+    assert run_job(config, refuse) == signals.EXIT_CONFIG_ERROR
     assert _status(tmp_path)["reason"] == (
         "configuration error: AssertionError: eval_global_batch_size (16) must be divisible by ..."
     )
+    # A finish is rank 0's to report: rank 3 leaves the file as it is.
+    assert run_job(config, lambda config: lambda: None) == signals.EXIT_OK
+    assert _status(tmp_path)["exit_code"] == signals.EXIT_CONFIG_ERROR
+    monkeypatch.setenv("SLURM_PROCID", "0")
+    assert run_job(config, lambda config: lambda: None) == signals.EXIT_OK
+    assert _status(tmp_path)["reason"] == "finished"
 
 
 def test_the_recipe_is_built_from_the_rendered_hf_config_directory(tmp_path: Path) -> None:
@@ -141,7 +93,7 @@ def test_the_recipe_is_built_from_the_rendered_hf_config_directory(tmp_path: Pat
         container = bridge_pretrain.build_config(config)
     assert seen == [str(tmp_path / "hf" / "org" / "model" / "config.json")]
     assert container.dataset.blend == ([str(tmp_path / "d")], None)
-    assert container.train.exit_signal == bridge_pretrain.STOP_SIGNAL
+    assert container.train.exit_signal == STOP_SIGNAL
     assert (container.tokenizer.tokenizer_type, container.tokenizer.tokenizer_model) == ("HuggingFaceTokenizer", "t")
 
 
@@ -156,17 +108,3 @@ class _Bare:
         self.dataset = SimpleNamespace()
         self.tokenizer = SimpleNamespace()
         self.train = SimpleNamespace()
-
-
-@pytest.mark.parametrize("entry", [bridge_pretrain, nemo_pretrain])
-def test_a_stop_to_requeue_is_written_by_every_rank_and_a_finish_by_rank_0(
-    entry: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The first rank to exit with EXIT_REQUEUE makes srun's --kill-on-bad-exit kill rank 0, which may not have
-    # written yet (seen under load: the job requeued for "step exit status 143" with no status file).
-    monkeypatch.setenv("SLURM_PROCID", "1")
-    stopped, finished = tmp_path / "stopped.json", tmp_path / "finished.json"
-    entry.write_exit_status(str(stopped), signals.EXIT_REQUEUE, "stopped on SIGUSR1 after a checkpoint")
-    entry.write_exit_status(str(finished), signals.EXIT_OK, "finished")
-    assert json.loads(stopped.read_text())["exit_code"] == signals.EXIT_REQUEUE
-    assert not finished.exists()

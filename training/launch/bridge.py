@@ -9,7 +9,7 @@ entry point builds the recipe from that directory, and Megatron Bridge's own Lla
 provider. The same directory is what the Hugging Face export (docs/jobs.md) names.
 
 Every parallel size is set (llama3_8b's recipe defaults context parallelism to 2) and the layout is checked here,
-before SLURM is asked for nodes (training.launch.nemo.check_parallel, the same rules as the 25.07 path).
+before SLURM is asked for nodes (training.launch.nemo.check_megatron_job, the same rules as the 25.07 path).
 """
 
 from __future__ import annotations
@@ -17,10 +17,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from slurm.errors import SubmitError
 from slurm.target import Target
 from training.config import JobConfig
-from training.launch.nemo import Layout, check_parallel, validation_split
+from training.launch.nemo import Layout, check_megatron_job, optimizer_overrides, validation_split
 from training.models.args import ModelArgs
 from training.signals import EXIT_STATUS_FILE
 
@@ -76,13 +75,8 @@ def bridge_config(
     layout: Layout | None = None,
 ) -> dict[str, Any]:
     layout = layout or Layout()
-    if model.flavor != "llama":
-        raise SubmitError(
-            f"--backend nemo: model flavor {model.flavor!r} has no Megatron Bridge recipe (Megatron has no parallel "
-            "attention/MLP block); train it with --backend fsdp or neuron"
-        )
     gpus = target.workers_per_node
-    check_parallel(model, gpus * nodes, layout, job)
+    check_megatron_job(job, model, gpus * nodes, layout, "Megatron Bridge")
     steps = job.train.max_steps
     optim, checkpoint = job.optim, job.checkpoint
     checkpoints = str(run_dir / "checkpoints")
@@ -105,13 +99,7 @@ def bridge_config(
         "train.exit_interval": None,
         "validation.eval_interval": job.train.eval_every or steps,
         "validation.eval_iters": job.train.eval_batches,
-        "optimizer.lr": optim.lr,
-        "optimizer.min_lr": optim.lr * optim.min_lr_ratio,
-        "optimizer.weight_decay": optim.weight_decay,
-        "optimizer.adam_beta1": optim.beta1,
-        "optimizer.adam_beta2": optim.beta2,
-        "optimizer.adam_eps": optim.eps,
-        "optimizer.clip_grad": job.train.grad_clip or 0.0,
+        **optimizer_overrides(job, "optimizer"),
         "scheduler.lr_warmup_iters": optim.warmup_steps,
         "scheduler.lr_decay_iters": optim.decay_steps or steps,
         # Saved and resumed from the same directory: a requeued job loads the latest checkpoint there.

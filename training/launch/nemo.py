@@ -55,13 +55,8 @@ def nemo_config(
     tokenizer_dir: str,
     layout: Layout = Layout(),
 ) -> dict[str, Any]:
-    if model.flavor != "llama":
-        raise SubmitError(
-            f"--backend nemo: model flavor {model.flavor!r} has no NeMo 2 recipe (Megatron has no parallel "
-            "attention/MLP block); train it with --backend fsdp or neuron"
-        )
     gpus = target.workers_per_node
-    check_parallel(model, gpus * nodes, layout, job)
+    check_megatron_job(job, model, gpus * nodes, layout, "NeMo 2")
     steps = job.train.max_steps
     optim = job.optim
     overrides: dict[str, Any] = {
@@ -87,13 +82,7 @@ def nemo_config(
         "trainer.strategy.expert_model_parallel_size": layout.expert,
         # Sequence parallelism splits the TP group's activations; with TP 1 Megatron has nothing to split.
         "trainer.strategy.sequence_parallel": layout.tensor > 1,
-        "optim.config.lr": optim.lr,
-        "optim.config.min_lr": optim.lr * optim.min_lr_ratio,
-        "optim.config.weight_decay": optim.weight_decay,
-        "optim.config.adam_beta1": optim.beta1,
-        "optim.config.adam_beta2": optim.beta2,
-        "optim.config.adam_eps": optim.eps,
-        "optim.config.clip_grad": job.train.grad_clip or 0.0,
+        **optimizer_overrides(job, "optim.config"),
         "optim.lr_scheduler.warmup_steps": optim.warmup_steps,
         "optim.lr_scheduler.max_steps": optim.decay_steps or steps,
         "optim.lr_scheduler.min_lr": optim.lr * optim.min_lr_ratio,
@@ -121,6 +110,32 @@ def nemo_config(
             "tokenizer": tokenizer_dir,
         },
     }
+
+
+def optimizer_overrides(job: JobConfig, prefix: str) -> dict[str, Any]:
+    """Our AdamW settings as Megatron Core's OptimizerConfig fields (NeMo 2's optim.config, Megatron Bridge's
+    optimizer), under `prefix`."""
+    optim = job.optim
+    return {
+        f"{prefix}.lr": optim.lr,
+        f"{prefix}.min_lr": optim.lr * optim.min_lr_ratio,
+        f"{prefix}.weight_decay": optim.weight_decay,
+        f"{prefix}.adam_beta1": optim.beta1,
+        f"{prefix}.adam_beta2": optim.beta2,
+        f"{prefix}.adam_eps": optim.eps,
+        f"{prefix}.clip_grad": job.train.grad_clip or 0.0,
+    }
+
+
+def check_megatron_job(job: JobConfig, model: ModelArgs, workers: int, layout: Layout, framework: str) -> None:
+    """What both NeMo Framework paths (NeMo 2, Megatron Bridge) refuse before SLURM is asked for nodes: a model
+    flavor the framework has no recipe for, and a layout Megatron would refuse."""
+    if model.flavor != "llama":
+        raise SubmitError(
+            f"--backend nemo: model flavor {model.flavor!r} has no {framework} recipe (Megatron has no parallel "
+            "attention/MLP block); train it with --backend fsdp or neuron"
+        )
+    check_parallel(model, workers, layout, job)
 
 
 def check_parallel(model: ModelArgs, workers: int, layout: Layout, job: JobConfig) -> None:

@@ -22,7 +22,6 @@ import builtins
 import copy
 import importlib.abc
 import importlib.machinery
-import importlib.util
 import json
 import os
 import sys
@@ -30,7 +29,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[3]
+from entry_point import load_entry_point  # a sibling: the probes run by path
+
 TE_UNGUARDED = {"megatron.bridge.peft.lora_layers", "megatron.bridge.models.gpt_full_te_layer_autocast_spec"}
 
 
@@ -67,7 +67,7 @@ class _TELoader(importlib.abc.Loader):
         self.inner.exec_module(module)
 
 
-class _TEFinder(importlib.abc.MetaPathFinder):
+class AbsentTEFinder(importlib.abc.MetaPathFinder):
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
         if name not in TE_UNGUARDED:
             return None
@@ -75,14 +75,6 @@ class _TEFinder(importlib.abc.MetaPathFinder):
         if spec is not None:
             spec.loader = _TELoader(spec.loader)
         return spec
-
-
-def _load_job_module() -> Any:
-    spec = importlib.util.spec_from_file_location("bridge_pretrain", REPO / "training" / "jobs" / "bridge_pretrain.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _error(error: BaseException) -> str:
@@ -228,9 +220,9 @@ def refused_start(job: Any, config_path: str, world_size: int) -> dict[str, Any]
 
 
 def main(argv: list[str]) -> int:
-    sys.meta_path.insert(0, _TEFinder())
+    sys.meta_path.insert(0, AbsentTEFinder())
     world_size, *paths = argv
-    job = _load_job_module()
+    job = load_entry_point("bridge_pretrain")
     reports = [probe(job, int(world_size), path) for path in paths]
     refused = refused_start(job, paths[0], int(world_size) + 1)
     print("BRIDGE-PROBE " + json.dumps({"reports": reports, "refused": refused}))

@@ -12,21 +12,12 @@ Prints one JSON report per config; every construction error is reported, not rai
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[3]
-
-
-def _load_job_module() -> Any:
-    spec = importlib.util.spec_from_file_location("nemo_pretrain", REPO / "training" / "jobs" / "nemo_pretrain.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from entry_point import load_entry_point  # a sibling: the probes run by path
 
 
 def _error(error: BaseException) -> str:
@@ -101,14 +92,14 @@ def probe(job: Any, config_path: str) -> dict[str, Any]:
     report["model"] = {"num_layers": model.num_layers, "hidden_size": model.hidden_size, "seq_length": model.seq_length}
 
     # The whole job start as the container runs it: on this CPU machine Lightning refuses accelerator='gpu'.
-    report["run_job_exit"] = job.run_job(config_path, job._configure, job._preempted)
+    report["run_job_exit"] = job.run_job(config_path, job._configure)
     status = Path(config["exit_status_file"]) if config.get("exit_status_file") else None
     report["exit_status"] = json.loads(status.read_text()) if status and status.exists() else None
     return report
 
 
 def main(paths: list[str]) -> int:
-    job = _load_job_module()
+    job = load_entry_point("nemo_pretrain")
     reports = [probe(job, path) for path in paths]
     print("NEMO-PROBE " + json.dumps(reports))
     return 0

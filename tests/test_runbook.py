@@ -13,12 +13,23 @@ docs/runbook-tests.md explains the tags for doc writers."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
 
+from cluster.image_config import image_id
+from cluster.slurm_names import spec_partitions
+from spec import DeploymentSpec, load_spec
 from tests.runbook.blocks import DOCS, REPO, Block, all_blocks, blocks_in
 from tests.runbook.sandbox import calls, env_for, prepare, run_block
+from tests.stacks.conftest import Assembly
+
+
+def spec_node_names(spec: DeploymentSpec) -> list[str]:
+    return [name for partition in spec_partitions(spec) for name in partition.node_names()]
+
 
 SHELL_DOCS = sorted({block.path for block in all_blocks() if block.language == "bash"})
 
@@ -92,3 +103,26 @@ def test_a_broken_flag_or_name_in_any_kind_of_block_fails(tmp_path: Path) -> Non
     for block, (_, _, word) in zip(blocks, MISTAKES, strict=False):
         assert [line for line in findings if line.startswith(block.where) and word in line], (block.where, findings)
     assert len(findings) == len(MISTAKES), findings
+
+
+def test_the_names_shell_blocks_use_are_the_apps(default_assembly: Assembly) -> None:
+    """Every `<name>-...` the docs' commands name (stacks, access points, buckets, roles, repositories, nodes,
+    images) is one the synthesized default deployment, its spec or ParallelCluster's Slurm naming really makes."""
+    spec = default_assembly.spec
+    made = "\n".join(json.dumps(template) for template in default_assembly.templates.values())
+    made += "\n".join(
+        [
+            *(f"{spec.name}-{stack}" for stack in default_assembly.templates),
+            *spec_node_names(spec),
+            spec.model_dump_json(),
+            image_id(load_spec(REPO / "spec" / "examples" / "trn1-neuron.yaml")),  # the Neuron AMI's build id
+        ]
+    )
+    used = {
+        (block.where, name)
+        for block in all_blocks()
+        if block.language == "bash"
+        for name in re.findall(rf"(?<![\w-]){re.escape(spec.name)}-[a-z0-9-]*[a-z0-9]", block.body)
+    }
+    assert used, "the docs name nothing of the default deployment"
+    assert sorted((where, name) for where, name in used if name not in made) == []

@@ -35,6 +35,7 @@ HEAD_NODE_PROGRAMS = (
     "tail",
     "tee",
     "mkdir",
+    "cp",
     "grep",
     "cat",
     "cut",

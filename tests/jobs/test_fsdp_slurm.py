@@ -83,6 +83,9 @@ def test_the_rendered_script_trains_on_two_nodes_and_ends_with_a_checkpoint(
     assert log.startswith("job[") and "---- environment ----\n" in log
     assert re.search(r"^SLURM_JOB_NUM_NODES=2$", log, re.M) and re.search(r"^OMP_NUM_THREADS=1$", log, re.M)
     assert "--rdzv_backend c10d --rdzv_endpoint 127.0.0.1:" in log
+    # The store outlives the agents: none of them reads a closed store at the exit barrier (make demo's trace).
+    assert "--rdzv_conf is_host=false" in log
+    assert "TCPStore" not in log and "exit barrier" not in log, log[-4000:]
     assert "world 2" in log and log.rstrip().endswith("finished")
     # What `make demo` prints at the end of the run.
     monkeypatch.setenv("SLURM_CONF", str(local_slurm_session.conf_path))

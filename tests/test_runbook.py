@@ -86,6 +86,7 @@ MISTAKES = [
         "llm-submit --backend fsdp --model x.yaml --nodes 2 --data-prefix p --run-dir r --dryrun",
         "--dryrun",
     ),
+    ("head-node", "llm-plan --model training/configs/1b.yaml --instance p5.48xlarge --nodes 1", "relative"),
     ("head-node", "sinfo --long-format", "--long-format"),
     ("head-node", "srun --container-imag=/fsx/containers/x.sqsh hostname", "--container-imag"),
     ("head-node", "nvidia-smi", "nvidia-smi"),

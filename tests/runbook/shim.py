@@ -247,8 +247,15 @@ def python(name: str, argv: list[str]) -> int:
     return record(name, argv, "a python call the runbook test does not know how to check")
 
 
+REPO_RELATIVE = re.compile(r"^(training|spec|cluster|slurm|policies)/")
+
+
 def launcher(name: str, argv: list[str]) -> int:
     scripts = json.loads(os.environ["RUNBOOK_LAUNCHERS"])
+    relative = [arg for arg in argv if REPO_RELATIVE.match(arg.partition("=")[2] or arg)]
+    if relative:
+        # A head-node login starts in the user's home, not in the repo.
+        return record(name, argv, f"{relative[0]} is relative to the repo: name it through $LLM_TRAINING_HOME")
     return parse_only(name, scripts[name], argv, os.environ["RUNBOOK_PYTHON"])
 
 

@@ -161,7 +161,7 @@ def _documented_plan_commands() -> list[tuple[list[str], int]]:
     command the docs follow with its error line is expected to exit 2."""
     doc = (Path(__file__).resolve().parents[2] / "docs" / "planner.md").read_text()
     out: list[tuple[list[str], int]] = []
-    for block in re.findall(r"```[a-z]*\n(.*?)```", doc, re.S):
+    for block in re.findall(r"```[^\n]*\n(.*?)```", doc, re.S):
         lines = block.split("\n")
         for i, line in enumerate(lines):
             text = line.removeprefix("$ ").strip()

@@ -12,21 +12,9 @@ import tomllib
 from pathlib import Path
 
 from tests.runbook.blocks import REPO, Block
+from tests.runbook.shim import SLURM_TOOLS
 
 LINKED = (".venv", "node_modules", ".pcluster-venv", ".awscli-venv", "build/wheelhouse-test")
-SLURM_TOOLS = (
-    "sinfo",
-    "squeue",
-    "scontrol",
-    "scancel",
-    "sacct",
-    "sacctmgr",
-    "sreport",
-    "sbatch",
-    "srun",
-    "sshare",
-    "sprio",
-)
 # Programs a head-node block may call that the test does not run: the ParallelCluster AMI's Amazon Linux 2023 base
 # system, and tensorboard from the release's env (requirements-node.txt pins it).
 HEAD_NODE_PROGRAMS = (

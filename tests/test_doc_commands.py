@@ -24,9 +24,9 @@ CDK_COMMAND = re.compile(r"(?<![\w/.-])(?P<npx>npx )?cdk (?P<sub>synth|deploy|di
 
 
 def commands_in(text: str) -> list[str]:
-    """The command text of a markdown file: ```bash blocks (continuation lines joined) and inline code spans."""
+    """The command text of a markdown file: ```bash blocks, tagged or not (continuation lines joined) and inline code spans."""
     found = []
-    for block in re.findall(r"^ *```bash\n(.*?)^ *```", text, flags=re.S | re.M):
+    for block in re.findall(r"^ *```bash(?: [a-z-]+)?\n(.*?)^ *```", text, flags=re.S | re.M):
         found += [line.strip() for line in block.replace("\\\n", " ").splitlines() if line.strip()]
     found += re.findall(r"(?<!`)`([^`\n]+)`(?!`)", text)
     return found

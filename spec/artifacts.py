@@ -3,9 +3,9 @@
 The compute account's artifacts stack creates one bucket, `<name>-artifacts-<compute account>`; the nodes install
 from it without internet:
 
-    wheelhouse/<os>-py<version>/                the wheels of requirements-node.txt (make wheelhouse), which the
+    wheelhouse/py<version>/                the wheels of requirements-node.txt (make wheelhouse), which the
                                                 head node builds the training env from (cluster.python_wheelhouse)
-    wheelhouse/<os>-py<version>/observability/  the pinned exporter and agent binaries (make observability-binaries);
+    wheelhouse/py<version>/observability/  the pinned exporter and agent binaries (make observability-binaries);
                                                 head_node.sh reads them beside the wheels
     nxdt/<Neuron SDK release>/                  the Trainium nodes' NxDT stack (make nxdt-wheelhouse;
                                                 cluster.neuron.nxdt_wheelhouse)
@@ -88,7 +88,9 @@ def artifact_locations(spec: DeploymentSpec) -> ArtifactLocations:
         python = S3Folder.parse(cluster.python_wheelhouse)
     elif spec.network.internet_egress == "none" and cluster.fsx is not None:
         # Nothing reaches PyPI: the env on shared storage comes from the artifacts bucket.
-        python = S3Folder(bucket, f"{WHEELHOUSE_FOLDER}{cluster.os}-py{cluster.python_version}/")
+        # By Python version only: make wheelhouse downloads manylinux wheels, the same for every cluster.os (and a
+        # new OS, a replacement anyway, changes no argument of the head node).
+        python = S3Folder(bucket, f"{WHEELHOUSE_FOLDER}py{cluster.python_version}/")
     nxdt: S3Folder | None = None
     if cluster.neuron is not None:
         given = cluster.neuron.nxdt_wheelhouse

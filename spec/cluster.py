@@ -240,7 +240,7 @@ class ClusterSpec(StrictModel):
         description=(
             "S3 folder holding the wheels of requirements-node.txt and, in its observability/, the exporters' "
             "binaries (make upload-artifacts builds and uploads both). None: with network.internet_egress none, "
-            "s3://<name>-artifacts-<compute account>/wheelhouse/<os>-py<python_version>/ in the bucket the "
+            "s3://<name>-artifacts-<compute account>/wheelhouse/py<python_version>/ in the bucket the "
             "artifacts stack creates; with nat, PyPI (and no exporters' binaries). Another bucket must be in the "
             "compute account."
         ),

@@ -178,7 +178,7 @@ def test_head_node_builds_the_python_env_from_the_wheelhouse_or_pypi() -> None:
     assert args[args.index("--python") + 1] == "python3.11"
     # Unset in the spec: the artifacts stack's bucket (spec.artifacts), where make upload-artifacts puts the wheels.
     assert args[args.index("--python-env") + 1] == (
-        "wheelhouse:s3://llm-demo-artifacts-111111111111/wheelhouse/alinux2023-py3.11/"
+        "wheelhouse:s3://llm-demo-artifacts-111111111111/wheelhouse/py3.11/"
     )
     data["cluster"]["python_wheelhouse"] = "s3://team-wheels-111111111111/py311/"
     assert (

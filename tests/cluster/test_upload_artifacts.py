@@ -104,8 +104,8 @@ def test_upload_builds_then_syncs_to_what_the_head_node_reads(tmp_path: Path) ->
         set(uploads)
         == set(nodes.values())
         == {
-            "s3://llm-demo-artifacts-111111111111/wheelhouse/alinux2023-py3.11/",
-            "s3://llm-demo-artifacts-111111111111/wheelhouse/alinux2023-py3.11/observability/",
+            "s3://llm-demo-artifacts-111111111111/wheelhouse/py3.11/",
+            "s3://llm-demo-artifacts-111111111111/wheelhouse/py3.11/observability/",
         }
     )
     wheels = uploads[nodes["wheelhouse"]]

@@ -139,7 +139,7 @@ def test_key_policy_decrypt_and_encrypt_principals(spec: DeploymentSpec) -> None
 # ---- the nodes' artifacts (spec.artifacts, policies.artifacts) ----------------------------------------------------
 
 ARTIFACTS = "arn:aws:s3:::llm-demo-artifacts-111111111111"
-WHEELHOUSE = "wheelhouse/alinux2023-py3.11/"
+WHEELHOUSE = "wheelhouse/py3.11/"
 
 
 def test_the_head_node_reads_the_wheelhouse_and_nothing_else_of_the_artifacts_bucket(spec: DeploymentSpec) -> None:

@@ -35,21 +35,21 @@ def test_without_internet_the_wheelhouse_defaults_to_the_artifacts_bucket() -> N
     spec = load_spec()
     assert spec.cluster is not None and spec.cluster.python_wheelhouse is None  # the default spec names none
     locations = artifact_locations(spec)
-    assert locations.python_wheelhouse == S3Folder("llm-demo-artifacts-111111111111", "wheelhouse/alinux2023-py3.11/")
-    assert locations.python_wheelhouse.uri == "s3://llm-demo-artifacts-111111111111/wheelhouse/alinux2023-py3.11/"
+    assert locations.python_wheelhouse == S3Folder("llm-demo-artifacts-111111111111", "wheelhouse/py3.11/")
+    assert locations.python_wheelhouse.uri == "s3://llm-demo-artifacts-111111111111/wheelhouse/py3.11/"
     # head_node.sh installs the exporters from the wheelhouse's observability/ folder.
     assert locations.observability_binaries == S3Folder(
-        "llm-demo-artifacts-111111111111", "wheelhouse/alinux2023-py3.11/observability/"
+        "llm-demo-artifacts-111111111111", "wheelhouse/py3.11/observability/"
     )
     assert locations.nxdt_wheelhouse is None  # no Trainium queue
     assert locations.folders == (locations.python_wheelhouse,)
 
 
-def test_the_default_follows_the_nodes_os_and_python() -> None:
+def test_the_default_follows_the_nodes_python_not_their_os() -> None:
     data = spec_data()
     data["cluster"].update(os="ubuntu2404", python_version="3.12")
     folder = artifact_locations(parse_spec(data)).python_wheelhouse
-    assert folder is not None and folder.prefix == "wheelhouse/ubuntu2404-py3.12/"
+    assert folder is not None and folder.prefix == "wheelhouse/py3.12/"  # manylinux wheels, whatever the OS
 
 
 def test_a_wheelhouse_in_another_bucket_is_kept() -> None:

@@ -19,7 +19,8 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: help setup synth demo test test-stress lint format clean pcluster-venv checkov-venv nemo-venv bridge-venv torchtitan-venv awscli-venv bench \
-	wheelhouse wheelhouse-test gpu-bench-wheels policy-report nemo-image nxdt-wheelhouse observability-binaries
+	wheelhouse wheelhouse-test gpu-bench-wheels policy-report nemo-image nxdt-wheelhouse observability-binaries \
+	upload-artifacts
 
 help:
 	@echo "make demo    synthesize the default deployment and run a training job (does all setup)"
@@ -32,6 +33,7 @@ help:
 	@echo "make wheelhouse  the nodes' wheels for a cluster without internet (WHEELHOUSE_PYTHON=3.11)"
 	@echo "make observability-binaries  the pinned exporter/agent binaries, sha256-checked, beside the wheelhouse"
 	@echo "make nxdt-wheelhouse  the trn1 nodes' NxDT stack for the spec's Neuron SDK -> build/nxdt-wheelhouse (SPEC=)"
+	@echo "make upload-artifacts  build the nodes' artifacts above and upload them to the spec's artifacts bucket (SPEC= PROFILE=)"
 	@echo "make nemo-image  build the EFA NeMo image and push it to the spec's ECR repository (needs docker, AWS)"
 	@echo "make gpu-bench-wheels  torchtitan and the trainer's wheels for bench/gpu_vs_torchtitan.py --wheels (GPU_BENCH_PYTHON=3.12)"
 
@@ -153,19 +155,22 @@ $(TORCHTITAN_VENV)/.installed: bench/torchtitan-requirements.txt | $(VENV)/.inst
 
 # The nodes' wheelhouse for a cluster without internet egress (spec cluster.python_wheelhouse): every wheel
 # of requirements-node.txt for the nodes' Python (cluster.python_version) on x86_64 Linux, several GB with
-# CUDA. Upload it with `aws s3 sync build/wheelhouse s3://BUCKET/PREFIX/`. Never run by the tests.
+# CUDA. `make upload-artifacts` builds and uploads it. Never run by the tests.
 WHEELHOUSE_PYTHON ?= 3.11
 WHEELHOUSE_PLATFORM ?= manylinux_2_28_x86_64
+WHEELHOUSE_DIR ?= build/wheelhouse
+OBSERVABILITY_DIR ?= $(WHEELHOUSE_DIR)/observability
+NXDT_WHEELHOUSE_DIR ?= build/nxdt-wheelhouse
 
 wheelhouse: setup
 	$(PY) -m pip download --quiet --only-binary=:all: --implementation cp --python-version $(WHEELHOUSE_PYTHON) \
-		--platform $(WHEELHOUSE_PLATFORM) -r requirements-node.txt -c constraints.txt -d build/wheelhouse
+		--platform $(WHEELHOUSE_PLATFORM) -r requirements-node.txt -c constraints.txt -d $(WHEELHOUSE_DIR)
 
 # The pinned upstream binaries of the metrics stack (node exporter, Prometheus agent, DCGM exporter;
 # cluster/observability/binaries.json), sha256-checked, into the wheelhouse's observability/ prefix, which
 # head_node.sh installs from and stages for the compute nodes. Needs internet; never run by the tests.
 observability-binaries: setup
-	$(PY) -m cluster.observability.fetch_binaries --out build/wheelhouse/observability
+	$(PY) -m cluster.observability.fetch_binaries --out $(OBSERVABILITY_DIR)
 
 # Wheels for `python bench/gpu_vs_torchtitan.py --wheels build/gpu-bench-wheels` on a GPU machine without internet:
 # torchtitan 0.3.0 and the trainer's runtime packages (not torch: the machine's own is used), for that machine's
@@ -180,9 +185,19 @@ gpu-bench-wheels: setup
 # The trn1 nodes' NxDT stack (NxDT, NxD, torch-neuronx, neuronx-cc, NeMo, Lightning, hydra, megatron-core and
 # the slim apex built from git) for the spec's cluster.neuron.sdk_version, from Neuron's pip index and PyPI.
 # Run it on a machine of the nodes' OS, architecture and Python (it builds wheels); several GB. Upload it with
-# `aws s3 sync build/nxdt-wheelhouse s3://BUCKET/nxdt/SDK/`. Never run by the tests.
+# `make upload-artifacts SPEC=... NO_BUILD=1` from there. Never run by the tests.
 nxdt-wheelhouse: setup
-	$(PY) -m cluster.nxdt_wheelhouse $(or $(SPEC),spec/examples/trn1-neuron.yaml) --out build/nxdt-wheelhouse
+	$(PY) -m cluster.nxdt_wheelhouse $(or $(SPEC),spec/examples/trn1-neuron.yaml) --out $(NXDT_WHEELHOUSE_DIR)
+
+# Everything the spec's nodes install from S3, built (the three targets above, as the spec needs them) and synced to
+# the folders the cluster config hands the nodes (spec.artifacts): after the artifacts stack, before the cluster
+# stack (README, Deploying for real). PROFILE: the compute account's AWS CLI profile; NO_BUILD=1 uploads build/ as
+# it is. Several GB; needs internet. Never run by the tests (tests/cluster/test_upload_artifacts.py records it).
+PROFILE ?=
+NO_BUILD ?=
+
+upload-artifacts: setup
+	$(PY) -m cluster.artifacts $(or $(SPEC),spec/default.yaml)$(if $(NO_BUILD), --no-build,)$(if $(PROFILE), --profile $(PROFILE),)
 
 # The head-node bootstrap test's offline wheelhouse: requirements-submit.txt for this machine (a few MB).
 wheelhouse-test: build/wheelhouse-test/.complete

@@ -21,6 +21,7 @@ import yaml
 
 from cluster.accounting import slurm_conf_settings
 from policies.cluster_nodes import payload_parameter_name
+from spec.artifacts import artifact_locations
 from spec.cli import user_errors
 from spec.cluster import ClusterSpec, QueueSpec
 from spec.errors import SpecError
@@ -59,6 +60,8 @@ class ClusterRefs:
     head_payload_parameter: str | None = None
     # S3 URI of neuron_install.sh, for trn1 nodes with internet egress whose AMI lacks the pins.
     neuron_install_uri: str | None = None
+    # S3 URI of nxdt_install.sh, for trn1 nodes whose AMI lacks the NxDT stack (installed from its wheelhouse).
+    nxdt_install_uri: str | None = None
     # The accounting database (cluster.accounting): host:port of its writer endpoint and the Secrets Manager
     # secret holding the admin password (ParallelCluster's head node reads it to configure slurmdbd).
     # Groups of the head node only, added to the ones above (the accounting database admits only this one).
@@ -86,6 +89,7 @@ def example_refs(spec: DeploymentSpec) -> ClusterRefs:
         head_payload_uri=f"{assets}/payload/head_node_payload.tar.gz",
         head_payload_parameter=payload_parameter_name(spec),
         neuron_install_uri=f"{assets}/bootstrap/neuron_install.sh",
+        nxdt_install_uri=f"{assets}/bootstrap/nxdt_install.sh",
         accounting_database_uri=f"{spec.name}-accounting.cluster-c0example000.{spec.region}.rds.amazonaws.com:3306",
         accounting_password_secret_arn=(
             f"arn:aws:secretsmanager:{spec.region}:{spec.accounts.compute}:secret:{spec.name}/slurm-accounting-AbCdEf"
@@ -108,7 +112,7 @@ def build_cluster_config(spec: DeploymentSpec, refs: ClusterRefs) -> dict[str, A
         "Region": spec.region,
         "Image": _image(cluster),
         "Imds": {"ImdsSupport": "v2.0"},
-        "HeadNode": _head_node(cluster, refs, no_egress),
+        "HeadNode": _head_node(spec, refs),
         "Scheduling": {
             "Scheduler": "slurm",
             "ScalingStrategy": cluster.scaling_strategy,
@@ -165,37 +169,39 @@ def _networking_groups(refs: ClusterRefs, head: bool = False) -> dict[str, Any]:
     return {"AdditionalSecurityGroups": additional} if additional else {}
 
 
-def _head_node_args(cluster: ClusterSpec, payload: list[str], no_egress: bool) -> list[str]:
+def _head_node_args(spec: DeploymentSpec, payload: list[str]) -> list[str]:
+    cluster = spec.cluster
+    assert cluster is not None
     args = ["--cluster-name-tag", "deployment"]
     if cluster.fsx is not None:
         args += ["--shared-dir", cluster.fsx.mount_dir]
     if payload:
         args += payload
         if cluster.fsx is not None:
-            args += _python_env_args(cluster, no_egress)
+            args += _python_env_args(spec)
     if cluster.containers.pyxis and any(instance_facts(q.instance_type).accelerator == "gpu" for q in cluster.queues):
         args += ["--pyxis", "true"]
     return args
 
 
-def _head_custom_actions(cluster: ClusterSpec, refs: ClusterRefs, no_egress: bool) -> dict[str, Any]:
+def _head_custom_actions(spec: DeploymentSpec, refs: ClusterRefs) -> dict[str, Any]:
     """OnNodeConfigured names only stable things (the script, the payload's SSM key); OnNodeUpdated
     names the payload itself, so a code change is a SUPPORTED update that re-runs the script."""
     script = refs.head_bootstrap_uri
     if refs.head_payload_parameter:
-        configured = _head_node_args(cluster, ["--payload-parameter", refs.head_payload_parameter], no_egress)
+        configured = _head_node_args(spec, ["--payload-parameter", refs.head_payload_parameter])
     else:
-        configured = _head_node_args(
-            cluster, ["--payload", refs.head_payload_uri] if refs.head_payload_uri else [], no_egress
-        )
+        configured = _head_node_args(spec, ["--payload", refs.head_payload_uri] if refs.head_payload_uri else [])
     actions: dict[str, Any] = {"OnNodeConfigured": {"Sequence": [{"Script": script, "Args": configured}]}}
     if refs.head_payload_parameter and refs.head_payload_uri:
-        updated = _head_node_args(cluster, ["--payload", refs.head_payload_uri], no_egress)
+        updated = _head_node_args(spec, ["--payload", refs.head_payload_uri])
         actions["OnNodeUpdated"] = {"Sequence": [{"Script": script, "Args": updated}]}
     return actions
 
 
-def _head_node(cluster: ClusterSpec, refs: ClusterRefs, no_egress: bool) -> dict[str, Any]:
+def _head_node(spec: DeploymentSpec, refs: ClusterRefs) -> dict[str, Any]:
+    cluster = spec.cluster
+    assert cluster is not None
     head: dict[str, Any] = {
         "InstanceType": cluster.head_node.instance_type,
         "Networking": {"SubnetId": refs.head_subnet_id, **_networking_groups(refs, head=True)},
@@ -204,22 +210,21 @@ def _head_node(cluster: ClusterSpec, refs: ClusterRefs, no_egress: bool) -> dict
         },
         "Iam": {"InstanceRole": refs.head_instance_role_arn},
         "Imds": {"Secured": True},
-        "CustomActions": _head_custom_actions(cluster, refs, no_egress),
+        "CustomActions": _head_custom_actions(spec, refs),
     }
     if cluster.ssh_key_name:
         head["Ssh"] = {"KeyName": cluster.ssh_key_name}
     return head
 
 
-def _python_env_args(cluster: ClusterSpec, no_egress: bool) -> list[str]:
-    """The training env on shared storage: wheels from the spec's wheelhouse when it names one, else PyPI."""
-    if cluster.python_wheelhouse is not None:
-        source = f"wheelhouse:{cluster.python_wheelhouse}"
-    elif no_egress:  # spec.platform.validators refuses this at load; a directly built spec must not get this far
-        raise ValueError("cluster.python_wheelhouse: None is required when network.internet_egress is 'none'")
-    else:
-        source = "internet"
-    return ["--python", f"python{cluster.python_version}", "--python-env", source]
+def _python_env_args(spec: DeploymentSpec) -> list[str]:
+    """The training env on shared storage: wheels from the wheelhouse (the spec's, or the artifacts bucket's
+    without internet egress: spec.artifacts, where make upload-artifacts puts them), else PyPI. head_node.sh
+    reads the exporters' binaries from the wheelhouse's observability/ folder."""
+    assert spec.cluster is not None
+    wheelhouse = artifact_locations(spec).python_wheelhouse
+    source = "internet" if wheelhouse is None else f"wheelhouse:{wheelhouse.uri}"
+    return ["--python", f"python{spec.cluster.python_version}", "--python-env", source]
 
 
 def _slurm_settings(cluster: ClusterSpec, refs: ClusterRefs, no_egress: bool) -> dict[str, Any]:
@@ -273,7 +278,7 @@ def _queue(spec: DeploymentSpec, cluster: ClusterSpec, queue: QueueSpec, refs: C
 
     if facts.accelerator == "neuron":
         script = refs.trn1_bootstrap_uri
-        args = _trn1_args(spec, cluster, facts.efa_interfaces, facts.accelerators_per_node, refs.neuron_install_uri)
+        args = _trn1_args(spec, cluster, facts.efa_interfaces, facts.accelerators_per_node, refs)
     else:
         script, args = refs.gpu_bootstrap_uri, _gpu_args(cluster, facts.efa_interfaces, facts.accelerators_per_node)
 
@@ -326,7 +331,7 @@ def _health_paths(cluster: ClusterSpec) -> list[str]:
 
 
 def _trn1_args(
-    spec: DeploymentSpec, cluster: ClusterSpec, efa_devices: int, chips: int, installer: str | None
+    spec: DeploymentSpec, cluster: ClusterSpec, efa_devices: int, chips: int, refs: ClusterRefs
 ) -> list[str]:
     neuron = cluster.neuron
     assert neuron is not None  # spec.platform.validators requires it for Trainium queues
@@ -346,8 +351,15 @@ def _trn1_args(
         "--offline",
         "true" if offline else "false",
     ]
-    if not offline and installer:
-        args += ["--installer", installer]
+    if not offline and refs.neuron_install_uri:
+        args += ["--installer", refs.neuron_install_uri]
+    # The NxDT stack: a no-op where the AMI has it (image_config --nxdt-wheelhouse), else installed at boot from
+    # its wheelhouse in S3 (spec.artifacts; make upload-artifacts) by nxdt_install.sh, an asset beside the script.
+    nxdt = artifact_locations(spec).nxdt_wheelhouse
+    if nxdt is not None:
+        args += ["--nxdt-wheelhouse", nxdt.uri]
+        if refs.nxdt_install_uri:
+            args += ["--nxdt-installer", refs.nxdt_install_uri]
     return [*args, *_health_paths(cluster)]
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from policies.accounting import head_node_accounting_statements
 from policies.documents import PolicyDocument, Statement, document, statement
-from policies.endpoint import wheelhouse_location
 from spec import DeploymentSpec
 
 CLUSTER_TAG = "parallelcluster:cluster-name"
@@ -135,23 +134,6 @@ def compute_node_cluster_policy(spec: DeploymentSpec, asset_object_arns: list[st
     return document(*_common(spec, asset_object_arns), *container_pull_statements(spec))
 
 
-def _wheelhouse(spec: DeploymentSpec) -> list[Statement]:
-    location = wheelhouse_location(spec)
-    if location is None:
-        return []
-    bucket, prefix = location
-    return [
-        statement("ReadWheelhouse", "Allow", ["s3:GetObject"], [f"arn:aws:s3:::{bucket}/{prefix}*"]),
-        statement(
-            "ListWheelhouse",
-            "Allow",
-            ["s3:ListBucket"],
-            [f"arn:aws:s3:::{bucket}"],
-            conditions={"StringLike": {"s3:prefix": f"{prefix}*"}},
-        ),
-    ]
-
-
 def _managed_dns(spec: DeploymentSpec) -> list[Statement]:
     """With internet egress ParallelCluster keeps its private hosted zone (Route 53 has no VPC endpoint);
     the zone's id exists only once ParallelCluster's stack made it."""
@@ -172,7 +154,6 @@ def head_node_cluster_policy(spec: DeploymentSpec, asset_object_arns: list[str])
     own = {"StringEquals": {f"aws:ResourceTag/{CLUSTER_TAG}": scope["cluster"]}}
     return document(
         *_common(spec, asset_object_arns),
-        *_wheelhouse(spec),
         *_managed_dns(spec),
         *head_node_accounting_statements(spec),
         statement(

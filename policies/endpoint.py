@@ -19,6 +19,7 @@ from policies.documents import (
     document,
     statement,
 )
+from spec.artifacts import artifact_locations
 from spec.model import DeploymentSpec
 
 
@@ -86,20 +87,11 @@ def compute_account_read_only_bucket_arns(spec: DeploymentSpec) -> list[str]:
         f"arn:aws:s3:::cdk-*-assets-{account}-{region}",
         f"arn:aws:s3:::cdk-*-assets-{account}-{region}/*",
     ]
-    wheelhouse = wheelhouse_location(spec)
-    if wheelhouse is not None:
-        # The offline wheelhouse the head node builds the jobs' Python environment from.
-        bucket, prefix = wheelhouse
-        buckets += [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/{prefix}*"]
-    return buckets
-
-
-def wheelhouse_location(spec: DeploymentSpec) -> tuple[str, str] | None:
-    """(bucket, key prefix) of cluster.python_wheelhouse, which must live in the compute account."""
-    if spec.cluster is None or spec.cluster.python_wheelhouse is None:
-        return None
-    bucket, _, prefix = spec.cluster.python_wheelhouse.removeprefix("s3://").partition("/")
-    return bucket, prefix
+    # The nodes' offline artifacts (spec.artifacts): the artifacts bucket's wheelhouse (with the exporters'
+    # binaries in its observability/) and NxDT folders, or the spec's own bucket for either; folders, not buckets.
+    for folder in artifact_locations(spec).folders:
+        buckets += [folder.bucket_arn, folder.objects_arn]
+    return list(dict.fromkeys(buckets))
 
 
 def gateway_endpoint_policy(spec: DeploymentSpec) -> PolicyDocument:

@@ -50,6 +50,23 @@ def _python_version(value: Any) -> Any:
 
 
 PythonVersion = Annotated[Literal["3.11", "3.12"], BeforeValidator(_python_version)]
+
+
+def _s3_folder(value: Any) -> Any:
+    """An S3 folder the nodes' read grants can scope to (policies.artifacts): a key prefix ending in '/'."""
+    if not isinstance(value, str) or not _S3_PREFIX_RE.match(value):
+        raise ValueError("must be an S3 prefix such as s3://my-bucket/wheelhouse/")
+    bucket, _, prefix = value.removeprefix("s3://").partition("/")
+    if "*" in prefix:
+        raise ValueError("must not contain '*' (a policy wildcard)")
+    if not prefix.strip("/"):
+        raise ValueError(f"must name a folder of the bucket, such as s3://{bucket}/wheelhouse/")
+    if not prefix.endswith("/"):
+        raise ValueError(f"must end with '/' so that '{prefix}' does not also grant '{prefix}-private/'")
+    return value
+
+
+S3FolderUri = Annotated[str, BeforeValidator(_s3_folder)]
 QueueUpdateStrategy = Literal["DRAIN", "COMPUTE_FLEET_STOP", "TERMINATE"]
 ScalingStrategy = Literal["all-or-nothing", "greedy-all-or-nothing", "best-effort"]
 AllocationStrategy = Literal["lowest-price", "capacity-optimized", "price-capacity-optimized", "prioritized"]
@@ -158,6 +175,13 @@ class NeuronSpec(StrictModel):
         default=None,
         description="Neuron AMI built from cluster/bootstrap/neuron-image.yaml; required without internet egress.",
     )
+    nxdt_wheelhouse: S3FolderUri | None = Field(
+        default=None,
+        description=(
+            "S3 folder of the NxDT stack (make nxdt-wheelhouse) that trn1 nodes install from when their AMI lacks "
+            "it. None: s3://<name>-artifacts-<compute account>/nxdt/<sdk_version>/ (make upload-artifacts)."
+        ),
+    )
 
     @field_validator("packages")
     @classmethod
@@ -211,13 +235,14 @@ class ClusterSpec(StrictModel):
             "the wheelhouse must be built for the same version (make wheelhouse WHEELHOUSE_PYTHON=...)."
         ),
     )
-    python_wheelhouse: (
-        Annotated[str, matches(_S3_PREFIX_RE, "an S3 prefix such as s3://my-bucket/wheelhouse/")] | None
-    ) = Field(
+    python_wheelhouse: S3FolderUri | None = Field(
         default=None,
         description=(
-            "S3 prefix holding the wheels of requirements-node.txt (make wheelhouse, then aws s3 sync); "
-            "required when network.internet_egress is none, else the env comes from PyPI."
+            "S3 folder holding the wheels of requirements-node.txt and, in its observability/, the exporters' "
+            "binaries (make upload-artifacts builds and uploads both). None: with network.internet_egress none, "
+            "s3://<name>-artifacts-<compute account>/wheelhouse/py<python_version>/ in the bucket the "
+            "artifacts stack creates; with nat, PyPI (and no exporters' binaries). Another bucket must be in the "
+            "compute account."
         ),
     )
     prices: dict[str, float] = Field(

@@ -429,6 +429,7 @@ class DeploymentSpec(StrictModel):
             "data": f"{self.name}-data",
             "network": f"{self.name}-network",
             "identity": f"{self.name}-identity",
+            "artifacts": f"{self.name}-artifacts",
             "notebook": f"{self.name}-notebook",
             "cluster": f"{self.name}-cluster",
             "observability": f"{self.name}-observability",

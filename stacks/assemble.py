@@ -8,6 +8,7 @@ from aws_cdk import App, Environment, Stack, Tags
 from cdk_nag import AwsSolutionsChecks
 
 from spec import DeploymentSpec
+from stacks.artifacts_stack import ArtifactsStack
 from stacks.cluster_stack import ClusterStack
 from stacks.data_stack import DataStack
 from stacks.identity_stack import IdentityStack
@@ -60,6 +61,15 @@ def assemble(app: App, spec: DeploymentSpec, nag: bool = True) -> Deployment:
         deployment.stacks["notebook"] = notebook
 
     if spec.cluster is not None:
+        artifacts = ArtifactsStack(
+            app,
+            names["artifacts"],
+            spec,
+            env=compute,
+            description=f"{spec.name}: the artifacts the nodes install from (wheelhouse, exporters, NxDT)",
+        )
+        artifacts.add_stack_dependency(identity, "its read policies name the node roles")
+        deployment.stacks["artifacts"] = artifacts
         cluster = ClusterStack(
             app,
             names["cluster"],
@@ -69,6 +79,7 @@ def assemble(app: App, spec: DeploymentSpec, nag: bool = True) -> Deployment:
             description=f"{spec.name}: ParallelCluster (SLURM) for training",
         )
         cluster.add_stack_dependency(identity, "the cluster's nodes run with the identity stack's roles")
+        cluster.add_stack_dependency(artifacts, "the nodes install from the artifacts bucket at boot")
         deployment.stacks["cluster"] = cluster
         if spec.cluster.observability.managed_prometheus:
             observability = ObservabilityStack(

@@ -45,6 +45,7 @@ class ClusterStack(Stack):
             gpu_bootstrap_uri=assets.uri("gpu_node.sh"),
             trn1_bootstrap_uri=assets.uri("trn1_node.sh"),
             neuron_install_uri=assets.uri("neuron_install.sh"),
+            nxdt_install_uri=assets.uri("nxdt_install.sh"),
             security_group_ids=(network.security_groups.cluster.security_group_id,),
             head_payload_uri=assets.payload.s3_object_url,
             head_payload_parameter=payload_parameter_name(spec),

@@ -24,7 +24,7 @@ CDK_COMMAND = re.compile(r"(?<![\w/.-])(?P<npx>npx )?cdk (?P<sub>synth|deploy|di
 
 
 def commands_in(text: str) -> list[str]:
-    """The command text of a markdown file: ```bash blocks (continuation lines joined) and inline code spans."""
+    """The command text of a markdown file: ```bash blocks, tagged or not (continuation lines joined) and inline code spans."""
     found = []
     for block in re.findall(r"^ *```bash[^\n]*\n(.*?)^ *```", text, flags=re.S | re.M):
         found += [line.strip() for line in block.replace("\\\n", " ").splitlines() if line.strip()]

@@ -47,6 +47,7 @@ exec {python} "$@"
 
 
 def bash_blocks(markdown: str) -> list[str]:
+    """Every bash block, tagged with where it runs (```bash aws, ```bash here, ...) or not."""
     return re.findall(r"^```bash[^\n]*\n(.*?)^```", markdown, flags=re.S | re.M)
 
 
@@ -134,6 +135,16 @@ def test_the_deploy_block_gives_every_cdk_call_the_spec_and_runs_phase_two(workd
     assert network.s3_gateway_endpoint_id is not None and network.s3_gateway_endpoint_id.startswith("vpce-0")
     data_deploy = next(args for args in deploys if names["data"] in stacks_of(args))
     assert option(data_deploy, "--profile") == "data"
+    # The nodes' artifacts are uploaded once the artifacts stack made their bucket, before the cluster boots from them.
+    (upload,) = [call for call in calls if call[:2] == ["make", "upload-artifacts"]]
+    assert f"SPEC={SPEC_FILE}" in upload and "PROFILE=compute" in upload
+    deployed_at = {
+        stack: index
+        for index, call in enumerate(calls)
+        if call[:3] == ["npx", "cdk", "deploy"]
+        for stack in stacks_of(call[2:])
+    }
+    assert deployed_at[names["artifacts"]] < calls.index(upload) < deployed_at[names["cluster"]]
 
 
 def test_every_cdk_call_in_readme_that_runs_the_app_names_the_spec(workdir: Path) -> None:
@@ -205,6 +216,7 @@ def test_the_tear_down_destroys_every_real_stack_cluster_first(default_assembly:
     # The cluster goes first (it depends on observability, identity and network), network and identity last.
     assert destroyed[0] == names["cluster"]
     assert set(destroyed[-2:]) == {names["network"], names["identity"]}
+    assert destroyed.index(names["artifacts"]) < destroyed.index(names["identity"])  # it attaches to the roles
     for args in cdk_calls(calls):
         if args[0] == "destroy":
             expected = "data" if names["data"] in stacks_of(args) else "compute"

@@ -18,7 +18,7 @@
 #    rerun with the same ones rebuilds nothing. The previous release stays for jobs still running from it.
 # 3. /etc/profile.d/llm-training.sh exports LLM_TRAINING_SPEC (the release's deployment.yaml, which
 #    `python -m training.submit` reads by default) and puts the release's commands on PATH: pyproject.toml's
-#    entry points (llm-submit, llm-plan, ...).
+#    entry points (llm-submit, llm-plan, ...) and the env's tensorboard (cluster/bootstrap/login_env.sh).
 # 4. With --pyxis true: turns on the pyxis SPANK plugin (srun --container-image) with its runtime
 #    path on node-local /run/pyxis.
 # 5. Metrics (cluster.observability): cluster/bootstrap/observability.sh --role head from the new release.
@@ -181,33 +181,15 @@ build_env() {
 	echo "$release" >"$site/llm-training.pth"
 	(cd / && "$release/.venv/bin/python" -I -c 'import training.submit') ||
 		die "the new env in $release/.venv cannot import training.submit"
-	install -d "$release/bin"
-	# The release's commands are its entry points (pyproject.toml's [project.scripts]: llm-submit, llm-plan,
-	# ...), each run by the release's env with its deployment spec; no install step, the .pth above does that.
-	[[ -f "$release/pyproject.toml" ]] || die "payload $payload lacks pyproject.toml (the release's entry points)"
-	local quoted name target entry_points
-	quoted="$(printf %q "$release")"
-	entry_points="$("$release/.venv/bin/python" -I -c '
-import sys, tomllib
-with open(sys.argv[1], "rb") as file:
-    for name, target in tomllib.load(file)["project"]["scripts"].items():
-        print(name, target)' "$release/pyproject.toml")" || die "$release/pyproject.toml: no [project.scripts]"
-	while read -r name target; do
-		[[ "$name" =~ ^[a-z][a-z0-9-]*$ && "$target" =~ ^[a-z_][a-z0-9_.]*:[a-z_][a-z0-9_]*$ ]] ||
-			die "pyproject.toml: entry point '$name = $target' is not name = module:function"
-		cat >"$release/bin/$name" <<-EOF
-			#!/usr/bin/env bash
-			# Installed by head_node.sh from the release's pyproject.toml: $name = $target
-			export LLM_TRAINING_SPEC="\${LLM_TRAINING_SPEC:-$quoted/deployment.yaml}"
-			exec $quoted/.venv/bin/python -c 'import sys; sys.argv[0] = "$name"; from ${target%%:*} import ${target##*:}; sys.exit(${target##*:}())' "\$@"
-		EOF
-		chmod 0755 "$release/bin/$name"
-	done <<<"$entry_points"
+	# The release's commands: pyproject.toml's entry points (llm-submit, llm-plan, ...) and the env's own tools the
+	# runbook uses here (tensorboard), in $release/bin (cluster/bootstrap/login_env.sh, from the release itself).
+	bash "$release/cluster/bootstrap/login_env.sh" launchers "$release"
 	log "Python $python_version env built in $release/.venv from ${wheelhouse:-the package index} ($requirements)"
 }
 
 if [[ -n "$payload" && -n "$shared_dir" ]]; then
 	[[ -d "$work/payload/training" ]] || die "payload $payload lacks training/"
+	[[ -f "$work/payload/cluster/bootstrap/login_env.sh" ]] || die "payload $payload lacks cluster/bootstrap/login_env.sh"
 	[[ -f "$work/payload/deployment.yaml" ]] || log "payload $payload has no deployment.yaml; the submit command falls back to spec/default.yaml"
 	dest="$shared_dir/llm-training"
 	releases="$shared_dir/llm-training.releases"
@@ -245,15 +227,7 @@ if [[ -n "$payload" && -n "$shared_dir" ]]; then
 	log "training package laid out in $dest -> $release"
 
 	# ---- 3. login environment ------------------------------------------------------------------------
-	install -d -m 0755 "$PROFILE_D"
-	cat >"$PROFILE_D/llm-training.sh.new" <<-EOF
-		# Installed by head_node.sh: the training package on shared storage, its deployment spec and commands.
-		export LLM_TRAINING_HOME="$dest"
-		export LLM_TRAINING_SPEC="$dest/deployment.yaml"
-		case ":\$PATH:" in *":$dest/bin:"*) ;; *) export PATH="$dest/bin:\$PATH" ;; esac
-	EOF
-	chmod 0644 "$PROFILE_D/llm-training.sh.new"
-	mv "$PROFILE_D/llm-training.sh.new" "$PROFILE_D/llm-training.sh"
+	bash "$dest/cluster/bootstrap/login_env.sh" profile "$dest" "$PROFILE_D"
 	log "login environment in $PROFILE_D/llm-training.sh"
 fi
 

@@ -416,6 +416,7 @@ def from_builders(spec: DeploymentSpec, key_arn: str | None = None) -> Extracted
     synthesize (the default spec's templates are checked against these by `drift_from_builders`).
     `key_arn`: the managed key's ARN as the templates render it (a stand-in otherwise)."""
     from policies import access_point_policy, bucket_policy, gateway_endpoint_policy, identity_policy, key_policy
+    from policies.artifacts import ARTIFACTS_POLICY_NAME, READERS, artifacts_read_policy
     from policies.interface_endpoints import interface_endpoint_policy, wanted_interface_endpoints
 
     access_points = {
@@ -433,11 +434,16 @@ def from_builders(spec: DeploymentSpec, key_arn: str | None = None) -> Extracted
         )
         for d in spec.data.datasets
     }
-    roles = {}
+    inline: dict[str, dict[str, PolicyDocument]] = {}
     for role in spec.builtin_roles_in_use:
         document = identity_policy(spec, role)
         if document is not None:
-            roles[spec.role_name(role)] = RolePolicies(spec.role_name(role), {"datasets": document}, ())
+            inline.setdefault(spec.role_name(role), {})["datasets"] = document
+    for role in READERS:
+        artifacts = artifacts_read_policy(spec, role)
+        if artifacts is not None:
+            inline.setdefault(spec.role_name(role), {})[ARTIFACTS_POLICY_NAME] = artifacts
+    roles = {name: RolePolicies(name, documents, ()) for name, documents in inline.items()}
     managed = spec.kms_key_is_managed
     key_arn = (
         spec.data.encryption.kms_key_arn
@@ -479,8 +485,10 @@ def drift_from_builders(extracted: ExtractedPolicies, spec: DeploymentSpec) -> l
             if extracted.interface_endpoints.get(name, "missing") != built.interface_endpoints.get(name, "missing")
         )
         drift.append(f"interface endpoints {', '.join(differing)}: differ from policies.interface_endpoint_policy")
+    builders = {"datasets": "policies.identity_policy", "artifacts": "policies.artifacts.artifacts_read_policy"}
     for role, policies in built.roles.items():
         found_role = extracted.roles.get(role)
-        if found_role is None or found_role.inline.get("datasets") != policies.inline["datasets"]:
-            drift.append(f"role {role}: inline policy 'datasets' differs from policies.identity_policy")
+        for name, document in policies.inline.items():
+            if found_role is None or found_role.inline.get(name) != document:
+                drift.append(f"role {role}: inline policy {name!r} differs from {builders[name]}")
     return drift

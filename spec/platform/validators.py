@@ -39,7 +39,6 @@ def spec_problems(
         *_head_node_python(cluster, prefix),
         *_queues(cluster, availability_zone, prefix),
         *_neuron(cluster, internet_egress, prefix),
-        *_python_env(cluster, internet_egress, prefix),
         *_fsx(cluster.fsx, f"{prefix}.fsx"),
         *_prices(cluster, prefix),
     ]
@@ -217,18 +216,6 @@ def _neuron(cluster: ClusterSpec, internet_egress: str, prefix: str) -> Iterator
             f"{prefix}.neuron.compile_cache_dir",
             f"must lie under the FSx mount ({cluster.fsx.mount_dir}) so every node reuses compiled graphs",
             neuron.compile_cache_dir,
-        )
-
-
-def _python_env(cluster: ClusterSpec, internet_egress: str, prefix: str) -> Iterator[SpecProblem]:
-    # The head node builds the training env on shared storage; without egress only a wheelhouse can feed pip.
-    if internet_egress == "none" and cluster.fsx is not None and cluster.python_wheelhouse is None:
-        yield SpecProblem(
-            f"{prefix}.python_wheelhouse",
-            "is required because network.internet_egress is 'none': the head node cannot reach PyPI; build it "
-            f"with make wheelhouse WHEELHOUSE_PYTHON={cluster.python_version} and aws s3 sync build/wheelhouse to an "
-            "S3 prefix",
-            None,
         )
 
 

@@ -40,7 +40,8 @@ def shellcheck() -> str:
 
 def test_scripts_are_shellcheck_clean(shellcheck: str) -> None:
     assert {p.name for p in SCRIPTS} == {
-        *("gpu_node.sh", "head_node.sh", "neuron_install.sh", "nxdt_install.sh", "observability.sh", "trn1_node.sh")
+        *("gpu_node.sh", "head_node.sh", "login_env.sh", "neuron_install.sh", "nxdt_install.sh", "observability.sh"),
+        "trn1_node.sh",
     }
     result = subprocess.run([shellcheck, "-x", *map(str, SCRIPTS)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
@@ -246,6 +247,9 @@ def make_payload(tmp_path: Path, with_training: bool = True) -> Path:
     health.mkdir(parents=True)
     for name in ("prolog.sh", "epilog.sh", "lib.sh"):
         (health / name).write_text(f"# {name}\n")
+    # The login environment's script, as every payload carries it (cluster/ is one of its packages).
+    (source / "cluster" / "bootstrap").mkdir()
+    shutil.copy(BOOTSTRAP_DIR / "login_env.sh", source / "cluster" / "bootstrap" / "login_env.sh")
     if with_training:
         (source / "training").mkdir()
         (source / "training" / "__init__.py").write_text("VERSION = 2\n")

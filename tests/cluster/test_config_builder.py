@@ -125,6 +125,9 @@ def test_trn1_neuron() -> None:
     assert args[args.index("--efa-devices") + 1] == "8"
     assert args[args.index("--compile-cache") + 1] == "/fsx/neuron-cache"
     assert args[args.index("--offline") + 1] == "true"
+    # Without the NxDT stack in the AMI, the node installs it from the artifacts bucket with the asset installer.
+    assert args[args.index("--nxdt-wheelhouse") + 1] == "s3://llm-demo-artifacts-111111111111/nxdt/2.26.1/"
+    assert args[args.index("--nxdt-installer") + 1].endswith("/bootstrap/nxdt_install.sh")
 
 
 def test_refs_are_placed_verbatim_even_as_cdk_tokens() -> None:
@@ -173,7 +176,14 @@ def test_head_node_builds_the_python_env_from_the_wheelhouse_or_pypi() -> None:
     data = spec_dict()
     args = head_args(data)
     assert args[args.index("--python") + 1] == "python3.11"
-    assert args[args.index("--python-env") + 1] == "wheelhouse:s3://llm-demo-wheelhouse-111111111111/alinux2023-py3.11/"
+    # Unset in the spec: the artifacts stack's bucket (spec.artifacts), where make upload-artifacts puts the wheels.
+    assert args[args.index("--python-env") + 1] == (
+        "wheelhouse:s3://llm-demo-artifacts-111111111111/wheelhouse/py3.11/"
+    )
+    data["cluster"]["python_wheelhouse"] = "s3://team-wheels-111111111111/py311/"
+    assert (
+        head_args(data)[head_args(data).index("--python-env") + 1] == "wheelhouse:s3://team-wheels-111111111111/py311/"
+    )
     data["network"]["internet_egress"] = "nat"
     assert "wheelhouse:s3://" in head_args(data)[head_args(data).index("--python-env") + 1]  # the wheelhouse wins
     del data["cluster"]["python_wheelhouse"]

@@ -131,6 +131,42 @@ def test_release_env_and_login_profile(deployed: Deployed) -> None:
     assert (deployed.root / "slurm-etc" / "scripts" / "prolog.d" / "90-llm-health.sh").is_file()
 
 
+def test_tensorboard_and_every_entry_point_are_on_the_login_path(tmp_path: Path) -> None:
+    """The launcher-building part of the bootstrap (cluster/bootstrap/login_env.sh, which head_node.sh runs from the
+    release) on a release with a stand-in env, then the login profile: a login shell finds tensorboard (the env's,
+    for docs/jobs.md's `tensorboard --logdir`) and every [project.scripts] command in the live release's bin/."""
+    assert "tensorboard" in pins(REPO / "requirements-node.txt")  # what the env on the nodes really gets
+    release = tmp_path / "fsx" / "llm-training.releases" / "r1"
+    env_bin = release / ".venv" / "bin"
+    env_bin.mkdir(parents=True)
+    shutil.copy(REPO / "pyproject.toml", release / "pyproject.toml")
+    (env_bin / "python").symlink_to(NODE_PYTHON)
+    (env_bin / "tensorboard").write_text('#!/bin/sh\necho "tensorboard from the release env: $*"\n')
+    (env_bin / "tensorboard").chmod(0o755)
+    current = tmp_path / "fsx" / "llm-training"
+    current.symlink_to("llm-training.releases/r1")
+    script = str(BOOTSTRAP_DIR / "login_env.sh")
+    for args in (["launchers", str(release)], ["profile", str(current), str(tmp_path / "profile.d")]):
+        result = subprocess.run(["bash", script, *args], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    names = ["tensorboard", *scripts]
+    profile = tmp_path / "profile.d" / "llm-training.sh"
+    login = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}  # a fresh login: only what the profile adds
+    probe = f"source {profile} && command -v {' '.join(names)} && tensorboard --logdir /fsx/runs --port 6006"
+    result = subprocess.run(["bash", "-c", probe], env=login, capture_output=True, text=True, cwd="/", timeout=60)
+    assert result.returncode == 0, result.stderr
+    *found, said = result.stdout.splitlines()
+    assert found == [f"{current}/bin/{name}" for name in names]
+    assert said == "tensorboard from the release env: --logdir /fsx/runs --port 6006"
+    # Without tensorboard in the env (a requirements-submit.txt env), it is left off PATH with a note.
+    (env_bin / "tensorboard").unlink()
+    result = subprocess.run(["bash", script, "launchers", str(release)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert f"head_node: tensorboard is not in the env of {release}" in result.stderr
+
+
 def test_the_runbooks_shared_directories_are_made_for_every_user(deployed: Deployed) -> None:
     assert deployed.result.returncode == 0, deployed.result.stderr
     for name in ("data", "runs", "containers"):

@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 
 from policies import access_point_policy, bucket_policy, gateway_endpoint_policy, identity_policy, key_policy
+from policies.artifacts import artifacts_bucket_policy, artifacts_read_policy
 from policies.documents import object_arns
 from policies.guardrails import guardrail_scps
 from policies.interface_endpoints import interface_endpoint_policy
-from spec import DeploymentSpec, load_spec
+from spec import DEFAULT_SPEC_PATH, DeploymentSpec, load_spec
 
 
 @pytest.fixture(scope="module")
@@ -133,3 +134,75 @@ def test_key_policy_decrypt_and_encrypt_principals(spec: DeploymentSpec) -> None
     assert set(readers) == {spec.role_arn(r) for r in ("cluster-node", "head-node", "notebook")}
     writers = statements["DatasetWritersEncryptThroughS3"]["Condition"]["ArnLike"]["aws:PrincipalArn"]
     assert set(writers) == {spec.role_arn("head-node"), spec.role_arn("cluster-node")}
+
+
+# ---- the nodes' artifacts (spec.artifacts, policies.artifacts) ----------------------------------------------------
+
+ARTIFACTS = "arn:aws:s3:::llm-demo-artifacts-111111111111"
+WHEELHOUSE = "wheelhouse/py3.11/"
+
+
+def test_the_head_node_reads_the_wheelhouse_and_nothing_else_of_the_artifacts_bucket(spec: DeploymentSpec) -> None:
+    statements = _statements(artifacts_read_policy(spec, "head-node"))
+    assert statements == {
+        "ReadPythonWheelhouse": {
+            "Sid": "ReadPythonWheelhouse",
+            "Effect": "Allow",
+            "Action": "s3:GetObject",
+            "Resource": f"{ARTIFACTS}/{WHEELHOUSE}*",  # the observability/ binaries lie inside
+        },
+        "ListPythonWheelhouse": {
+            "Sid": "ListPythonWheelhouse",
+            "Effect": "Allow",
+            "Action": "s3:ListBucket",
+            "Resource": ARTIFACTS,
+            "Condition": {"StringLike": {"s3:prefix": f"{WHEELHOUSE}*"}},
+        },
+    }
+    # GPU nodes read nothing there (the head node stages the binaries on shared storage); nor does anyone else.
+    assert artifacts_read_policy(spec, "cluster-node") is None
+    assert artifacts_read_policy(spec, "notebook") is None
+
+
+def test_trainium_nodes_read_their_nxdt_wheelhouse_only() -> None:
+    trn1 = load_spec(DEFAULT_SPEC_PATH.parent / "examples" / "trn1-neuron.yaml")
+    statements = _statements(artifacts_read_policy(trn1, "cluster-node"))
+    assert set(statements) == {"ReadNxdtWheelhouse", "ListNxdtWheelhouse"}
+    assert statements["ReadNxdtWheelhouse"]["Resource"] == f"{ARTIFACTS}/nxdt/2.26.1/*"
+    assert statements["ListNxdtWheelhouse"]["Condition"] == {"StringLike": {"s3:prefix": "nxdt/2.26.1/*"}}
+    assert set(_statements(artifacts_read_policy(trn1, "head-node"))) == {
+        "ReadPythonWheelhouse",
+        "ListPythonWheelhouse",
+    }
+
+
+def test_the_endpoint_reaches_the_artifact_folders_read_only(spec: DeploymentSpec) -> None:
+    reads = _statements(gateway_endpoint_policy(spec))["ReadComputeAccountDeploymentBuckets"]
+    assert {ARTIFACTS, f"{ARTIFACTS}/{WHEELHOUSE}*"} <= set(reads["Resource"])
+    assert f"{ARTIFACTS}/*" not in reads["Resource"]  # the folders, not the bucket
+    assert set(reads["Action"]) == {"s3:GetObject", "s3:ListBucket", "s3:GetBucketLocation"}
+    assert reads["Condition"]["StringEquals"]["aws:ResourceAccount"] == spec.accounts.compute
+    for statement in gateway_endpoint_policy(spec)["Statement"]:
+        resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        if any(r.startswith(ARTIFACTS) for r in resources):
+            assert statement["Sid"] == "ReadComputeAccountDeploymentBuckets"
+
+
+def test_a_wheelhouse_in_another_bucket_is_read_there(spec: DeploymentSpec) -> None:
+    assert spec.cluster is not None
+    cluster = spec.cluster.model_copy(update={"python_wheelhouse": "s3://team-wheels-111111111111/py311/"})
+    own = spec.model_copy(update={"cluster": cluster})
+    reads = _statements(artifacts_read_policy(own, "head-node"))["ReadPythonWheelhouse"]
+    assert reads["Resource"] == "arn:aws:s3:::team-wheels-111111111111/py311/*"
+    endpoint = _statements(gateway_endpoint_policy(own))["ReadComputeAccountDeploymentBuckets"]["Resource"]
+    assert "arn:aws:s3:::team-wheels-111111111111/py311/*" in endpoint
+    assert not any(r.startswith(ARTIFACTS) for r in endpoint)  # nothing reads the artifacts bucket then
+
+
+def test_the_artifacts_bucket_policy_denies_plain_http_and_outsiders(spec: DeploymentSpec) -> None:
+    statements = _statements(artifacts_bucket_policy(spec))
+    assert set(statements) == {"DenyRequestsWithoutTls", "DenyPrincipalsOutsideOrganization"}
+    assert all(s["Effect"] == "Deny" for s in statements.values())  # it grants nothing
+    assert statements["DenyRequestsWithoutTls"]["Resource"] == [ARTIFACTS, f"{ARTIFACTS}/*"]
+    unbound = spec.model_copy(update={"perimeter": spec.perimeter.model_copy(update={"organization_bound": False})})
+    assert set(_statements(artifacts_bucket_policy(unbound))) == {"DenyRequestsWithoutTls"}

@@ -19,7 +19,7 @@ from policies.verify.matrix.cases.keys import key_cases
 from policies.verify.matrix.cases.perimeter import perimeter_cases
 from policies.verify.matrix.cases.platform import endpoint_without_access_points, platform_cases
 from policies.verify.matrix.cases.side_channels import SSE, SSE_C, SSE_KEY, access_point_pinning_cases, encryption_cases
-from policies.verify.matrix.cases.wheelhouse import wheelhouse_cases
+from policies.verify.matrix.cases.wheelhouse import artifact_cases
 from policies.verify.matrix.evaluation import evaluate, evaluate_many, plan
 from policies.verify.matrix.model import (
     OTHER_ORG_ACCOUNT,
@@ -48,6 +48,7 @@ __all__ = [
     "Denials",
     "MatrixContext",
     "access_point_pinning_cases",
+    "artifact_cases",
     "build_cases",
     "dataset_cases",
     "dataset_perimeter_cases",
@@ -68,5 +69,4 @@ __all__ = [
     "plan",
     "platform_cases",
     "policy_set",
-    "wheelhouse_cases",
 ]

@@ -273,3 +273,36 @@ def test_an_unreadable_organization_policy_is_a_spec_error(tmp_path: Path) -> No
     doc["perimeter"]["scps"] = ["missing.json"]
     with pytest.raises(SpecError, match=r"perimeter\.scps\[0\]: 'missing.json' cannot be read as JSON"):
         load_control_policies(parse_spec(doc), tmp_path)
+
+
+def test_the_nodes_read_their_artifacts_and_nothing_in_the_vpc_writes_there(matrix: list[CaseResult]) -> None:
+    """The artifacts bucket (spec.artifacts), through the head node's `artifacts` policy and the endpoint."""
+    results = _by_id(matrix)
+    for case_id in (
+        "head-node-reads-wheelhouse",
+        "head-node-lists-wheelhouse",
+        "head-node-reads-observability-binaries",
+    ):
+        assert results[case_id].decision == ALLOWED, case_id
+        assert "identity:llm-demo-head-node/artifacts" in {
+            pid for layer in results[case_id].layers for pid in layer.policy_ids
+        }
+    for case_id in ("head-node-writes-wheelhouse", "head-node-deletes-wheelhouse", "head-node-reads-beside-wheelhouse"):
+        assert results[case_id].denials == implicit(IDENTITY, ENDPOINT), case_id
+    assert results["head-node-lists-beside-wheelhouse"].denials == implicit(IDENTITY)
+    # The GPU nodes and the notebook have no business there; the endpoint cannot tell roles apart, the roles can.
+    assert results["cluster-node-reads-wheelhouse"].denials == implicit(IDENTITY)
+    assert results["notebook-reads-wheelhouse"].denials == implicit(IDENTITY)
+    assert results["outside-credentials-read-wheelhouse"].denials == implicit(ENDPOINT)
+    assert results["head-node-reads-squatted-wheelhouse"].denials == implicit(ENDPOINT)
+
+
+def test_trainium_nodes_read_their_nxdt_wheelhouse(engine: Engine) -> None:
+    doc = yaml.safe_load((DEFAULT_SPEC_PATH.parent / "examples" / "trn1-neuron.yaml").read_text())
+    results = _variant_results(doc, engine)
+    assert _failures(results) == ""
+    by_id = _by_id(results)
+    assert by_id["cluster-node-reads-nxdt-wheelhouse"].decision == ALLOWED
+    assert by_id["cluster-node-writes-nxdt-wheelhouse"].denials == implicit(IDENTITY, ENDPOINT)
+    assert by_id["head-node-reads-nxdt-wheelhouse"].denials == implicit(IDENTITY)
+    assert by_id["cluster-node-reads-wheelhouse"].denials == implicit(IDENTITY)

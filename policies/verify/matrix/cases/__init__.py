@@ -10,7 +10,7 @@ from policies.verify.matrix.cases.keys import key_cases
 from policies.verify.matrix.cases.perimeter import perimeter_cases
 from policies.verify.matrix.cases.platform import platform_cases
 from policies.verify.matrix.cases.side_channels import access_point_pinning_cases, encryption_cases
-from policies.verify.matrix.cases.wheelhouse import adjusted, wheelhouse_cases
+from policies.verify.matrix.cases.wheelhouse import adjusted, artifact_cases
 from policies.verify.matrix.model import Case, MatrixContext
 from spec import DeploymentSpec
 
@@ -30,7 +30,7 @@ def build_cases(
         *perimeter_cases(spec),
         *access_point_pinning_cases(spec),
         *platform_cases(spec),
-        *wheelhouse_cases(spec),
+        *artifact_cases(spec),
         *interface_endpoint_cases(spec, policies_present),
         *guardrail_cases(spec, policies_present),
     ]

@@ -1,0 +1,80 @@
+"""The nodes' offline artifacts (spec.artifacts): who reads which folder, and the artifacts bucket's own policy.
+
+Read only, folder by folder: the head node reads the Python wheelhouse (and the exporters' binaries in its
+observability/ folder) to build the training env on shared storage and stage the binaries for the compute nodes;
+Trainium compute nodes read the NxDT wheelhouse (cluster/bootstrap/nxdt_install.sh). Nothing in the VPC writes
+there: `make upload-artifacts` does, from outside, with the operator's own credentials. The S3 gateway endpoint
+names the same folders (policies.endpoint), so a node reaches nothing else of the bucket either.
+"""
+
+from __future__ import annotations
+
+from policies.documents import PolicyDocument, Statement, document, statement
+from spec.artifacts import S3Folder, artifact_locations, artifacts_bucket_name
+from spec.model import DeploymentSpec
+
+# The inline policy the artifacts stack attaches to each reading role (stacks/parts/artifacts_bucket.py).
+ARTIFACTS_POLICY_NAME = "artifacts"
+READERS: tuple[str, ...] = ("head-node", "cluster-node")
+ANY_PRINCIPAL = {"AWS": "*"}
+
+
+def folders_read_by(spec: DeploymentSpec, role: str) -> list[tuple[str, S3Folder]]:
+    """(statement name, folder) of every artifact folder `role` reads at boot."""
+    locations = artifact_locations(spec)
+    wanted = {
+        "head-node": [("PythonWheelhouse", locations.python_wheelhouse)],
+        "cluster-node": [("NxdtWheelhouse", locations.nxdt_wheelhouse)],
+    }.get(role, [])
+    return [(name, folder) for name, folder in wanted if folder is not None]
+
+
+def artifacts_read_policy(spec: DeploymentSpec, role: str) -> PolicyDocument | None:
+    """The identity policy of a node role on its artifact folders: s3:GetObject under each folder and
+    s3:ListBucket for that folder only (what `aws s3 sync` needs); None when the role reads none."""
+    statements: list[Statement] = []
+    for name, folder in folders_read_by(spec, role):
+        statements += [
+            statement(f"Read{name}", "Allow", ["s3:GetObject"], [folder.objects_arn]),
+            statement(
+                f"List{name}",
+                "Allow",
+                ["s3:ListBucket"],
+                [folder.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": f"{folder.prefix}*"}},
+            ),
+        ]
+    return document(*statements) if statements else None
+
+
+def artifacts_bucket_policy(spec: DeploymentSpec) -> PolicyDocument:
+    """TLS only and, with the organization perimeter, the organization's principals only. It grants nothing:
+    the compute account's identity policies (the nodes' above, the operator's own) decide who reads and writes."""
+    bucket = f"arn:aws:s3:::{artifacts_bucket_name(spec)}"
+    objects = f"{bucket}/*"
+    statements = [
+        statement(
+            "DenyRequestsWithoutTls",
+            "Deny",
+            ["s3:*"],
+            [bucket, objects],
+            ANY_PRINCIPAL,
+            {"Bool": {"aws:SecureTransport": "false"}},
+        )
+    ]
+    if spec.perimeter.organization_bound:
+        assert spec.organization_id is not None  # the spec checks guarantee it
+        statements.append(
+            statement(
+                "DenyPrincipalsOutsideOrganization",
+                "Deny",
+                ["s3:*"],
+                [bucket, objects],
+                ANY_PRINCIPAL,
+                {
+                    "StringNotEqualsIfExists": {"aws:PrincipalOrgID": spec.organization_id},
+                    "BoolIfExists": {"aws:PrincipalIsAWSService": "false"},
+                },
+            )
+        )
+    return document(*statements)

@@ -1,0 +1,199 @@
+"""`make upload-artifacts` (cluster.artifacts) run for real with `make` and `aws` replaced by argv recorders on PATH:
+it builds what the spec's nodes need and syncs each build to exactly the S3 folder the cluster config hands the
+nodes (spec.artifacts is the one function both call)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cluster.artifacts import upload_plan
+from cluster.config_builder import build_cluster_config, example_refs
+from spec import DEFAULT_SPEC_PATH, DeploymentSpec, load_spec, parse_spec
+from tests.cluster.conftest import spec_dict
+
+REPO = Path(__file__).resolve().parents[2]
+TRN1 = REPO / "spec" / "examples" / "trn1-neuron.yaml"
+RECORDER = f"""#!{sys.executable}
+import json, os, sys
+with open(os.environ["ARGV_LOG"], "a") as log:
+    log.write(json.dumps([os.path.basename(sys.argv[0]), *sys.argv[1:]]) + "\\n")
+"""
+
+
+def built(build: Path, nxdt: bool = False) -> Path:
+    """What make wheelhouse, make observability-binaries and make nxdt-wheelhouse leave behind, in miniature."""
+    (build / "wheelhouse" / "observability").mkdir(parents=True)
+    (build / "wheelhouse" / "torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"wheel")
+    (build / "wheelhouse" / "observability" / "node_exporter-1.8.2.linux-amd64.tar.gz").write_bytes(b"tgz")
+    if nxdt:
+        (build / "nxdt-wheelhouse").mkdir()
+        (build / "nxdt-wheelhouse" / "nxdt-requirements.txt").write_text("neuronx-distributed-training==1.6.0\n")
+    return build
+
+
+def upload(tmp_path: Path, spec_path: Path, *options: str) -> tuple[subprocess.CompletedProcess[str], list[list[str]]]:
+    tools = tmp_path / "bin"
+    tools.mkdir(exist_ok=True)
+    for name in ("aws", "make"):
+        (tools / name).write_text(RECORDER)
+        (tools / name).chmod(0o755)
+    log = tmp_path / "argv.log"
+    log.unlink(missing_ok=True)
+    env = {**os.environ, "PATH": f"{tools}:/usr/bin:/bin", "ARGV_LOG": str(log), "PYTHONPATH": str(REPO)}
+    result = subprocess.run(
+        [sys.executable, "-m", "cluster.artifacts", str(spec_path), *options],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return result, calls
+
+
+def synced(calls: list[list[str]]) -> dict[str, list[str]]:
+    """Destination -> the `aws s3 sync` call that uploads there."""
+    syncs = [call for call in calls if call[:3] == ["aws", "s3", "sync"]]
+    return {next(a for a in call[3:] if a.startswith("s3://")): call for call in syncs}
+
+
+def handed_to_nodes(spec: DeploymentSpec) -> dict[str, str]:
+    """The artifact folders the cluster config hands the nodes: the head node's wheelhouse (and, by head_node.sh's
+    convention, its observability/ folder) and each Trainium queue's NxDT wheelhouse."""
+    config: dict[str, Any] = build_cluster_config(spec, example_refs(spec))
+    found: dict[str, str] = {}
+    head = config["HeadNode"]["CustomActions"]["OnNodeConfigured"]["Sequence"][0]["Args"]
+    python_env = head[head.index("--python-env") + 1]
+    if python_env.startswith("wheelhouse:"):
+        found["wheelhouse"] = python_env.removeprefix("wheelhouse:")
+        found["observability"] = found["wheelhouse"].rstrip("/") + "/observability/"
+    for queue in config["Scheduling"]["SlurmQueues"]:
+        args = queue["CustomActions"]["OnNodeConfigured"]["Sequence"][0]["Args"]
+        if "--nxdt-wheelhouse" in args:
+            found["nxdt"] = args[args.index("--nxdt-wheelhouse") + 1]
+    return found
+
+
+def test_head_node_sh_reads_the_binaries_beside_the_wheels() -> None:
+    """The convention handed_to_nodes relies on: observability.sh gets the wheelhouse's observability/ folder."""
+    script = (REPO / "cluster" / "bootstrap" / "head_node.sh").read_text()
+    assert '--binaries "${wheelhouse%/}/observability"' in script
+
+
+def test_upload_builds_then_syncs_to_what_the_head_node_reads(tmp_path: Path) -> None:
+    build = built(tmp_path / "build")
+    result, calls = upload(tmp_path, DEFAULT_SPEC_PATH, "--build-dir", str(build), "--profile", "compute")
+    assert result.returncode == 0, result.stderr
+    makes = [call for call in calls if call[0] == "make"]
+    assert makes == [
+        ["make", "-C", str(REPO), "wheelhouse", "WHEELHOUSE_PYTHON=3.11", f"WHEELHOUSE_DIR={build}/wheelhouse"],
+        ["make", "-C", str(REPO), "observability-binaries", f"OBSERVABILITY_DIR={build}/wheelhouse/observability"],
+    ]
+    assert calls.index(makes[-1]) < min(i for i, c in enumerate(calls) if c[0] == "aws")  # built, then uploaded
+    nodes = handed_to_nodes(load_spec())
+    uploads = synced(calls)
+    assert (
+        set(uploads)
+        == set(nodes.values())
+        == {
+            "s3://llm-demo-artifacts-111111111111/wheelhouse/py3.11/",
+            "s3://llm-demo-artifacts-111111111111/wheelhouse/py3.11/observability/",
+        }
+    )
+    wheels = uploads[nodes["wheelhouse"]]
+    assert wheels[3] == f"{build}/wheelhouse"
+    assert wheels[wheels.index("--exclude") + 1] == "observability/*"  # the binaries go to their own folder
+    assert uploads[nodes["observability"]][3] == f"{build}/wheelhouse/observability"
+    for call in uploads.values():
+        assert call[call.index("--profile") + 1] == "compute"
+        assert call[call.index("--region") + 1] == "us-east-1"
+        assert "--delete" not in call  # a re-upload never removes what running nodes may still read
+
+
+def test_trainium_nodes_get_the_nxdt_wheelhouse_that_was_uploaded(tmp_path: Path) -> None:
+    build = built(tmp_path / "build", nxdt=True)
+    result, calls = upload(tmp_path, TRN1, "--build-dir", str(build), "--no-build")
+    assert result.returncode == 0, result.stderr
+    assert [call for call in calls if call[0] == "make"] == []  # --no-build: the builds are already there
+    nodes = handed_to_nodes(load_spec(TRN1))
+    uploads = synced(calls)
+    assert set(uploads) == set(nodes.values())
+    assert nodes["nxdt"] == "s3://llm-demo-artifacts-111111111111/nxdt/2.26.1/"
+    assert uploads[nodes["nxdt"]][3] == f"{build}/nxdt-wheelhouse"
+    assert all("--profile" not in call for call in uploads.values())  # the environment's credentials
+
+
+def test_the_nxdt_build_gets_the_spec(tmp_path: Path) -> None:
+    build = built(tmp_path / "build", nxdt=True)
+    result, calls = upload(tmp_path, TRN1, "--build-dir", str(build))
+    assert result.returncode == 0, result.stderr
+    assert [
+        "make",
+        "-C",
+        str(REPO),
+        "nxdt-wheelhouse",
+        f"SPEC={TRN1}",
+        f"NXDT_WHEELHOUSE_DIR={build}/nxdt-wheelhouse",
+    ] in (calls)
+
+
+def test_a_wheelhouse_in_another_bucket_is_uploaded_there(tmp_path: Path) -> None:
+    data = spec_dict()
+    data["cluster"]["python_wheelhouse"] = "s3://team-wheels-111111111111/py311/"
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(json.dumps(data))
+    result, calls = upload(tmp_path, spec_path, "--build-dir", str(built(tmp_path / "build")), "--no-build")
+    assert result.returncode == 0, result.stderr
+    assert (
+        set(synced(calls))
+        == set(handed_to_nodes(parse_spec(data)).values())
+        == {
+            "s3://team-wheels-111111111111/py311/",
+            "s3://team-wheels-111111111111/py311/observability/",
+        }
+    )
+
+
+def test_a_missing_build_is_one_error_line_and_nothing_is_uploaded(tmp_path: Path) -> None:
+    result, calls = upload(tmp_path, DEFAULT_SPEC_PATH, "--build-dir", str(tmp_path / "empty"), "--no-build")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"error: wheelhouse: {tmp_path}/empty/wheelhouse holds no wheels (make wheelhouse WHEELHOUSE_PYTHON=3.11, "
+        "or drop --no-build)"
+    ]
+    assert calls == []
+
+
+def test_with_internet_and_no_wheelhouse_there_is_no_env_to_upload(tmp_path: Path) -> None:
+    data = spec_dict()
+    data["network"]["internet_egress"] = "nat"
+    assert upload_plan(parse_spec(data), tmp_path) == []
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(json.dumps(data))
+    result, calls = upload(tmp_path, spec_path, "--build-dir", str(tmp_path / "build"))
+    assert result.returncode == 0, result.stderr
+    assert calls == []
+    assert "nothing to upload" in result.stderr
+
+
+@pytest.mark.parametrize("profile", ["compute", ""])
+def test_make_upload_artifacts_passes_the_spec_and_the_profile(profile: str) -> None:
+    result = subprocess.run(
+        ["make", "-n", "--no-print-directory", "upload-artifacts", "SPEC=my-deployment.yaml", f"PROFILE={profile}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    (line,) = [line for line in result.stdout.splitlines() if "cluster.artifacts" in line]
+    expected = "-m cluster.artifacts my-deployment.yaml" + (f" --profile {profile}" if profile else "")
+    assert line.endswith(expected), line

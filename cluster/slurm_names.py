@@ -176,9 +176,30 @@ def _ranges(queue: str, resource: Mapping[str, Any], nvidia_driver: bool) -> lis
     return ranges
 
 
+def _refuse_custom_node_settings(queues: Sequence[Mapping[str, Any]]) -> None:
+    """Queue and compute-resource CustomSlurmSettings change the lines; the record does not pin how at 3.16.
+
+    3.16.1's CLI lets a compute resource set Feature there, which its cookbook merges into the generated feature
+    list (fact custom_settings_deny_list, node_features.at_3_16); our configs set none, so say so rather than guess.
+    """
+    for queue in queues:
+        owners = [f"queue {queue['Name']}"] if queue.get("CustomSlurmSettings") else []
+        owners += [
+            f"compute resource {queue['Name']}/{resource['Name']}"
+            for resource in queue["ComputeResources"]
+            if resource.get("CustomSlurmSettings")
+        ]
+        if owners:
+            raise ValueError(
+                f"{', '.join(owners)}: CustomSlurmSettings on queues or compute resources are not modelled "
+                f"(see {RECORD.name}, facts custom_settings_deny_list and node_features)"
+            )
+
+
 def partitions(config: Mapping[str, Any], nvidia_driver: bool = True) -> list[Partition]:
     """ParallelCluster's partitions for a ClusterConfiguration (what `build_cluster_config` returns)."""
     queues: Sequence[Mapping[str, Any]] = config["Scheduling"]["SlurmQueues"]
+    _refuse_custom_node_settings(queues)
     return [
         Partition(
             name=str(queue["Name"]),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import copy
 import re
 from pathlib import Path
@@ -142,6 +143,9 @@ def test_every_fact_names_a_known_source_a_path_and_a_symbol() -> None:
     assert RECORD.name == "slurm_naming.json"
     assert re.fullmatch(r"[0-9a-f]{40}", data["sources"]["cookbook"]["commit"])
     assert re.fullmatch(r"[0-9a-f]{40}", data["sources"]["cookbook"]["same_at"]["commit"])
+    for checked in data["sources"]["cookbook"]["also_checked"]:
+        assert re.fullmatch(r"[0-9a-f]{40}", checked["commit"]) and checked["result"], checked
+    assert re.fullmatch(r"[0-9a-f]{40}", data["sources"]["cli_before"]["commit"])
     assert data["sources"]["cli"]["package"] == f"aws-parallelcluster=={data['parallelcluster_version']}"
     pinned = (REPO / "cluster" / "pcluster" / "requirements.txt").read_text()
     assert data["sources"]["cli"]["package"] in pinned.splitlines()
@@ -149,6 +153,40 @@ def test_every_fact_names_a_known_source_a_path_and_a_symbol() -> None:
     assert len(ids) == len(set(ids))
     for item in data["facts"]:
         assert item["source"] in data["sources"] and item["path"] and item["symbol"], item["id"]
+
+
+@pytest.mark.parametrize("where", ["queue", "compute_resource"])
+def test_queue_or_compute_resource_custom_slurm_settings_are_refused_not_guessed(where: str) -> None:
+    config = _config("p5-on-demand.yaml")
+    queue = config["Scheduling"]["SlurmQueues"][0]
+    owner = queue if where == "queue" else queue["ComputeResources"][0]
+    owner["CustomSlurmSettings"] = {"Feature": "nvlink"}
+    with pytest.raises(ValueError, match=r"CustomSlurmSettings on queues or compute resources are not modelled"):
+        partitions(config)
+
+
+@pytest.mark.parametrize("spec_path", SPECS, ids=lambda path: path.stem)
+def test_no_spec_sets_custom_slurm_settings_on_a_queue_or_compute_resource(spec_path: Path) -> None:
+    spec = load_spec(spec_path)
+    for queue in build_cluster_config(spec, example_refs(spec))["Scheduling"]["SlurmQueues"]:
+        assert "CustomSlurmSettings" not in queue
+        assert all("CustomSlurmSettings" not in resource for resource in queue["ComputeResources"])
+
+
+@pytest.mark.pcluster
+def test_the_recorded_custom_settings_deny_lists_are_the_installed_clis(pcluster_venv: Path) -> None:
+    (source,) = pcluster_venv.glob("lib/python*/site-packages/" + fact("custom_settings_deny_list")["path"])
+    tree = ast.parse(source.read_text())
+    (deny,) = (
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == fact("custom_settings_deny_list")["symbol"] for t in node.targets)
+    )
+    recorded = fact("custom_settings_deny_list")
+    assert deny["Queue"]["Global"] == recorded["queue"]
+    assert deny["ComputeResource"]["Global"] == recorded["compute_resource"]
+    assert "features" not in recorded["compute_resource"] and "features" in recorded["compute_resource_at_3_11_1"]
 
 
 def test_the_command_prints_the_default_specs_partition_nodes_and_gres(capsys: pytest.CaptureFixture[str]) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,14 @@ def test_every_doc_is_read() -> None:
     assert len([b for b in all_blocks() if b.language == "bash"]) >= 40
 
 
+@pytest.fixture(scope="module")
+def runbook_tools() -> None:
+    """The real parsers the aws and head-node blocks go through, built as `make test` builds them when missing."""
+    for target, stamp in (("awscli-venv", ".awscli-venv"), ("pcluster-venv", ".pcluster-venv")):
+        if not (REPO / stamp / ".installed").exists():
+            subprocess.run(["make", "--no-print-directory", target], cwd=REPO, check=True)
+
+
 def check_doc(blocks: list[Block], root: Path) -> list[str]:
     """Every shell block of one doc in order; the findings, one line each (file:line, the call, why)."""
     repo, base = prepare(root)
@@ -68,7 +77,7 @@ def check_doc(blocks: list[Block], root: Path) -> list[str]:
 
 @pytest.mark.runbook
 @pytest.mark.parametrize("doc", SHELL_DOCS, ids=lambda path: str(path.relative_to(REPO)))
-def test_doc_blocks_run_or_parse(doc: Path, tmp_path: Path) -> None:
+def test_doc_blocks_run_or_parse(doc: Path, tmp_path: Path, runbook_tools: None) -> None:
     assert check_doc(blocks_in(doc), tmp_path) == []
 
 
@@ -94,7 +103,7 @@ MISTAKES = [
 
 
 @pytest.mark.runbook
-def test_a_broken_flag_or_name_in_any_kind_of_block_fails(tmp_path: Path) -> None:
+def test_a_broken_flag_or_name_in_any_kind_of_block_fails(tmp_path: Path, runbook_tools: None) -> None:
     """The checks can fail: one deliberate mistake per program, each reported with its block's line."""
     doc = tmp_path / "broken.md"
     doc.write_text("".join(f"```bash {tag}\n{line}\n```\n\n" for tag, line, _ in MISTAKES) + "```bash\necho\n```\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -12,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from tests.waiting import wait_until
 from training.corpus import demo_corpus_path
 from training.prepare import prepare_dataset
 
@@ -94,6 +96,31 @@ def start_training(config: Path, run_dir: Path, ranks: int, *extra: str) -> subp
         text=True,
         start_new_session=True,
     )
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes of a process group, from /proc."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # gone while we looked
+            continue
+        # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so split after its last ')'.
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(entry.name))
+    return members
+
+
+def kill_training(process: subprocess.Popen) -> None:
+    """SIGKILL the launcher and every worker (one process group) and wait until none of them runs any more: a
+    worker still finishing a write when the launcher was reaped renamed a checkpoint file under a test's copytree."""
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    wait_until(lambda: not _group_members(process.pid), f"every process of group {process.pid} to exit")
 
 
 def records(run_dir: Path, kind: str | None = None) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ import pytest
 from safetensors.torch import load_file, save_file
 
 from tests.training.jobs import (
+    kill_training,
     losses_by_step,
     records,
     run_training,
@@ -48,8 +49,7 @@ def killed_run(reference_run: tuple[Path, Path], tmp_path_factory: pytest.TempPa
     try:
         wait_for_step(run_dir, 6, process)
     finally:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+        kill_training(process)
     assert max(r["step"] for r in records(run_dir, "train")) < STEPS, "the run finished before it was killed"
     copy = run_dir.with_name("copy")
     shutil.copytree(run_dir, copy)
@@ -108,8 +108,7 @@ def test_a_checkpoint_of_one_process_resumes_on_two_fsdp_ranks(
     try:
         wait_for_step(one_process, 6, process)
     finally:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+        kill_training(process)
     two_ranks = tmp_path / "two-ranks"
     shutil.copytree(one_process, two_ranks)
     # Initial weights on CPU depend on the world size (DTensor's RNG tracker is CUDA-only), so the run to compare

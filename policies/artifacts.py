@@ -9,6 +9,7 @@ names the same folders (policies.endpoint), so a node reaches nothing else of th
 
 from __future__ import annotations
 
+from policies.bucket import ANY_PRINCIPAL, organization_perimeter
 from policies.documents import PolicyDocument, Statement, document, statement
 from spec.artifacts import S3Folder, artifact_locations, artifacts_bucket_name
 from spec.model import DeploymentSpec
@@ -16,7 +17,6 @@ from spec.model import DeploymentSpec
 # The inline policy the artifacts stack attaches to each reading role (stacks/parts/artifacts_bucket.py).
 ARTIFACTS_POLICY_NAME = "artifacts"
 READERS: tuple[str, ...] = ("head-node", "cluster-node")
-ANY_PRINCIPAL = {"AWS": "*"}
 
 
 def folders_read_by(spec: DeploymentSpec, role: str) -> list[tuple[str, S3Folder]]:
@@ -62,19 +62,5 @@ def artifacts_bucket_policy(spec: DeploymentSpec) -> PolicyDocument:
             {"Bool": {"aws:SecureTransport": "false"}},
         )
     ]
-    if spec.perimeter.organization_bound:
-        assert spec.organization_id is not None  # the spec checks guarantee it
-        statements.append(
-            statement(
-                "DenyPrincipalsOutsideOrganization",
-                "Deny",
-                ["s3:*"],
-                [bucket, objects],
-                ANY_PRINCIPAL,
-                {
-                    "StringNotEqualsIfExists": {"aws:PrincipalOrgID": spec.organization_id},
-                    "BoolIfExists": {"aws:PrincipalIsAWSService": "false"},
-                },
-            )
-        )
+    statements += organization_perimeter(spec, [bucket, objects])
     return document(*statements)

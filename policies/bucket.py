@@ -91,22 +91,7 @@ def bucket_policy(spec: DeploymentSpec, key_arn: str) -> PolicyDocument:
             {"Null": {"s3:x-amz-server-side-encryption-customer-algorithm": "false"}},
         ),
     ]
-    if spec.perimeter.organization_bound:
-        assert spec.organization_id is not None  # the spec checks guarantee it
-        statements.append(
-            statement(
-                "DenyPrincipalsOutsideOrganization",
-                "Deny",
-                ["s3:*"],
-                [bucket, objects],
-                ANY_PRINCIPAL,
-                {
-                    "StringNotEqualsIfExists": {"aws:PrincipalOrgID": spec.organization_id},
-                    # S3 server access logging and other AWS services act without an org id.
-                    "BoolIfExists": {"aws:PrincipalIsAWSService": "false"},
-                },
-            )
-        )
+    statements += organization_perimeter(spec, [bucket, objects])
     if spec.perimeter.require_vpc_origin_on_bucket:
         statements.append(
             statement(
@@ -120,3 +105,25 @@ def bucket_policy(spec: DeploymentSpec, key_arn: str) -> PolicyDocument:
             )
         )
     return document(*statements)
+
+
+def organization_perimeter(spec: DeploymentSpec, resources: list[str]) -> list[Statement]:
+    """With `perimeter.organization_bound`: no principal outside the organization reaches `resources` (one bucket
+    policy statement, shared by every bucket this repo makes)."""
+    if not spec.perimeter.organization_bound:
+        return []
+    assert spec.organization_id is not None  # the spec checks guarantee it
+    return [
+        statement(
+            "DenyPrincipalsOutsideOrganization",
+            "Deny",
+            ["s3:*"],
+            resources,
+            ANY_PRINCIPAL,
+            {
+                "StringNotEqualsIfExists": {"aws:PrincipalOrgID": spec.organization_id},
+                # S3 server access logging and other AWS services act without an org id.
+                "BoolIfExists": {"aws:PrincipalIsAWSService": "false"},
+            },
+        )
+    ]

@@ -11,6 +11,7 @@ from constructs import Construct
 from policies.artifacts import ARTIFACTS_POLICY_NAME, READERS, artifacts_bucket_policy, artifacts_read_policy
 from spec import DeploymentSpec
 from spec.artifacts import artifacts_bucket_name
+from stacks.parts.access_log_bucket import access_log_bucket
 from stacks.parts.nag import acknowledge, wildcard_resources
 
 
@@ -25,31 +26,7 @@ class ArtifactsBucket(Construct):
     def __init__(self, scope: Construct, construct_id: str, spec: DeploymentSpec) -> None:
         super().__init__(scope, construct_id)
         name = artifacts_bucket_name(spec)
-        self.log_bucket = s3.Bucket(
-            self,
-            "AccessLogs",
-            bucket_name=f"{name}-logs",
-            # Server access logs can only be delivered to SSE-S3 buckets.
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True,
-            versioned=True,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            lifecycle_rules=[
-                s3.LifecycleRule(
-                    id="expire-access-logs",
-                    expiration=Duration.days(spec.data.access_log_days),
-                    noncurrent_version_expiration=Duration.days(spec.data.access_log_days),
-                )
-            ],
-            removal_policy=RemovalPolicy.RETAIN,
-        )
-        acknowledge(
-            self.log_bucket,
-            "S1",
-            "This is the access-log bucket itself; logging it into itself would loop and another log bucket "
-            "would only move the question.",
-        )
+        self.log_bucket = access_log_bucket(self, f"{name}-logs", spec.data.access_log_days)
         self.bucket = s3.Bucket(
             self,
             "Artifacts",

@@ -9,7 +9,7 @@ from constructs import Construct
 
 from policies import bucket_policy
 from spec import DeploymentSpec
-from stacks.parts.nag import acknowledge
+from stacks.parts.access_log_bucket import access_log_bucket
 
 
 class DatasetBucket(Construct):
@@ -21,33 +21,7 @@ class DatasetBucket(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, spec: DeploymentSpec, key: kms.IKey) -> None:
         super().__init__(scope, construct_id)
-        self.log_bucket = s3.Bucket(
-            self,
-            "AccessLogs",
-            bucket_name=spec.data.log_bucket_name,
-            # Server access logs can only be delivered to SSE-S3 buckets.
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True,
-            versioned=True,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            lifecycle_rules=[
-                s3.LifecycleRule(
-                    id="expire-access-logs",
-                    expiration=Duration.days(spec.data.access_log_days),
-                    # A log deleted or overwritten by someone covering tracks stays recoverable as long as
-                    # the log itself would have been kept.
-                    noncurrent_version_expiration=Duration.days(spec.data.access_log_days),
-                )
-            ],
-            removal_policy=RemovalPolicy.RETAIN,
-        )
-        acknowledge(
-            self.log_bucket,
-            "S1",
-            "This is the access-log bucket itself; logging it into itself would loop and another log bucket "
-            "would only move the question.",
-        )
+        self.log_bucket = access_log_bucket(self, spec.data.log_bucket_name, spec.data.access_log_days)
         self.bucket = s3.Bucket(
             self,
             "Datasets",

@@ -18,7 +18,10 @@ from pathlib import Path
 
 from torch.distributed import TCPStore
 
+from spec.cli import user_errors
 
+
+@user_errors
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m training.launch.rendezvous_store", description=__doc__)
     parser.add_argument("--host", required=True, help="the address the agents connect to (the first node's)")

@@ -9,7 +9,7 @@ names the same folders (policies.endpoint), so a node reaches nothing else of th
 
 from __future__ import annotations
 
-from policies.bucket import ANY_PRINCIPAL, organization_perimeter
+from policies.bucket import organization_perimeter, tls_only
 from policies.documents import PolicyDocument, Statement, document, statement
 from spec.artifacts import S3Folder, artifact_locations, artifacts_bucket_name
 from spec.model import DeploymentSpec
@@ -52,15 +52,4 @@ def artifacts_bucket_policy(spec: DeploymentSpec) -> PolicyDocument:
     the compute account's identity policies (the nodes' above, the operator's own) decide who reads and writes."""
     bucket = f"arn:aws:s3:::{artifacts_bucket_name(spec)}"
     objects = f"{bucket}/*"
-    statements = [
-        statement(
-            "DenyRequestsWithoutTls",
-            "Deny",
-            ["s3:*"],
-            [bucket, objects],
-            ANY_PRINCIPAL,
-            {"Bool": {"aws:SecureTransport": "false"}},
-        )
-    ]
-    statements += organization_perimeter(spec, [bucket, objects])
-    return document(*statements)
+    return document(tls_only([bucket, objects]), *organization_perimeter(spec, [bucket, objects]))

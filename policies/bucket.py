@@ -37,14 +37,7 @@ def bucket_policy(spec: DeploymentSpec, key_arn: str) -> PolicyDocument:
     object_actions = [*READ_OBJECT_ACTIONS, *(WRITE_OBJECT_ACTIONS if has_writers else ())]
 
     statements: list[Statement] = [
-        statement(
-            "DenyRequestsWithoutTls",
-            "Deny",
-            ["s3:*"],
-            [bucket, objects],
-            ANY_PRINCIPAL,
-            {"Bool": {"aws:SecureTransport": "false"}},
-        ),
+        tls_only([bucket, objects]),
         statement(
             "DelegateListToOwnAccessPoints", "Allow", LIST_ACTIONS, [bucket], ANY_PRINCIPAL, via_own_access_points
         ),
@@ -105,6 +98,13 @@ def bucket_policy(spec: DeploymentSpec, key_arn: str) -> PolicyDocument:
             )
         )
     return document(*statements)
+
+
+def tls_only(resources: list[str]) -> Statement:
+    """No request without TLS reaches `resources` (every bucket this repo makes)."""
+    return statement(
+        "DenyRequestsWithoutTls", "Deny", ["s3:*"], resources, ANY_PRINCIPAL, {"Bool": {"aws:SecureTransport": "false"}}
+    )
 
 
 def organization_perimeter(spec: DeploymentSpec, resources: list[str]) -> list[Statement]:

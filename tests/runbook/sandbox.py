@@ -102,7 +102,7 @@ def _aws_profiles(root: Path) -> dict[str, str]:
     )
     credentials.write_text(
         "".join(
-            f"[{p}]\naws_access_key_id = AKIAIOSFODNN7EXAMPLE\naws_secret_access_key = example\n"
+            f"[{p}]\naws_access_key_id = runbook-fake-key\naws_secret_access_key = runbook-fake-secret\n"
             for p in ("default", "compute", "data", "management")
         )
     )

@@ -259,7 +259,7 @@ def _explain(
         "",
         "Top 10 functions by own time:",
         "",
-        "```",
+        "```text",
         *top_rows(profiler, 10),
         "```",
     ]

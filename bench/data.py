@@ -217,7 +217,7 @@ def loader_benchmarks(prefix: Path) -> list[BenchResult]:
         "",
         f"cProfile of {round_batches:,} inline batches (top 8 by own time):",
         "",
-        "```",
+        "```text",
         *top,
         "```",
         "",

@@ -23,7 +23,7 @@ causal over the packed sequence.
 On a bare GPU machine (no internet), with the repository and `build/gpu-bench-wheels` (made here by
 `make gpu-bench-wheels GPU_BENCH_PYTHON=3.12`, about 160 MB) copied over, one command:
 
-```
+```bash here long
 python bench/gpu_vs_torchtitan.py --wheels build/gpu-bench-wheels --steps 50
 ```
 

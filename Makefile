@@ -18,7 +18,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup synth demo test test-stress lint format clean pcluster-venv checkov-venv nemo-venv bridge-venv torchtitan-venv awscli-venv bench \
+.PHONY: help setup synth demo test test-stress lint format clean pcluster-venv checkov-venv nemo-venv bridge-venv torchtitan-venv awscli-venv bench rehearse \
 	wheelhouse wheelhouse-test gpu-bench-wheels policy-report nemo-image nxdt-wheelhouse observability-binaries \
 	upload-artifacts
 
@@ -28,6 +28,7 @@ help:
 	@echo "make test-stress  the SLURM/torchrun/Prometheus tests STRESS_ROUNDS times (3) with every core busy"
 	@echo "make synth   synthesize the stacks into cdk.out (SPEC=path.yaml picks a spec)"
 	@echo "make lint    ruff check, format check and the mypy type check (make test runs it first)"
+	@echo "make rehearse  README's deploy and tear-down against moto's AWS emulator on 127.0.0.1 -> docs/rehearsal.md (about 6 minutes)"
 	@echo "make bench   CPU benchmarks against in-run baselines -> docs/benchmarks.{md,json} (under 10 minutes)"
 	@echo "make policy-report  the access matrix, its reasons and the mutation score -> docs/access-matrix.md"
 	@echo "make wheelhouse  the nodes' wheels for a cluster without internet (WHEELHOUSE_PYTHON=3.11)"
@@ -219,6 +220,12 @@ test-stress: setup pcluster-venv nemo-venv bridge-venv torchtitan-venv wheelhous
 
 bench: setup
 	$(PY) -m bench
+
+# README's deploy and tear-down blocks, run as written against moto's server (tests/rehearsal): how far the emulator
+# gets, resource by resource, into docs/rehearsal.md; each command's output under build/rehearsal. tests/
+# test_rehearsal.py runs the same rehearsal in `make test` and keeps docs/rehearsal.md equal to it.
+rehearse: setup awscli-venv
+	$(PY) -m tests.rehearsal
 
 lint: setup
 	$(PY) -m ruff check .

@@ -1,0 +1,75 @@
+"""The README's own deploy and tear-down blocks, picked by section heading: the rehearsal never retypes a command.
+
+A block is a ```bash fence, with or without tag words after `bash` (```bash aws, ```bash head-node); blocks
+tagged head-node run on the cluster and are never part of a deploy.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+DEPLOY_SECTION = "Deploying for real"
+TEARDOWN_SECTION = "Tearing down"
+SPEC_FILE = "my-deployment.yaml"
+FENCE = re.compile(r"^```bash(?P<tags>[ \t][^\n]*)?\n(?P<body>.*?)^```[ \t]*$", re.S | re.M)
+# What a block of the deploy section must call to be part of the deploy (the access checks are not).
+DEPLOY_WORDS = re.compile(r"\bcdk (bootstrap|deploy)\b|\bspec\.phase_two\b|\bllm-phase-two\b|\bmy-deployment\.yaml\b")
+NOT_DEPLOY_TAGS = {"head-node"}
+# A README step that creates the user's spec from the example (`cp spec/default.yaml my-deployment.yaml`).
+CREATES_SPEC = re.compile(rf"^\s*cp\s+\S+\s+{re.escape(SPEC_FILE)}\s*$", re.M)
+
+
+@dataclass(frozen=True)
+class Block:
+    tags: tuple[str, ...]
+    body: str
+
+
+def section(markdown: str, heading: str) -> str:
+    match = re.search(rf"^## {re.escape(heading)}[ \t]*\n(.*?)(?=^## |\Z)", markdown, flags=re.S | re.M)
+    if not match:
+        raise ValueError(f"README has no section '## {heading}'")
+    return match.group(1)
+
+
+def bash_blocks(markdown: str) -> list[Block]:
+    return [
+        Block(tuple((match.group("tags") or "").split()), match.group("body")) for match in FENCE.finditer(markdown)
+    ]
+
+
+def deploy_blocks(markdown: str) -> list[Block]:
+    """The deploy section's blocks that bootstrap, create the spec, deploy or run phase two, in README order."""
+    return [
+        block
+        for block in bash_blocks(section(markdown, DEPLOY_SECTION))
+        if DEPLOY_WORDS.search(block.body) and not NOT_DEPLOY_TAGS & set(block.tags)
+    ]
+
+
+def teardown_blocks(markdown: str) -> list[Block]:
+    """The tear-down section's blocks that destroy stacks (the accounting database's block is not one)."""
+    return [block for block in bash_blocks(section(markdown, TEARDOWN_SECTION)) if "cdk destroy" in block.body]
+
+
+def creates_spec(blocks: list[Block]) -> bool:
+    return any(CREATES_SPEC.search(block.body) for block in blocks)
+
+
+RETAINED_TABLE = "Retained on purpose"
+
+
+def removal_commands(markdown: str) -> list[str]:
+    """The `aws ...` commands of the tear-down section's table of what the stacks retain (its `remove` column)."""
+    teardown = section(markdown, TEARDOWN_SECTION)
+    start = teardown.find(RETAINED_TABLE)
+    if start < 0:
+        raise ValueError(f"README's tear-down has no '{RETAINED_TABLE}' table")
+    rows = []
+    for line in teardown[start:].splitlines()[1:]:
+        if line.startswith("|"):
+            rows.append(line)
+        elif rows:
+            break
+    return [span for row in rows for span in re.findall(r"`(aws [^`]+)`", row)]

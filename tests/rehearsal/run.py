@@ -1,0 +1,632 @@
+"""The rehearsal: README's deploy and tear-down blocks, run by bash in order against moto's server, with the real CDK
+CLI (`npx cdk`), the AWS CLI v1 (.awscli-venv) and phase two; then what the emulator holds, resource by resource.
+
+The blocks run in a scratch copy of the repository root (symlinks to the repository's files; its own cdk.json,
+my-deployment.yaml, cdk.out and network-outputs.json), HOME and AWS profiles `compute` and `data` of the spec's two
+accounts. Bash runs each block without -e, as a reader types it line by line: a command the emulator cannot serve
+fails, is named, and the next one runs. Nothing is sent beyond 127.0.0.1 (AWS_ENDPOINT_URL; npm offline).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from spec import DEFAULT_SPEC_PATH, DeploymentSpec, load_spec
+from spec.phase_two import NETWORK_OUTPUTS
+from tests.rehearsal import readme
+from tests.rehearsal.emulator import Server, moto_server, session, write_profiles
+
+REPO = Path(__file__).resolve().parents[2]
+CREATED = "created"
+NOT_MODELLED = "not modelled"
+NOT_CREATED = "not created"  # modelled, but it needs a resource the emulator lacks, or the stack failed before it
+CONDITION_FALSE = "not in this deployment"  # a Condition of the template is false (cdk bootstrap's options)
+PROFILES = ("compute", "data")
+TOOLKIT = "CDKToolkit"
+# A block is a few cdk commands, each synthesizing the app (about 30 s on 2 idle cores): a ceiling for a hung CLI.
+BLOCK_TIMEOUT_S = 1800
+CDK_OPTIONS_WITH_VALUE = {"-c", "--context", "--profile", "--outputs-file", "-o", "--output", "--region"}
+SHIM = "#!{python}\nimport sys\nsys.path.insert(0, {repo!r})\nfrom tests.rehearsal.shim import main\nmain()\n"
+# What moto says when it could not run a Lambda function (it runs them only in docker).
+NO_DOCKER = "error running docker"
+# What moto says for an action it does not implement.
+NO_TERMINATION_PROTECTION = "The update_termination_protection action has not been implemented"
+# Retained resources and how the emulator shows they are still there.
+RETAINED_TYPES = ("AWS::S3::Bucket", "AWS::KMS::Key", "AWS::Logs::LogGroup")
+# README's removal commands (by their aws service and operation): the retained type each removes, its placeholder.
+REMOVES = {
+    ("s3api", "delete-bucket"): ("AWS::S3::Bucket", "NAME"),
+    ("kms", "schedule-key-deletion"): ("AWS::KMS::Key", "KEY_ID"),
+    ("logs", "delete-log-group"): ("AWS::Logs::LogGroup", "NAME"),
+}
+NOT_IMPLEMENTED = re.compile(r"The (\w+) action has not been implemented")
+
+
+@dataclass
+class Call:
+    block: str  # "deploy" or "tear-down"
+    argv: list[str]
+    rc: int
+    seconds: float
+    answered: list[str]
+    tail: list[str]
+    log: str
+
+
+@dataclass
+class ResourceRow:
+    stack: str
+    account: str
+    type: str
+    count: int
+    result: str  # CREATED, NOT_MODELLED or CONDITION_FALSE
+    why: str = ""
+
+
+@dataclass
+class Removal:
+    type: str
+    command: str  # README's, with its placeholder
+    account: str
+    rc: int  # README's command with the resource's id
+    rc_with_profile: int | None  # the same with --profile of the resource's account, when README's names none and fails
+    gone: bool  # the emulator no longer holds it (a KMS key: scheduled for deletion)
+
+
+@dataclass
+class Protection:
+    enforced: bool  # the emulator refuses to delete a stack with termination protection on
+    destroy_refused: bool  # ... and the rehearsal saw it refuse one
+    finding: str
+
+
+@dataclass
+class Rehearsal:
+    workdir: Path
+    spec_path: Path
+    spec_created_by: str  # "README" or "rehearsal"
+    calls: list[Call] = field(default_factory=list)
+    expected_argv: list[list[str]] = field(default_factory=list)
+    skipped_blocks: list[tuple[str, str]] = field(default_factory=list)  # (first line, why)
+    templates: dict[str, dict[str, Any]] = field(default_factory=dict)  # stack name -> template
+    accounts: dict[str, str] = field(default_factory=dict)  # stack name -> account
+    stacks_after_deploy: dict[str, dict[str, str]] = field(default_factory=dict)  # account -> stack -> status
+    stacks_after_teardown: dict[str, dict[str, str]] = field(default_factory=dict)
+    resources: list[ResourceRow] = field(default_factory=list)
+    physical_ids: dict[str, set[str]] = field(default_factory=dict)  # resource type -> ids the emulator created
+    network_outputs: dict[str, str] = field(default_factory=dict)
+    retained: list[tuple[str, str, bool]] = field(default_factory=list)  # (type, id, still there)
+    termination_protection: Protection = field(default_factory=lambda: Protection(False, False, ""))
+    emulator_gaps: list[tuple[str, str]] = field(default_factory=list)  # (what, evidence)
+    continued: list[Call] = field(default_factory=list)  # the rehearsal's own: the rest of a failed deploy command
+    failures: dict[str, str] = field(default_factory=dict)  # stack -> the emulator's reason of its failure
+    removals: list[Removal] = field(default_factory=list)  # README's removal of what the stacks retain
+    not_implemented: set[str] = field(default_factory=set)  # actions moto answered "has not been implemented"
+    server_exit: int | None = None
+
+
+# -- the scratch repository and the shell ---------------------------------------------------------------------------
+
+
+def scratch_repo(root: Path) -> Path:
+    """A directory that looks like the repository root to the README's commands, writing only into itself."""
+    repo = root / "repo"
+    repo.mkdir()
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    names = {line.split("/")[0] for line in tracked.splitlines()} | {"node_modules", ".venv"}
+    for name in sorted(names - {"cdk.json", ".git"}):
+        if (REPO / name).exists():
+            (repo / name).symlink_to(REPO / name)
+    shutil.copy(REPO / "cdk.json", repo / "cdk.json")
+    return repo
+
+
+def shell_env(root: Path, server: Server | None) -> dict[str, str]:
+    bin_dir = root / "bin"
+    if not bin_dir.exists():
+        bin_dir.mkdir()
+        for tool in ("npx", "aws", "python"):
+            (bin_dir / tool).write_text(SHIM.format(python=sys.executable, repo=str(REPO)))
+            (bin_dir / tool).chmod(0o755)
+    npx = shutil.which("npx")
+    if npx is None:
+        raise AssertionError("npx (Node.js) is not on PATH: the rehearsal runs the README's `npx cdk` commands")
+    env = {
+        "PATH": f"{bin_dir}:{Path(npx).parent}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(root / "home"),
+        "LANG": "C.UTF-8",
+        "TERM": "xterm",
+        "FORCE_COLOR": "0",
+        "REHEARSAL_CALLS": str(root / "calls.jsonl"),
+        "REHEARSAL_REAL_NPX": npx,
+        "REHEARSAL_REAL_AWS": str(REPO / ".awscli-venv" / "bin" / "aws"),
+        "REHEARSAL_REAL_PYTHON": sys.executable,
+        "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+        "CDK_DISABLE_VERSION_CHECK": "1",
+        "CDK_DISABLE_CLI_TELEMETRY": "true",
+        "npm_config_offline": "true",
+        "npm_config_update_notifier": "false",
+        "npm_config_fund": "false",
+        "AWS_CONFIG_FILE": str(root / "aws" / "config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(root / "aws" / "credentials"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+    if server is not None:
+        port = server.endpoint.rsplit(":", 1)[1]
+        env["AWS_ENDPOINT_URL"] = server.endpoint
+        # The template URL the CDK CLI hands CloudFormation: moto's CloudFormation reads it from moto's S3 when the
+        # host is `localhost` (it takes the first label of any other host for the bucket's name).
+        env["AWS_ENDPOINT_URL_S3_FOR_CLOUDFORMATION"] = f"http://localhost:{port}"
+    else:
+        env["REHEARSAL_DRY"] = "1"
+    (root / "home").mkdir(exist_ok=True)
+    return env
+
+
+def run_block(block: readme.Block, cwd: Path, env: dict[str, str]) -> int:
+    result = subprocess.run(
+        ["bash", "-u", "-o", "pipefail", "-c", block.body], cwd=cwd, env=env, timeout=BLOCK_TIMEOUT_S
+    )
+    return result.returncode
+
+
+def read_calls(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def dry_run(blocks: list[readme.Block], root: Path) -> list[list[str]]:
+    """The argv of every npx, aws and python call the blocks make, without running any (the expected sequence)."""
+    root.mkdir()
+    cwd = scratch_repo(root)
+    env = shell_env(root, None)
+    for block in blocks:
+        run_block(block, cwd, env)
+    return [call["argv"] for call in read_calls(root / "calls.jsonl")]
+
+
+# -- what the emulator holds ----------------------------------------------------------------------------------------
+
+
+class Accounts:
+    """boto3 sessions of the profiles' accounts in the emulator."""
+
+    def __init__(self, endpoint: str, credentials: Path, spec: DeploymentSpec) -> None:
+        import configparser
+
+        parsed = configparser.ConfigParser()
+        parsed.read(credentials)
+        self.endpoint = endpoint
+        self.region = spec.region
+        self.by_account = {
+            spec.accounts.compute: session(
+                endpoint,
+                (parsed["compute"]["aws_access_key_id"], parsed["compute"]["aws_secret_access_key"], None),
+                spec.region,
+            ),
+            spec.accounts.data: session(
+                endpoint,
+                (parsed["data"]["aws_access_key_id"], parsed["data"]["aws_secret_access_key"], None),
+                spec.region,
+            ),
+        }
+
+    def client(self, account: str, service: str) -> Any:
+        return self.by_account[account].client(service, endpoint_url=self.endpoint)
+
+    def stacks(self) -> dict[str, dict[str, str]]:
+        found: dict[str, dict[str, str]] = {}
+        for account in self.by_account:
+            stacks = self.client(account, "cloudformation").describe_stacks()["Stacks"]
+            found[account] = {stack["StackName"]: stack["StackStatus"] for stack in stacks}
+        return found
+
+
+class _AnyTagLoader(yaml.SafeLoader):
+    """CloudFormation YAML: the short forms (!Ref, !Sub, ...) read as plain values."""
+
+
+def _any_tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
+    if isinstance(node, yaml.ScalarNode):
+        return loader.construct_scalar(node)
+    if isinstance(node, yaml.SequenceNode):
+        return loader.construct_sequence(node)
+    return loader.construct_mapping(node)  # type: ignore[arg-type]
+
+
+_AnyTagLoader.add_multi_constructor("!", _any_tag)
+
+
+def parse_template(body: Any) -> dict[str, Any]:
+    if isinstance(body, dict):
+        return body
+    parsed: dict[str, Any] = yaml.load(body, Loader=_AnyTagLoader)
+    return parsed
+
+
+def app_templates(cdk_out: Path) -> tuple[dict[str, dict[str, Any]], dict[str, str], set[str]]:
+    """The stacks of the cloud assembly the README's last deploy synthesized: templates and accounts by stack name,
+    and the stacks with termination protection."""
+    manifest = json.loads((cdk_out / "manifest.json").read_text())
+    templates: dict[str, dict[str, Any]] = {}
+    accounts: dict[str, str] = {}
+    protected: set[str] = set()
+    for name, artifact in manifest["artifacts"].items():
+        if artifact["type"] == "aws:cloudformation:stack":
+            templates[name] = json.loads((cdk_out / artifact["properties"]["templateFile"]).read_text())
+            accounts[name] = artifact["environment"].split("/")[2]
+            if artifact["properties"].get("terminationProtection"):
+                protected.add(name)
+    return templates, accounts, protected
+
+
+def moto_models() -> set[str]:
+    from moto.cloudformation.parsing import get_model_map
+
+    return set(get_model_map())
+
+
+def references(value: Any) -> set[str]:
+    """Logical ids a template value names: Ref, Fn::GetAtt, DependsOn and the ${Id} of Fn::Sub."""
+    found: set[str] = set()
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if key == "Ref" and isinstance(inner, str):
+                found.add(inner)
+            elif key == "Fn::GetAtt":
+                found.add(inner.split(".")[0] if isinstance(inner, str) else inner[0])
+            elif key == "DependsOn":
+                found |= {inner} if isinstance(inner, str) else set(inner)
+            elif key == "Fn::Sub":
+                text = inner if isinstance(inner, str) else inner[0]
+                found |= {name.split(".")[0] for name in re.findall(r"\$\{([^}!]+)\}", text)}
+                found |= references(inner)
+            else:
+                found |= references(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            found |= references(inner)
+    return found
+
+
+def classify(
+    stack: str,
+    account: str,
+    template: dict[str, Any],
+    listed: dict[str, dict[str, Any]],
+    server_log: str,
+) -> list[ResourceRow]:
+    """One row per resource type (and outcome) of the template: what the emulator made of its resources."""
+    models = moto_models()
+    resources: dict[str, Any] = template["Resources"]
+    outcome: dict[str, tuple[str, str]] = {}
+
+    def judge(logical_id: str, seen: frozenset[str] = frozenset()) -> tuple[str, str]:
+        if logical_id in outcome:
+            return outcome[logical_id]
+        resource = resources[logical_id]
+        kind = resource["Type"]
+        entry = listed.get(logical_id)
+        if kind == "Custom::PclusterCluster":
+            verdict = (
+                NOT_MODELLED,
+                "ParallelCluster's cluster: its provider is the nested stack, which the emulator cannot create",
+            )
+        elif kind.startswith("Custom::"):
+            verdict = (
+                NOT_MODELLED,
+                "a Lambda-backed custom resource: moto runs a provider's code only in docker (absent here: its server "
+                f"logged '{NO_DOCKER}'), so the provider never answers"
+                if NO_DOCKER in server_log
+                else "a Lambda-backed custom resource whose provider never answered in the emulator",
+            )
+        elif entry is not None and entry.get("PhysicalResourceId"):
+            verdict = (CREATED, "")
+        elif entry is not None:
+            verdict = (CREATED, "moto lists it without a physical id")
+        elif kind not in models:
+            verdict = (NOT_MODELLED, "moto's CloudFormation has no model for this type (it skips it)")
+        elif kind == "AWS::CloudFormation::Stack":
+            verdict = (NOT_MODELLED, nested_stack_why(resource))
+        elif "Condition" in resource:
+            verdict = (CONDITION_FALSE, f"its Condition {resource['Condition']} is false")
+        else:
+            blockers = []
+            for name in sorted(references(resource) & set(resources) - seen - {logical_id}):
+                result, _ = judge(name, seen | {logical_id})
+                if result != CREATED:
+                    blockers.append(f"{name} ({resources[name]['Type']}, {result})")
+            verdict = (
+                NOT_CREATED,
+                f"it needs {', '.join(blockers)}" if blockers else "the stack failed before it (its reason below)",
+            )
+        outcome[logical_id] = verdict
+        return verdict
+
+    results: Counter[tuple[str, str, str]] = Counter()
+    for logical_id, resource in resources.items():
+        results[(resource["Type"], *judge(logical_id))] += 1
+    return [
+        ResourceRow(stack, account, kind, count, result, why) for (kind, result, why), count in sorted(results.items())
+    ]
+
+
+def nested_stack_why(resource: dict[str, Any]) -> str:
+    url = json.dumps(resource.get("Properties", {}).get("TemplateURL", ""))
+    if "aws-parallelcluster" in url:
+        return (
+            "ParallelCluster's provider: its template and Lambda code are in ParallelCluster's public S3 bucket, which "
+            "the emulator does not hold (and nothing here reaches the internet)"
+        )
+    return "a nested stack whose template the emulator's S3 does not hold"
+
+
+def stack_failure(accounts: Accounts, account: str, stack: str, status: str, protected: bool, server_log: str) -> str:
+    """Why the stack is not complete in the emulator: its last *_FAILED event's reason, or why its change set never
+    ran ('' when it is complete)."""
+    events = accounts.client(account, "cloudformation").describe_stack_events(StackName=stack)["StackEvents"]
+    for event in events:  # newest first
+        if event["ResourceStatus"].endswith("_FAILED"):
+            return str(event.get("ResourceStatusReason") or event["ResourceStatus"])
+    if status == "REVIEW_IN_PROGRESS":
+        if protected and NO_TERMINATION_PROTECTION in server_log:
+            return (
+                "its change set never ran: the stack has termination protection, which the CDK CLI sets "
+                "(UpdateTerminationProtection) before it executes the change set, and moto lacks that action "
+                f"(HTTP 500, '{NO_TERMINATION_PROTECTION}')"
+            )
+        return "its change set never ran"
+    return ""
+
+
+def stack_resources(accounts: Accounts, account: str, stack: str) -> dict[str, dict[str, Any]]:
+    cfn = accounts.client(account, "cloudformation")
+    listed = cfn.describe_stack_resources(StackName=stack)["StackResources"]
+    return {entry["LogicalResourceId"]: entry for entry in listed if entry.get("LogicalResourceId")}
+
+
+def still_there(accounts: Accounts, account: str, kind: str, physical_id: str) -> bool:
+    from botocore.exceptions import ClientError
+
+    try:
+        if kind == "AWS::S3::Bucket":
+            accounts.client(account, "s3").head_bucket(Bucket=physical_id)
+            return True
+        if kind == "AWS::KMS::Key":
+            state = accounts.client(account, "kms").describe_key(KeyId=physical_id)["KeyMetadata"]["KeyState"]
+            return bool(state == "Enabled")
+        if kind == "AWS::Logs::LogGroup":
+            groups = accounts.client(account, "logs").describe_log_groups(logGroupNamePrefix=physical_id)["logGroups"]
+            return any(group["logGroupName"] == physical_id for group in groups)
+    except ClientError:
+        return False
+    raise ValueError(kind)
+
+
+def probe_termination_protection(accounts: Accounts, account: str) -> bool:
+    """Whether the emulator refuses DeleteStack on a stack created with termination protection on."""
+    from botocore.exceptions import ClientError
+
+    cfn = accounts.client(account, "cloudformation")
+    template = {"Resources": {"Handle": {"Type": "AWS::CloudFormation::WaitConditionHandle"}}}
+    cfn.create_stack(
+        StackName="rehearsal-protected", TemplateBody=json.dumps(template), EnableTerminationProtection=True
+    )
+    try:
+        cfn.delete_stack(StackName="rehearsal-protected")
+    except ClientError:
+        cfn.update_termination_protection(StackName="rehearsal-protected", EnableTerminationProtection=False)
+        cfn.delete_stack(StackName="rehearsal-protected")
+        return True
+    remaining = [s["StackName"] for s in cfn.describe_stacks()["Stacks"]]
+    return "rehearsal-protected" in remaining
+
+
+# -- the rehearsal --------------------------------------------------------------------------------------------------
+
+
+def stacks_of(argv: list[str]) -> list[str]:
+    """The stack names of an `npx cdk deploy|destroy ...` argv (its positional words after the subcommand)."""
+    names = []
+    for index in range(3, len(argv)):
+        if not argv[index].startswith("-") and argv[index - 1] not in CDK_OPTIONS_WITH_VALUE:
+            names.append(argv[index])
+    return names
+
+
+def continuations(calls: list[dict[str, Any]], present: set[str]) -> list[list[str]]:
+    """For each README `cdk deploy` that failed: the same command for each of its stacks it never reached, alone
+    (--exclusively: its dependencies are the ones that failed), so that the rehearsal goes on with the rest."""
+    commands = []
+    for call in calls:
+        argv = call["argv"]
+        if argv[:3] == ["npx", "cdk", "deploy"] and call["rc"] != 0:
+            stacks = stacks_of(argv)
+            options = [word for word in argv[3:] if word not in stacks]
+            commands += [[*argv[:3], *options, stack, "--exclusively"] for stack in stacks if stack not in present]
+    return commands
+
+
+def rehearse(workdir: Path, readme_text: str | None = None, echo: Callable[[str], None] | None = None) -> Rehearsal:
+    """Run README's deploy and tear-down against a fresh moto server in `workdir`; what happened, resource by
+    resource. `echo` gets one line per step (the shims print each command on stderr meanwhile)."""
+    say = echo or (lambda line: None)
+    text = readme_text if readme_text is not None else (REPO / "README.md").read_text()
+    deploy = readme.deploy_blocks(text)
+    teardown = readme.teardown_blocks(text)
+    spec = load_spec(DEFAULT_SPEC_PATH)
+    root = workdir / "live"
+    root.mkdir(parents=True)
+    repo = scratch_repo(root)
+    result = Rehearsal(workdir, repo / readme.SPEC_FILE, "README" if readme.creates_spec(deploy) else "rehearsal")
+    for block in readme.bash_blocks(readme.section(text, readme.TEARDOWN_SECTION)):
+        if block not in teardown:
+            first = block.body.strip().splitlines()[0]
+            why = "cluster.accounting's database: the spec has none" if "rds " in block.body else "not a tear-down step"
+            result.skipped_blocks.append((first, why))
+    result.expected_argv = dry_run(deploy + teardown, workdir / "dry")
+    if result.spec_created_by == "rehearsal":
+        shutil.copy(DEFAULT_SPEC_PATH, result.spec_path)
+    (root / "aws").mkdir()
+    calls_file = root / "calls.jsonl"
+    with moto_server(root / "moto.log") as server:
+        write_profiles(
+            server.endpoint,
+            {"compute": spec.accounts.compute, "data": spec.accounts.data},
+            spec.region,
+            root / "aws" / "config",
+            root / "aws" / "credentials",
+        )
+        say(
+            f"rehearsal: moto at {server.endpoint}; profiles compute ({spec.accounts.compute}), data ({spec.accounts.data})"
+        )
+        env = shell_env(root, server)
+        accounts = Accounts(server.endpoint, root / "aws" / "credentials", spec)
+        for block in deploy:
+            run_block(block, repo, env)
+        readme_deploy_calls = read_calls(calls_file)
+        present = {name for stacks in accounts.stacks().values() for name in stacks}
+        more = continuations(readme_deploy_calls, present)
+        extra_env = {**env, "REHEARSAL_CALLS": str(root / "continued.jsonl")}
+        for argv in more:
+            say(f"rehearsal: going on with what the failed command never reached: {' '.join(argv)}")
+            subprocess.run([str(root / "bin" / "npx"), *argv[1:]], cwd=repo, env=extra_env, timeout=BLOCK_TIMEOUT_S)
+        result.continued = [_call(c, "continued") for c in read_calls(root / "continued.jsonl")]
+        # What the emulator holds once every deploy command ran.
+        result.stacks_after_deploy = accounts.stacks()
+        result.templates, result.accounts, protected = app_templates(repo / "cdk.out")
+        toolkit = accounts.client(spec.accounts.compute, "cloudformation").get_template(StackName=TOOLKIT)
+        result.templates = {TOOLKIT: parse_template(toolkit["TemplateBody"]), **result.templates}
+        result.accounts[TOOLKIT] = spec.accounts.compute
+        listed_by_stack: dict[str, dict[str, dict[str, Any]]] = {}
+        for stack, template in result.templates.items():
+            account = result.accounts[stack]
+            status = result.stacks_after_deploy[account].get(stack)
+            listed = stack_resources(accounts, account, stack) if status else {}
+            listed_by_stack[stack] = listed
+            failure = (
+                stack_failure(accounts, account, stack, status, stack in protected, server.text())
+                if status
+                else "the stack was never created"
+            )
+            result.failures[stack] = failure
+            result.resources += classify(stack, account, template, listed, server.text())
+            for entry in listed.values():
+                if entry.get("PhysicalResourceId"):
+                    result.physical_ids.setdefault(entry["ResourceType"], set()).add(entry["PhysicalResourceId"])
+        network = spec.stack_names["network"]
+        outputs = accounts.client(spec.accounts.compute, "cloudformation").describe_stacks(StackName=network)
+        result.network_outputs = {
+            o["OutputKey"]: o["OutputValue"]
+            for o in outputs["Stacks"][0].get("Outputs") or []
+            if o["OutputKey"] in NETWORK_OUTPUTS
+        }
+        for block in teardown:
+            run_block(block, repo, env)
+        result.stacks_after_teardown = accounts.stacks()
+        kept: list[tuple[str, str, str]] = []  # (type, id, account)
+        for stack, template in result.templates.items():
+            for logical_id, resource in template["Resources"].items():
+                noted = listed_by_stack[stack].get(logical_id) or {}
+                retain = resource.get("DeletionPolicy") == "Retain" and resource["Type"] in RETAINED_TYPES
+                if stack != TOOLKIT and retain and noted.get("PhysicalResourceId"):
+                    ident, account = noted["PhysicalResourceId"], result.accounts[stack]
+                    present_now = still_there(accounts, account, resource["Type"], ident)
+                    result.retained.append((resource["Type"], ident, present_now))
+                    kept.append((resource["Type"], ident, account))
+        profiles = {spec.accounts.compute: "compute", spec.accounts.data: "data"}
+        removal_env = {**env, "REHEARSAL_CALLS": str(root / "removal.jsonl")}
+        result.removals = remove_retained(readme.removal_commands(text), kept, profiles, repo, removal_env, accounts)
+        enforced = probe_termination_protection(accounts, spec.accounts.compute)
+        server_log = server.text()
+    result.server_exit = server.exit_status
+    records = read_calls(calls_file)
+    result.calls = [_call(c, "deploy" if i < len(readme_deploy_calls) else "tear-down") for i, c in enumerate(records)]
+    result.termination_protection = protection_finding(result, enforced, server_log)
+    result.emulator_gaps = gaps(result, server_log)
+    result.not_implemented = set(NOT_IMPLEMENTED.findall(server_log))
+    return result
+
+
+def remove_retained(
+    commands: list[str],
+    kept: list[tuple[str, str, str]],
+    profiles: dict[str, str],
+    repo: Path,
+    env: dict[str, str],
+    accounts: Accounts,
+) -> list[Removal]:
+    """README's removal command for each retained resource, with its id for the placeholder, run by bash; where it
+    names no --profile and fails, once more with the resource's account's profile (the rehearsal's, reported)."""
+    by_type = {}
+    for command in commands:
+        words = command.split()
+        if (words[1], words[2]) in REMOVES:
+            kind, placeholder = REMOVES[(words[1], words[2])]
+            by_type[kind] = (command, placeholder)
+    removals = []
+    for kind, ident, account in kept:
+        if kind not in by_type:
+            continue
+        command, placeholder = by_type[kind]
+        filled = re.sub(rf"\b{placeholder}\b", ident, command)
+        rc = subprocess.run(["bash", "-u", "-c", filled], cwd=repo, env=env, timeout=BLOCK_TIMEOUT_S).returncode
+        rc_with_profile = None
+        if rc != 0 and "--profile" not in command.split():
+            again = f"{filled} --profile {profiles[account]}"
+            rc_with_profile = subprocess.run(
+                ["bash", "-u", "-c", again], cwd=repo, env=env, timeout=BLOCK_TIMEOUT_S
+            ).returncode
+        gone = not still_there(accounts, account, kind, ident)
+        removals.append(Removal(kind, command, account, rc, rc_with_profile, gone))
+    return removals
+
+
+def _call(record: dict[str, Any], block: str) -> Call:
+    return Call(
+        block, record["argv"], record["rc"], record["seconds"], record["answered"], record["tail"], record["log"]
+    )
+
+
+def protection_finding(result: Rehearsal, enforced: bool, server_log: str) -> Protection:
+    lift = next((c for c in result.calls if "update-termination-protection" in c.argv), None)
+    lifted = lift is not None and lift.rc == 0
+    if enforced:
+        refused = any(c.argv[:3] == ["npx", "cdk", "destroy"] and c.rc != 0 for c in result.calls)
+        return Protection(True, refused or not lifted, "enforced: DeleteStack refuses a protected stack")
+    if lift is None:
+        said = "README has no update-termination-protection command"
+    elif lifted:
+        said = "README's update-termination-protection succeeded"
+    elif NO_TERMINATION_PROTECTION in server_log:
+        said = f"README's update-termination-protection fails (exit {lift.rc}): moto answers HTTP 500, '{NO_TERMINATION_PROTECTION}'"
+    else:
+        said = f"README's update-termination-protection fails (exit {lift.rc})"
+    return Protection(
+        False,
+        False,
+        "not modelled: moto deletes a stack created with EnableTerminationProtection (a probe stack here), so no "
+        f"destroy can show the protection refusing it; {said}",
+    )
+
+
+def gaps(result: Rehearsal, server_log: str) -> list[tuple[str, str]]:
+    from tests.rehearsal.moto_server import FIXES
+
+    found = [(f"{what} (fixed in the rehearsal's server)", why) for what, why in FIXES.items()]
+    if NO_DOCKER in server_log:
+        found.append(("Lambda invocation", "moto runs function code only in docker; this machine has no docker engine"))
+    if not result.termination_protection.enforced:
+        found.append(("termination protection", result.termination_protection.finding))
+    return found

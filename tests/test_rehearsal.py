@@ -1,0 +1,259 @@
+"""The README's deploy and tear-down, rehearsed against moto's server (tests/rehearsal): its own commands, in order,
+with the real CDK CLI and AWS CLI, two accounts, phase two on the emulator's outputs; the table of what the
+emulator created is docs/rehearsal.md's. One rehearsal per session (a few minutes: every cdk command synthesizes)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spec import DEFAULT_SPEC_PATH, load_spec
+from spec.phase_two import NETWORK_OUTPUTS
+from tests.rehearsal import readme
+from tests.rehearsal.moto_server import (
+    EC2_PROBE,
+    FAILURE_PROBE,
+    IMPORT_PROBE,
+    KMS_POLICY_PROBE,
+    KMS_PROBE,
+    OUTPUTS_PROBE,
+    fixed,
+    probe,
+)
+from tests.rehearsal.run import CONDITION_FALSE, CREATED, NOT_CREATED, NOT_MODELLED, Rehearsal, rehearse
+from tests.rehearsal.table import DOC, render
+
+REPO = Path(__file__).resolve().parents[1]
+SPEC = load_spec(DEFAULT_SPEC_PATH)
+NAMES = SPEC.stack_names
+DEPLOYED = ("network", "identity", "data", "observability")  # the stacks that must come up in the emulator
+
+
+@pytest.fixture(scope="module")
+def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rehearsal]:
+    yield rehearse(tmp_path_factory.mktemp("rehearsal"))
+
+
+# -- without the emulator -------------------------------------------------------------------------------------------
+
+
+def test_blocks_are_picked_by_section_whatever_their_tag_words() -> None:
+    markdown = (
+        "## Deploying for real\n\n```bash aws\nnpx cdk bootstrap aws://1/r --profile compute\n```\n\n"
+        '```bash\nSPEC=my-deployment.yaml\nnpx cdk deploy -c spec="$SPEC" x\n```\n\n'
+        '```bash head-node\naws s3 ls "$AP/"\n```\n\n```python\nprint()\n```\n\n## Next\n'
+    )
+    blocks = readme.deploy_blocks(markdown)
+    assert [block.tags for block in blocks] == [("aws",), ()]
+    assert "cdk bootstrap" in blocks[0].body and "cdk deploy" in blocks[1].body
+
+
+def test_the_readme_has_the_blocks_the_rehearsal_runs() -> None:
+    text = (REPO / "README.md").read_text()
+    deploy = "\n".join(block.body for block in readme.deploy_blocks(text))
+    teardown = "\n".join(block.body for block in readme.teardown_blocks(text))
+    assert "cdk bootstrap" in deploy and "cdk deploy" in deploy and "phase_two" in deploy
+    assert "cdk destroy" in teardown and "update-termination-protection" in teardown
+
+
+def _both(*templates: dict[str, Any], delete: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The probe on the pinned moto as it is, and with the rehearsal server's fixes."""
+    stock = probe(*templates, delete=delete)
+    with fixed():
+        patched = probe(*templates, delete=delete)
+    return stock, patched
+
+
+# Each fix of tests/rehearsal/moto_server.py is still needed (the pinned moto misbehaves) and does its job. When one
+# of these fails on the stock side, moto has its own fix: drop the rehearsal's.
+
+
+def test_moto_still_gives_change_set_stacks_no_outputs_or_imports() -> None:
+    stock, patched = _both(OUTPUTS_PROBE)
+    assert stock["Outputs"] == []
+    assert patched["Outputs"] == [{"OutputKey": "Name", "OutputValue": "/probe", "ExportName": "probe-name"}]
+    stock, patched = _both(OUTPUTS_PROBE, IMPORT_PROBE)
+    assert "No export named probe-name" in stock["Error"]
+    assert (patched["Error"], patched["Status"], patched["Created"]) == ("", "CREATE_COMPLETE", ["Copy"])
+
+
+def test_moto_still_reports_a_failed_change_set_complete_on_retry() -> None:
+    stock, patched = _both(FAILURE_PROBE)
+    assert "references undefined resource Workspace" in stock["Error"]
+    assert stock["Status"] == "CREATE_COMPLETE" and stock["Created"] is None
+    assert (patched["Error"], patched["Status"], patched["Created"]) == ("", "CREATE_FAILED", [])
+
+
+def test_moto_still_fails_on_kms_keys_from_templates() -> None:
+    stock, patched = _both(KMS_PROBE)
+    assert "TagKey" in stock["Error"]
+    assert (patched["Status"], patched["Created"], patched["Described"]) == ("CREATE_COMPLETE", ["Key"], True)
+    stock, patched = _both(KMS_POLICY_PROBE)
+    assert stock["Created"] == ["Key"] and stock["Described"] is False
+    assert patched["Described"] is True
+
+
+def test_moto_still_cannot_delete_a_stack_with_vpc_endpoints_and_route_tables() -> None:
+    stock, patched = _both(EC2_PROBE, delete=True)
+    assert "DependencyViolation" in stock["Deleted"]
+    assert patched["Deleted"] == ""
+
+
+# -- the rehearsal --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.synth
+@pytest.mark.emulator
+def test_every_readme_command_ran_in_order(rehearsal: Rehearsal) -> None:
+    """The argv of every npx, aws and python call, as bash ran the README's blocks against the emulator, equals a
+    dry run of the same blocks: nothing skipped, nothing added, same order."""
+    assert [call.argv for call in rehearsal.calls] == rehearsal.expected_argv
+    words = [" ".join(call.argv[:3]) for call in rehearsal.calls]
+    assert words.count("npx cdk bootstrap") == 2
+    first = {word: words.index(word) for word in ("npx cdk bootstrap", "npx cdk deploy", "npx cdk destroy")}
+    assert first["npx cdk bootstrap"] < first["npx cdk deploy"] < first["npx cdk destroy"]
+    # The scratch spec came from spec/default.yaml (by a README step or, without one, by the rehearsal).
+    assert rehearsal.spec_path.name == "my-deployment.yaml"
+
+
+@pytest.mark.synth
+@pytest.mark.emulator
+def test_both_accounts_are_bootstrapped(rehearsal: Rehearsal) -> None:
+    for account in (SPEC.accounts.compute, SPEC.accounts.data):
+        assert rehearsal.stacks_after_deploy[account]["CDKToolkit"] == "CREATE_COMPLETE"
+    bootstraps = [call for call in rehearsal.calls if call.argv[:3] == ["npx", "cdk", "bootstrap"]]
+    assert [call.rc for call in bootstraps] == [0, 0], [call.tail for call in bootstraps]
+
+
+@pytest.mark.synth
+@pytest.mark.emulator
+def test_the_stacks_come_up_or_name_what_the_emulator_lacks(rehearsal: Rehearsal) -> None:
+    statuses = {name: status for stacks in rehearsal.stacks_after_deploy.values() for name, status in stacks.items()}
+    for key in DEPLOYED:
+        name = NAMES[key]
+        rows = [row for row in rehearsal.resources if row.stack == name]
+        assert rows, name
+        if statuses.get(name) == "CREATE_COMPLETE":
+            continue
+        # A stack that did not come up: each resource it lacks is a type the emulator lacks, or needs one.
+        assert rehearsal.failures[name], name
+        lacking = {row.type for row in rows if row.result == NOT_MODELLED}
+        for row in rows:
+            if row.result == NOT_CREATED:
+                assert row.why.startswith("it needs") and any(
+                    f"({kind}, {NOT_MODELLED})" in row.why for kind in lacking
+                ), row
+            else:
+                assert row.result in (CREATED, NOT_MODELLED) and (row.result == CREATED or row.why), row
+    # What the rest of the deploy rests on comes up in full.
+    assert [statuses.get(NAMES[key]) for key in ("network", "identity", "data")] == ["CREATE_COMPLETE"] * 3
+    created = {row.type for row in rehearsal.resources if row.result == CREATED}
+    assert {"AWS::EC2::VPC", "AWS::EC2::VPCEndpoint", "AWS::IAM::Role", "AWS::KMS::Key", "AWS::S3::Bucket"} <= created
+
+
+@pytest.mark.synth
+@pytest.mark.emulator
+def test_the_rehearsal_goes_on_past_a_failed_deploy_with_the_stacks_it_never_reached(rehearsal: Rehearsal) -> None:
+    failed = [call for call in rehearsal.calls if call.argv[:3] == ["npx", "cdk", "deploy"] and call.rc != 0]
+    never_reached = {stack for call in failed for stack in call.argv[3:] if stack.startswith(f"{SPEC.name}-")}
+    for call in rehearsal.continued:
+        assert call.argv[:3] == ["npx", "cdk", "deploy"] and call.argv[-1] == "--exclusively", call.argv
+        assert set(call.argv) & never_reached, call.argv
+    # The cluster stack's change set never runs: the CDK CLI sets its termination protection first, which moto lacks.
+    assert "UpdateTerminationProtection" in rehearsal.failures[NAMES["cluster"]]
+
+
+@pytest.mark.synth
+@pytest.mark.emulator
+def test_phase_two_wrote_the_emulators_network_outputs_into_the_spec(rehearsal: Rehearsal) -> None:
+    outputs = rehearsal.network_outputs
+    assert set(outputs) == set(NETWORK_OUTPUTS)
+    spec = load_spec(rehearsal.spec_path)
+    for output, field in NETWORK_OUTPUTS.items():
+        assert getattr(spec.network, field) == outputs[output], field
+    # They are the ids of resources the emulator created, not the spec's examples.
+    assert outputs["VpcId"] in rehearsal.physical_ids["AWS::EC2::VPC"]
+    assert outputs["S3GatewayEndpointId"] in rehearsal.physical_ids["AWS::EC2::VPCEndpoint"]
+    assert outputs["VpcId"] != SPEC.network.vpc_id
+    phase_two = next(call for call in rehearsal.calls if call.argv[:3] == ["python", "-m", "spec.phase_two"])
+    assert phase_two.rc == 0, phase_two.tail
+
+
+@pytest.mark.synth
+@pytest.mark.emulator
+def test_the_tear_down_deletes_every_stack_after_lifting_termination_protection(rehearsal: Rehearsal) -> None:
+    for account, stacks in rehearsal.stacks_after_teardown.items():
+        assert set(stacks) <= {"CDKToolkit"}, (account, stacks)
+    calls = [call.argv for call in rehearsal.calls]
+    lift = next(i for i, argv in enumerate(calls) if "update-termination-protection" in argv)
+    assert lift < next(i for i, argv in enumerate(calls) if argv[:3] == ["npx", "cdk", "destroy"])
+    # Either the emulator enforces the protection (a destroy with it on fails) or the rehearsal says it does not.
+    protection = rehearsal.termination_protection
+    if protection.enforced:
+        assert protection.destroy_refused
+    else:
+        assert "not modelled" in protection.finding
+    destroys = [call for call in rehearsal.calls if call.argv[:3] == ["npx", "cdk", "destroy"]]
+    assert all(call.rc == 0 for call in destroys), [call.tail for call in destroys]
+
+
+@pytest.mark.synth
+@pytest.mark.emulator
+def test_what_the_templates_retain_stays_behind_and_readmes_commands_remove_it(rehearsal: Rehearsal) -> None:
+    """The Retain resources (buckets, KMS keys, log groups) outlive their stacks, as README's tear-down says, and
+    its table's removal commands remove each (with the account's profile where README names none)."""
+    assert {kind for kind, _, _ in rehearsal.retained} >= {"AWS::S3::Bucket", "AWS::KMS::Key", "AWS::Logs::LogGroup"}
+    assert [(kind, ident) for kind, ident, present in rehearsal.retained if not present] == []
+    assert len(rehearsal.removals) == len(rehearsal.retained)
+    for removal in rehearsal.removals:
+        assert removal.gone, removal
+        if removal.rc != 0:  # only a command without --profile may fail, and then works with it
+            assert "--profile" not in removal.command and removal.rc_with_profile == 0, removal
+
+
+@pytest.mark.synth
+@pytest.mark.emulator
+def test_the_table_lists_every_resource_type_of_the_templates(rehearsal: Rehearsal) -> None:
+    expected = {
+        (name, resource["Type"])
+        for name, template in rehearsal.templates.items()
+        for resource in template["Resources"].values()
+    }
+    rows = {(row.stack, row.type) for row in rehearsal.resources}
+    assert rows == expected
+    assert {row.result for row in rehearsal.resources} <= {CREATED, NOT_MODELLED, NOT_CREATED, CONDITION_FALSE}
+    assert {row.stack for row in rehearsal.resources if row.result == CONDITION_FALSE} <= {"CDKToolkit"}
+    # The ParallelCluster provider (a nested stack from ParallelCluster's public bucket) and its custom resource.
+    cluster = {row.type: row for row in rehearsal.resources if row.stack == NAMES["cluster"]}
+    assert cluster["Custom::PclusterCluster"].result == NOT_MODELLED
+    assert cluster["AWS::CloudFormation::Stack"].result == NOT_MODELLED
+
+
+@pytest.mark.synth
+@pytest.mark.emulator
+def test_docs_rehearsal_md_holds_this_runs_table(rehearsal: Rehearsal) -> None:
+    committed = (REPO / DOC).read_text()
+    fresh = render(rehearsal)
+    assert committed == fresh, f"regenerate it: make rehearse (writes {DOC})"
+    readme_text = (REPO / "README.md").read_text()
+    assert re.search(r"\]\(docs/rehearsal\.md\)", readme.section(readme_text, "Deploying for real"))
+
+
+@pytest.mark.synth
+@pytest.mark.emulator
+def test_no_process_of_the_rehearsal_outlives_it(rehearsal: Rehearsal) -> None:
+    assert rehearsal.server_exit is not None  # the moto server was stopped and waited for
+    left = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cwd = os.readlink(proc / "cwd") if proc.name.isdigit() else ""
+        except OSError:
+            continue
+        if cwd.startswith(str(rehearsal.workdir)):
+            left.append((proc.name, (proc / "cmdline").read_bytes().replace(b"\0", b" ")[:200]))
+    assert left == []

@@ -28,7 +28,7 @@ help:
 	@echo "make test-stress  the SLURM/torchrun/Prometheus tests STRESS_ROUNDS times (3) with every core busy"
 	@echo "make synth   synthesize the stacks into cdk.out (SPEC=path.yaml picks a spec)"
 	@echo "make lint    ruff check, format check and the mypy type check (make test runs it first)"
-	@echo "make rehearse  README's deploy and tear-down against moto's AWS emulator on 127.0.0.1 -> docs/rehearsal.md (about 6 minutes)"
+	@echo "make rehearse  README's deploy and tear-down against moto's AWS emulator on 127.0.0.1 -> docs/rehearsal.md (about 8 minutes)"
 	@echo "make bench   CPU benchmarks against in-run baselines -> docs/benchmarks.{md,json} (under 10 minutes)"
 	@echo "make policy-report  the access matrix, its reasons and the mutation score -> docs/access-matrix.md"
 	@echo "make wheelhouse  the nodes' wheels for a cluster without internet (WHEELHOUSE_PYTHON=3.11)"

@@ -32,6 +32,8 @@ REPO = Path(__file__).resolve().parents[1]
 SPEC = load_spec(DEFAULT_SPEC_PATH)
 NAMES = SPEC.stack_names
 DEPLOYED = ("network", "identity", "data", "observability")  # the stacks that must come up in the emulator
+# The rehearsal (the module fixture, in its first test) runs about 8 minutes on 2 idle cores: a ceiling, not an estimate.
+pytestmark = pytest.mark.timeout(3600)
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,6 @@ CREATED = "created"
 NOT_MODELLED = "not modelled"
 NOT_CREATED = "not created"  # modelled, but it needs a resource the emulator lacks, or the stack failed before it
 CONDITION_FALSE = "not in this deployment"  # a Condition of the template is false (cdk bootstrap's options)
-PROFILES = ("compute", "data")
 TOOLKIT = "CDKToolkit"
 # A block is a few cdk commands, each synthesizing the app (about 30 s on 2 idle cores): a ceiling for a hung CLI.
 BLOCK_TIMEOUT_S = 1800
@@ -55,7 +54,7 @@ NOT_IMPLEMENTED = re.compile(r"The (\w+) action has not been implemented")
 
 @dataclass
 class Call:
-    block: str  # "deploy" or "tear-down"
+    block: str  # "deploy", "tear-down" or "continued" (the rehearsal's own, after a failed deploy)
     argv: list[str]
     rc: int
     seconds: float
@@ -70,7 +69,7 @@ class ResourceRow:
     account: str
     type: str
     count: int
-    result: str  # CREATED, NOT_MODELLED or CONDITION_FALSE
+    result: str  # CREATED, NOT_MODELLED, NOT_CREATED or CONDITION_FALSE
     why: str = ""
 
 
@@ -82,6 +81,7 @@ class Removal:
     rc: int  # README's command with the resource's id
     rc_with_profile: int | None  # the same with --profile of the resource's account, when README's names none and fails
     gone: bool  # the emulator no longer holds it (a KMS key: scheduled for deletion)
+    said: str = ""  # the last line README's command printed when it failed
 
 
 @dataclass
@@ -582,6 +582,8 @@ def remove_retained(
         command, placeholder = by_type[kind]
         filled = re.sub(rf"\b{placeholder}\b", ident, command)
         rc = subprocess.run(["bash", "-u", "-c", filled], cwd=repo, env=env, timeout=BLOCK_TIMEOUT_S).returncode
+        tail = read_calls(Path(env["REHEARSAL_CALLS"]))[-1]["tail"]
+        said = next((line.strip() for line in reversed(tail) if line.strip()), "") if rc != 0 else ""
         rc_with_profile = None
         if rc != 0 and "--profile" not in command.split():
             again = f"{filled} --profile {profiles[account]}"
@@ -589,7 +591,7 @@ def remove_retained(
                 ["bash", "-u", "-c", again], cwd=repo, env=env, timeout=BLOCK_TIMEOUT_S
             ).returncode
         gone = not still_there(accounts, account, kind, ident)
-        removals.append(Removal(kind, command, account, rc, rc_with_profile, gone))
+        removals.append(Removal(kind, command, account, rc, rc_with_profile, gone, said))
     return removals
 
 

@@ -142,15 +142,16 @@ def render(rehearsal: Rehearsal) -> str:
         "| resource type | README's command | account | exit | exit with the account's profile | removed |",
         "|---|---|---|---|---|---|",
     ]
-    removals: dict[tuple[str, str, str, int, str, bool], int] = {}
+    removals: dict[tuple[str, str, str, str, str, bool], int] = {}
     for removal in rehearsal.removals:
         again = "" if removal.rc_with_profile is None else str(removal.rc_with_profile)
-        key = (removal.type, removal.command, removal.account, removal.rc, again, removal.gone)
+        exit_status = f"{removal.rc}: {steady(removal.said)}" if removal.said else str(removal.rc)
+        key = (removal.type, removal.command, removal.account, exit_status, again, removal.gone)
         removals[key] = removals.get(key, 0) + 1
-    for (kind, text, account, rc, again, gone), count in sorted(removals.items()):
+    for (kind, text, account, exit_status, again, gone), count in sorted(removals.items()):
         shown = f"`{kind}`" + (f" ({count})" if count > 1 else "")
         done = ("yes (scheduled for deletion)" if kind == "AWS::KMS::Key" else "yes") if gone else "no"
-        out.append(f"| {shown} | `{text}` | {account} | {rc} | {again} | {done} |")
+        out.append(f"| {shown} | `{text}` | {account} | {exit_status} | {again} | {done} |")
     out += [
         "",
         "## What the emulator lacks",
@@ -160,8 +161,8 @@ def render(rehearsal: Rehearsal) -> str:
     out += [
         "",
         "The fixes are in `tests/rehearsal/moto_server.py`, each with a probe of the pinned moto that a test keeps "
-        "failing without it. Run it: `make rehearse` (about 5 minutes on 2 cores; it prints each command and writes "
-        "this file).",
+        "failing without it. Run it: `make rehearse` (about 8 minutes on 2 cores, most of it the app's synthesis, "
+        "which every cdk command repeats; it prints each command and writes this file).",
         "",
     ]
     return "\n".join(out)

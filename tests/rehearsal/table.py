@@ -73,7 +73,7 @@ def render(rehearsal: Rehearsal) -> str:
         f"CLI {cdk} (`npx cdk`), the AWS CLI {awscli} and phase two, with the profiles `compute` and `data` in the "
         "spec's two accounts (moto puts a request in the account whose IAM holds its access key). Nothing leaves "
         "127.0.0.1. Each `(y/n)` question of the CDK CLI is answered `y`, as the reader would. A command the "
-        "emulator cannot serve fails and the next one runs; a `cdk deploy` that stops early is followed by the "
+        "emulator cannot serve fails and the next one runs; an `npx cdk deploy` that stops early is followed by the "
         "rehearsal's own `--exclusively` deploy of each stack it never reached.",
         "",
         "## Commands, in order",

@@ -9,9 +9,12 @@ fails, is named, and the next one runs. Nothing is sent beyond 127.0.0.1 (AWS_EN
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from collections import Counter
@@ -25,7 +28,7 @@ import yaml
 from spec import DEFAULT_SPEC_PATH, DeploymentSpec, load_spec
 from spec.phase_two import NETWORK_OUTPUTS
 from tests.rehearsal import readme
-from tests.rehearsal.emulator import Server, moto_server, session, write_profiles
+from tests.rehearsal.emulator import STOP_TIMEOUT_S, Server, moto_server, session, write_profiles
 
 REPO = Path(__file__).resolve().parents[2]
 CREATED = "created"
@@ -142,6 +145,8 @@ def shell_env(root: Path, server: Server | None) -> dict[str, str]:
     npx = shutil.which("npx")
     if npx is None:
         raise AssertionError("npx (Node.js) is not on PATH: the rehearsal runs the README's `npx cdk` commands")
+    if not (REPO / ".awscli-venv" / "bin" / "aws").exists():
+        raise AssertionError("no .awscli-venv/bin/aws: `make awscli-venv` builds the AWS CLI the README's commands use")
     env = {
         "PATH": f"{bin_dir}:{Path(npx).parent}:/usr/local/bin:/usr/bin:/bin",
         "HOME": str(root / "home"),
@@ -156,6 +161,7 @@ def shell_env(root: Path, server: Server | None) -> dict[str, str]:
         "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
         "CDK_DISABLE_VERSION_CHECK": "1",
         "CDK_DISABLE_CLI_TELEMETRY": "true",
+        "CDK_NOTICES": "false",  # the CLI's --notices: no fetch of cli.cdk.dev-tools.aws.dev's notices
         "npm_config_offline": "true",
         "npm_config_update_notifier": "false",
         "npm_config_fund": "false",
@@ -175,11 +181,24 @@ def shell_env(root: Path, server: Server | None) -> dict[str, str]:
     return env
 
 
+def run_group(argv: list[str], cwd: Path, env: dict[str, str], what: str) -> int:
+    """Run argv in a process group of its own and wait for it to exit; whatever still runs in the group when it
+    exits, times out or this process is interrupted is terminated (the shims pass that on to the CDK CLI)."""
+    process = subprocess.Popen(argv, cwd=cwd, env=env, start_new_session=True)
+    try:
+        return process.wait(timeout=BLOCK_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"waited {BLOCK_TIMEOUT_S} s for {what} to finish") from None
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=STOP_TIMEOUT_S)
+
+
 def run_block(block: readme.Block, cwd: Path, env: dict[str, str]) -> int:
-    result = subprocess.run(
-        ["bash", "-u", "-o", "pipefail", "-c", block.body], cwd=cwd, env=env, timeout=BLOCK_TIMEOUT_S
-    )
-    return result.returncode
+    first = block.body.strip().splitlines()[0]
+    return run_group(["bash", "-u", "-o", "pipefail", "-c", block.body], cwd, env, f"the README block '{first}'")
 
 
 def read_calls(path: Path) -> list[dict[str, Any]]:
@@ -501,7 +520,7 @@ def rehearse(workdir: Path, readme_text: str | None = None, echo: Callable[[str]
         extra_env = {**env, "REHEARSAL_CALLS": str(root / "continued.jsonl")}
         for argv in more:
             say(f"rehearsal: going on with what the failed command never reached: {' '.join(argv)}")
-            subprocess.run([str(root / "bin" / "npx"), *argv[1:]], cwd=repo, env=extra_env, timeout=BLOCK_TIMEOUT_S)
+            run_group([str(root / "bin" / "npx"), *argv[1:]], repo, extra_env, " ".join(argv))
         result.continued = [_call(c, "continued") for c in read_calls(root / "continued.jsonl")]
         # What the emulator holds once every deploy command ran.
         result.stacks_after_deploy = accounts.stacks()
@@ -581,15 +600,13 @@ def remove_retained(
             continue
         command, placeholder = by_type[kind]
         filled = re.sub(rf"\b{placeholder}\b", ident, command)
-        rc = subprocess.run(["bash", "-u", "-c", filled], cwd=repo, env=env, timeout=BLOCK_TIMEOUT_S).returncode
+        rc = run_group(["bash", "-u", "-c", filled], repo, env, filled)
         tail = read_calls(Path(env["REHEARSAL_CALLS"]))[-1]["tail"]
         said = next((line.strip() for line in reversed(tail) if line.strip()), "") if rc != 0 else ""
         rc_with_profile = None
         if rc != 0 and "--profile" not in command.split():
             again = f"{filled} --profile {profiles[account]}"
-            rc_with_profile = subprocess.run(
-                ["bash", "-u", "-c", again], cwd=repo, env=env, timeout=BLOCK_TIMEOUT_S
-            ).returncode
+            rc_with_profile = run_group(["bash", "-u", "-c", again], repo, env, again)
         gone = not still_there(accounts, account, kind, ident)
         removals.append(Removal(kind, command, account, rc, rc_with_profile, gone, said))
     return removals

@@ -8,11 +8,13 @@ Environment: REHEARSAL_CALLS (the JSON-lines log), REHEARSAL_REAL_<TOOL> (the re
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
 import pty
 import re
+import signal
 import struct
 import subprocess
 import sys
@@ -35,6 +37,14 @@ def run_in_terminal(argv: list[str], log: Path) -> tuple[int, list[str]]:
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
     process = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
     os.close(slave)
+
+    def stop(signum: int, frame: object) -> None:  # the rehearsal ends the block: end the CLI's session too
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     answered: list[str] = []
     pending = b""
     with log.open("wb") as out:

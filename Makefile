@@ -28,7 +28,7 @@ help:
 	@echo "make test-stress  the SLURM/torchrun/Prometheus tests STRESS_ROUNDS times (3) with every core busy"
 	@echo "make synth   synthesize the stacks into cdk.out (SPEC=path.yaml picks a spec)"
 	@echo "make lint    ruff check, format check and the mypy type check (make test runs it first)"
-	@echo "make rehearse  README's deploy and tear-down against moto's AWS emulator on 127.0.0.1 -> docs/rehearsal.md (about 8 minutes)"
+	@echo "make rehearse  README's deploy and tear-down against moto's AWS emulator on 127.0.0.1 -> docs/rehearsal.md (3 to 8 minutes)"
 	@echo "make bench   CPU benchmarks against in-run baselines -> docs/benchmarks.{md,json} (under 10 minutes)"
 	@echo "make policy-report  the access matrix, its reasons and the mutation score -> docs/access-matrix.md"
 	@echo "make wheelhouse  the nodes' wheels for a cluster without internet (WHEELHOUSE_PYTHON=3.11)"
@@ -192,13 +192,15 @@ nxdt-wheelhouse: setup
 
 # Everything the spec's nodes install from S3, built (the three targets above, as the spec needs them) and synced to
 # the folders the cluster config hands the nodes (spec.artifacts): after the artifacts stack, before the cluster
-# stack (README, Deploying for real). PROFILE: the compute account's AWS CLI profile; NO_BUILD=1 uploads build/ as
-# it is. Several GB; needs internet. Never run by the tests (tests/cluster/test_upload_artifacts.py records it).
+# stack (README, Deploying for real). PROFILE: the compute account's AWS CLI profile; NO_BUILD=1 uploads
+# ARTIFACTS_DIR (build/) as it is. Several GB; needs internet. The rehearsal (tests/rehearsal) runs README's
+# `make upload-artifacts` with NO_BUILD=1 and an ARTIFACTS_DIR of stand-ins against the emulator's bucket.
 PROFILE ?=
 NO_BUILD ?=
+ARTIFACTS_DIR ?= build
 
 upload-artifacts: setup
-	$(PY) -m cluster.artifacts $(or $(SPEC),spec/default.yaml)$(if $(NO_BUILD), --no-build,)$(if $(PROFILE), --profile $(PROFILE),)
+	$(PY) -m cluster.artifacts $(or $(SPEC),spec/default.yaml) --build-dir $(ARTIFACTS_DIR)$(if $(NO_BUILD), --no-build,)$(if $(PROFILE), --profile $(PROFILE),)
 
 # The head-node bootstrap test's offline wheelhouse: requirements-submit.txt for this machine (a few MB).
 wheelhouse-test: build/wheelhouse-test/.complete

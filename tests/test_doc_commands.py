@@ -20,7 +20,9 @@ from tests.cluster.conftest import pcluster_venv  # noqa: F401  (the isolated Pa
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 SPECS = [REPO / "spec" / "default.yaml", *sorted((REPO / "spec" / "examples").glob("*.yaml"))]
-CDK_COMMAND = re.compile(r"(?<![\w/.-])(?P<npx>npx )?cdk (?P<sub>synth|deploy|diff|ls|list|destroy|bootstrap|watch)\b")
+CDK_COMMAND = re.compile(
+    r"(?<![\w/.-])(?P<npx>npx (?:--?[\w-]+ )*)?cdk (?P<sub>synth|deploy|diff|ls|list|destroy|bootstrap|watch)\b"
+)
 
 
 def commands_in(text: str) -> list[str]:

@@ -25,14 +25,23 @@ from tests.rehearsal.moto_server import (
     fixed,
     probe,
 )
-from tests.rehearsal.run import CONDITION_FALSE, CREATED, NOT_CREATED, NOT_MODELLED, Rehearsal, rehearse
+from tests.rehearsal.run import (
+    CONDITION_FALSE,
+    CREATED,
+    NOT_CREATED,
+    NOT_MODELLED,
+    Rehearsal,
+    ran_as_written,
+    rehearse,
+)
 from tests.rehearsal.table import DOC, render
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC = load_spec(DEFAULT_SPEC_PATH)
 NAMES = SPEC.stack_names
 DEPLOYED = ("network", "identity", "data", "observability")  # the stacks that must come up in the emulator
-# The rehearsal (the module fixture, in its first test) runs about 8 minutes on 2 idle cores: a ceiling, not an estimate.
+# The rehearsal (the module fixture, in its first test) runs 3 minutes on 2 idle cores, 8 on busy ones; the timeout
+# below is a ceiling for a hung one, not an estimate.
 pytestmark = pytest.mark.timeout(3600)
 
 
@@ -114,7 +123,10 @@ def test_moto_still_cannot_delete_a_stack_with_vpc_endpoints_and_route_tables() 
 def test_every_readme_command_ran_in_order(rehearsal: Rehearsal) -> None:
     """The argv of every npx, aws and python call, as bash ran the README's blocks against the emulator, equals a
     dry run of the same blocks: nothing skipped, nothing added, same order."""
-    assert [call.argv for call in rehearsal.calls] == rehearsal.expected_argv
+    assert ran_as_written(rehearsal.calls, rehearsal.expected_argv), (
+        [call.argv for call in rehearsal.calls],
+        rehearsal.expected_argv,
+    )
     words = [" ".join(call.argv[:3]) for call in rehearsal.calls]
     assert words.count("npx cdk bootstrap") == 2
     first = {word: words.index(word) for word in ("npx cdk bootstrap", "npx cdk deploy", "npx cdk destroy")}
@@ -208,14 +220,47 @@ def test_the_tear_down_deletes_every_stack_after_lifting_termination_protection(
 @pytest.mark.emulator
 def test_what_the_templates_retain_stays_behind_and_readmes_commands_remove_it(rehearsal: Rehearsal) -> None:
     """The Retain resources (buckets, KMS keys, log groups) outlive their stacks, as README's tear-down says, and
-    its table's removal commands remove each (with the account's profile where README names none)."""
+    its table's row for each, with the profile of the resource's account, removes it (a bucket holding the uploaded
+    artifacts is emptied first)."""
     assert {kind for kind, _, _ in rehearsal.retained} >= {"AWS::S3::Bucket", "AWS::KMS::Key", "AWS::Logs::LogGroup"}
     assert [(kind, ident) for kind, ident, present in rehearsal.retained if not present] == []
     assert len(rehearsal.removals) == len(rehearsal.retained)
     for removal in rehearsal.removals:
+        assert removal.commands, f"README names no removal of {removal.type} with the profile of {removal.account}"
+        assert removal.rcs == [0] * len(removal.commands), removal
         assert removal.gone, removal
-        if removal.rc != 0:  # only a command without --profile may fail, and then works with it
-            assert "--profile" not in removal.command and removal.rc_with_profile == 0, removal
+    artifacts_bucket = f"{SPEC.name}-artifacts-{SPEC.accounts.compute}"
+    emptied = [r for r in rehearsal.removals if r.type == "AWS::S3::Bucket" and r.account == SPEC.accounts.compute]
+    assert emptied and all("cluster.empty_bucket" in r.commands[0] for r in emptied)
+    assert artifacts_bucket in {ident for kind, ident, _ in rehearsal.retained if kind == "AWS::S3::Bucket"}
+
+
+def test_readmes_removal_rows_name_a_profile_and_a_region() -> None:
+    rows = readme.removal_rows((REPO / "README.md").read_text())
+    assert len(rows) >= 5
+    for command in (command for row in rows for command in row):
+        words = command.split()
+        assert "--profile" in words and "--region" in words, command
+
+
+@pytest.mark.synth
+@pytest.mark.emulator
+def test_make_upload_artifacts_fills_the_folders_the_cluster_config_names(rehearsal: Rehearsal) -> None:
+    from cluster.artifacts import upload_plan
+    from spec.artifacts import artifact_locations
+
+    locations = artifact_locations(SPEC)
+    assert locations.python_wheelhouse is not None
+    assert [artifact.uri.rsplit("/", 1)[0] + "/" for artifact in rehearsal.artifacts] == [
+        upload.destination.uri for upload in upload_plan(SPEC, Path("build"))
+    ]
+    assert rehearsal.artifacts and all(artifact.present for artifact in rehearsal.artifacts), rehearsal.artifacts
+    assert rehearsal.artifacts[0].uri.startswith(locations.python_wheelhouse.uri)
+    upload = next(call for call in rehearsal.calls if call.argv[:2] == ["make", "upload-artifacts"])
+    assert upload.rc == 0, upload.tail
+    syncs = [call for call in rehearsal.inner_calls if call.argv[:3] == ["aws", "s3", "sync"]]
+    assert len(syncs) == len(rehearsal.artifacts) and all(call.rc == 0 for call in syncs)
+    assert all(call.block.startswith("make upload-artifacts") for call in syncs)
 
 
 @pytest.mark.synth

@@ -136,3 +136,35 @@ def test_the_names_shell_blocks_use_are_the_apps(default_assembly: Assembly) -> 
     }
     assert used, "the docs name nothing of the default deployment"
     assert sorted((where, name) for where, name in used if name not in made) == []
+
+
+# Values for the placeholders of README's inline tear-down commands (ids noted in its step 0).
+TEARDOWN_PLACEHOLDERS = {
+    "NAME": "llm-demo-datasets-222222222222",
+    "KEY_ID": "1234abcd-12ab-34cd-56ef-1234567890ab",
+    "ID": "llm-demo-accounting-final",
+}
+INLINE_COMMAND = re.compile(r"`((?:aws|python -m) [^`]+)`")
+
+
+def teardown_inline_commands() -> list[str]:
+    """The commands README's tear-down names outside its blocks (the table of what is retained, the prose after it),
+    placeholders filled."""
+    text = (REPO / "README.md").read_text()
+    match = re.search(r"^## Tearing down\n(.*?)(?=^## )", text, flags=re.S | re.M)
+    assert match, "README has no '## Tearing down'"
+    prose = re.sub(r"^```.*?^```", "", match.group(1), flags=re.S | re.M)
+    placeholder = re.compile(rf"\b({'|'.join(TEARDOWN_PLACEHOLDERS)})\b")
+    return [placeholder.sub(lambda m: TEARDOWN_PLACEHOLDERS[m[1]], c) for c in INLINE_COMMAND.findall(prose)]
+
+
+@pytest.mark.runbook
+def test_readmes_inline_tear_down_commands_parse_like_an_aws_block(tmp_path: Path, runbook_tools: None) -> None:
+    """Checked as `bash aws` blocks are (the AWS CLI's own parser, ours for python -m); a misspelt option fails."""
+    commands = teardown_inline_commands()
+    assert len(commands) >= 8 and any(c.startswith("python -m cluster.empty_bucket") for c in commands)
+    doc = tmp_path / "teardown.md"
+    broken = commands[-1].replace(" --profile ", " --profil ")
+    doc.write_text("".join(f"```bash aws\n{command}\n```\n\n" for command in [*commands, broken]))
+    findings = check_doc(blocks_in(doc), tmp_path / "sandbox")
+    assert len(findings) == 1 and "--profil" in findings[0], findings

@@ -184,10 +184,19 @@ def test_with_internet_and_no_wheelhouse_there_is_no_env_to_upload(tmp_path: Pat
     assert "nothing to upload" in result.stderr
 
 
-@pytest.mark.parametrize("profile", ["compute", ""])
-def test_make_upload_artifacts_passes_the_spec_and_the_profile(profile: str) -> None:
+@pytest.mark.parametrize(
+    ("variables", "expected"),
+    [
+        (["PROFILE=compute"], "my-deployment.yaml --build-dir build --profile compute"),
+        (["PROFILE="], "my-deployment.yaml --build-dir build"),
+        (["NO_BUILD=1", "ARTIFACTS_DIR=/tmp/stand-ins"], "my-deployment.yaml --build-dir /tmp/stand-ins --no-build"),
+    ],
+)
+def test_make_upload_artifacts_passes_the_spec_the_build_dir_and_the_profile(
+    variables: list[str], expected: str
+) -> None:
     result = subprocess.run(
-        ["make", "-n", "--no-print-directory", "upload-artifacts", "SPEC=my-deployment.yaml", f"PROFILE={profile}"],
+        ["make", "-n", "--no-print-directory", "upload-artifacts", "SPEC=my-deployment.yaml", *variables],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -195,5 +204,4 @@ def test_make_upload_artifacts_passes_the_spec_and_the_profile(profile: str) -> 
     )
     assert result.returncode == 0, result.stderr
     (line,) = [line for line in result.stdout.splitlines() if "cluster.artifacts" in line]
-    expected = "-m cluster.artifacts my-deployment.yaml" + (f" --profile {profile}" if profile else "")
-    assert line.endswith(expected), line
+    assert line.endswith(f"-m cluster.artifacts {expected}"), line

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.rehearsal.run import REPO, rehearse
+from tests.rehearsal.run import REPO, ran_as_written, rehearse
 from tests.rehearsal.table import DOC, render
 
 
@@ -35,8 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         args.doc.write_text(text)
         print(f"rehearsal: wrote {args.doc}", file=sys.stderr)
     print(f"rehearsal: {time.monotonic() - started:.0f} s; commands' output under {args.workdir}", file=sys.stderr)
-    ran_as_written = [call.argv for call in result.calls] == result.expected_argv
-    return 0 if ran_as_written else 1
+    return 0 if ran_as_written(result.calls, result.expected_argv) else 1
 
 
 if __name__ == "__main__":

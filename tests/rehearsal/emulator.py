@@ -105,12 +105,16 @@ def account_user(endpoint: str, account: str, region: str) -> tuple[str, str]:
     return key["AccessKeyId"], key["SecretAccessKey"]
 
 
-def write_profiles(endpoint: str, profiles: dict[str, str], region: str, config: Path, credentials: Path) -> None:
-    """AWS CLI profiles (name -> account) whose keys belong to those accounts in the emulator; checked with STS."""
+def write_profiles(
+    endpoint: str, profiles: dict[str, str], region: str, config: Path, credentials: Path
+) -> dict[str, tuple[str, str]]:
+    """AWS CLI profiles (name -> account) whose keys belong to those accounts in the emulator, checked with STS;
+    each profile's key."""
     config_lines: list[str] = []
     credential_lines: list[str] = []
+    keys = {}
     for name, account in profiles.items():
-        key_id, secret = account_user(endpoint, account, region)
+        key_id, secret = keys[name] = account_user(endpoint, account, region)
         whoami = session(endpoint, (key_id, secret, None), region).client("sts", endpoint_url=endpoint)
         seen = whoami.get_caller_identity()["Account"]
         if seen != account:
@@ -119,3 +123,4 @@ def write_profiles(endpoint: str, profiles: dict[str, str], region: str, config:
         credential_lines += [f"[{name}]", f"aws_access_key_id = {key_id}", f"aws_secret_access_key = {secret}", ""]
     config.write_text("\n".join(config_lines))
     credentials.write_text("\n".join(credential_lines))
+    return keys

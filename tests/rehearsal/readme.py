@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+SPEC_SECTION = "The deployment spec"
 DEPLOY_SECTION = "Deploying for real"
 TEARDOWN_SECTION = "Tearing down"
 SPEC_FILE = "my-deployment.yaml"
@@ -40,8 +41,14 @@ def bash_blocks(markdown: str) -> list[Block]:
 
 
 def deploy_blocks(markdown: str) -> list[Block]:
-    """The deploy section's blocks that bootstrap, create the spec, deploy or run phase two, in README order."""
-    return [
+    """The spec section's block that creates the user's spec, then the deploy section's blocks that bootstrap,
+    deploy or run phase two, in README order."""
+    try:
+        spec_section = section(markdown, SPEC_SECTION)
+    except ValueError:  # then the rehearsal says README has no step that creates the spec
+        spec_section = ""
+    creating = [block for block in bash_blocks(spec_section) if CREATES_SPEC.search(block.body)]
+    return creating + [
         block
         for block in bash_blocks(section(markdown, DEPLOY_SECTION))
         if DEPLOY_WORDS.search(block.body) and not NOT_DEPLOY_TAGS & set(block.tags)
@@ -60,8 +67,13 @@ def creates_spec(blocks: list[Block]) -> bool:
 RETAINED_TABLE = "Retained on purpose"
 
 
-def removal_commands(markdown: str) -> list[str]:
-    """The `aws ...` commands of the tear-down section's table of what the stacks retain (its `remove` column)."""
+# The commands of a row of that table: the AWS CLI's and the repository's own (`python -m cluster.empty_bucket`).
+REMOVAL_COMMAND = re.compile(r"`((?:aws|python -m) [^`]+)`")
+
+
+def removal_rows(markdown: str) -> list[list[str]]:
+    """The commands of each row of the tear-down section's table of what the stacks retain (its `remove` column), in
+    the row's order."""
     teardown = section(markdown, TEARDOWN_SECTION)
     start = teardown.find(RETAINED_TABLE)
     if start < 0:
@@ -72,4 +84,5 @@ def removal_commands(markdown: str) -> list[str]:
             rows.append(line)
         elif rows:
             break
-    return [span for row in rows for span in re.findall(r"`(aws [^`]+)`", row)]
+    remove_column = [row.rsplit("|", 2)[1] for row in rows[2:]]  # after the header and its rule
+    return [found for cell in remove_column if (found := REMOVAL_COMMAND.findall(cell))]

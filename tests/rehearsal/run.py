@@ -10,6 +10,7 @@ fails, is named, and the next one runs. Nothing is sent beyond 127.0.0.1 (AWS_EN
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -29,6 +30,7 @@ from spec import DEFAULT_SPEC_PATH, DeploymentSpec, load_spec
 from spec.phase_two import NETWORK_OUTPUTS
 from tests.rehearsal import readme
 from tests.rehearsal.emulator import STOP_TIMEOUT_S, Server, moto_server, session, write_profiles
+from tests.rehearsal.shim import DRY_OUTPUT
 
 REPO = Path(__file__).resolve().parents[2]
 CREATED = "created"
@@ -36,6 +38,9 @@ NOT_MODELLED = "not modelled"
 NOT_CREATED = "not created"  # modelled, but it needs a resource the emulator lacks, or the stack failed before it
 CONDITION_FALSE = "not in this deployment"  # a Condition of the template is false (cdk bootstrap's options)
 TOOLKIT = "CDKToolkit"
+# The organization's management account of README's guardrail step (profile `management`): neither of the spec's two
+# accounts; any id will do, the spec does not name it.
+MANAGEMENT = ("management", "333333333333")
 # A block is a few cdk commands, each synthesizing the app (about 30 s on 2 idle cores): a ceiling for a hung CLI.
 BLOCK_TIMEOUT_S = 1800
 CDK_OPTIONS_WITH_VALUE = {"-c", "--context", "--profile", "--outputs-file", "-o", "--output", "--region"}
@@ -47,12 +52,14 @@ NO_TERMINATION_PROTECTION = "The update_termination_protection action has not be
 # Retained resources and how the emulator shows they are still there.
 RETAINED_TYPES = ("AWS::S3::Bucket", "AWS::KMS::Key", "AWS::Logs::LogGroup")
 # README's removal commands (by their aws service and operation): the retained type each removes, its placeholder.
+# A row of README's table may empty a bucket first (cluster.empty_bucket); its placeholder is the row's.
 REMOVES = {
     ("s3api", "delete-bucket"): ("AWS::S3::Bucket", "NAME"),
     ("kms", "schedule-key-deletion"): ("AWS::KMS::Key", "KEY_ID"),
     ("logs", "delete-log-group"): ("AWS::Logs::LogGroup", "NAME"),
 }
 NOT_IMPLEMENTED = re.compile(r"The (\w+) action has not been implemented")
+ARTIFACTS = "artifacts"  # the live run's ARTIFACTS_DIR, under its root
 
 
 @dataclass
@@ -79,12 +86,18 @@ class ResourceRow:
 @dataclass
 class Removal:
     type: str
-    command: str  # README's, with its placeholder
     account: str
-    rc: int  # README's command with the resource's id
-    rc_with_profile: int | None  # the same with --profile of the resource's account, when README's names none and fails
+    commands: list[str]  # README's row for the type and the account's profile, with its placeholder; [] if none
+    rcs: list[int]  # each command's exit status with the resource's id, up to the first that fails
     gone: bool  # the emulator no longer holds it (a KMS key: scheduled for deletion)
-    said: str = ""  # the last line README's command printed when it failed
+    said: str = ""  # the last line the failing command printed
+
+
+@dataclass
+class Artifact:
+    what: str  # cluster.artifacts' name of the upload
+    uri: str  # the stand-in's key in the folder the cluster config hands the nodes
+    present: bool  # the emulator's bucket holds it once the deploy ran
 
 
 @dataclass
@@ -115,6 +128,8 @@ class Rehearsal:
     continued: list[Call] = field(default_factory=list)  # the rehearsal's own: the rest of a failed deploy command
     failures: dict[str, str] = field(default_factory=dict)  # stack -> the emulator's reason of its failure
     removals: list[Removal] = field(default_factory=list)  # README's removal of what the stacks retain
+    artifacts: list[Artifact] = field(default_factory=list)  # the stand-ins `make upload-artifacts` uploaded
+    inner_calls: list[Call] = field(default_factory=list)  # the calls the README's calls made (make's aws s3 sync)
     not_implemented: set[str] = field(default_factory=set)  # actions moto answered "has not been implemented"
     server_exit: int | None = None
 
@@ -139,10 +154,12 @@ def shell_env(root: Path, server: Server | None) -> dict[str, str]:
     bin_dir = root / "bin"
     if not bin_dir.exists():
         bin_dir.mkdir()
-        for tool in ("npx", "aws", "python"):
+        for tool in ("npx", "aws", "python", "make"):
             (bin_dir / tool).write_text(SHIM.format(python=sys.executable, repo=str(REPO)))
             (bin_dir / tool).chmod(0o755)
-    npx = shutil.which("npx")
+    npx, make = shutil.which("npx"), shutil.which("make")
+    if make is None:
+        raise AssertionError("make is not on PATH: the rehearsal runs the README's `make upload-artifacts`")
     if npx is None:
         raise AssertionError("npx (Node.js) is not on PATH: the rehearsal runs the README's `npx cdk` commands")
     if not (REPO / ".awscli-venv" / "bin" / "aws").exists():
@@ -157,6 +174,7 @@ def shell_env(root: Path, server: Server | None) -> dict[str, str]:
         "REHEARSAL_REAL_NPX": npx,
         "REHEARSAL_REAL_AWS": str(REPO / ".awscli-venv" / "bin" / "aws"),
         "REHEARSAL_REAL_PYTHON": sys.executable,
+        "REHEARSAL_REAL_MAKE": make,
         "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
         "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
         "CDK_DISABLE_VERSION_CHECK": "1",
@@ -170,6 +188,9 @@ def shell_env(root: Path, server: Server | None) -> dict[str, str]:
         "AWS_EC2_METADATA_DISABLED": "true",
     }
     if server is not None:
+        # `make upload-artifacts` uploads stand-ins (stand_in_artifacts): the real ones need PyPI and several GB.
+        env["NO_BUILD"] = "1"
+        env["ARTIFACTS_DIR"] = str(root / ARTIFACTS)
         port = server.endpoint.rsplit(":", 1)[1]
         env["AWS_ENDPOINT_URL"] = server.endpoint
         # The template URL the CDK CLI hands CloudFormation: moto's CloudFormation reads it from moto's S3 when the
@@ -201,8 +222,45 @@ def run_block(block: readme.Block, cwd: Path, env: dict[str, str]) -> int:
     return run_group(["bash", "-u", "-o", "pipefail", "-c", block.body], cwd, env, f"the README block '{first}'")
 
 
-def read_calls(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+def read_calls(path: Path, inner: bool = False) -> list[dict[str, Any]]:
+    """The calls of the README's commands (inner: those they made in turn, such as make's `aws s3 sync`)."""
+    records = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return [record for record in records if ("inside" in record) == inner]
+
+
+def stand_in_artifacts(spec: DeploymentSpec, build_dir: Path) -> list[tuple[str, Path, str]]:
+    """One small file per upload of `make upload-artifacts` where its build would be (what it names, the file, the
+    key it must land at): building the real wheels and binaries needs PyPI and several GB."""
+    from cluster.artifacts import upload_plan
+
+    made = []
+    for upload in upload_plan(spec, build_dir):
+        upload.source.mkdir(parents=True, exist_ok=True)
+        name = upload.pattern.replace("*", "rehearsal-stand-in")
+        (upload.source / name).write_text(f"a stand-in for the {upload.what} (tests/rehearsal)\n")
+        made.append((upload.what, upload.source / name, upload.destination.uri + name))
+    return made
+
+
+def uploaded(accounts: Accounts, account: str, uri: str) -> bool:
+    from botocore.exceptions import ClientError
+
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    try:
+        accounts.client(account, "s3").head_object(Bucket=bucket, Key=key)
+    except ClientError:
+        return False
+    return True
+
+
+def ran_as_written(calls: list[Call], expected: list[list[str]]) -> bool:
+    """The calls are the dry run's, word for word, but where the dry run had a word made of a call's output (the
+    policy id of `POLICY=$(aws organizations create-policy ...)`): that word is the live call's own."""
+
+    def same(live: list[str], dry: list[str]) -> bool:
+        return len(live) == len(dry) and all(a == b or DRY_OUTPUT in b for a, b in zip(live, dry, strict=True))
+
+    return len(calls) == len(expected) and all(same(c.argv, e) for c, e in zip(calls, expected, strict=True))
 
 
 def dry_run(blocks: list[readme.Block], root: Path) -> list[list[str]]:
@@ -500,20 +558,29 @@ def rehearse(workdir: Path, readme_text: str | None = None, echo: Callable[[str]
     (root / "aws").mkdir()
     calls_file = root / "calls.jsonl"
     with moto_server(root / "moto.log") as server:
-        write_profiles(
+        keys = write_profiles(
             server.endpoint,
-            {"compute": spec.accounts.compute, "data": spec.accounts.data},
+            {"compute": spec.accounts.compute, "data": spec.accounts.data, MANAGEMENT[0]: MANAGEMENT[1]},
             spec.region,
             root / "aws" / "config",
             root / "aws" / "credentials",
         )
+        # The management account's organization exists before the reader starts (README's guardrail step).
+        session(server.endpoint, (*keys[MANAGEMENT[0]], None), spec.region).client(
+            "organizations", endpoint_url=server.endpoint
+        ).create_organization(FeatureSet="ALL")
         say(
-            f"rehearsal: moto at {server.endpoint}; profiles compute ({spec.accounts.compute}), data ({spec.accounts.data})"
+            f"rehearsal: moto at {server.endpoint}; profiles compute ({spec.accounts.compute}), data "
+            f"({spec.accounts.data}), {MANAGEMENT[0]} ({MANAGEMENT[1]}, with an organization)"
         )
         env = shell_env(root, server)
+        stand_ins = stand_in_artifacts(spec, root / ARTIFACTS)
         accounts = Accounts(server.endpoint, root / "aws" / "credentials", spec)
         for block in deploy:
             run_block(block, repo, env)
+        result.artifacts = [
+            Artifact(what, uri, uploaded(accounts, spec.accounts.compute, uri)) for what, _, uri in stand_ins
+        ]
         readme_deploy_calls = read_calls(calls_file)
         present = {name for stacks in accounts.stacks().values() for name in stacks}
         more = continuations(readme_deploy_calls, present)
@@ -566,49 +633,55 @@ def rehearse(workdir: Path, readme_text: str | None = None, echo: Callable[[str]
                     kept.append((resource["Type"], ident, account))
         profiles = {spec.accounts.compute: "compute", spec.accounts.data: "data"}
         removal_env = {**env, "REHEARSAL_CALLS": str(root / "removal.jsonl")}
-        result.removals = remove_retained(readme.removal_commands(text), kept, profiles, repo, removal_env, accounts)
+        result.removals = remove_retained(readme.removal_rows(text), kept, profiles, repo, removal_env, accounts)
         enforced = probe_termination_protection(accounts, spec.accounts.compute)
         server_log = server.text()
     result.server_exit = server.exit_status
     records = read_calls(calls_file)
     result.calls = [_call(c, "deploy" if i < len(readme_deploy_calls) else "tear-down") for i, c in enumerate(records)]
+    result.inner_calls = [_call(c, " ".join(c["inside"])) for c in read_calls(calls_file, inner=True)]
     result.termination_protection = protection_finding(result, enforced, server_log)
     result.emulator_gaps = gaps(result, server_log)
     result.not_implemented = set(NOT_IMPLEMENTED.findall(server_log))
     return result
 
 
+def removal_row(rows: list[list[str]], kind: str, profile: str) -> list[str]:
+    """README's commands that remove a retained resource of `kind` in the account of `profile` ([] if none)."""
+    for commands in rows:
+        for command in commands:
+            words = command.split()
+            names_profile = any(a == "--profile" and b == profile for a, b in itertools.pairwise(words))
+            if words[0] == "aws" and REMOVES.get((words[1], words[2]), ("",))[0] == kind and names_profile:
+                return commands
+    return []
+
+
 def remove_retained(
-    commands: list[str],
+    rows: list[list[str]],
     kept: list[tuple[str, str, str]],
     profiles: dict[str, str],
     repo: Path,
     env: dict[str, str],
     accounts: Accounts,
 ) -> list[Removal]:
-    """README's removal command for each retained resource, with its id for the placeholder, run by bash; where it
-    names no --profile and fails, once more with the resource's account's profile (the rehearsal's, reported)."""
-    by_type = {}
-    for command in commands:
-        words = command.split()
-        if (words[1], words[2]) in REMOVES:
-            kind, placeholder = REMOVES[(words[1], words[2])]
-            by_type[kind] = (command, placeholder)
+    """For each retained resource, README's row for its type and its account's profile, with its id for the
+    placeholder, run by bash command by command up to the first that fails."""
     removals = []
     for kind, ident, account in kept:
-        if kind not in by_type:
-            continue
-        command, placeholder = by_type[kind]
-        filled = re.sub(rf"\b{placeholder}\b", ident, command)
-        rc = run_group(["bash", "-u", "-c", filled], repo, env, filled)
-        tail = read_calls(Path(env["REHEARSAL_CALLS"]))[-1]["tail"]
-        said = next((line.strip() for line in reversed(tail) if line.strip()), "") if rc != 0 else ""
-        rc_with_profile = None
-        if rc != 0 and "--profile" not in command.split():
-            again = f"{filled} --profile {profiles[account]}"
-            rc_with_profile = run_group(["bash", "-u", "-c", again], repo, env, again)
+        commands = removal_row(rows, kind, profiles[account])
+        placeholder = next(holder for (found, holder) in REMOVES.values() if found == kind)
+        rcs: list[int] = []
+        said = ""
+        for command in commands:
+            filled = re.sub(rf"\b{placeholder}\b", ident, command)
+            rcs.append(run_group(["bash", "-u", "-c", filled], repo, env, filled))
+            if rcs[-1] != 0:
+                tail = read_calls(Path(env["REHEARSAL_CALLS"]))[-1]["tail"]
+                said = next((line.strip() for line in reversed(tail) if line.strip()), "")
+                break
         gone = not still_there(accounts, account, kind, ident)
-        removals.append(Removal(kind, command, account, rc, rc_with_profile, gone, said))
+        removals.append(Removal(kind, account, commands, rcs, gone, said))
     return removals
 
 
@@ -648,4 +721,15 @@ def gaps(result: Rehearsal, server_log: str) -> list[tuple[str, str]]:
         found.append(("Lambda invocation", "moto runs function code only in docker; this machine has no docker engine"))
     if not result.termination_protection.enforced:
         found.append(("termination protection", result.termination_protection.finding))
+    attach = [c for c in result.calls if c.argv[:3] == ["aws", "organizations", "attach-policy"] and c.rc != 0]
+    if attach:
+        found.append(
+            (
+                "organization membership",
+                "moto adds accounts to an organization only by CreateAccount, with ids it draws, and has no "
+                "InviteAccountToOrganization, so the spec's two accounts cannot be members of the management "
+                f"account's organization: README's {len(attach)} attach-policy calls fail (AccountNotFoundException) "
+                "after its create-policy made the guardrail SCP",
+            )
+        )
     return found

@@ -1,9 +1,12 @@
-"""What bash finds as `npx`, `aws` and `python` while it runs the README's blocks: each call is logged (argv, exit
-status, output) and passed to the real program. `npx` runs in a pseudo-terminal, as in a user's shell, and each
+"""What bash finds as `npx`, `aws`, `python` and `make` while it runs the README's blocks: each call is logged (argv,
+exit status, output) and passed to the real program; a call made by another logged call (the `aws s3 sync` of
+`make upload-artifacts`) is logged with the argv of the call it runs inside. `npx` runs in a pseudo-terminal, as in a user's shell, and each
 `(y/n)` question of the CDK CLI (deploy approval, "Are you sure you want to delete") is answered `y`, as the README's
-reader would; the questions are logged. With REHEARSAL_DRY set nothing runs: the call is logged and succeeds.
+reader would; the questions are logged. With REHEARSAL_DRY set nothing runs: the call is logged, prints DRY_OUTPUT
+(what a `$(aws ... --query ...)` of the block then holds) and succeeds.
 
-Environment: REHEARSAL_CALLS (the JSON-lines log), REHEARSAL_REAL_<TOOL> (the real program), REHEARSAL_DRY.
+Environment: REHEARSAL_CALLS (the JSON-lines log), REHEARSAL_REAL_<TOOL> (the real program), REHEARSAL_DRY,
+REHEARSAL_INSIDE (set by this shim for what it runs: the argv of the call, as JSON).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pathlib import Path
 QUESTION = re.compile(r"\(y/n\)\s*\??\s*$")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 TAIL_LINES = 12
+DRY_OUTPUT = "rehearsal-dry-run-output"
 
 
 def plain(data: bytes) -> str:
@@ -82,11 +86,16 @@ def main() -> None:
     argv = [tool, *sys.argv[1:]]
     calls = Path(os.environ["REHEARSAL_CALLS"])
     record: dict[str, object] = {"argv": argv}
+    if "REHEARSAL_INSIDE" in os.environ:
+        record["inside"] = json.loads(os.environ["REHEARSAL_INSIDE"])
+    os.environ["REHEARSAL_INSIDE"] = json.dumps(argv)  # what the real program runs in turn
     if os.environ.get("REHEARSAL_DRY"):
+        print(DRY_OUTPUT, flush=True)
         rc = 0
     else:
         number = sum(1 for _ in calls.open()) if calls.exists() else 0
-        log = calls.parent / "calls" / f"{calls.stem}-{number:03d}-{tool}.log"
+        depth = "-inner" if "inside" in record else ""
+        log = calls.parent / "calls" / f"{calls.stem}-{number:03d}-{tool}{depth}-{os.getpid()}.log"
         log.parent.mkdir(exist_ok=True)
         real = [os.environ[f"REHEARSAL_REAL_{tool.upper()}"], *argv[1:]]
         print(f"rehearsal: $ {' '.join(argv)}", file=sys.stderr, flush=True)

@@ -8,13 +8,14 @@ import re
 from importlib.metadata import version
 from pathlib import Path
 
-from tests.rehearsal.run import CONDITION_FALSE, CREATED, NOT_CREATED, NOT_MODELLED, REPO, Call, Rehearsal
+from tests.rehearsal.run import ARTIFACTS, CONDITION_FALSE, CREATED, NOT_CREATED, NOT_MODELLED, REPO, Call, Rehearsal
 
 DOC = Path("docs/rehearsal.md")
 ORDER = {CREATED: 0, NOT_MODELLED: 1, NOT_CREATED: 2, CONDITION_FALSE: 3}
 # Words that vary from run to run in a command's output: ids, ARNs, times, request ids.
 VARYING = [
     (re.compile(r"\b(vpc|vpce|subnet|sg|rtb|fl|key|i)-[0-9a-f]{8,}\b"), r"\1-…"),
+    (re.compile(r"\bp-[0-9a-z]{8,128}\b"), "p-…"),  # an Organizations policy id
     (re.compile(r"arn:aws:[^\s\"']+"), "arn:…"),
     (re.compile(r"\b\d{1,2}:\d{2}:\d{2}( [AP]M)?\b"), "…"),
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "…"),
@@ -51,8 +52,11 @@ def failure_note(call: Call, rehearsal: Rehearsal) -> str:
     return steady((errors or lines or [f"exit {call.rc}"])[-1])
 
 
-def command(call: Call) -> str:
-    return "`" + " ".join(call.argv).replace("|", "\\|") + "`"
+def command(call: Call, rehearsal: Rehearsal) -> str:
+    """The argv as a code span; the live run's ARTIFACTS_DIR (a path of this run) by its name."""
+    live = rehearsal.workdir / "live"
+    text = " ".join(call.argv).replace(str(live / ARTIFACTS), "$ARTIFACTS_DIR").replace(str(live / "repo"), ".")
+    return "`" + steady(text).replace("\\|", "|").replace("|", "\\|") + "`"
 
 
 def render(rehearsal: Rehearsal) -> str:
@@ -83,11 +87,32 @@ def render(rehearsal: Rehearsal) -> str:
     ]
     deploys = sum(1 for call in rehearsal.calls if call.block == "deploy")
     for number, call in enumerate(rehearsal.calls, 1):
-        out.append(f"| {number} | {call.block} | {command(call)} | {call.rc} | {note(call, rehearsal)} |")
+        out.append(f"| {number} | {call.block} | {command(call, rehearsal)} | {call.rc} | {note(call, rehearsal)} |")
         if number == deploys:
             for extra in rehearsal.continued:
                 block = "(rehearsal: the stacks a failed deploy never reached)"
-                out.append(f"| + | {block} | {command(extra)} | {extra.rc} | {note(extra, rehearsal)} |")
+                out.append(f"| + | {block} | {command(extra, rehearsal)} | {extra.rc} | {note(extra, rehearsal)} |")
+    if rehearsal.inner_calls:
+        out += [
+            "",
+            "Made by those commands in turn (each under the same emulator):",
+            "",
+            "| inside | command | exit |",
+            "|---|---|---|",
+        ]
+        out += [f"| `{call.block}` | {command(call, rehearsal)} | {call.rc} |" for call in rehearsal.inner_calls]
+    if rehearsal.artifacts:
+        out += [
+            "",
+            "`make upload-artifacts` ran with `NO_BUILD=1` and `ARTIFACTS_DIR` holding one small stand-in per upload "
+            "(building the real wheels and binaries needs PyPI and several GB); where the cluster config tells the "
+            "nodes to read them, the emulator's artifacts bucket then held:",
+            "",
+        ]
+        out += [
+            f"- {artifact.what}: `{artifact.uri}`" + ("" if artifact.present else " (missing!)")
+            for artifact in rehearsal.artifacts
+        ]
     if rehearsal.spec_created_by == "rehearsal":
         out += ["", "README has no step that creates `my-deployment.yaml`: the rehearsal copies `spec/default.yaml`."]
     for first, why in rehearsal.skipped_blocks:
@@ -135,23 +160,22 @@ def render(rehearsal: Rehearsal) -> str:
         )
         + ".",
         "",
-        "README's removal of what is retained (its table's `remove` column), run for each of those resources with "
-        "its id; where the command names no `--profile` and fails, the rehearsal runs it once more with the profile "
-        "of the resource's account:",
+        "README's removal of what is retained (its table's `remove` column): for each of those resources, the row "
+        "for its type whose commands name the profile of its account, run with its id:",
         "",
-        "| resource type | README's command | account | exit | exit with the account's profile | removed |",
-        "|---|---|---|---|---|---|",
+        "| resource type | README's commands | account | exit | removed |",
+        "|---|---|---|---|---|",
     ]
-    removals: dict[tuple[str, str, str, str, str, bool], int] = {}
+    removals: dict[tuple[str, str, str, str, bool], int] = {}
     for removal in rehearsal.removals:
-        again = "" if removal.rc_with_profile is None else str(removal.rc_with_profile)
-        exit_status = f"{removal.rc}: {steady(removal.said)}" if removal.said else str(removal.rc)
-        key = (removal.type, removal.command, removal.account, exit_status, again, removal.gone)
+        text = ", then ".join(f"`{command}`" for command in removal.commands) or "(none names this account's profile)"
+        exit_status = ", ".join(str(rc) for rc in removal.rcs) + (f": {steady(removal.said)}" if removal.said else "")
+        key = (removal.type, text, removal.account, exit_status, removal.gone)
         removals[key] = removals.get(key, 0) + 1
-    for (kind, text, account, exit_status, again, gone), count in sorted(removals.items()):
+    for (kind, text, account, exit_status, gone), count in sorted(removals.items()):
         shown = f"`{kind}`" + (f" ({count})" if count > 1 else "")
         done = ("yes (scheduled for deletion)" if kind == "AWS::KMS::Key" else "yes") if gone else "no"
-        out.append(f"| {shown} | `{text}` | {account} | {exit_status} | {again} | {done} |")
+        out.append(f"| {shown} | {text} | {account} | {exit_status} | {done} |")
     out += [
         "",
         "## What the emulator lacks",
@@ -161,7 +185,7 @@ def render(rehearsal: Rehearsal) -> str:
     out += [
         "",
         "The fixes are in `tests/rehearsal/moto_server.py`, each with a probe of the pinned moto that a test keeps "
-        "failing without it. Run it: `make rehearse` (about 8 minutes on 2 cores, most of it the app's synthesis, "
+        "failing without it. Run it: `make rehearse` (a few minutes on 2 cores, most of it the app's synthesis, "
         "which every cdk command repeats; it prints each command and writes this file).",
         "",
     ]

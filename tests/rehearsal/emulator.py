@@ -27,7 +27,7 @@ RUNNING = re.compile(r"Running on http://127\.0\.0\.1:(\d+)")
 # Bounds for a hung system, not estimates: the server starts in about a second.
 START_TIMEOUT_S = 120
 STOP_TIMEOUT_S = 30
-SEED_KEY = ("AKIAREHEARSALSEED000", "rehearsal")  # any key moto does not know: its default account
+SEED_KEY = ("rehearsal-seed-key", "rehearsal")  # any key moto does not know (its default account); not key-like
 USER = "rehearsal"
 
 

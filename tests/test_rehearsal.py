@@ -172,12 +172,16 @@ def test_the_stacks_come_up_or_name_what_the_emulator_lacks(rehearsal: Rehearsal
 
 @pytest.mark.synth
 @pytest.mark.emulator
-def test_the_rehearsal_goes_on_past_a_failed_deploy_with_the_stacks_it_never_reached(rehearsal: Rehearsal) -> None:
+def test_the_rehearsal_goes_on_past_a_failed_deploy_with_each_stack_that_did_not_fail(rehearsal: Rehearsal) -> None:
+    """The same continuations whichever order the CDK CLI took among independent stacks (it varies): each stack of
+    a failed README deploy but the failed ones, alone."""
     failed = [call for call in rehearsal.calls if call.argv[:3] == ["npx", "cdk", "deploy"] and call.rc != 0]
-    never_reached = {stack for call in failed for stack in call.argv[3:] if stack.startswith(f"{SPEC.name}-")}
+    named = {stack for call in failed for stack in call.argv[3:] if stack.startswith(f"{SPEC.name}-")}
+    statuses = {name: status for stacks in rehearsal.stacks_after_deploy.values() for name, status in stacks.items()}
+    went_on = {call.argv[-2] for call in rehearsal.continued}
+    assert went_on == {stack for stack in named if statuses.get(stack) != "CREATE_FAILED"}, went_on
     for call in rehearsal.continued:
         assert call.argv[:3] == ["npx", "cdk", "deploy"] and call.argv[-1] == "--exclusively", call.argv
-        assert set(call.argv) & never_reached, call.argv
     # The cluster stack's change set never runs: the CDK CLI sets its termination protection first, which moto lacks.
     assert "UpdateTerminationProtection" in rehearsal.failures[NAMES["cluster"]]
 

@@ -522,16 +522,18 @@ def stacks_of(argv: list[str]) -> list[str]:
     return names
 
 
-def continuations(calls: list[dict[str, Any]], present: set[str]) -> list[list[str]]:
-    """For each README `cdk deploy` that failed: the same command for each of its stacks it never reached, alone
-    (--exclusively: its dependencies are the ones that failed), so that the rehearsal goes on with the rest."""
+def continuations(calls: list[dict[str, Any]], failed: set[str]) -> list[list[str]]:
+    """For each README `cdk deploy` that failed: the same command for each of its stacks that did not fail, alone
+    (--exclusively: its dependencies are the ones that failed), so that the rehearsal goes on with the rest. Which of
+    them the failed command reached first depends on the CDK CLI's order among independent stacks, which varies from
+    run to run; one it reached is deployed again without changes, so the rehearsal ends the same either way."""
     commands = []
     for call in calls:
         argv = call["argv"]
         if argv[:3] == ["npx", "cdk", "deploy"] and call["rc"] != 0:
             stacks = stacks_of(argv)
             options = [word for word in argv[3:] if word not in stacks]
-            commands += [[*argv[:3], *options, stack, "--exclusively"] for stack in stacks if stack not in present]
+            commands += [[*argv[:3], *options, stack, "--exclusively"] for stack in stacks if stack not in failed]
     return commands
 
 
@@ -582,11 +584,16 @@ def rehearse(workdir: Path, readme_text: str | None = None, echo: Callable[[str]
             Artifact(what, uri, uploaded(accounts, spec.accounts.compute, uri)) for what, _, uri in stand_ins
         ]
         readme_deploy_calls = read_calls(calls_file)
-        present = {name for stacks in accounts.stacks().values() for name in stacks}
-        more = continuations(readme_deploy_calls, present)
+        failed = {
+            name
+            for stacks in accounts.stacks().values()
+            for name, status in stacks.items()
+            if "FAILED" in status or "ROLLBACK" in status
+        }
+        more = continuations(readme_deploy_calls, failed)
         extra_env = {**env, "REHEARSAL_CALLS": str(root / "continued.jsonl")}
         for argv in more:
-            say(f"rehearsal: going on with what the failed command never reached: {' '.join(argv)}")
+            say(f"rehearsal: going on with a stack of a failed deploy that did not fail: {' '.join(argv)}")
             run_group([str(root / "bin" / "npx"), *argv[1:]], repo, extra_env, " ".join(argv))
         result.continued = [_call(c, "continued") for c in read_calls(root / "continued.jsonl")]
         # What the emulator holds once every deploy command ran.

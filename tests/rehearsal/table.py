@@ -38,11 +38,18 @@ def steady(text: str) -> str:
     return text.replace("|", "\\|").strip()
 
 
-def note(call: Call, rehearsal: Rehearsal) -> str:
+def question(asked: str) -> str:
+    """A (y/n) question of the CDK CLI without its prompt, the stacks it names sorted: how many times the CLI asks,
+    and in which order it names independent stacks, varies from run to run."""
+    text = re.sub(r"\s*\(y/n\).*", "", asked)
+    head, colon, names = text.partition(": ")
+    return f"{head}{colon}{', '.join(sorted(names.split(', ')))}" if colon else text
+
+
+def note(call: Call, rehearsal: Rehearsal, questions: bool = True) -> str:
     parts = []
-    if call.answered:
-        questions = sorted({re.sub(r"\s*\(y/n\).*", "", q) for q in call.answered})
-        parts.append(f"answered y to {len(call.answered)}: " + "; ".join(f"“{q}”" for q in questions))
+    if call.answered and questions:
+        parts.append("answered y: " + "; ".join(f"“{q}”" for q in sorted({question(q) for q in call.answered})))
     if call.rc != 0:
         parts.append(failure_note(call, rehearsal))
     return "; ".join(parts)
@@ -90,7 +97,8 @@ def render(rehearsal: Rehearsal) -> str:
         "in the account whose IAM holds its access key). Nothing leaves "
         "127.0.0.1. Each `(y/n)` question of the CDK CLI is answered `y`, as the reader would. A command the "
         "emulator cannot serve fails and the next one runs; an `npx cdk deploy` that stops early is followed by the "
-        "rehearsal's own `--exclusively` deploy of each stack it never reached.",
+        "rehearsal's own `--exclusively` deploy of each of its stacks that did not fail (the CDK CLI's order among "
+        "independent stacks varies, so one it reached may come again, unchanged).",
         "",
         "## Commands, in order",
         "",
@@ -102,8 +110,9 @@ def render(rehearsal: Rehearsal) -> str:
         out.append(f"| {number} | {call.block} | {command(call, rehearsal)} | {call.rc} | {note(call, rehearsal)} |")
         if number == deploys:
             for extra in rehearsal.continued:
-                block = "(rehearsal: the stacks a failed deploy never reached)"
-                out.append(f"| + | {block} | {command(extra, rehearsal)} | {extra.rc} | {note(extra, rehearsal)} |")
+                block = "(rehearsal: the stacks of a failed deploy that did not fail)"
+                shown = note(extra, rehearsal, questions=False)  # asks only where the failed deploy had not reached
+                out.append(f"| + | {block} | {command(extra, rehearsal)} | {extra.rc} | {shown} |")
     if rehearsal.inner_calls:
         out += [
             "",

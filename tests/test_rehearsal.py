@@ -60,7 +60,7 @@ def test_blocks_are_picked_by_section_whatever_their_tag_words() -> None:
         '```bash head-node\naws s3 ls "$AP/"\n```\n\n```python\nprint()\n```\n\n## Next\n'
     )
     blocks = readme.deploy_blocks(markdown)
-    assert [block.tags for block in blocks] == [("aws",), ()]
+    assert [block.tag for block in blocks] == ["aws", ""]
     assert "cdk bootstrap" in blocks[0].body and "cdk deploy" in blocks[1].body
 
 

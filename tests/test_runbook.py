@@ -23,6 +23,7 @@ import pytest
 from cluster.image_config import image_id
 from cluster.slurm_names import spec_partitions
 from spec import DeploymentSpec, load_spec
+from tests.rehearsal import readme
 from tests.runbook.blocks import DOCS, REPO, Block, all_blocks, blocks_in
 from tests.runbook.sandbox import calls, env_for, prepare, run_block
 from tests.stacks.conftest import Assembly
@@ -144,18 +145,15 @@ TEARDOWN_PLACEHOLDERS = {
     "KEY_ID": "1234abcd-12ab-34cd-56ef-1234567890ab",
     "ID": "llm-demo-accounting-final",
 }
-INLINE_COMMAND = re.compile(r"`((?:aws|python -m) [^`]+)`")
 
 
 def teardown_inline_commands() -> list[str]:
     """The commands README's tear-down names outside its blocks (the table of what is retained, the prose after it),
     placeholders filled."""
-    text = (REPO / "README.md").read_text()
-    match = re.search(r"^## Tearing down\n(.*?)(?=^## )", text, flags=re.S | re.M)
-    assert match, "README has no '## Tearing down'"
-    prose = re.sub(r"^```.*?^```", "", match.group(1), flags=re.S | re.M)
+    teardown = readme.section((REPO / "README.md").read_text(), readme.TEARDOWN_SECTION)
+    prose = re.sub(r"^```.*?^```", "", teardown, flags=re.S | re.M)
     placeholder = re.compile(rf"\b({'|'.join(TEARDOWN_PLACEHOLDERS)})\b")
-    return [placeholder.sub(lambda m: TEARDOWN_PLACEHOLDERS[m[1]], c) for c in INLINE_COMMAND.findall(prose)]
+    return [placeholder.sub(lambda m: TEARDOWN_PLACEHOLDERS[m[1]], c) for c in readme.INLINE_COMMAND.findall(prose)]
 
 
 @pytest.mark.runbook

@@ -1,30 +1,24 @@
 """The README's own deploy and tear-down blocks, picked by section heading: the rehearsal never retypes a command.
 
-A block is a ```bash fence, with or without tag words after `bash` (```bash aws, ```bash head-node); blocks
-tagged head-node run on the cluster and are never part of a deploy.
+Blocks are the runbook test's (tests/runbook/blocks.py): a ```bash fence with its tag (```bash aws, ```bash
+head-node); blocks tagged head-node run on the cluster and are never part of a deploy.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from tests.runbook.blocks import REPO, Block, blocks_in
 
 SPEC_SECTION = "The deployment spec"
 DEPLOY_SECTION = "Deploying for real"
 TEARDOWN_SECTION = "Tearing down"
 SPEC_FILE = "my-deployment.yaml"
-FENCE = re.compile(r"^```bash(?P<tags>[ \t][^\n]*)?\n(?P<body>.*?)^```[ \t]*$", re.S | re.M)
 # What a block of the deploy section must call to be part of the deploy (the access checks are not).
 DEPLOY_WORDS = re.compile(r"\bcdk (bootstrap|deploy)\b|\bspec\.phase_two\b|\bllm-phase-two\b|\bmy-deployment\.yaml\b")
-NOT_DEPLOY_TAGS = {"head-node"}
+NOT_DEPLOY_TAG = "head-node"
 # A README step that creates the user's spec from the example (`cp spec/default.yaml my-deployment.yaml`).
 CREATES_SPEC = re.compile(rf"^\s*cp\s+\S+\s+{re.escape(SPEC_FILE)}\s*$", re.M)
-
-
-@dataclass(frozen=True)
-class Block:
-    tags: tuple[str, ...]
-    body: str
 
 
 def section(markdown: str, heading: str) -> str:
@@ -35,9 +29,7 @@ def section(markdown: str, heading: str) -> str:
 
 
 def bash_blocks(markdown: str) -> list[Block]:
-    return [
-        Block(tuple((match.group("tags") or "").split()), match.group("body")) for match in FENCE.finditer(markdown)
-    ]
+    return [block for block in blocks_in(REPO / "README.md", markdown) if block.language == "bash"]
 
 
 def deploy_blocks(markdown: str) -> list[Block]:
@@ -51,7 +43,7 @@ def deploy_blocks(markdown: str) -> list[Block]:
     return creating + [
         block
         for block in bash_blocks(section(markdown, DEPLOY_SECTION))
-        if DEPLOY_WORDS.search(block.body) and not NOT_DEPLOY_TAGS & set(block.tags)
+        if DEPLOY_WORDS.search(block.body) and block.tag != NOT_DEPLOY_TAG
     ]
 
 
@@ -67,8 +59,8 @@ def creates_spec(blocks: list[Block]) -> bool:
 RETAINED_TABLE = "Retained on purpose"
 
 
-# The commands of a row of that table: the AWS CLI's and the repository's own (`python -m cluster.empty_bucket`).
-REMOVAL_COMMAND = re.compile(r"`((?:aws|python -m) [^`]+)`")
+# A command written inline, outside a block: the AWS CLI's and the repository's own (`python -m cluster.empty_bucket`).
+INLINE_COMMAND = re.compile(r"`((?:aws|python -m) [^`]+)`")
 
 
 def removal_rows(markdown: str) -> list[list[str]]:
@@ -85,4 +77,4 @@ def removal_rows(markdown: str) -> list[list[str]]:
         elif rows:
             break
     remove_column = [row.rsplit("|", 2)[1] for row in rows[2:]]  # after the header and its rule
-    return [found for cell in remove_column if (found := REMOVAL_COMMAND.findall(cell))]
+    return [found for cell in remove_column if (found := INLINE_COMMAND.findall(cell))]

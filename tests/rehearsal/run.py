@@ -31,6 +31,7 @@ from spec.phase_two import NETWORK_OUTPUTS
 from tests.rehearsal import readme
 from tests.rehearsal.emulator import STOP_TIMEOUT_S, Server, moto_server, session, write_profiles
 from tests.rehearsal.shim import DRY_OUTPUT
+from tests.runbook.blocks import Block
 
 REPO = Path(__file__).resolve().parents[2]
 CREATED = "created"
@@ -217,9 +218,9 @@ def run_group(argv: list[str], cwd: Path, env: dict[str, str], what: str) -> int
             process.wait(timeout=STOP_TIMEOUT_S)
 
 
-def run_block(block: readme.Block, cwd: Path, env: dict[str, str]) -> int:
+def run_block(block: Block, cwd: Path, env: dict[str, str]) -> int:
     first = block.body.strip().splitlines()[0]
-    return run_group(["bash", "-u", "-o", "pipefail", "-c", block.body], cwd, env, f"the README block '{first}'")
+    return run_group(["bash", "-u", "-o", "pipefail", "-c", block.script()], cwd, env, f"the README block '{first}'")
 
 
 def read_calls(path: Path, inner: bool = False) -> list[dict[str, Any]]:
@@ -263,7 +264,7 @@ def ran_as_written(calls: list[Call], expected: list[list[str]]) -> bool:
     return len(calls) == len(expected) and all(same(c.argv, e) for c, e in zip(calls, expected, strict=True))
 
 
-def dry_run(blocks: list[readme.Block], root: Path) -> list[list[str]]:
+def dry_run(blocks: list[Block], root: Path) -> list[list[str]]:
     """The argv of every npx, aws and python call the blocks make, without running any (the expected sequence)."""
     root.mkdir()
     cwd = scratch_repo(root)

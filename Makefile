@@ -60,24 +60,24 @@ demo: setup
 	# A real two-node SLURM cluster on this host; the job is submitted as on the head node; stopped on any exit.
 	# A local Prometheus (Debian's) scrapes the exporters and the trainer meanwhile and prints what it holds.
 	set -eo pipefail; export SLURM_CONF=$(CURDIR)/.local-slurm/slurm.conf; \
-	trap '$(PY) -m cluster.local_slurm down' EXIT; \
-	$(PY) -m cluster.local_slurm up; \
-	$(PY) -m cluster.observability.local watch --dir build/demo-prometheus -- bash -c \
-	  'set -eo pipefail; job=$$($(PY) -m training.submit --backend fsdp --model training/configs/tiny.yaml --nodes 2 \
+	trap '$(PY) -m cluster.verify.local_slurm down' EXIT; \
+	$(PY) -m cluster.verify.local_slurm up; \
+	$(PY) -m cluster.verify.local_observability watch --dir build/demo-prometheus -- bash -c \
+	  'set -eo pipefail; job=$$($(PY) -m launch.submit --backend fsdp --model training/configs/tiny.yaml --nodes 2 \
 	    --data-prefix build/data/demo_text_document --run-dir $(DEMO_RUN) --local | cut -d" " -f1); \
-	  $(PY) -m training.launch.follow --job $$job --run-dir $(DEMO_RUN)'
+	  $(PY) -m launch.follow --job $$job --run-dir $(DEMO_RUN)'
 
 # Evaluates the synthesized policies (IAM engine, every case and every mutant) for reviewers.
 policy-report: synth
 	$(PY) -m policies.verify.report --cdk-out cdk.out $(if $(SPEC),--spec $(SPEC),) --output docs/access-matrix.md
 
 # aws-parallelcluster pins CDK v1 and jsii 1.85, so it gets its own environment; the tests run its schema,
-# ConfigPatch and node-role builders on what the repo synthesizes (cluster/pcluster/*; about a minute to build).
+# ConfigPatch and node-role builders on what the repo synthesizes (cluster/verify/pcluster/*; about a minute to build).
 pcluster-venv: $(PCLUSTER_VENV)/.installed
 
-$(PCLUSTER_VENV)/.installed: cluster/pcluster/requirements.txt cluster/pcluster/constraints.txt
+$(PCLUSTER_VENV)/.installed: cluster/verify/pcluster/requirements.txt cluster/verify/pcluster/constraints.txt
 	test -x $(PCLUSTER_VENV)/bin/python || python3 -m venv $(PCLUSTER_VENV)
-	$(PCLUSTER_VENV)/bin/pip install --quiet -r cluster/pcluster/requirements.txt -c cluster/pcluster/constraints.txt
+	$(PCLUSTER_VENV)/bin/pip install --quiet -r cluster/verify/pcluster/requirements.txt -c cluster/verify/pcluster/constraints.txt
 	touch $@
 
 # The AWS CLI v1 for the runbook test's `aws` commands (tests/aws_cli/requirements.txt says why its own venv).
@@ -99,11 +99,11 @@ $(CHECKOV_VENV)/.installed: policies/verify/checkov/requirements.txt policies/ve
 	$(CHECKOV_VENV)/bin/pip install --quiet -r policies/verify/checkov/requirements.txt -c policies/verify/checkov/constraints.txt
 	touch $@
 
-# NeMo 2.4.0 (the nemo:25.07 container's) for the NeMo contract tests (tests/jobs/test_nemo_contract.py): its pins
+# NeMo 2.4.0 (the nemo:25.07 container's) for the NeMo contract tests (tests/launch/test_nemo_contract.py): its pins
 # clash with ours, so it gets its own environment, every package pinned and installed without resolution
 # (about 3.2 GB; 8 minutes on the 2-core VM, most of it downloading).
 NEMO_VENV := .nemo-venv
-NEMO_LOCK := tests/jobs/contracts/nemo-lock.txt
+NEMO_LOCK := tests/launch/contracts/nemo-lock.txt
 
 nemo-venv: $(NEMO_VENV)/.installed
 
@@ -113,13 +113,13 @@ $(NEMO_VENV)/.installed: $(NEMO_LOCK)
 	$(NEMO_VENV)/bin/pip install --quiet --no-deps -r $(NEMO_LOCK)
 	touch $@
 
-# Megatron Bridge 0.6.0 (NeMo Framework 26.08's, the default NeMo backend) for tests/jobs/test_bridge_contract.py: Python
+# Megatron Bridge 0.6.0 (NeMo Framework 26.08's, the default NeMo backend) for tests/launch/test_bridge_contract.py: Python
 # 3.12 (pyenv; megatron-bridge needs >=3.12,<3.13), every package pinned in the lock and installed without resolution,
 # PyPI's torch 2.13.0 with its CUDA libraries included. nvidia-resiliency-ext 0.6.0 has only a manylinux_2_39 wheel for
-# Python 3.12: it is installed by file (tests/jobs/contracts/bridge-lock.txt says why).
+# Python 3.12: it is installed by file (tests/launch/contracts/bridge-lock.txt says why).
 # Measured on the 2-core VM with an empty pip cache: see docs/jobs.md (size and build time).
 BRIDGE_VENV := .bridge-venv
-BRIDGE_LOCK := tests/jobs/contracts/bridge-lock.txt
+BRIDGE_LOCK := tests/launch/contracts/bridge-lock.txt
 BRIDGE_PYTHON ?= $(HOME)/.pyenv/versions/3.12.1/bin/python3.12
 NVRX_WHEEL := nvidia_resiliency_ext-0.6.0-cp312-cp312-manylinux_2_39_x86_64.whl
 

@@ -1,7 +1,7 @@
 """Activation bytes one transformer block keeps for backward, per token, measured with autograd's saved-tensor hooks.
 
 `python -m bench.activation_memory [--model 1b] [--instance p5.48xlarge] [--nodes 1] [--seq 4096] [--batch 4]`
-prints the measured figure beside the planner's (training/planner/memory.py) and the planner's verdict on whether
+prints the measured figure beside the planner's (planner/memory.py) and the planner's verdict on whether
 the job fits, with the measured figure in place of the planner's.
 
 What is measured is what a GPU run of the config keeps, reproduced on a CPU:
@@ -25,13 +25,13 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from planner.memory import GIB, block_activation_bytes_per_token, memory_per_device
 from spec.cli import user_errors
 from training.models.args import ModelArgs
 from training.models.llama import LlamaBlock
 from training.models.neox import NeoXBlock
 from training.models.registry import get_model_args
 from training.models.rope import model_inverse_frequencies, rotary_cos_sin
-from training.planner.memory import GIB, block_activation_bytes_per_token, memory_per_device
 
 MEASURE_SEQ = 256
 

@@ -1,7 +1,7 @@
 """Slurm accounting from the spec: slurm.conf settings and the sacctmgr script that creates QoS, accounts, users.
 
 `slurm_conf_settings` goes into ParallelCluster's SlurmSettings.CustomSlurmSettings (cluster/config_builder) and
-into the local cluster's slurm.conf (cluster/local_slurm), so both run the same settings. `sacctmgr_script` is
+into the local cluster's slurm.conf (cluster/verify/local_slurm), so both run the same settings. `sacctmgr_script` is
 a bash script the head node runs once slurmdbd answers (cluster/bootstrap/head_node.sh, from the payload); it
 converges the database on the spec and may run any number of times: it adds what is missing and sets every
 limit to the spec's value (a limit the spec drops is cleared), and never removes accounts, users or QoS
@@ -34,7 +34,7 @@ def slurm_conf_settings(accounting: AccountingSpec) -> list[tuple[str, str]]:
     settings: list[tuple[str, str]] = [
         # GPUs become a tracked resource, so QoS limits on gres/gpu and sacct's AllocTRES see them.
         ("AccountingStorageTRES", "gres/gpu"),
-        # The job's comment carries its plan (training.submit --plan): llm-report reads it back from sacct.
+        # The job's comment carries its plan (launch.submit --plan): llm-report reads it back from sacct.
         ("AccountingStoreFlags", "job_comment"),
     ]
     if accounting.enforce:

@@ -1,4 +1,4 @@
-"""The head node's payload: the training package, the job layer, the spec and the node checks, as one tarball.
+"""The head node's payload: the trainer, job submission, the planner, the spec and the node checks, as one tarball.
 
 Built at synth time into build/, deterministically (sorted entries, fixed owner and mtime, no
 __pycache__), so the CDK asset hash changes only when the content does. The head-node bootstrap
@@ -19,7 +19,7 @@ from spec import DeploymentSpec
 
 REPO = Path(__file__).resolve().parents[1]
 # Python packages the head node and the jobs import, and the files beside them.
-PACKAGES: tuple[str, ...] = ("training", "slurm", "spec", "cluster", "policies")
+PACKAGES: tuple[str, ...] = ("training", "launch", "planner", "slurm", "spec", "cluster", "policies")
 TOP_LEVEL_FILES: tuple[str, ...] = (
     "pyproject.toml",  # the entry points the head node puts on PATH
     "requirements.txt",

@@ -2,7 +2,7 @@
 
 ParallelCluster's head node reads the secret named in SlurmSettings.Database.PasswordSecretArn with
 secretsmanager:GetSecretValue when it configures slurmdbd (its own node policy builder grants exactly that;
-cluster/runtime_contract.py checks it). The secret has a fixed name, so the head node's role and the
+cluster/verify/runtime_contract.py checks it). The secret has a fixed name, so the head node's role and the
 Secrets Manager endpoint's policy can name it without a cross-stack reference; Secrets Manager appends six
 random characters to the name in the ARN. The secret is encrypted with its own KMS key, which Secrets Manager
 uses on the caller's behalf: the role may decrypt only through Secrets Manager, only for this secret.

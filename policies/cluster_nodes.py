@@ -50,7 +50,7 @@ def _scope(spec: DeploymentSpec) -> dict[str, str]:
 
 def _common(spec: DeploymentSpec, asset_object_arns: list[str]) -> list[Statement]:
     """What every node does: ParallelCluster's ComputeNodeIamResources, the Slurm table lookup, and
-    the CloudWatch agent (CloudWatchAgentServerPolicy, less what cluster/runtime_contract.py omits)."""
+    the CloudWatch agent (CloudWatchAgentServerPolicy, less what cluster/verify/runtime_contract.py omits)."""
     scope = _scope(spec)
     return [
         # Describe calls have no resource-level permissions; DescribeVolumes/Tags serve the CloudWatch agent.

@@ -1,5 +1,5 @@
 """Assembling an sbatch script: #SBATCH directives, a block of shell-quoted settings, then static bash parts
-from a parts directory (training/jobs/: shared functions and the backend's body). The rendered script is self-contained, so a
+from a parts directory (launch/jobs/: shared functions and the backend's body). The rendered script is self-contained, so a
 pending job is unaffected by later edits to the repository.
 """
 

@@ -1,5 +1,5 @@
 """Submitting to SLURM: sbatch with dependencies, the submit environment, time limits, where the spec comes from.
-Shared by `python -m training.submit` and `python -m cluster.fabric`.
+Shared by `python -m launch.submit` and `python -m cluster.fabric`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Where a job runs: the SLURM partition and what its nodes have, from the deployment spec's cluster section
 (queue -> instance type -> accelerators, EFA, shared storage, container image, Neuron SDK) or from the
-explicit local profile (the CPU cluster of `python -m cluster.local_slurm`).
+explicit local profile (the CPU cluster of `python -m cluster.verify.local_slurm`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 One truth for three consumers: the CDK construct that creates the database (stacks/parts/accounting_database),
 the ParallelCluster config (SlurmSettings.Database and the slurm.conf settings, cluster/config_builder) and the
-sacctmgr commands the head node runs (cluster/accounting). The local cluster (cluster/local_slurm) runs the same
+sacctmgr commands the head node runs (cluster/accounting). The local cluster (cluster/verify/local_slurm) runs the same
 commands against a real slurmdbd. Imports no CDK and no torch.
 """
 
@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
 from spec.errors import SpecProblem
 from spec.fields import StrictModel, matches
-
-if TYPE_CHECKING:
-    from spec.model import DeploymentSpec
 
 # Slurm stores account and QoS names in lower case; sacctmgr accepts these characters unquoted.
 _SLURM_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
@@ -214,46 +211,3 @@ def accounting_problems(accounting: AccountingSpec, path: str = "cluster.account
         for member_index, member in enumerate(team.members):
             if member in team.members[:member_index]:
                 yield SpecProblem(f"{where}.members[{member_index}]", "is listed twice", member)
-
-
-def database_availability_zones(spec: DeploymentSpec) -> tuple[str, str]:
-    """The two AZs of the database subnets the network stack creates (network.mode create)."""
-    first = spec.network.availability_zone
-    assert spec.cluster is not None
-    second = spec.cluster.accounting.database.second_availability_zone
-    if second is None:
-        second = f"{spec.region}{'b' if first == f'{spec.region}a' else 'a'}"
-    return first, second
-
-
-def accounting_network_problems(spec: DeploymentSpec) -> Iterator[SpecProblem]:
-    """Where the database lives: two subnets in two AZs of the deployment's region."""
-    if spec.cluster is None or not spec.cluster.accounting.enabled:
-        return
-    database = spec.cluster.accounting.database
-    path = "cluster.accounting.database"
-    if spec.network.mode == "existing":
-        if database.second_availability_zone is not None:
-            yield SpecProblem(
-                f"{path}.second_availability_zone",
-                "applies to network.mode create; with an existing network give subnet_ids",
-                database.second_availability_zone,
-            )
-        if not database.subnet_ids or len(set(database.subnet_ids)) < 2:
-            yield SpecProblem(
-                f"{path}.subnet_ids",
-                "needs two or more subnets in two AZs with network.mode existing (RDS subnet groups span two AZs)",
-                database.subnet_ids,
-            )
-        return
-    if database.subnet_ids is not None:
-        yield SpecProblem(
-            f"{path}.subnet_ids",
-            "applies to network.mode existing; the network stack creates them",
-            database.subnet_ids,
-        )
-    first, second = database_availability_zones(spec)
-    if second == first:
-        yield SpecProblem(f"{path}.second_availability_zone", "must differ from network.availability_zone", second)
-    elif second[:-1] != spec.region:
-        yield SpecProblem(f"{path}.second_availability_zone", f"is not in the deployment region {spec.region}", second)

@@ -1,14 +1,16 @@
-"""Rules that relate several fields of a parsed spec. Each returns SpecProblems with exact paths."""
+"""Rules that relate several fields of a parsed spec, sections included: each section's schema checks its own fields,
+and every rule that needs the whole spec lives here, so no section imports the model. Each returns SpecProblems
+with exact paths."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
 
-from spec.accounting import accounting_network_problems, accounting_problems
-from spec.containers import container_problems
+from spec.accounting import accounting_problems
+from spec.containers import parse_ecr_image
 from spec.errors import SpecProblem
-from spec.model import BUILTIN_ROLES, DeploymentSpec
+from spec.model import BUILTIN_ROLES, DeploymentSpec, database_availability_zones
 from spec.regions import DYNAMODB_PREFIX_LISTS, S3_PREFIX_LISTS
 
 _ROLE_ACCOUNT_RE = re.compile(r"^arn:aws:iam::(\d{12}):role/")
@@ -179,3 +181,66 @@ def _cluster(spec: DeploymentSpec) -> list[SpecProblem]:
     return spec_problems(
         spec.cluster, availability_zone=spec.network.availability_zone, internet_egress=spec.network.internet_egress
     )
+
+
+def container_problems(spec: DeploymentSpec) -> Iterator[SpecProblem]:
+    """The image must be the compute account's, in the deployment region, or a .sqsh on the cluster's FSx."""
+    cluster = spec.cluster
+    if cluster is None or not cluster.containers.pyxis:
+        return
+    containers = cluster.containers
+    image = containers.nemo_image
+    ecr = parse_ecr_image(image)
+    path = "cluster.containers.nemo_image"
+    if ecr is not None:
+        if ecr.account != spec.accounts.compute:
+            yield SpecProblem(
+                path, f"is in account {ecr.account}, not the compute account {spec.accounts.compute}", image
+            )
+        if ecr.region != spec.region:
+            yield SpecProblem(path, f"is in region {ecr.region}, not the deployment region {spec.region}", image)
+        if ecr.repository != containers.ecr_repository:
+            yield SpecProblem(
+                path,
+                f"is not in cluster.containers.ecr_repository ({containers.ecr_repository}): the nodes may pull only that",
+                image,
+            )
+        return
+    # Without a shared file system the cluster may still train without NeMo: launch.submit refuses a NeMo job.
+    if cluster.fsx is not None and not image.startswith(cluster.fsx.mount_dir.rstrip("/") + "/"):
+        yield SpecProblem(
+            path, f"is not on the shared file system ({cluster.fsx.mount_dir}): every node reads it", image
+        )
+
+
+def accounting_network_problems(spec: DeploymentSpec) -> Iterator[SpecProblem]:
+    """Where the database lives: two subnets in two AZs of the deployment's region."""
+    if spec.cluster is None or not spec.cluster.accounting.enabled:
+        return
+    database = spec.cluster.accounting.database
+    path = "cluster.accounting.database"
+    if spec.network.mode == "existing":
+        if database.second_availability_zone is not None:
+            yield SpecProblem(
+                f"{path}.second_availability_zone",
+                "applies to network.mode create; with an existing network give subnet_ids",
+                database.second_availability_zone,
+            )
+        if not database.subnet_ids or len(set(database.subnet_ids)) < 2:
+            yield SpecProblem(
+                f"{path}.subnet_ids",
+                "needs two or more subnets in two AZs with network.mode existing (RDS subnet groups span two AZs)",
+                database.subnet_ids,
+            )
+        return
+    if database.subnet_ids is not None:
+        yield SpecProblem(
+            f"{path}.subnet_ids",
+            "applies to network.mode existing; the network stack creates them",
+            database.subnet_ids,
+        )
+    first, second = database_availability_zones(spec)
+    if second == first:
+        yield SpecProblem(f"{path}.second_availability_zone", "must differ from network.availability_zone", second)
+    elif second[:-1] != spec.region:
+        yield SpecProblem(f"{path}.second_availability_zone", f"is not in the deployment region {spec.region}", second)

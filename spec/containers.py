@@ -14,17 +14,12 @@ pinned choice. `image_tag` and `nemo_image` default to that framework's build.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from spec.errors import SpecProblem
 from spec.fields import StrictModel, matches
-
-if TYPE_CHECKING:
-    from spec.model import DeploymentSpec
 
 # ECR's repository-name grammar (lowercase components separated by / . _ -) and Docker's tag grammar.
 _ECR_REPOSITORY_RE = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$")
@@ -48,14 +43,14 @@ class Framework:
 
     base_image: str  # what containers/nemo-efa builds FROM (NEMO_IMAGE)
     tag: str  # the ECR tag of our EFA build: the base's tag and the EFA installer's version
-    entry_point: str  # training/jobs/<entry_point>, run in the container by nemo.sh
+    entry_point: str  # launch/jobs/<entry_point>, run in the container by nemo.sh
     check_import: str  # the module the image build imports to prove the framework is there
     versions: str  # what the container carries, for docs and notes
 
 
 # Megatron Bridge 0.6.0 is NeMo Framework 26.08's LLM training library (its GitHub release v0.6.0 is titled
 # "NeMo Framework 26.08 - Megatron Bridge Release Notes"); megatron-bridge 0.6.0 is on PyPI, so the contract tests
-# run the same version (tests/jobs/contracts/bridge-lock.txt). NeMo 2.4.0 is nemo:25.07's (tests/jobs/contracts/
+# run the same version (tests/launch/contracts/bridge-lock.txt). NeMo 2.4.0 is nemo:25.07's (tests/launch/contracts/
 # nemo-lock.txt). NeMo's own main line no longer has the LLM collection that 25.07's entry point uses.
 FRAMEWORKS: dict[str, Framework] = {
     "megatron-bridge-26.08": Framework(
@@ -183,33 +178,3 @@ class ContainersSpec(StrictModel):
     def ecr_image(self, account: str, region: str) -> EcrImage:
         """The image `make nemo-image` pushes and the nodes may pull."""
         return EcrImage(account, region, self.ecr_repository, self.image_tag)
-
-
-def container_problems(spec: DeploymentSpec) -> Iterator[SpecProblem]:
-    """The image must be the compute account's, in the deployment region, or a .sqsh on the cluster's FSx."""
-    cluster = spec.cluster
-    if cluster is None or not cluster.containers.pyxis:
-        return
-    containers = cluster.containers
-    image = containers.nemo_image
-    ecr = parse_ecr_image(image)
-    path = "cluster.containers.nemo_image"
-    if ecr is not None:
-        if ecr.account != spec.accounts.compute:
-            yield SpecProblem(
-                path, f"is in account {ecr.account}, not the compute account {spec.accounts.compute}", image
-            )
-        if ecr.region != spec.region:
-            yield SpecProblem(path, f"is in region {ecr.region}, not the deployment region {spec.region}", image)
-        if ecr.repository != containers.ecr_repository:
-            yield SpecProblem(
-                path,
-                f"is not in cluster.containers.ecr_repository ({containers.ecr_repository}): the nodes may pull only that",
-                image,
-            )
-        return
-    # Without a shared file system the cluster may still train without NeMo: training.submit refuses a NeMo job.
-    if cluster.fsx is not None and not image.startswith(cluster.fsx.mount_dir.rstrip("/") + "/"):
-        yield SpecProblem(
-            path, f"is not on the shared file system ({cluster.fsx.mount_dir}): every node reads it", image
-        )

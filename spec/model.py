@@ -434,3 +434,13 @@ class DeploymentSpec(StrictModel):
             "cluster": f"{self.name}-cluster",
             "observability": f"{self.name}-observability",
         }
+
+
+def database_availability_zones(spec: DeploymentSpec) -> tuple[str, str]:
+    """The two AZs of the database subnets the network stack creates (network.mode create)."""
+    first = spec.network.availability_zone
+    assert spec.cluster is not None
+    second = spec.cluster.accounting.database.second_availability_zone
+    if second is None:
+        second = f"{spec.region}{'b' if first == f'{spec.region}a' else 'a'}"
+    return first, second

@@ -105,6 +105,6 @@ def add_nag_packs(app: App, spec: DeploymentSpec) -> None:
     """AWS Solutions and the data-perimeter pack as validation plugins: a finding fails synth."""
     from aws_cdk import Validations
 
-    from stacks.parts.nag_pack import DataPerimeterChecks
+    from stacks.nag.data_perimeter import DataPerimeterChecks
 
     Validations.of(app).add_plugins(AwsSolutionsChecks(app), DataPerimeterChecks(app, spec))

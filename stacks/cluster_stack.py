@@ -13,10 +13,10 @@ from cluster.config_builder import ClusterRefs, custom_resource_properties
 from policies.cluster_nodes import compute_node_cluster_policy, head_node_cluster_policy, payload_parameter_name
 from spec import DeploymentSpec, SpecError
 from spec.platform.validators import config_problems
+from stacks.nag.acknowledge import acknowledge, wildcard_resources
 from stacks.network_stack import NetworkStack
 from stacks.parts.accounting_database import AccountingDatabase
 from stacks.parts.cluster_assets import ClusterAssets
-from stacks.parts.nag import acknowledge, wildcard_resources
 from stacks.parts.parallel_cluster import ParallelCluster
 
 BUILD_DIR = Path(__file__).resolve().parents[1] / "build" / "cluster"

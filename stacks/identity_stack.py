@@ -10,8 +10,8 @@ from constructs import Construct
 
 from policies.identity import key_resource_and_conditions
 from spec import DeploymentSpec
+from stacks.nag.acknowledge import acknowledge
 from stacks.parts.dataset_role import DatasetRole
-from stacks.parts.nag import acknowledge
 
 SSM_CORE = "AmazonSSMManagedInstanceCore"
 

@@ -13,14 +13,14 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 if TYPE_CHECKING:
-    from cluster.local_slurm import LocalSlurm
+    from cluster.verify.local_slurm import LocalSlurm
     from tests.stacks.conftest import Assembly
 
 
 @pytest.fixture(scope="session")
 def local_slurm_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSlurm]:
     """The local SLURM cluster (n1, n2 in partition 'local'): started once per session, always stopped."""
-    from cluster.local_slurm import LocalSlurm
+    from cluster.verify.local_slurm import LocalSlurm
 
     if os.geteuid() != 0:
         pytest.skip("the local SLURM cluster needs root (it installs slurm-wlm and runs slurmd)")

@@ -94,7 +94,7 @@ def test_every_pcluster_command_parses_with_parallelclusters_own_cli(pcluster_ve
     commands = pcluster_commands()
     assert any(argv[0] == "update-compute-fleet" for _, argv in commands)
     result = subprocess.run(
-        [str(pcluster_venv / "bin" / "python"), str(REPO / "cluster" / "pcluster" / "parse_commands.py")],
+        [str(pcluster_venv / "bin" / "python"), str(REPO / "cluster" / "verify" / "pcluster" / "parse_commands.py")],
         input=json.dumps({"commands": [argv for _, argv in commands]}),
         capture_output=True,
         text=True,

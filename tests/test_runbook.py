@@ -85,7 +85,7 @@ def test_doc_blocks_run_or_parse(doc: Path, tmp_path: Path, runbook_tools: None)
 MISTAKES = [
     (
         "here",
-        "python -m training.plan --model llama3-8b --instance p5.48xlarge --nodes 8 --sequence 8192",
+        "python -m planner.plan --model llama3-8b --instance p5.48xlarge --nodes 8 --sequence 8192",
         "--sequence",
     ),
     ("aws", "aws s3 ls s3://my-bucket/ --recurse", "--recurse"),

@@ -9,8 +9,8 @@ from pathlib import Path
 from tests.stress import HOG, Round, read_junit, report, start_hogs, stop_hogs
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
-<testcase classname="tests.jobs.test_backends_slurm" name="test_ok" time="1"/>
-<testcase classname="tests.jobs.test_backends_slurm" name="test_requeue" time="2">
+<testcase classname="tests.launch.test_backends_slurm" name="test_ok" time="1"/>
+<testcase classname="tests.launch.test_backends_slurm" name="test_requeue" time="2">
   <failure message="AssertionError: job 8 never ran attempt 2">job 8 story line 1
 ---- job 8: the script's decisions ----
 job[..]: requeueing (restart 1, not a failure)</failure></testcase>
@@ -23,10 +23,10 @@ def test_a_round_counts_from_the_junit_report_and_keeps_each_failures_story(tmp_
     result = read_junit(tmp_path / "round-1.xml", 1, 12.0, 1)
     assert (result.passed, result.skipped, result.ran, result.ok) == (1, 1, 2, False)
     ((test_id, text),) = result.failures
-    assert test_id == "tests.jobs.test_backends_slurm::test_requeue"
+    assert test_id == "tests.launch.test_backends_slurm::test_requeue"
     assert "never ran attempt 2" in text and "requeueing (restart 1, not a failure)" in text
     printed = report([result, Round(2, 10.0, 0, passed=2)], hogs=2)
-    assert "==== round 1: FAILED tests.jobs.test_backends_slurm::test_requeue" in printed
+    assert "==== round 1: FAILED tests.launch.test_backends_slurm::test_requeue" in printed
     assert printed.endswith("stress: 1 of 2 rounds passed, 2 tests run per round, under 2 busy loops on "
                             f"{__import__('os').cpu_count()} cores")  # fmt: skip
 

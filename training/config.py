@@ -249,3 +249,10 @@ def resolve_model_args(section: ModelSection, data_vocab_size: int | None) -> Mo
             [f"model.vocab_size: {args.vocab_size} is smaller than the dataset's vocabulary ({data_vocab_size})"]
         )
     return args
+
+
+def check_sequence_fits(data: DataSection, args: ModelArgs) -> None:
+    """The one rule every backend keeps: a training sequence is no longer than the model's positions. The trainer
+    checks it on the nodes, and `llm-submit` and `llm-plan` before anything is queued."""
+    if data.seq_len > args.max_seq_len:
+        raise ConfigError([f"data.seq_len: {data.seq_len} exceeds model.max_seq_len {args.max_seq_len}"])

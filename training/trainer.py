@@ -20,7 +20,7 @@ from training.checkpoint.hf_load import load_hf_weights
 from training.checkpoint.layout import MARKER, latest_complete
 from training.checkpoint.manager import CheckpointManager
 from training.checkpoint.state import training_state
-from training.config import ConfigError, JobConfig, resolve_deterministic, resolve_model_args
+from training.config import ConfigError, JobConfig, check_sequence_fits, resolve_deterministic, resolve_model_args
 from training.data.loader import LoaderConfig, PackedTokenLoader
 from training.guards import LossGuard
 from training.metrics.flops import (
@@ -130,8 +130,7 @@ class Trainer:
         )
 
         self.model_args = resolve_model_args(config.model, self.train_loader.vocab_size)
-        if data.seq_len > self.model_args.max_seq_len:
-            raise ConfigError([f"data.seq_len: {data.seq_len} exceeds model.max_seq_len {self.model_args.max_seq_len}"])
+        check_sequence_fits(data, self.model_args)
         self.params = count_parameters(self.model_args)
 
         # One data-parallel rank: no FSDP, whose gathers and reduce-scatters would only copy (as in torchtitan).

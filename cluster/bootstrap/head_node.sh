@@ -17,7 +17,7 @@
 #    in one rename, so a job never sees half a copy. The id hashes the payload and the env's inputs: a
 #    rerun with the same ones rebuilds nothing. The previous release stays for jobs still running from it.
 # 3. /etc/profile.d/llm-training.sh exports LLM_TRAINING_SPEC (the release's deployment.yaml, which
-#    `python -m training.submit` reads by default) and puts the release's commands on PATH: pyproject.toml's
+#    `python -m launch.submit` reads by default) and puts the release's commands on PATH: pyproject.toml's
 #    entry points (llm-submit, llm-plan, ...) and the env's tensorboard (cluster/bootstrap/login_env.sh).
 # 4. With --pyxis true: turns on the pyxis SPANK plugin (srun --container-image) with its runtime
 #    path on node-local /run/pyxis.
@@ -179,8 +179,8 @@ build_env() {
 	local site
 	site="$("$release/.venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
 	echo "$release" >"$site/llm-training.pth"
-	(cd / && "$release/.venv/bin/python" -I -c 'import training.submit') ||
-		die "the new env in $release/.venv cannot import training.submit"
+	(cd / && "$release/.venv/bin/python" -I -c 'import launch.submit') ||
+		die "the new env in $release/.venv cannot import launch.submit"
 	# The release's commands: pyproject.toml's entry points (llm-submit, llm-plan, ...) and the env's own tools the
 	# runbook uses here (tensorboard), in $release/bin (cluster/bootstrap/login_env.sh, from the release itself).
 	bash "$release/cluster/bootstrap/login_env.sh" launchers "$release"

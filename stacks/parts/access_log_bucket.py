@@ -6,7 +6,7 @@ from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from stacks.parts.nag import acknowledge
+from stacks.nag.acknowledge import acknowledge
 
 
 def access_log_bucket(scope: Construct, bucket_name: str, retention_days: int) -> s3.Bucket:

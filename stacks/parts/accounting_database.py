@@ -18,7 +18,7 @@ from constructs import Construct
 
 from policies.accounting import accounting_secret_name
 from spec import DeploymentSpec
-from stacks.parts.nag import acknowledge
+from stacks.nag.acknowledge import acknowledge
 
 AURORA_MYSQL = rds.AuroraMysqlEngineVersion.VER_3_08_2  # MySQL 8.0 compatible, Serverless v2 capable
 RDS_MYSQL = rds.MysqlEngineVersion.VER_8_0_43

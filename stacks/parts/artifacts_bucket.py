@@ -11,8 +11,8 @@ from constructs import Construct
 from policies.artifacts import ARTIFACTS_POLICY_NAME, READERS, artifacts_bucket_policy, artifacts_read_policy
 from spec import DeploymentSpec
 from spec.artifacts import artifacts_bucket_name
+from stacks.nag.acknowledge import acknowledge, wildcard_resources
 from stacks.parts.access_log_bucket import access_log_bucket
-from stacks.parts.nag import acknowledge, wildcard_resources
 
 
 class ArtifactsBucket(Construct):

@@ -8,7 +8,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from spec import DeploymentSpec
-from spec.accounting import database_availability_zones
+from spec.model import database_availability_zones
 
 # The accounting database's subnets: the last two /27s of the VPC range (the compute subnet and the NAT's
 # public one are allocated from its start), one per AZ, routed nowhere but the VPC.

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from bench.activation_memory import main, measured_block_bytes_per_token
+from planner.memory import block_activation_bytes_per_token
 from training.models.args import ModelArgs
 from training.models.registry import get_model_args
-from training.planner.memory import block_activation_bytes_per_token
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL_LLAMA = ModelArgs(flavor="llama", dim=64, n_layers=2, n_heads=8, ffn_dim=160, vocab_size=128, n_kv_heads=2)

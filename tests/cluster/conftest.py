@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from cluster.pcluster.runner import PCLUSTER_VENV, REPO_ROOT
+from cluster.verify.pcluster.runner import PCLUSTER_VENV, REPO_ROOT
 from spec import DEFAULT_SPEC_PATH, DeploymentSpec, parse_spec
 
 EXAMPLES = sorted((REPO_ROOT / "spec" / "examples").glob("*.yaml"))

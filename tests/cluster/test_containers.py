@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from cluster.containers import IMPORT_SCRIPT, import_command, import_environment, main, push_commands
-from cluster.local_slurm.install import ensure_shellcheck
+from cluster.verify.local_slurm.install import ensure_shellcheck
 from policies.cluster_nodes import compute_node_cluster_policy, container_pull_statements
 from spec import SpecError, load_spec, parse_spec
 from spec.containers import parse_ecr_image, pyxis_image

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from cluster.fabric.cli import main
-from cluster.local_slurm.install import ensure_shellcheck
+from cluster.verify.local_slurm.install import ensure_shellcheck
 from tests.cluster.conftest import with_cluster
 from tests.cluster.test_fabric_counters import bump, efa_tree, memory_scratch, sample_nodes
 from tests.cluster.test_fabric_parsers import FIXTURES

@@ -21,11 +21,11 @@ import pytest
 
 from cluster.fabric.cli import main
 from cluster.fabric.render import NCCOM_ARGS
-from cluster.local_slurm import LocalSlurm
+from cluster.verify.local_slurm import LocalSlurm
 from tests.cluster.test_fabric_cli import clean_bash
 from tests.cluster.test_fabric_counters import efa_tree, memory_scratch
 from tests.cluster.test_fabric_parsers import FIXTURES
-from tests.jobs.slurm_helpers import wait_for_end
+from tests.launch.slurm_helpers import wait_for_end
 
 pytestmark = pytest.mark.slurm
 

@@ -108,7 +108,7 @@ def test_release_env_and_login_profile(deployed: Deployed) -> None:
     current, release = deployed.current, deployed.release
     assert current.is_symlink() and os.readlink(current) == f"llm-training.releases/{release.name}"
     assert (release / "deployment.yaml").read_text() == deployed.spec_yaml
-    for part in ("training/submit.py", "spec/default.yaml", "cluster/health/prolog.sh", ".complete"):
+    for part in ("launch/submit.py", "spec/default.yaml", "cluster/health/prolog.sh", ".complete"):
         assert (release / part).is_file(), part
     python = release / ".venv" / "bin" / "python"
     probe = "import pydantic, yaml, importlib.util as u; print(pydantic.VERSION, u.find_spec('torch') is None)"
@@ -205,7 +205,7 @@ def test_llm_submit_renders_the_deployed_spec(deployed: Deployed, tmp_path: Path
     # The env's python without the login profile falls back to the embedded default spec.
     python = f"{deployed.current}/.venv/bin/python"
     bare = subprocess.run(
-        [python, "-m", "training.submit", "--model", model, *options, "--dry-run"],
+        [python, "-m", "launch.submit", "--model", model, *options, "--dry-run"],
         env=login,
         capture_output=True,
         text=True,
@@ -316,7 +316,7 @@ def test_the_head_node_starts_its_exporters_from_the_release_env(deployed: Deplo
 def test_llm_report_runs_in_the_release_env_on_sacct_output(deployed: Deployed) -> None:
     """llm-report beside llm-submit: the submit env (no torch) runs it on sacct output recorded from slurmdbd."""
     assert deployed.result.returncode == 0, deployed.result.stderr
-    recorded = REPO / "tests" / "training" / "fixtures" / "sacct-local-slurmdbd.txt"
+    recorded = REPO / "tests" / "planner" / "fixtures" / "sacct-local-slurmdbd.txt"
     login = {**deployed.env, "PATH": "/usr/bin:/bin"}
     profile = deployed.root / "profile.d" / "llm-training.sh"
     command = f"source {profile} && llm-report --sacct-file {recorded} --by user --price local=3600"

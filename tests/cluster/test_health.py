@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cluster.health.facts import HealthSettings, main
-from cluster.local_slurm.install import ensure_shellcheck
+from cluster.verify.local_slurm.install import ensure_shellcheck
 from spec.platform.instances import instance_facts
 
 REPO = Path(__file__).resolve().parents[2]

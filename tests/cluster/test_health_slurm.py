@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from cluster.local_slurm import LocalSlurm
-from cluster.local_slurm.harness import NodeState
-from tests.jobs.slurm_helpers import TERMINAL
+from cluster.verify.local_slurm import LocalSlurm
+from cluster.verify.local_slurm.harness import NodeState
+from tests.launch.slurm_helpers import TERMINAL
 from tests.waiting import wait_until
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.local_slurm import LocalSlurm
+from cluster.verify.local_slurm import LocalSlurm
 from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -64,7 +64,7 @@ def test_session_cluster_answers_client_commands(local_slurm: LocalSlurm) -> Non
 
 def test_cli_status_of_a_stopped_cluster_exits_non_zero(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "cluster.local_slurm", "status", "--state-dir", str(tmp_path)],
+        [sys.executable, "-m", "cluster.verify.local_slurm", "status", "--state-dir", str(tmp_path)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -76,7 +76,7 @@ def test_cli_status_of_a_stopped_cluster_exits_non_zero(tmp_path: Path) -> None:
 
 def test_cli_rejects_a_bad_timeout(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "cluster.local_slurm", "wait", "--state-dir", str(tmp_path), "--timeout", "0"],
+        [sys.executable, "-m", "cluster.verify.local_slurm", "wait", "--state-dir", str(tmp_path), "--timeout", "0"],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from cluster.accounting import sacctmgr_script
-from cluster.local_slurm import LocalSlurm
+from cluster.verify.local_slurm import LocalSlurm
 from spec.accounting import AccountingSpec
 from tests.waiting import wait_until
 
@@ -222,7 +222,7 @@ def test_the_head_node_bootstrap_applies_the_payloads_script_once_slurmdbd_answe
 
 
 def test_llm_report_puts_the_plan_next_to_what_sacct_measured(cluster: LocalSlurm) -> None:
-    from training.report import Plan, plan_comment
+    from planner.comment import Plan, plan_comment
 
     plan = plan_comment(Plan(usd=0.02, hours=0.001, steps=5))
     job = submit(cluster, "nobody", "-N", "2", "-A", "research", "--qos=big", "-J", "fsdp-planned",
@@ -234,7 +234,7 @@ def test_llm_report_puts_the_plan_next_to_what_sacct_measured(cluster: LocalSlur
         # slurmdbd completes a record over several messages (the comment may come last): poll until the
         # report sees the finished job with its plan.
         report = subprocess.run(
-            [sys.executable, "-m", "training.report", "--by", "job", "--start", "now-1days", "--price",
+            [sys.executable, "-m", "planner.report", "--by", "job", "--start", "now-1days", "--price",
              "local=3600", "--json"],
             env=env, capture_output=True, text=True, timeout=60,
         )  # fmt: skip
@@ -252,7 +252,7 @@ def test_llm_report_puts_the_plan_next_to_what_sacct_measured(cluster: LocalSlur
     assert row["spent_usd"] == pytest.approx(2 * int(measured["ElapsedRaw"]))  # 2 nodes, 1 USD per node-second
     assert row["detail"].startswith("fsdp-planned nobody/research local x2 COMPLETED 0:0")
     users = subprocess.run(
-        [sys.executable, "-m", "training.report", "--by", "user", "--start", "now-1days"],
+        [sys.executable, "-m", "planner.report", "--by", "user", "--start", "now-1days"],
         env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert users.returncode == 0 and users.stdout.splitlines()[0].split()[0] == "user"
@@ -267,12 +267,12 @@ def _alive(pid: int) -> bool:
 
 
 def test_the_cli_starts_accounting_from_a_spec_and_stops_it_without_one(tmp_path: Path) -> None:
-    """`python -m cluster.local_slurm up --accounting SPEC`, then a plain `down`: no daemon is left behind."""
+    """`python -m cluster.verify.local_slurm up --accounting SPEC`, then a plain `down`: no daemon is left behind."""
     state = Path(tempfile.mkdtemp(prefix="local-slurm-cli-"))
     state.chmod(0o755)
     repo = Path(__file__).resolve().parents[2]
     example = repo / "spec" / "examples" / "p5-on-demand.yaml"
-    command = [sys.executable, "-m", "cluster.local_slurm"]
+    command = [sys.executable, "-m", "cluster.verify.local_slurm"]
     try:
         up = subprocess.run([*command, "up", "--state-dir", str(state), "--accounting", str(example)], cwd=repo,
                             capture_output=True, text=True, timeout=300)  # fmt: skip

@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from cluster.observability.agent_config import AgentConfigError, dump, render
-from cluster.observability.local import ensure_prometheus
 from cluster.observability.slurm_exporter import SEPARATOR, parse_sinfo
 from cluster.observability.targets import Roles, partition_roles, target_groups
+from cluster.verify.local_observability import ensure_prometheus
 from spec import load_spec
 from spec.observability import ExporterPorts, ObservabilitySpec
 

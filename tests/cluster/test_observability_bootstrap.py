@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.observability.local import ensure_prometheus
 from cluster.observability.units import manifest
+from cluster.verify.local_observability import ensure_prometheus
 from tests.cluster.archives import deb_package
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""`python -m cluster.observability.local watch` refuses, in one line and before it installs or starts anything,
+"""`python -m cluster.verify.local_observability watch` refuses, in one line and before it installs or starts anything,
 to run without the local SLURM cluster it scrapes (SLURM_CONF)."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def test_watch_without_slurm_conf_is_one_error_line(
     assert local.main(["watch", "--dir", str(tmp_path / "prom"), "--", "true"]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("error: SLURM_CONF: ")
-    assert "python -m cluster.local_slurm up" in line
+    assert "python -m cluster.verify.local_slurm up" in line
     assert not (tmp_path / "prom").exists()
 
 
@@ -45,7 +45,16 @@ def test_watch_with_a_missing_slurm_conf_names_the_path(
 def test_the_module_run_by_hand_prints_no_traceback(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "HOME": str(tmp_path)}
     result = subprocess.run(
-        [sys.executable, "-m", "cluster.observability.local", "watch", "--dir", str(tmp_path / "p"), "--", "true"],
+        [
+            sys.executable,
+            "-m",
+            "cluster.verify.local_observability",
+            "watch",
+            "--dir",
+            str(tmp_path / "p"),
+            "--",
+            "true",
+        ],
         cwd=tmp_path,
         env=env,
         capture_output=True,

@@ -9,7 +9,7 @@ import pytest
 
 from cluster.config_builder import build_cluster_config, cluster_name, example_refs
 from cluster.image_config import build_image_config
-from cluster.pcluster.runner import schema_errors
+from cluster.verify.pcluster.runner import schema_errors
 from spec import load_spec, parse_spec
 from tests.cluster.conftest import ALL_SPECS, spec_dict, with_cluster
 

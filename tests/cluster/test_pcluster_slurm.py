@@ -1,8 +1,8 @@
 """Our sbatch scripts against a slurmctld named and configured as ParallelCluster configures the spec's cluster.
 
 For every spec (the default and spec/examples/*.yaml), every queue and every backend that runs on it, the
-script `training.submit` renders for the whole queue is given to `sbatch --test-only` on a local controller
-(cluster.local_slurm.pcluster_shaped): each must be accepted. A wrong partition, GRES or node count must not.
+script `launch.submit` renders for the whole queue is given to `sbatch --test-only` on a local controller
+(cluster.verify.local_slurm.pcluster_shaped): each must be accepted. A wrong partition, GRES or node count must not.
 """
 
 from __future__ import annotations
@@ -13,18 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from cluster.local_slurm.pcluster_shaped import PclusterShapedSlurm
+from cluster.verify.local_slurm.pcluster_shaped import PclusterShapedSlurm
+from launch.submit import parse_options, render
 from spec import load_spec
 from spec.platform.instances import instance_facts
-from tests.jobs.conftest import write_job
+from tests.launch.conftest import write_job
 from tests.training.jobs import prepare_demo_subset
-from training.submit import parse_options, render
 
 pytestmark = pytest.mark.slurm
 
 REPO = Path(__file__).resolve().parents[2]
 SPECS = [REPO / "spec" / "default.yaml", *sorted((REPO / "spec" / "examples").glob("*.yaml"))]
-NEURON_CONFIG = REPO / "training" / "jobs" / "configs" / "neuron-pythia-6.9b.yaml"
+NEURON_CONFIG = REPO / "launch" / "jobs" / "configs" / "neuron-pythia-6.9b.yaml"
 BACKENDS_FOR = {"gpu": ("fsdp", "nemo"), "neuron": ("neuron",)}
 
 
@@ -55,7 +55,7 @@ def p5_controller(tmp_path: Path) -> Iterator[PclusterShapedSlurm]:
 
 
 def _scripts(spec_path: Path, queue: str, backend: str, nodes: int, data: str, out: Path) -> list[Path]:
-    """The job's sbatch script(s), written as `training.submit` writes them (the Neuron backend renders two)."""
+    """The job's sbatch script(s), written as `launch.submit` writes them (the Neuron backend renders two)."""
     out.mkdir(parents=True, exist_ok=True)
     # One micro-batch of 4 per GPU rank (8 a node): a global batch every data-parallel layout divides.
     batch = {"micro_batch_size": 4, "global_batch_size": 4 * 8 * nodes}

@@ -1,6 +1,6 @@
 """The oracle: ParallelCluster 3.16.1's own builders say what its nodes call at run time; our roles and the
 VPC endpoint policies each call passes through must allow every call, except the omissions listed with
-their reasons (cluster/runtime_contract.py)."""
+their reasons (cluster/verify/runtime_contract.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.pcluster.runner import node_policies
-from cluster.runtime_contract import (
+from cluster.verify.pcluster.runner import node_policies
+from cluster.verify.runtime_contract import (
     Call,
     Deployment,
     Granted,

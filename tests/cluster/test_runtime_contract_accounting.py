@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.pcluster.runner import node_policies
-from cluster.runtime_contract import (
+from cluster.verify.pcluster.runner import node_policies
+from cluster.verify.runtime_contract import (
     EXAMPLE_SECRET_SUFFIX,
     Call,
     Deployment,

@@ -1,4 +1,4 @@
-"""cluster.slurm_names against the record of ParallelCluster's cookbook (cluster/pcluster/slurm_naming.json)."""
+"""cluster.slurm_names against the record of ParallelCluster's cookbook (cluster/verify/pcluster/slurm_naming.json)."""
 
 from __future__ import annotations
 
@@ -147,7 +147,7 @@ def test_every_fact_names_a_known_source_a_path_and_a_symbol() -> None:
         assert re.fullmatch(r"[0-9a-f]{40}", checked["commit"]) and checked["result"], checked
     assert re.fullmatch(r"[0-9a-f]{40}", data["sources"]["cli_before"]["commit"])
     assert data["sources"]["cli"]["package"] == f"aws-parallelcluster=={data['parallelcluster_version']}"
-    pinned = (REPO / "cluster" / "pcluster" / "requirements.txt").read_text()
+    pinned = (REPO / "cluster" / "verify" / "pcluster" / "requirements.txt").read_text()
     assert data["sources"]["cli"]["package"] in pinned.splitlines()
     ids = [item["id"] for item in data["facts"]]
     assert len(ids) == len(set(ids))

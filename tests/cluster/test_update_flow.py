@@ -15,9 +15,9 @@ import pytest
 import cluster.update_plan as update_plan
 from cluster.config_builder import build_cluster_config
 from cluster.payload import PACKAGES, TOP_LEVEL_FILES, build_payload
-from cluster.pcluster.runner import run_script, update_policies
-from cluster.runtime_contract import concrete_config
 from cluster.update_policy import Action, diff_configs, pattern_of
+from cluster.verify.pcluster.runner import run_script, update_policies
+from cluster.verify.runtime_contract import concrete_config
 from spec import load_spec
 from tests.cluster.conftest import spec_dict
 

@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from cluster.config_builder import build_cluster_config, example_refs
-from cluster.pcluster.runner import run_script, update_policies
 from cluster.update_plan import main, plan_update
 from cluster.update_policy import POLICIES, Action, Change, classify, diff_configs, pattern_of
+from cluster.verify.pcluster.runner import run_script, update_policies
 from spec import load_spec, parse_spec
 from tests.cluster.conftest import ALL_SPECS, spec_dict
 

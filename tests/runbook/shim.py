@@ -5,7 +5,7 @@ cluster): `shim.py NAME ARGS...` checks the call with that program's own parser 
 - npx cdk: the pinned CDK CLI; synth/ls run; deploy/destroy/diff/bootstrap run against the app synthesized with the
   command's own `-c spec=...`, with no reachable AWS: only the AWS calls may fail (an unknown option or a stack the
   app does not have fails first). A deploy's --outputs-file is written from the template's outputs.
-- pcluster: ParallelCluster 3.16.1's own CLI parser (.pcluster-venv, cluster/pcluster/parse_commands.py).
+- pcluster: ParallelCluster 3.16.1's own CLI parser (.pcluster-venv, cluster/verify/pcluster/parse_commands.py).
 - Slurm's clients: Debian's slurm-wlm binaries with a slurm.conf whose controller and database do not answer;
   srun's pyxis options are checked against tests/runbook/pyxis_options.json first.
 - make: `make -n`; python: our commands up to their argument parser (parse_only.py), `-c` code compiled,
@@ -164,7 +164,7 @@ def npx(argv: list[str]) -> int:
 # ---- ParallelCluster --------------------------------------------------------------------------------------------
 def pcluster(argv: list[str]) -> int:
     done = subprocess.run(
-        [os.environ["RUNBOOK_PCLUSTER_PYTHON"], str(REPO / "cluster" / "pcluster" / "parse_commands.py")],
+        [os.environ["RUNBOOK_PCLUSTER_PYTHON"], str(REPO / "cluster" / "verify" / "pcluster" / "parse_commands.py")],
         input=json.dumps({"commands": [argv]}),
         capture_output=True,
         text=True,

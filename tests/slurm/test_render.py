@@ -6,8 +6,8 @@ import subprocess
 
 import pytest
 
+from launch.scripts import JOBS_DIR
 from slurm.render import SettingValue, assemble, sbatch_directives, settings_block, shell_value, static_part
-from training.launch.scripts import JOBS_DIR
 
 
 @pytest.mark.parametrize(

@@ -138,7 +138,7 @@ def test_bad_single_values_name_the_field(section: dict[str, Any], path: str) ->
 
 
 def test_the_database_subnets_span_two_zones_of_the_region() -> None:
-    from spec.accounting import database_availability_zones
+    from spec.model import database_availability_zones
 
     spec = parse_spec(accounting(TEAMS))
     assert database_availability_zones(spec) == ("us-east-1a", "us-east-1b")

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from cluster.pcluster.runner import schema_errors
+from cluster.verify.pcluster.runner import schema_errors
 from policies.cluster_nodes import CLUSTER_TAG
 from tests.stacks.conftest import Assembly
 
@@ -105,7 +105,7 @@ def _logical_id(assembly: Assembly, kind: str) -> str:
 
 def _placeholders(value: Any) -> Any:
     """CloudFormation references -> example ids, so ParallelCluster's schema can read the template's config."""
-    from cluster.runtime_contract import concrete_config
+    from cluster.verify.runtime_contract import concrete_config
 
     return concrete_config(value)
 

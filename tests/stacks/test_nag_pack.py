@@ -20,7 +20,7 @@ from policies import access_point_policy, bucket_policy, dynamodb_endpoint_polic
 from policies.interface_endpoints import interface_endpoint_policy
 from spec import DEFAULT_SPEC_PATH, DeploymentSpec, load_spec, parse_spec
 from stacks.assemble import add_nag_packs, assemble
-from stacks.parts.nag_pack import PACK_NAME, DataPerimeterChecks, findings, rule_ids
+from stacks.nag.data_perimeter import PACK_NAME, DataPerimeterChecks, findings, rule_ids
 from tests.stacks.conftest import REPO, Assembly
 
 SPEC = load_spec()

@@ -33,7 +33,7 @@ def _debian_tool(binary: str, package: str) -> str:
     """The Prometheus project's own checker, from Debian (installed when missing, like the local SLURM's)."""
     import shutil
 
-    from cluster.local_slurm.install import apt_install
+    from cluster.verify.local_slurm.install import apt_install
 
     if shutil.which(binary) is None:
         apt_install((package,))

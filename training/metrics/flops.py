@@ -1,5 +1,5 @@
 """FLOPs per token / per iteration, and the device peak they are divided by: the one FLOPs module of the repo
-(training/planner/flops.py re-exports these formulas). Torch is imported only to measure a peak.
+(planner/flops.py re-exports these formulas). Torch is imported only to measure a peak.
 
 Two model-FLOPs formulas are reported side by side:
 - `mfu`: nanoGPT/PaLM style, 6 N + 12 l h s per token (N: parameters in matmuls, including the LM head, tied

@@ -6,8 +6,8 @@ is 12 GiB, 20 GiB with the fp32 gradient. Here the forward pass runs chunk by ch
 loss, and at once the chunk's gradients with respect to the hidden states and the head weight (softmax minus the
 one-hot label, times the weight or the hidden states). What is kept for backward is those two gradients - the
 size of the hidden states and of the weight - and backward only scales them by the incoming gradient. Peak memory
-for the loss is one chunk's logits, 10 bytes per entry (training/planner/memory.py's `loss_bytes` counts it, checked
-against the CPU allocator by tests/training/planner/test_loss_memory.py); the head's matmul runs once per step, not again in backward as it would
+for the loss is one chunk's logits, 10 bytes per entry (planner/memory.py's `loss_bytes` counts it, checked
+against the CPU allocator by tests/planner/test_loss_memory.py); the head's matmul runs once per step, not again in backward as it would
 under activation checkpointing (the approach of Liger-Kernel's and torchtune's fused linear cross-entropy).
 
 The matmuls run in the dtype autocast or the parameters give them (bf16 logits and bf16 gradient matmuls, as the

@@ -1,6 +1,8 @@
 import pytest
 import torch
 
+from planner import flops as planner_flops
+from planner.hardware import hardware
 from spec.platform.instances import GPUS, instance_facts
 from training.metrics import flops as metrics_flops
 from training.metrics.flops import (
@@ -12,8 +14,6 @@ from training.metrics.flops import (
     recompute_flops_per_token,
 )
 from training.models import count_parameters, get_model_args
-from training.planner import flops as planner_flops
-from training.planner.hardware import hardware
 
 
 def test_six_n_plus_attention_term() -> None:

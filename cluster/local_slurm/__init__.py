@@ -1,5 +1,0 @@
-"""A real multi-node SLURM cluster on one host, for the tests and the demo: `python -m cluster.local_slurm up`."""
-
-from cluster.local_slurm.harness import DEFAULT_STATE_DIR, PARTITION, LocalSlurm, LocalSlurmError, NodeState
-
-__all__ = ["DEFAULT_STATE_DIR", "PARTITION", "LocalSlurm", "LocalSlurmError", "NodeState"]

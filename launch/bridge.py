@@ -1,0 +1,137 @@
+"""The Megatron Bridge job config (NeMo Framework 26.08's LLM path), read inside the container by
+launch/jobs/bridge_pretrain.py: a recipe function of Megatron Bridge, dotted overrides of its ConfigContainer,
+our dataset and tokenizer. Same shape, sequence, batch and LR schedule as the FSDP job, on the same .bin/.idx data.
+
+The Llama recipes take their model from the Hugging Face Hub (`AutoBridge.from_hf_pretrained("meta-llama/...")`),
+which the cluster's VPC cannot reach and which would carry Meta's shape, not ours. So the job ships a Hugging Face
+config.json of our shape under the recipe's model id in the run directory (`hf_model_root/<hf_model_id>/`); the
+entry point builds the recipe from that directory, and Megatron Bridge's own Llama bridge turns it into the model
+provider. The same directory is what the Hugging Face export (docs/jobs.md) names.
+
+Every parallel size is set (llama3_8b's recipe defaults context parallelism to 2) and the layout is checked here,
+before SLURM is asked for nodes (launch.nemo.check_megatron_job, the same rules as the 25.07 path).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from launch.nemo import Layout, check_megatron_job, optimizer_overrides, validation_split
+from slurm.target import Target
+from training.config import JobConfig
+from training.models.args import ModelArgs
+from training.signals import EXIT_STATUS_FILE
+
+# megatron.bridge.recipes.llama.llama3_8b_pretrain_config asks AutoBridge for this model id (recipes/llama/h100/
+# llama3.py in megatron-bridge 0.6.0); bridge_contract tests fail if a new version asks for another.
+BRIDGE_RECIPE = "llama3_8b_pretrain_config"
+BRIDGE_RECIPE_MODULE = "megatron.bridge.recipes.llama"
+RECIPE_HF_MODEL_ID = "meta-llama/Meta-Llama-3-8B"
+CONFIG_NAME = "bridge-config.yaml"
+
+
+def hf_llama_config(model: ModelArgs) -> dict[str, Any]:
+    """A transformers LlamaConfig of our shape (transformers 5 writes rope settings as rope_parameters)."""
+    rope: dict[str, Any] = {"rope_type": "default", "rope_theta": model.rope_theta}
+    if model.rope_type == "llama3":
+        rope = {
+            "rope_type": "llama3",
+            "rope_theta": model.rope_theta,
+            "factor": model.rope_factor,
+            "low_freq_factor": model.rope_low_freq_factor,
+            "high_freq_factor": model.rope_high_freq_factor,
+            "original_max_position_embeddings": model.rope_original_max_seq_len,
+        }
+    return {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": model.dim,
+        "intermediate_size": model.ffn_dim,
+        "num_hidden_layers": model.n_layers,
+        "num_attention_heads": model.n_heads,
+        "num_key_value_heads": model.kv_heads,
+        "head_dim": model.dim // model.n_heads,
+        "vocab_size": model.vocab_size,
+        "max_position_embeddings": model.max_seq_len,  # seq_len <= it: llm-submit refuses longer
+        "rms_norm_eps": model.norm_eps,
+        "rope_parameters": rope,
+        "tie_word_embeddings": model.tie_embeddings,
+        "initializer_range": model.init_std,
+        "hidden_act": "silu",
+        "attention_bias": False,
+        "mlp_bias": False,
+        "torch_dtype": "bfloat16",
+    }
+
+
+def bridge_config(
+    job: JobConfig,
+    model: ModelArgs,
+    target: Target,
+    nodes: int,
+    run_dir: Path,
+    tokenizer_dir: str,
+    layout: Layout | None = None,
+) -> dict[str, Any]:
+    layout = layout or Layout()
+    gpus = target.workers_per_node
+    check_megatron_job(job, model, gpus * nodes, layout, "Megatron Bridge")
+    steps = job.train.max_steps
+    optim, checkpoint = job.optim, job.checkpoint
+    checkpoints = str(run_dir / "checkpoints")
+    overrides: dict[str, Any] = {
+        "model.seq_length": job.data.seq_len,
+        "model.tensor_model_parallel_size": layout.tensor,
+        "model.pipeline_model_parallel_size": layout.pipeline,
+        "model.context_parallel_size": layout.context,
+        "model.expert_model_parallel_size": layout.expert,
+        # Sequence parallelism splits the TP group's activations; with TP 1 Megatron has nothing to split.
+        "model.sequence_parallel": layout.tensor > 1,
+        "model.init_method_std": model.init_std,
+        "train.train_iters": steps,
+        "train.global_batch_size": job.data.global_batch_size,
+        "train.micro_batch_size": job.data.micro_batch_size,
+        # The time-limit warning stops training through Megatron Bridge's own signal handler (the entry point
+        # sets train.exit_signal to SIGUSR1); no other exit condition, so an exit before train_iters is that stop.
+        "train.exit_signal_handler": True,
+        "train.exit_duration_in_mins": None,
+        "train.exit_interval": None,
+        "validation.eval_interval": job.train.eval_every or steps,
+        "validation.eval_iters": job.train.eval_batches,
+        **optimizer_overrides(job, "optimizer"),
+        "scheduler.lr_warmup_iters": optim.warmup_steps,
+        "scheduler.lr_decay_iters": optim.decay_steps or steps,
+        # Saved and resumed from the same directory: a requeued job loads the latest checkpoint there.
+        "checkpoint.save": checkpoints,
+        "checkpoint.load": checkpoints,
+        "checkpoint.save_interval": checkpoint.every or steps,
+        "checkpoint.most_recent_k": checkpoint.keep_last,
+        "logger.log_interval": job.train.log_every,
+        "logger.tensorboard_dir": str(run_dir / "tensorboard"),
+        "rng.seed": job.train.seed,
+    }
+    return {
+        "framework": target.nemo_framework,
+        "recipe_module": BRIDGE_RECIPE_MODULE,
+        "recipe": BRIDGE_RECIPE,
+        "hf_model_id": RECIPE_HF_MODEL_ID,
+        "hf_model_root": str(run_dir / "hf"),
+        "name": run_dir.name,
+        "num_nodes": nodes,
+        "gpus_per_node": gpus,
+        "exit_status_file": str(run_dir / EXIT_STATUS_FILE),
+        "overrides": overrides,
+        "data": {
+            "paths": [job.data.prefix],
+            "split": validation_split(job.data.validation_fraction),
+            "seq_length": job.data.seq_len,
+            "seed": job.data.seed,
+            "tokenizer": tokenizer_dir,
+        },
+    }
+
+
+def hf_config_path(config: dict[str, Any]) -> Path:
+    """Where the rendered Hugging Face config.json of the model goes (the recipe's model id under hf_model_root)."""
+    return Path(config["hf_model_root"]) / config["hf_model_id"] / "config.json"

@@ -1,0 +1,122 @@
+"""Runs inside the NeMo Framework container (26.08: Megatron Bridge), one process per GPU under srun:
+`python launch/jobs/bridge_pretrain.py --config RUN_DIR/bridge-config.yaml`
+
+The config (rendered by `python -m launch.submit --backend nemo` when the spec's cluster.containers.nemo_framework
+is megatron-bridge-*) names a Megatron Bridge recipe function, dotted overrides of its ConfigContainer (parallel
+sizes, schedule, checkpoints, logging), the Hugging Face config directory of our model shape and the dataset (our
+.bin/.idx prefix and tokenizer).
+
+The Llama recipes ask AutoBridge for a Hub model id (meta-llama/...); the cluster cannot reach the Hub, and the shape
+must be ours, so the recipe is built with the run's `hf_model_root` as working directory, where `<model id>/config.json`
+is the rendered config: transformers reads a relative model id that names a local directory from that directory.
+
+Stopping and requeueing follow the FSDP trainer's contract (training/signals.py): SIGUSR1 (SLURM's time-limit
+warning, forwarded by the batch script) reaches Megatron Bridge's own signal handler (train.exit_signal_handler with
+train.exit_signal = SIGUSR1), which saves a checkpoint at the end of the step and leaves pretrain() by sys.exit(0);
+every rank then writes the exit-status file with EXIT_REQUEUE and the batch script requeues the job. The requeued job
+loads the latest checkpoint from checkpoint.load (the directory it saves to). Anything that fails before training
+(a bad override, ConfigContainer.validate() refusing the layout, an image without Megatron Bridge) is a configuration
+error: EXIT_CONFIG_ERROR, never requeued.
+
+Megatron Bridge is imported only in build_config() and the functions below it, so the override and exit logic is
+testable without it; that logic is shared with nemo_pretrain.py in job_contract.py, this file's sibling (see there for
+the import).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import importlib
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+if __package__:  # imported as launch.jobs.bridge_pretrain (the tests)
+    from . import job_contract
+else:  # run by path in the container: sys.path[0] is launch/jobs, the repo's packages are not importable
+    import job_contract  # type: ignore[import-not-found,no-redef]  # mypy checks the package import above
+
+REQUIRED_KEYS = ("recipe_module", "recipe", "hf_model_id", "hf_model_root", "overrides", "data")
+
+
+def load_config(path: str | Path) -> dict[str, Any]:
+    return job_contract.load_config(path, REQUIRED_KEYS)
+
+
+@contextlib.contextmanager
+def working_directory(path: str | Path) -> Iterator[None]:
+    previous = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(previous)
+
+
+def build_config(config: dict[str, Any]) -> Any:
+    """The ConfigContainer exactly as the job trains it: Megatron Bridge's recipe, our overrides, data and stop."""
+    recipes = importlib.import_module(config["recipe_module"])
+    model_dir = Path(config["hf_model_root"]) / config["hf_model_id"]
+    if not (model_dir / "config.json").is_file():
+        raise FileNotFoundError(f"hf_model_root: no {model_dir / 'config.json'} (rendered by launch.submit)")
+    with working_directory(config["hf_model_root"]):
+        container = getattr(recipes, config["recipe"])()
+    job_contract.apply_overrides(container, config["overrides"], "config")
+    data = config["data"]
+    # Our .bin/.idx prefixes, unweighted; train,validation,test split in thousandths.
+    container.dataset.blend = ([str(Path(p).resolve()) for p in data["paths"]], None)
+    container.dataset.split = data["split"]
+    container.dataset.seq_length = data["seq_length"]
+    container.dataset.random_seed = data["seed"]
+    container.tokenizer.tokenizer_type = "HuggingFaceTokenizer"
+    container.tokenizer.tokenizer_model = data["tokenizer"]
+    container.tokenizer.vocab_size = None
+    # The signal our batch script forwards before the time limit.
+    container.train.exit_signal = job_contract.STOP_SIGNAL
+    return container
+
+
+def run_job(config_path: str, configure: job_contract.Configure) -> int:
+    return job_contract.run_job(config_path, load_config, configure, "bridge_pretrain")
+
+
+def stop_of(exit_: SystemExit) -> Exception:
+    """What pretrain()'s sys.exit means: code 0 is the signal stop (the only exit condition the job sets:
+    exit_duration_in_mins and exit_interval are off); anything else is Megatron's rerun machine giving up."""
+    if exit_.code in (0, None):
+        return job_contract.StoppedOnSignal()
+    return RuntimeError(f"pretrain exited with status {exit_.code}")
+
+
+def _configure(config: dict[str, Any]) -> Callable[[], None]:
+    from megatron.bridge.training.config import runtime_config_update
+    from megatron.bridge.training.gpt_step import forward_step
+    from megatron.bridge.training.pretrain import pretrain
+
+    container = build_config(config)
+    # What pretrain() does first (mixed precision, data-parallel size, ConfigContainer.validate(): the parallel
+    # layout against the world size, batch sizes, scheduler steps, checkpoint settings), now, before any GPU work,
+    # on a copy: pretrain() runs it again on the container itself.
+    runtime_config_update(copy.deepcopy(container))
+
+    def train() -> None:
+        try:
+            pretrain(container, forward_step)
+        except SystemExit as exit_:
+            raise stop_of(exit_) from None
+
+    return train
+
+
+def main(argv: list[str] | None = None) -> int:
+    # srun already started one process per GPU: the recipe runs in this process, no launcher of its own.
+    return run_job(
+        job_contract.config_argument(argv, "Megatron Bridge pretraining from a rendered recipe override file"),
+        _configure,
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,175 @@
+"""The NeMo 2 job config: a recipe (Llama shape) plus dotted overrides rendered from our job config, read inside
+the container by launch/jobs/nemo_pretrain.py. Same shape, sequence, batch and LR schedule as the FSDP job, on
+the same .bin/.idx data.
+
+Every parallel size the recipe has is overridden (the llama3_8b recipe defaults context parallelism to 2, which
+would silently halve the data-parallel size), and the layout is checked here, before SLURM is asked for nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from slurm.errors import SubmitError
+from slurm.target import Target
+from training.config import JobConfig
+from training.models.args import ModelArgs
+from training.signals import EXIT_STATUS_FILE
+
+# NeMo 2's Llama recipe builds the architecture we call "llama" (RMSNorm, SwiGLU, RoPE, GQA); the shape fields
+# are overridden. Megatron-core has no parallel attention/MLP block, so the NeoX flavor has no faithful recipe.
+NEMO_RECIPE = "llama3_8b"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Megatron's model-parallel sizes; data parallelism takes the remaining workers."""
+
+    tensor: int = 1
+    pipeline: int = 1
+    context: int = 1
+    expert: int = 1
+
+    @property
+    def model_parallel(self) -> int:
+        return self.tensor * self.pipeline * self.context
+
+    def data_parallel(self, workers: int) -> int:
+        return workers // self.model_parallel
+
+
+def validation_split(fraction: float) -> str:
+    """Megatron's train,validation,test weights in thousandths."""
+    validation = round(fraction * 1000)
+    return f"{1000 - validation},{validation},0"
+
+
+def nemo_config(
+    job: JobConfig,
+    model: ModelArgs,
+    target: Target,
+    nodes: int,
+    run_dir: Path,
+    tokenizer_dir: str,
+    layout: Layout = Layout(),
+) -> dict[str, Any]:
+    gpus = target.workers_per_node
+    check_megatron_job(job, model, gpus * nodes, layout, "NeMo 2")
+    steps = job.train.max_steps
+    optim = job.optim
+    overrides: dict[str, Any] = {
+        "model.config.num_layers": model.n_layers,
+        "model.config.hidden_size": model.dim,
+        "model.config.ffn_hidden_size": model.ffn_dim,
+        "model.config.num_attention_heads": model.n_heads,
+        "model.config.num_query_groups": model.kv_heads,
+        "model.config.seq_length": job.data.seq_len,
+        "model.config.rotary_base": model.rope_theta,
+        "model.config.layernorm_epsilon": model.norm_eps,
+        "model.config.share_embeddings_and_output_weights": model.tie_embeddings,
+        "model.config.init_method_std": model.init_std,
+        "trainer.num_nodes": nodes,
+        "trainer.devices": gpus,
+        "trainer.max_steps": steps,
+        "trainer.log_every_n_steps": job.train.log_every,
+        "trainer.val_check_interval": job.train.eval_every or steps,
+        "trainer.limit_val_batches": job.train.eval_batches,
+        "trainer.strategy.tensor_model_parallel_size": layout.tensor,
+        "trainer.strategy.pipeline_model_parallel_size": layout.pipeline,
+        "trainer.strategy.context_parallel_size": layout.context,
+        "trainer.strategy.expert_model_parallel_size": layout.expert,
+        # Sequence parallelism splits the TP group's activations; with TP 1 Megatron has nothing to split.
+        "trainer.strategy.sequence_parallel": layout.tensor > 1,
+        **optimizer_overrides(job, "optim.config"),
+        "optim.lr_scheduler.warmup_steps": optim.warmup_steps,
+        "optim.lr_scheduler.max_steps": optim.decay_steps or steps,
+        "optim.lr_scheduler.min_lr": optim.lr * optim.min_lr_ratio,
+        # Lightning's ModelCheckpoint accepts one trigger: the recipe's 15-minute timer goes, our step count stays.
+        "log.ckpt.every_n_train_steps": job.checkpoint.every or steps,
+        "log.ckpt.train_time_interval": None,
+        "log.ckpt.save_top_k": job.checkpoint.keep_last,
+    }
+    return {
+        "recipe": NEMO_RECIPE,
+        "name": run_dir.name,
+        "log_dir": str(run_dir / "nemo"),
+        "num_nodes": nodes,
+        "gpus_per_node": gpus,
+        "seed": job.train.seed,
+        "exit_status_file": str(run_dir / EXIT_STATUS_FILE),
+        "overrides": overrides,
+        "data": {
+            "paths": [job.data.prefix],
+            "seq_length": job.data.seq_len,
+            "global_batch_size": job.data.global_batch_size,
+            "micro_batch_size": job.data.micro_batch_size,
+            "split": validation_split(job.data.validation_fraction),
+            "seed": job.data.seed,
+            "tokenizer": tokenizer_dir,
+        },
+    }
+
+
+def optimizer_overrides(job: JobConfig, prefix: str) -> dict[str, Any]:
+    """Our AdamW settings as Megatron Core's OptimizerConfig fields (NeMo 2's optim.config, Megatron Bridge's
+    optimizer), under `prefix`."""
+    optim = job.optim
+    return {
+        f"{prefix}.lr": optim.lr,
+        f"{prefix}.min_lr": optim.lr * optim.min_lr_ratio,
+        f"{prefix}.weight_decay": optim.weight_decay,
+        f"{prefix}.adam_beta1": optim.beta1,
+        f"{prefix}.adam_beta2": optim.beta2,
+        f"{prefix}.adam_eps": optim.eps,
+        f"{prefix}.clip_grad": job.train.grad_clip or 0.0,
+    }
+
+
+def check_megatron_job(job: JobConfig, model: ModelArgs, workers: int, layout: Layout, framework: str) -> None:
+    """What both NeMo Framework paths (NeMo 2, Megatron Bridge) refuse before SLURM is asked for nodes: a model
+    flavor the framework has no recipe for, and a layout Megatron would refuse."""
+    if model.flavor != "llama":
+        raise SubmitError(
+            f"--backend nemo: model flavor {model.flavor!r} has no {framework} recipe (Megatron has no parallel "
+            "attention/MLP block); train it with --backend fsdp or neuron"
+        )
+    check_parallel(model, workers, layout, job)
+
+
+def check_parallel(model: ModelArgs, workers: int, layout: Layout, job: JobConfig) -> None:
+    """Refuses a layout Megatron (or NxDT) would refuse at start-up, naming the option and the values."""
+    for value, option in (
+        (layout.tensor, "--tensor-parallel"),
+        (layout.pipeline, "--pipeline-parallel"),
+        (layout.context, "--context-parallel"),
+        (layout.expert, "--expert-parallel"),
+    ):
+        if value < 1:
+            raise SubmitError(f"{option}: {value} must be at least 1")
+    tp, pp, cp = layout.tensor, layout.pipeline, layout.context
+    if workers % layout.model_parallel:
+        raise SubmitError(
+            f"--tensor-parallel x --pipeline-parallel x --context-parallel: {tp} x {pp} x {cp} does not divide "
+            f"{workers} workers"
+        )
+    if model.n_heads % tp:
+        raise SubmitError(f"--tensor-parallel: {tp} does not divide model.n_heads ({model.n_heads})")
+    if model.kv_heads % tp:
+        raise SubmitError(f"--tensor-parallel: {tp} does not divide the key/value heads ({model.kv_heads})")
+    if model.n_layers % pp:
+        raise SubmitError(f"--pipeline-parallel: {pp} does not divide model.n_layers ({model.n_layers})")
+    if cp > 1 and job.data.seq_len % (2 * cp):
+        # Megatron's context parallelism cuts each sequence into 2 x CP chunks (load-balanced causal attention).
+        raise SubmitError(f"--context-parallel: data.seq_len {job.data.seq_len} is not a multiple of 2 x {cp}")
+    if layout.expert != 1:
+        raise SubmitError(
+            f"--expert-parallel: {layout.expert} needs a mixture-of-experts model; {model.flavor} has no experts"
+        )
+    data_parallel = layout.data_parallel(workers)
+    if job.data.global_batch_size % (job.data.micro_batch_size * data_parallel):
+        raise SubmitError(
+            f"data.global_batch_size: {job.data.global_batch_size} is not a multiple of micro_batch_size x "
+            f"data-parallel size ({job.data.micro_batch_size} x {data_parallel})"
+        )

@@ -1,0 +1,53 @@
+"""What `python -m launch.submit` was asked for, as one typed value: launch/submit.py builds it from its
+command line; the renderers (launch/scripts.py) read it. Defaults live in the parser only."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class SubmitOptions:
+    backend: str
+    model: Path  # the job config YAML
+    nodes: int
+    data_prefix: str
+    run_dir: Path
+    queue: str | None
+    local: bool
+    spec: Path | None
+    partition: str | None
+    time: str | None  # [D-]HH:MM:SS
+    job_name: str | None
+    max_steps: int | None
+    checkpoint_every: int | None
+    max_requeues: int
+    signal_lead: int  # seconds before the time limit that SLURM sends USR1
+    python: str  # the training env's python on the nodes
+    workdir: Path  # the repository on shared storage
+    tensor_parallel: int | None
+    pipeline_parallel: int | None
+    context_parallel: int | None
+    expert_parallel: int | None
+    tokenizer: str | None
+    container_image: str | None
+    neuron_venv: str
+    nxdt_dir: str | None
+    compile_steps: int
+    master_port: int
+    nccl_debug: str
+    libfabric_version: str
+    aws_ofi_nccl_version: str
+    sbatch_args: tuple[str, ...]
+    dry_run: bool
+
+    @classmethod
+    def from_namespace(cls, args: argparse.Namespace) -> SubmitOptions:
+        """Every field from the parser's namespace, which must hold exactly these names."""
+        values = vars(args)
+        names = {f.name for f in fields(cls)}
+        if set(values) != names:
+            raise TypeError(f"the parser's options {sorted(set(values) ^ names)} do not match SubmitOptions")
+        return cls(**{**values, "sbatch_args": tuple(values["sbatch_args"])})

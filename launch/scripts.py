@@ -1,0 +1,282 @@
+"""The sbatch scripts of each backend: directives, settings and environment, assembled from launch/jobs/.
+
+Each builder adds its script(s) and the configs they read (written into the run directory) to a Rendered.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from launch.bridge import CONFIG_NAME as BRIDGE_CONFIG_NAME
+from launch.bridge import bridge_config, hf_config_path, hf_llama_config
+from launch.nemo import Layout, nemo_config
+from launch.neuron import default_parallelism, nxdt_config
+from launch.options import SubmitOptions
+from slurm import netenv
+from slurm.errors import SubmitError
+from slurm.render import SettingValue, assemble
+from slurm.target import Target
+from spec.containers import DEFAULT_FRAMEWORK, FRAMEWORKS, pyxis_image
+from training.config import JobConfig
+from training.models.args import ModelArgs
+from training.signals import EXIT_CHECKPOINT_FAILED, EXIT_CONFIG_ERROR, EXIT_LOSS_GUARD, EXIT_REQUEUE, EXIT_STATUS_FILE
+
+# The static bash parts of every job script (common.sh and one body per backend).
+JOBS_DIR = Path(__file__).resolve().parent / "jobs"
+NO_REQUEUE_CODES = (EXIT_CONFIG_ERROR, EXIT_LOSS_GUARD, EXIT_CHECKPOINT_FAILED)
+
+
+@dataclass(frozen=True)
+class JobScript:
+    name: str  # e.g. "fsdp", "neuron-compile"
+    path: Path
+    text: str
+    depends_on: str | None = None  # name of the script whose job must succeed first
+
+
+@dataclass
+class Rendered:
+    scripts: list[JobScript]
+    files: dict[Path, str] = field(default_factory=dict)  # configs written into the run directory
+    copies: dict[Path, Path] = field(default_factory=dict)  # destination -> source
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class JobInputs:
+    """What every backend builds from: the resolved target, job config and paths."""
+
+    target: Target
+    job: JobConfig
+    model: ModelArgs
+    manifest: dict[str, Any] | None
+    data_prefix: str
+    run_dir: Path
+    job_name: str
+    workdir: Path
+    command_line: str
+    # The planner's estimate as the job's comment (planner.report's format); sacct keeps it for llm-report.
+    plan_comment: str | None = None
+
+    @property
+    def script_base(self) -> Path:
+        return self.run_dir.parent / self.run_dir.name
+
+
+def _directives(
+    options: SubmitOptions,
+    target: Target,
+    job_name: str,
+    run_dir: Path,
+    tasks_per_node: int,
+    requeue: bool,
+    comment: str | None = None,
+) -> list[tuple[str, str | None]]:
+    directives: list[tuple[str, str | None]] = [
+        ("job-name", job_name),
+        ("partition", target.partition),
+        ("nodes", str(options.nodes)),
+        ("ntasks-per-node", str(tasks_per_node)),
+    ]
+    if not target.local:
+        directives.append(("exclusive", None))  # whole nodes: every accelerator and EFA interface
+    if options.time:
+        directives.append(("time", options.time))
+    directives += [("output", str(run_dir / "logs" / "%x-%j.out")), ("open-mode", "append")]
+    if requeue:
+        directives += [("requeue", None), ("signal", f"B:USR1@{options.signal_lead}")]
+    else:
+        directives.append(("no-requeue", None))
+    if comment:
+        directives.append(("comment", comment))
+    return directives
+
+
+def _common_settings(
+    options: SubmitOptions, run_dir: Path, stop_signal: str, status_file: str, checkpoints_on_stop: bool = True
+) -> dict[str, SettingValue]:
+    return {
+        "RUN_DIR": str(run_dir),
+        "MAX_REQUEUES": options.max_requeues,
+        "STEP_STOP_SIGNAL": stop_signal,
+        "STEP_CHECKPOINTS_ON_STOP": int(checkpoints_on_stop),
+        "EXIT_REQUEUE": EXIT_REQUEUE,
+        "NO_REQUEUE_CODES": " ".join(str(code) for code in NO_REQUEUE_CODES),
+        "EXIT_STATUS_FILE": status_file,
+        "PYTHON": options.python,
+    }
+
+
+def _tokenizer_dir(options: SubmitOptions, run_dir: Path, manifest: dict[str, Any] | None, rendered: Rendered) -> str:
+    """A Hugging Face tokenizer directory for NeMo/NxDT: --tokenizer, or the dataset's tokenizer.json made into one."""
+    if options.tokenizer:
+        return options.tokenizer
+    tokenizer_file = manifest.get("tokenizer_file") if manifest else None
+    if not tokenizer_file:
+        raise SubmitError(
+            f"--tokenizer: needed for --backend {options.backend} (a Hugging Face tokenizer directory); the dataset "
+            f"manifest {options.data_prefix}.manifest.json names no tokenizer file"
+        )
+    source = Path(options.data_prefix).parent / tokenizer_file
+    directory = run_dir / "tokenizer"
+    rendered.copies[directory / "tokenizer.json"] = source
+    rendered.files[directory / "tokenizer_config.json"] = json.dumps(
+        {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": manifest.get("eod_token") if manifest else None},
+        indent=2,
+    )
+    return str(directory)
+
+
+def _yaml(data: dict[str, Any]) -> str:
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+
+
+def _container_mounts(shared_dir: str | None, paths: list[Path]) -> str:
+    """pyxis --container-mounts: the shared file system, plus any job path outside it."""
+    mounts: list[str] = [f"{shared_dir}:{shared_dir}"] if shared_dir else []
+    for path in paths:
+        if shared_dir and (path == Path(shared_dir) or Path(shared_dir) in path.parents):
+            continue
+        entry = f"{path}:{path}"
+        if entry not in mounts:
+            mounts.append(entry)
+    return ",".join(mounts)
+
+
+def _add_script(
+    rendered: Rendered,
+    options: SubmitOptions,
+    inputs: JobInputs,
+    name: str,
+    settings: dict[str, SettingValue],
+    env: dict[str, str],
+    requeue: bool = True,
+    depends_on: str | None = None,
+) -> None:
+    backend = name.split("-", 1)[0]
+    job_name = inputs.job_name if name == backend else f"{inputs.job_name}-{name.split('-', 1)[1]}"
+    text = assemble(
+        _directives(options, inputs.target, job_name, inputs.run_dir, 1, requeue=requeue, comment=inputs.plan_comment),
+        inputs.command_line,
+        settings,
+        env,
+        JOBS_DIR,
+        ["common.sh", f"{backend}.sh"],
+    )
+    rendered.scripts.append(JobScript(name, Path(f"{inputs.script_base}.{name}.sbatch"), text, depends_on))
+
+
+def fsdp_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered) -> None:
+    target, run_dir = inputs.target, inputs.run_dir
+    env = {**netenv.common_env(), **(netenv.cpu_env() if target.local else {})}
+    if target.instance.accelerator == "gpu":
+        env.update(netenv.gpu_env(target, options.libfabric_version, options.aws_ofi_nccl_version, options.nccl_debug))
+        env.update(netenv.torch_cuda_env())
+    config_path = run_dir / "job-config.yaml"
+    rendered.files[config_path] = _yaml(inputs.job.model_dump(mode="json"))
+    settings: dict[str, SettingValue] = {
+        **_common_settings(options, run_dir, "USR1", str(run_dir / EXIT_STATUS_FILE)),
+        "WORKDIR": str(inputs.workdir),
+        "TORCHRUN": str(Path(options.python).parent / "torchrun"),
+        "NPROC_PER_NODE": target.workers_per_node,
+        "JOB_CONFIG": str(config_path),
+        # torchrun waits this long for ranks to checkpoint after forwarding a stop signal, then kills them.
+        "SHUTDOWN_TIMEOUT_S": options.signal_lead,
+        "LIBRARY_DIRS": list(netenv.EFA_LIBRARY_DIRS) if target.efa and target.instance.accelerator == "gpu" else [],
+    }
+    _add_script(rendered, options, inputs, "fsdp", settings, env)
+
+
+def nemo_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered) -> None:
+    target, run_dir = inputs.target, inputs.run_dir
+    tokenizer = _tokenizer_dir(options, run_dir, inputs.manifest, rendered)
+    layout = Layout(
+        tensor=options.tensor_parallel or 1,
+        pipeline=options.pipeline_parallel or 1,
+        context=options.context_parallel or 1,
+        expert=options.expert_parallel or 1,
+    )
+    framework_name = target.nemo_framework or DEFAULT_FRAMEWORK
+    framework = FRAMEWORKS[framework_name]
+    env = {
+        **netenv.common_env(),
+        **netenv.gpu_env(target, options.libfabric_version, options.aws_ofi_nccl_version, options.nccl_debug),
+        **netenv.nemo_env(),
+    }
+    if framework.entry_point == "bridge_pretrain.py":
+        config = bridge_config(inputs.job, inputs.model, target, options.nodes, run_dir, tokenizer, layout)
+        config_path = run_dir / BRIDGE_CONFIG_NAME
+        rendered.files[hf_config_path(config)] = json.dumps(hf_llama_config(inputs.model), indent=2) + "\n"
+        # The recipe's model comes from the rendered config directory; nothing may try the Hub (no route to it).
+        env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+    else:
+        config = nemo_config(inputs.job, inputs.model, target, options.nodes, run_dir, tokenizer, layout)
+        config_path = run_dir / "nemo-config.yaml"
+    rendered.files[config_path] = _yaml(config)
+    image = options.container_image or target.container_image
+    if not image:
+        raise SubmitError("--container-image: no image given and the spec names none")
+    if image.startswith("/") and not (target.shared_dir and image.startswith(target.shared_dir.rstrip("/") + "/")):
+        raise SubmitError(
+            f"--container-image: {image} is not on the cluster's shared file system ({target.shared_dir or 'none'}); "
+            "every node must read it"
+        )
+    mounts = _container_mounts(target.shared_dir, [inputs.workdir, run_dir, Path(inputs.data_prefix).parent])
+    settings: dict[str, SettingValue] = {
+        # The entry point checkpoints on USR1 (NeMo 2: PreemptionCallback; Megatron Bridge: train.exit_signal);
+        # rank 0 writes the exit status, every rank an error.
+        **_common_settings(options, run_dir, "USR1", str(run_dir / EXIT_STATUS_FILE)),
+        "NEMO_ENTRY": framework.entry_point,
+        "WORKDIR": str(inputs.workdir),
+        "NPROC_PER_NODE": target.workers_per_node,
+        "CONTAINER_IMAGE": pyxis_image(image),
+        "CONTAINER_MOUNTS": mounts,
+        "NEMO_CONFIG": str(config_path),
+    }
+    _add_script(rendered, options, inputs, "nemo", settings, env)
+
+
+def neuron_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered) -> None:
+    """A compile job (neuron_parallel_compile over a few steps) and the training job that depends on it."""
+    target, run_dir = inputs.target, inputs.run_dir
+    tokenizer = _tokenizer_dir(options, run_dir, inputs.manifest, rendered)
+    default_tp, default_pp = default_parallelism(inputs.job.model.name)
+    tp, pp = options.tensor_parallel or default_tp, options.pipeline_parallel or default_pp
+    config = nxdt_config(inputs.job, inputs.model, target, options.nodes, run_dir, tokenizer, tp, pp)
+    config_name = "nxdt-config"
+    rendered.files[run_dir / f"{config_name}.yaml"] = _yaml(config)
+    env = {**netenv.common_env(), **netenv.neuron_env(target)}
+    nxdt_dir = options.nxdt_dir or f"{target.shared_dir or '/fsx'}/neuronx-distributed-training/examples"
+    # Traced steps: enough for the training graphs and, with a validation pass at the last one, the validation
+    # graphs too (NxDT's own compile mode traces 10). They must never leave a checkpoint to resume from.
+    compile_overrides = [
+        f"trainer.max_steps={options.compile_steps}",
+        f"trainer.val_check_interval={options.compile_steps}",
+        f"exp_manager.explicit_log_dir={run_dir / 'nxdt-compile'}",
+        "exp_manager.create_checkpoint_callback=False",
+        "exp_manager.create_tensorboard_logger=False",
+        "exp_manager.resume_if_exists=False",
+    ]
+    train_overrides = [f"exp_manager.explicit_log_dir={run_dir / 'nxdt'}"]
+    for mode, overrides in (("compile", compile_overrides), ("train", train_overrides)):
+        settings: dict[str, SettingValue] = {
+            # NxDT has no stop-signal checkpoint: a time-limit requeue resumes from the last periodic checkpoint.
+            **_common_settings(options, run_dir, "TERM", "", checkpoints_on_stop=False),
+            "NEURON_MODE": mode,
+            "NEURON_VENV": options.neuron_venv,
+            "NXDT_DIR": nxdt_dir,
+            "NXDT_CONFIG_DIR": str(run_dir),
+            "NXDT_CONFIG_NAME": config_name,
+            "NXDT_OVERRIDES": overrides,
+            "NPROC_PER_NODE": target.workers_per_node,
+            "MASTER_PORT": options.master_port,
+        }
+        depends = "neuron-compile" if mode == "train" else None
+        _add_script(
+            rendered, options, inputs, f"neuron-{mode}", settings, env, requeue=mode == "train", depends_on=depends
+        )

@@ -1,0 +1,299 @@
+"""Render and submit a training job to SLURM, the same way on the head node and on the local cluster.
+
+    python -m launch.submit --backend fsdp|nemo|neuron --model CONFIG --nodes N --data-prefix P --run-dir DIR
+        [--queue Q | --local] [--spec SPEC.yaml] [--time HH:MM:SS] [--dry-run] ...
+
+The deployment spec picks the node type (queue -> instance type -> accelerators, EFA, shared storage, container
+image, Neuron SDK); the job config (the trainer's YAML) picks the model and schedule. The sbatch script is
+written beside the run directory (DIR.<backend>.sbatch) and submitted; the job ids are printed one per line as
+`<id> <script>`. --dry-run prints the script(s) instead and writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import re
+import shlex
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from launch.fit import check_fits, check_planner_fit, planned_cost
+from launch.options import SubmitOptions
+from launch.scripts import JobInputs, Rendered, fsdp_scripts, nemo_scripts, neuron_scripts
+from planner.comment import plan_comment
+from slurm import netenv
+from slurm.errors import SubmitError
+from slurm.submission import REPO_ROOT, SPEC_ENV, parse_time, sbatch, submit_env
+from slurm.target import BACKENDS, local_target, resolve_target
+from spec import SpecError, load_spec
+from spec.cli import user_errors
+from training.config import ConfigError, JobConfig, check_sequence_fits, load_job_config, resolve_model_args
+from training.models.args import ModelArgs
+
+_JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m launch.submit",
+        description="Render an sbatch script for a training job from the deployment spec and submit it.",
+    )
+    parser.add_argument("--backend", required=True, choices=BACKENDS)
+    parser.add_argument("--model", required=True, type=Path, help="the job config YAML (model, data, schedule)")
+    parser.add_argument("--nodes", required=True, type=int)
+    parser.add_argument("--data-prefix", required=True, help="dataset prefix: PREFIX.bin and PREFIX.idx")
+    parser.add_argument("--run-dir", required=True, type=Path, help="checkpoints, metrics and logs (shared storage)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--queue", help="queue from the spec's cluster section (default: the first that fits)")
+    where.add_argument(
+        "--local",
+        action="store_true",
+        help="the local CPU cluster (python -m cluster.verify.local_slurm): partition 'local', 1 rank per node, gloo",
+    )
+    parser.add_argument(
+        "--spec",
+        type=Path,
+        help=f"deployment spec YAML (default: ${SPEC_ENV}, which the head node sets, else spec/default.yaml)",
+    )
+    parser.add_argument("--partition", help="send the script to this partition instead of the queue's")
+    parser.add_argument("--time", help="time limit [D-]HH:MM:SS (default: the partition's)")
+    parser.add_argument("--job-name", help="default: <backend>-<run dir name>")
+    parser.add_argument("--max-steps", type=int, help="override train.max_steps")
+    parser.add_argument("--checkpoint-every", type=int, help="override checkpoint.every")
+    parser.add_argument("--max-requeues", type=int, default=10, help="requeues before giving up (default 10)")
+    parser.add_argument(
+        "--signal-lead",
+        type=int,
+        default=300,
+        help="seconds before the time limit that SLURM sends USR1 to checkpoint and requeue (default 300)",
+    )
+    parser.add_argument("--python", default=sys.executable, help="python of the training env on the nodes")
+    parser.add_argument("--workdir", type=Path, default=REPO_ROOT, help="the repository on shared storage")
+    parser.add_argument(
+        "--tensor-parallel",
+        type=int,
+        help="nemo/neuron (neuron default: AWS's Trainium NeoX/Pythia blog's for the model)",
+    )
+    parser.add_argument("--pipeline-parallel", type=int, help="nemo/neuron")
+    parser.add_argument("--context-parallel", type=int, help="nemo: context-parallel size (default 1)")
+    parser.add_argument("--expert-parallel", type=int, help="nemo: expert-parallel size (default 1; MoE models only)")
+    parser.add_argument("--tokenizer", help="nemo/neuron: Hugging Face tokenizer directory (default: the dataset's)")
+    parser.add_argument("--container-image", help="nemo: image (default: the spec's cluster.containers.nemo_image)")
+    parser.add_argument("--neuron-venv", default="/opt/neuron-venv", help="neuron: the Neuron python env on nodes")
+    parser.add_argument(
+        "--nxdt-dir",
+        help="neuron: NeuronX Distributed Training's examples/ (default: <shared>/neuronx-distributed-training/examples)",
+    )
+    parser.add_argument(
+        "--compile-steps", type=int, default=10, help="neuron: steps traced by the compile job, validation included"
+    )
+    parser.add_argument("--master-port", type=int, default=41000, help="neuron: rendezvous port (reserved on nodes)")
+    parser.add_argument("--nccl-debug", default="WARN", help="NCCL_DEBUG for GPU jobs: WARN, or INFO to see transports")
+    parser.add_argument("--libfabric-version", default=netenv.DEFAULT_LIBFABRIC)
+    parser.add_argument("--aws-ofi-nccl-version", default=netenv.DEFAULT_AWS_OFI_NCCL)
+    parser.add_argument(
+        "--sbatch-arg",
+        dest="sbatch_args",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra sbatch option, repeatable (e.g. --sbatch-arg=--account=ml --sbatch-arg=--gpus-per-node=8)",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="print the script(s); write and submit nothing")
+    return parser
+
+
+def _positive(value: int | None, option: str) -> None:
+    if value is not None and value < 1:
+        raise SubmitError(f"{option}: {value} must be at least 1")
+
+
+def parse_options(argv: list[str] | None = None) -> SubmitOptions:
+    return SubmitOptions.from_namespace(build_parser().parse_args(argv))
+
+
+def _load_job(options: SubmitOptions, data_prefix: str, metrics_port: int | None = None) -> JobConfig:
+    """The job config with the command line's overrides; on a cluster, rank 0's metrics endpoint listens on the
+    spec's cluster.observability.ports.trainer (None: observability off), where the head node's agent scrapes."""
+    try:
+        job = load_job_config(options.model)
+        overrides: dict[str, Any] = {"data.prefix": data_prefix}
+        if not options.local:
+            overrides["metrics.prometheus_port"] = metrics_port
+        if options.max_steps is not None:
+            overrides["train.max_steps"] = options.max_steps
+        if options.checkpoint_every is not None:
+            overrides["checkpoint.every"] = options.checkpoint_every
+        return job.with_overrides(**overrides)
+    except ConfigError as error:
+        raise SubmitError(f"--model: {str(error).splitlines()[0]}") from None
+
+
+def _dataset_manifest(data_prefix: str) -> dict[str, Any] | None:
+    path = Path(f"{data_prefix}.manifest.json")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _model_args(job: JobConfig, manifest: dict[str, Any] | None) -> ModelArgs:
+    vocab = manifest.get("vocab_size") if manifest else None
+    section = job.model
+    if section.vocab_size == "data" and vocab is None:
+        # Without the manifest the named shape's own vocabulary sizes the estimate.
+        section = section.model_copy(update={"vocab_size": None})
+    try:
+        return resolve_model_args(section, vocab if isinstance(vocab, int) else None)
+    except ConfigError as error:
+        raise SubmitError(f"--model: {str(error).splitlines()[0]}") from None
+
+
+def _check_data(data_prefix: str) -> None:
+    missing = [suffix for suffix in (".bin", ".idx") if not Path(data_prefix + suffix).is_file()]
+    if missing:
+        raise SubmitError(
+            f"--data-prefix: {data_prefix!r} has no {' or '.join(missing)} file ({data_prefix}{missing[0]})"
+        )
+
+
+def render(options: SubmitOptions, command_line: str) -> Rendered:
+    for value, option in (
+        (options.nodes, "--nodes"),
+        (options.max_steps, "--max-steps"),
+        (options.tensor_parallel, "--tensor-parallel"),
+        (options.pipeline_parallel, "--pipeline-parallel"),
+        (options.context_parallel, "--context-parallel"),
+        (options.expert_parallel, "--expert-parallel"),
+        (options.compile_steps, "--compile-steps"),
+        (options.signal_lead, "--signal-lead"),
+    ):
+        _positive(value, option)
+    for extra in options.sbatch_args:
+        if not extra.startswith("-") or "\n" in extra:
+            raise SubmitError(f"--sbatch-arg: {extra!r} is not an sbatch option (write --sbatch-arg=--account=NAME)")
+    if options.max_requeues < 0:
+        raise SubmitError(f"--max-requeues: {options.max_requeues} must be 0 or more")
+    if not 1 <= options.master_port <= 65535:
+        raise SubmitError(f"--master-port: {options.master_port} is not a TCP port")
+    if options.time and parse_time(options.time) <= options.signal_lead:
+        raise SubmitError(f"--signal-lead: {options.signal_lead} s is not shorter than --time {options.time}")
+    if options.job_name is not None and not _JOB_NAME_RE.match(options.job_name):
+        raise SubmitError(f"--job-name: {options.job_name!r} must be letters, digits, '.', '_' or '-'")
+    if options.local and options.backend != "fsdp":
+        raise SubmitError(
+            f"--local: --backend {options.backend} needs GPU or Trainium nodes; render it for a spec queue and pass "
+            "--partition to send the script elsewhere"
+        )
+    metrics_port = None
+    spec = None
+    if options.local:
+        target = local_target()
+    else:
+        spec_path = options.spec or os.environ.get(SPEC_ENV) or None
+        try:
+            spec = load_spec(spec_path)
+        except SpecError as error:
+            raise SubmitError(f"--spec: {str(error).splitlines()[0]}") from None
+        target = resolve_target(spec, options.backend, options.queue, options.partition)
+        observability = spec.observability
+        metrics_port = observability.ports.trainer if observability.enabled else None
+    if options.partition and options.local:
+        target = dataclasses.replace(target, partition=options.partition)
+
+    data_prefix = str(Path(options.data_prefix).resolve())
+    _check_data(data_prefix)
+    job = _load_job(options, data_prefix, metrics_port)
+    manifest = _dataset_manifest(data_prefix)
+    model = _model_args(job, manifest)
+    try:
+        check_sequence_fits(job.data, model)  # the trainer, Megatron Bridge and NxDT would each fail on the nodes
+    except ConfigError as error:
+        raise SubmitError(f"--model: {options.model}: {str(error).splitlines()[0].removeprefix('config: ')}") from None
+    model_name = job.model.name or str(job.model.hf_checkpoint)
+    fit = check_fits(model, target, options.nodes, model_name=model_name)
+    notes = [f"fits: {fit.summary()}"]
+    plan = None
+    if options.backend == "fsdp" and not target.local:
+        notes.append(f"planner: {check_planner_fit(model, target, options.nodes, job, model_name=model_name)}")
+        price = spec.cluster.prices.get(target.instance.name) if spec is not None and spec.cluster else None
+        plan = planned_cost(model, target, options.nodes, job, price)
+        if plan is not None:
+            notes.append(f"plan: {plan.hours:.1f} h, {plan.usd:,.0f} USD for {plan.steps} steps (llm-report compares)")
+
+    run_dir = options.run_dir.resolve()
+    job_name = options.job_name or f"{options.backend}-{run_dir.name}"
+    workdir = options.workdir.resolve()
+    rendered = Rendered(scripts=[], notes=notes)
+
+    build = {"fsdp": fsdp_scripts, "nemo": nemo_scripts, "neuron": neuron_scripts}[options.backend]
+    build(
+        options,
+        JobInputs(
+            target,
+            job,
+            model,
+            manifest,
+            data_prefix,
+            run_dir,
+            job_name,
+            workdir,
+            command_line,
+            plan_comment(plan) if plan is not None else None,
+        ),
+        rendered,
+    )
+    return rendered
+
+
+def write(rendered: Rendered) -> None:
+    for path, text in rendered.files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    for destination, source in rendered.copies.items():
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            shutil.copyfile(source, destination)
+        except OSError as error:
+            raise SubmitError(f"--tokenizer: cannot copy {source}: {error.strerror}") from None
+    for script in rendered.scripts:
+        script.path.parent.mkdir(parents=True, exist_ok=True)
+        script.path.write_text(script.text, encoding="utf-8")
+        script.path.chmod(0o755)
+    # SLURM opens the log before the script runs: its directory must exist.
+    for script in rendered.scripts:
+        for line in script.text.splitlines():
+            if line.startswith("#SBATCH --output="):
+                Path(line.split("=", 1)[1]).parent.mkdir(parents=True, exist_ok=True)
+
+
+@user_errors
+def main(argv: list[str] | None = None) -> int:
+    options = parse_options(argv)
+    command_line = "python -m launch.submit " + shlex.join(sys.argv[1:] if argv is None else argv)
+    rendered = render(options, command_line)
+    if options.dry_run:
+        for script in rendered.scripts:
+            print(f"# ===== {script.path} =====")
+            print(script.text)
+        return 0
+    write(rendered)
+    env = submit_env(options.local)
+    ids: dict[str, str] = {}
+    for script in rendered.scripts:
+        dependency = ids[script.depends_on] if script.depends_on else None
+        ids[script.name] = sbatch(script.path, dependency, env, list(options.sbatch_args))
+        print(f"{ids[script.name]} {script.path}")
+    for note in rendered.notes:
+        print(note, file=sys.stderr)
+    print(f"logs: {options.run_dir.resolve() / 'logs'}/<job name>-<job id>.out", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,247 @@
+"""A training job as the planner sees it: model, nodes, batch, parallel layout and the framework's habits.
+
+Layout: tensor parallel (TP) inside a node, pipeline parallel (PP) across nodes, data parallel (DP) over the rest.
+DP is one of: fsdp (params, grads and optimizer sharded over every DP rank), hsdp (sharded over a shard group, by
+default the DP ranks of one node, and replicated across groups: FSDP2's 2-D mesh, dp_replicate x dp_shard), ddp
+(everything replicated, gradients all-reduced) or zero1 (optimizer states sharded, weights and gradients
+replicated: Megatron's distributed optimizer, Neuron NeMo).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from planner.flops import CHECKPOINTING_MODES, Checkpointing, recomputed_block_fraction
+from planner.hardware import Hardware
+from spec.errors import UserError
+from training.models.args import ModelArgs
+
+Sharding = Literal["fsdp", "hsdp", "ddp", "zero1"]
+SHARDINGS: tuple[str, ...] = ("fsdp", "hsdp", "ddp", "zero1")
+Attention = Literal["flash", "materialized"]
+ATTENTIONS: tuple[str, ...] = ("flash", "materialized")
+Loss = Literal["fused", "materialized"]
+LOSSES: tuple[str, ...] = ("fused", "materialized")
+Precision = Literal["bf16", "fp8"]
+PRECISIONS: tuple[str, ...] = ("bf16", "fp8")
+
+
+class PlanError(UserError):
+    """A job the planner cannot model. str() is one line: the argument, its value, what is wrong."""
+
+    def __init__(self, argument: str, value: Any, message: str) -> None:
+        self.argument, self.value, self.reason = argument, value, message
+        super().__init__(f"{argument}: {value!r} {message}")
+
+
+@dataclass(frozen=True)
+class Software:
+    """What the framework does that changes time or memory. Defaults describe this repo's trainer: FSDP2 over
+    every rank, SDPA flash attention, gradients reduced in fp32, collectives overlapped with compute."""
+
+    sharding: Sharding = "fsdp"
+    attention: Attention = "flash"  # materialized: the s x s scores go through HBM (unfused softmax, dropout)
+    grad_reduce_bytes: int = 4  # bytes per gradient element on the wire (4 fp32, 2 bf16)
+    dp_overlap: bool = True  # DP collectives run behind compute (FSDP prefetch, DDP buckets)
+    pipeline_interleave: int = 1  # model chunks per pipeline stage (Megatron's interleaved schedule)
+    loss: Loss = "fused"  # materialized: the whole [tokens, vocab] logits kept to backward (unfused cross-entropy)
+    # fp8: the blocks' linear layers run FP8 GEMMs (TransformerEngine / torchao float8); attention scores, the
+    # output head and the optimizer stay bf16/fp32.
+    precision: Precision = "bf16"
+
+    def problems(self) -> list[PlanError]:
+        out: list[PlanError] = []
+        if self.sharding not in SHARDINGS:
+            out.append(PlanError("sharding", self.sharding, f"is not one of {', '.join(SHARDINGS)}"))
+        if self.attention not in ATTENTIONS:
+            out.append(PlanError("attention", self.attention, f"is not one of {', '.join(ATTENTIONS)}"))
+        if self.loss not in LOSSES:
+            out.append(PlanError("loss", self.loss, f"is not one of {', '.join(LOSSES)}"))
+        if self.grad_reduce_bytes not in (2, 4):
+            out.append(PlanError("grad_reduce_bytes", self.grad_reduce_bytes, "must be 2 (bf16) or 4 (fp32)"))
+        if self.pipeline_interleave < 1:
+            out.append(PlanError("pipeline_interleave", self.pipeline_interleave, "must be >= 1"))
+        if self.precision not in PRECISIONS:
+            out.append(PlanError("precision", self.precision, f"is not one of {', '.join(PRECISIONS)}"))
+        return out
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+@dataclass(frozen=True)
+class Job:
+    model: ModelArgs
+    hardware: Hardware
+    nodes: int
+    seq_len: int
+    micro_batch: int
+    checkpointing: Checkpointing = "none"
+    every_n: int = 2  # for checkpointing="every_n": blocks 0, n, 2n, ... are checkpointed
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    global_batch: int | None = None  # sequences per optimizer step; None: one micro-batch per DP rank
+    software: Software = field(default_factory=Software)
+    shard_group: int | None = None  # hsdp: DP ranks one replica is sharded over (dp_shard); None: one node's
+    # Context parallel: each sequence split over this many ranks (ring attention passes K and V around them).
+    context_parallel: int = 1
+
+    def __post_init__(self) -> None:
+        problems = self.problems()
+        if problems:
+            raise problems[0]
+
+    def problems(self) -> list[PlanError]:
+        out: list[PlanError] = []
+        names = (
+            "nodes",
+            "seq_len",
+            "micro_batch",
+            "every_n",
+            "tensor_parallel",
+            "pipeline_parallel",
+            "context_parallel",
+        )
+        for name in names:
+            value = getattr(self, name)
+            if not _positive_int(value):
+                out.append(PlanError(name, value, "must be an integer >= 1"))
+        if self.checkpointing not in CHECKPOINTING_MODES:
+            out.append(
+                PlanError("activation_checkpointing", self.checkpointing, f"is not one of {CHECKPOINTING_MODES}")
+            )
+        if self.global_batch is not None and not _positive_int(self.global_batch):
+            out.append(PlanError("global_batch", self.global_batch, "must be an integer >= 1"))
+        if self.shard_group is not None and not _positive_int(self.shard_group):
+            out.append(PlanError("shard_group", self.shard_group, "must be an integer >= 1"))
+        elif self.shard_group is not None and self.software.sharding != "hsdp":
+            out.append(PlanError("shard_group", self.shard_group, "applies only to sharding 'hsdp'"))
+        out.extend(self.software.problems())
+        if not out and self.software.precision == "fp8" and self.hardware.peak_fp8_flops_per_device is None:
+            chip = self.hardware.accelerator.name
+            out.append(
+                PlanError(
+                    "precision",
+                    "fp8",
+                    f"has no FP8 rate for {self.hardware.instance.name} ({chip}): A100s have no FP8 tensor cores, "
+                    "and Trainium1's FP8 rate is not cited above its bf16 rate; plan it as bf16",
+                )
+            )
+        if out:
+            return out
+        per_node = self.hardware.devices_per_node
+        tp, pp, cp = self.tensor_parallel, self.pipeline_parallel, self.context_parallel
+        if per_node % tp:
+            out.append(PlanError("tensor_parallel", tp, f"must divide the {per_node} devices of a node"))
+        elif cp > 1 and self.seq_len % (2 * cp):
+            # Megatron splits each sequence into 2 x CP chunks so every rank gets an early and a late one (causal
+            # load balance)
+            out.append(PlanError("context_parallel", cp, f"must divide seq_len / 2 ({self.seq_len} / 2)"))
+        elif cp > 1 and self.world_size % (tp * pp * cp):
+            out.append(
+                PlanError(
+                    "context_parallel",
+                    cp,
+                    f"x tensor_parallel {tp} x pipeline_parallel {pp} must divide the {self.world_size} devices",
+                )
+            )
+        elif self.world_size % (tp * pp):
+            out.append(PlanError("pipeline_parallel", pp, f"x tensor_parallel {tp} must divide {self.world_size}"))
+        elif pp > self.model.n_layers:
+            out.append(PlanError("pipeline_parallel", pp, f"exceeds the model's {self.model.n_layers} layers"))
+        elif self.shard_group is not None and self.gradient_group_size % self.shard_group:
+            out.append(
+                PlanError(
+                    "shard_group", self.shard_group, f"must divide the {self.gradient_group_size} data-parallel ranks"
+                )
+            )
+        elif self.global_batch is not None and self.global_batch % (self.data_parallel * self.micro_batch):
+            unit = self.data_parallel * self.micro_batch
+            out.append(
+                PlanError(
+                    "global_batch",
+                    self.global_batch,
+                    f"must be a multiple of data-parallel size x micro-batch ({self.data_parallel} x "
+                    f"{self.micro_batch} = {unit})",
+                )
+            )
+        return out
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.hardware.devices_per_node
+
+    @property
+    def data_parallel(self) -> int:
+        """Ranks that take different sequences (CP ranks share a sequence, TP and PP ranks a micro-batch)."""
+        return self.world_size // (self.tensor_parallel * self.pipeline_parallel * self.context_parallel)
+
+    @property
+    def gradient_group_size(self) -> int:
+        """Ranks that hold the same weights and reduce gradients together: DP x CP (Megatron's data-parallel group
+        with context parallel; torchtitan's dp_shard_cp mesh)."""
+        return self.data_parallel * self.context_parallel
+
+    @property
+    def tokens_per_micro_batch_per_device(self) -> int:
+        """Tokens one device computes per micro-batch: its share of the sequence under context parallel."""
+        return self.micro_batch * self.seq_len // self.context_parallel
+
+    @property
+    def global_batch_sequences(self) -> int:
+        return self.global_batch or self.data_parallel * self.micro_batch
+
+    @property
+    def micro_batches_per_step(self) -> int:
+        """Micro-batches each DP rank runs per optimizer step (gradient accumulation or pipeline depth)."""
+        return self.global_batch_sequences // (self.data_parallel * self.micro_batch)
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.global_batch_sequences * self.seq_len
+
+    @property
+    def recomputed_fraction(self) -> float:
+        return recomputed_block_fraction(self.checkpointing, self.model.n_layers, self.every_n)
+
+    @property
+    def devices_per_node_in_dp_group(self) -> int:
+        """DP ranks of one DP group that share a node. Ranks are ordered TP fastest, then DP, then PP (Megatron's
+        order): TP stays on NVLink, DP fills the rest of the node, pipeline stages go across nodes. With context
+        parallel the group is DP x CP (CP ranks sit between TP and DP: Megatron's tp-cp-dp-pp order)."""
+        return max(1, min(self.gradient_group_size, self.hardware.devices_per_node // self.tensor_parallel))
+
+    @property
+    def context_parallel_per_node(self) -> int:
+        """CP ranks of one ring that share a node (CP follows TP in the rank order)."""
+        return max(1, min(self.context_parallel, self.hardware.devices_per_node // self.tensor_parallel))
+
+    @property
+    def pipeline_crosses_nodes(self) -> bool:
+        return (
+            self.pipeline_parallel > 1
+            and self.tensor_parallel * self.gradient_group_size >= self.hardware.devices_per_node
+        )
+
+    @property
+    def state_shard_size(self) -> int:
+        """Ranks the sharded training state (weights, gradients, optimizer) is split over."""
+        sharding = self.software.sharding
+        if sharding == "fsdp":
+            return self.gradient_group_size
+        if sharding == "hsdp":
+            return self.shard_group or min(self.gradient_group_size, self.devices_per_node_in_dp_group)
+        return 1
+
+    @property
+    def replicas(self) -> int:
+        """Copies of the sharded state (HSDP's replicate dimension); 1 for fsdp."""
+        if self.software.sharding in ("fsdp", "hsdp"):
+            return self.gradient_group_size // self.state_shard_size
+        return 1
+
+    @property
+    def optimizer_shard_size(self) -> int:
+        return self.gradient_group_size if self.software.sharding == "zero1" else self.state_shard_size

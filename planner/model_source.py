@@ -1,0 +1,128 @@
+"""Where `--model` gets its shape: a registry name or a Hugging Face config.json (a job YAML: planner.job_config).
+
+The planner needs only the shape (hidden size, layers, heads, KV heads, head size, MLP width, vocabulary, tied
+embeddings, maximum positions). Rotary scaling, norm epsilons and token ids change neither FLOPs nor memory, so a
+config.json is read for the shape alone and those keys are not checked; what would make the plan wrong (experts,
+an encoder, biases, another MLP, sliding-window attention) is refused with one line naming the key and its value.
+No torch is imported: the head node runs the planner before queueing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from planner.job import PlanError
+from training.models.args import ModelArgs, ModelArgsError
+
+# Dense decoders the planner reads: a Llama block (RMSNorm, SwiGLU, rotary, optional GQA), with Qwen2's q/k/v
+# biases and Qwen3's per-head q/k norms and decoupled head size. Each maps to what its transformers class builds.
+DENSE_DECODERS: tuple[str, ...] = ("llama", "mistral", "qwen2", "qwen3")
+# Keys that make a config a mixture of experts, in the spellings of Mixtral, Qwen-MoE, DeepSeek and DBRX.
+_EXPERT_KEYS: tuple[str, ...] = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+_REQUIRED: tuple[tuple[str, str], ...] = (
+    ("hidden_size", "dim"),
+    ("intermediate_size", "ffn_dim"),
+    ("num_hidden_layers", "n_layers"),
+    ("num_attention_heads", "n_heads"),
+    ("vocab_size", "vocab_size"),
+)
+CONFIG_SUFFIXES: tuple[str, ...] = (".json",)
+JOB_SUFFIXES: tuple[str, ...] = (".yaml", ".yml")
+
+
+class ModelConfigError(PlanError):
+    """A config.json the planner cannot model: one line with the file, the key and its value."""
+
+    def __init__(self, path: str, key: str, value: Any, problem: str) -> None:
+        super().__init__("--model", path, f"{key}: {value!r} {problem}")
+        self.key = key
+
+
+def args_from_config_json(config: Mapping[str, Any], path: str = "config.json") -> ModelArgs:
+    """The planner's ModelArgs for a dense decoder's Hugging Face config.json (already parsed)."""
+    _refuse_what_is_not_a_dense_decoder(config, path)
+    shape: dict[str, Any] = {}
+    for key, field in _REQUIRED:
+        if key not in config:
+            raise ModelConfigError(path, key, None, "is required for a dense decoder and missing")
+        shape[field] = config[key]
+    head_dim = config.get("head_dim")
+    heads = shape["n_heads"]
+    if head_dim is not None and isinstance(heads, int) and heads > 0 and head_dim * heads == shape["dim"]:
+        head_dim = None  # the usual hidden_size / heads, spelled out (Llama 3.2, Qwen3-8B)
+    try:
+        return ModelArgs(
+            flavor="llama",
+            **shape,
+            n_kv_heads=config.get("num_key_value_heads"),
+            norm_eps=float(config.get("rms_norm_eps", 1e-6)),
+            max_seq_len=int(config.get("max_position_embeddings", 2048)),
+            tie_embeddings=bool(config.get("tie_word_embeddings", False)),
+            attention_head_dim=head_dim,
+            qk_norm=config.get("model_type") == "qwen3",
+            qkv_bias=config.get("model_type") == "qwen2",  # transformers' Qwen2 always has them; no config key
+        )
+    except ModelArgsError as error:
+        raise PlanError("--model", path, f"gives an invalid shape: {error}") from None
+
+
+def _refuse_what_is_not_a_dense_decoder(config: Mapping[str, Any], path: str) -> None:
+    if config.get("is_encoder_decoder"):
+        raise ModelConfigError(path, "is_encoder_decoder", config["is_encoder_decoder"], "is not a decoder-only model")
+    architectures = config.get("architectures")
+    if architectures is not None and not (
+        isinstance(architectures, list) and all(str(name).endswith("ForCausalLM") for name in architectures)
+    ):
+        raise ModelConfigError(path, "architectures", architectures, "is not a causal (decoder-only) language model")
+    for key in _EXPERT_KEYS:
+        if config.get(key):
+            raise ModelConfigError(path, key, config[key], "makes it a mixture of experts; the planner models dense")
+    model_type = config.get("model_type")
+    if model_type not in DENSE_DECODERS:
+        raise ModelConfigError(path, "model_type", model_type, f"is not one of {', '.join(DENSE_DECODERS)}")
+    for key in ("attention_bias", "mlp_bias"):
+        if config.get(key):
+            raise ModelConfigError(path, key, config[key], "is not modelled (bias-free blocks only)")
+    act = config.get("hidden_act", "silu")
+    if act != "silu":
+        raise ModelConfigError(path, "hidden_act", act, "is not modelled (SwiGLU with silu only)")
+    if config.get("use_sliding_window") or (model_type == "mistral" and config.get("sliding_window")):
+        key = "use_sliding_window" if config.get("use_sliding_window") else "sliding_window"
+        raise ModelConfigError(path, key, config[key], "is not modelled (full causal attention only)")
+
+
+def read_config_json(path: Path) -> ModelArgs:
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise PlanError("--model", str(path), f"cannot be read: {error.strerror}") from None
+    except json.JSONDecodeError as error:
+        raise PlanError("--model", str(path), f"is not JSON: {error.msg} at line {error.lineno}") from None
+    if not isinstance(config, dict):
+        raise PlanError("--model", str(path), "is not a JSON object")
+    return args_from_config_json(config, str(path))
+
+
+def is_job_yaml(value: str) -> bool:
+    """--model names one of our job configs (planner.job_config reads it, with its batch and layout)."""
+    path = Path(value)
+    return path.suffix in JOB_SUFFIXES and path.is_file()
+
+
+def resolve_model(value: str, known: Mapping[str, ModelArgs]) -> ModelArgs:
+    """--model: a known name, else a path to a config.json or a directory holding one (a job YAML: is_job_yaml)."""
+    if value in known:
+        return known[value]
+    path = Path(value)
+    if path.suffix in CONFIG_SUFFIXES and path.is_file():
+        return read_config_json(path)
+    if path.is_dir() and (path / "config.json").is_file():
+        return read_config_json(path / "config.json")
+    raise PlanError(
+        "--model",
+        value,
+        f"is neither a known model ({', '.join(known)}) nor a config.json, a directory holding one, or a job YAML",
+    )

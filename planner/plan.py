@@ -1,0 +1,450 @@
+"""Capacity and cost planner: does a job fit, how fast does it run, how long and how much for N tokens.
+
+    python -m planner.plan --model llama3-8b --instance p5.48xlarge --nodes 4 --seq 8192 --micro-batch 1 \\
+        --activation-checkpointing selective --tokens 1T [--json]
+    python -m planner.plan ... --compare      # the same job as FSDP, HSDP and TP + FSDP, side by side
+    python -m planner.plan --model path/to/config.json ...   # any dense decoder by its Hugging Face config
+    python -m planner.plan --model training/configs/1b.yaml --instance p5.48xlarge --nodes 1   # a job as written
+
+The model behind the numbers (and how well it reproduces published tables) is in docs/planner.md. A "device"
+is one training worker: a GPU, or a NeuronCore on Trainium.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from planner.calibration import CALIBRATED, LOCAL_LINK_EFFICIENCY
+from planner.cost import CostEstimate, job_cost
+from planner.flops import CHECKPOINTING_MODES
+from planner.hardware import Hardware, HardwareError, hardware
+from planner.job import ATTENTIONS, PRECISIONS, SHARDINGS, Job, PlanError, Sharding, Software
+from planner.job_config import YAML_FIELDS, Layout, planner_job, read_job
+from planner.job_config import sharding as sharding_of
+from planner.layouts import as_json as layouts_json
+from planner.layouts import compare_layouts, ranked, render_table
+from planner.memory import MemoryEstimate, fits_message, job_memory
+from planner.model_source import is_job_yaml, resolve_model
+from planner.published import PLANNER_MODELS
+from planner.step_time import StepEstimate, estimate_step
+from spec.cli import user_errors
+from training.config import ConfigError, check_sequence_fits
+from training.models.args import ModelArgs
+from training.models.params import count_parameters
+from training.models.registry import MODEL_CONFIGS
+
+# Job field -> command-line flag, so errors name what the user typed.
+FLAGS: dict[str, str] = {
+    "nodes": "--nodes",
+    "seq_len": "--seq",
+    "micro_batch": "--micro-batch",
+    "every_n": "--every-n",
+    "tensor_parallel": "--tensor-parallel",
+    "pipeline_parallel": "--pipeline-parallel",
+    "global_batch": "--global-batch",
+    "activation_checkpointing": "--activation-checkpointing",
+    "sharding": "--sharding",
+    "attention": "--attention",
+    "pipeline_interleave": "--pipeline-interleave",
+    "grad_reduce_bytes": "--grad-reduce",
+    "shard_group": "--shard-group",
+    "context_parallel": "--context-parallel",
+    "precision": "--precision",
+}
+COMPARE_ROWS_SHOWN = 12  # --compare's table: the best dozen layouts; --json has them all
+_SUFFIXES = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, not usage + message
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def parse_tokens(text: str) -> float:
+    """'2e12', '2T', '300B', '1_000_000' -> tokens."""
+    match = re.fullmatch(r"\s*([0-9][0-9_]*(?:\.[0-9]+)?(?:e[0-9]+)?)\s*([kmbgt]?)\s*", text.lower())
+    if not match:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a token count (examples: 2e12, 2T, 300B)")
+    value = float(match.group(1).replace("_", "")) * _SUFFIXES[match.group(2)]
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return value
+
+
+def known_models() -> dict[str, ModelArgs]:
+    return {**MODEL_CONFIGS, **PLANNER_MODELS}
+
+
+def _named(error: PlanError, options: argparse.Namespace) -> str:
+    """What the user wrote that the planner refuses: the flag, or the job YAML's field when no flag set it."""
+    flag = FLAGS.get(error.argument, error.argument)
+    field = YAML_FIELDS.get(error.argument)
+    option = flag.removeprefix("--").replace("-", "_")
+    if field is not None and is_job_yaml(options.model) and getattr(options, option, None) is None:
+        return f"--model {options.model}: {field}"
+    return flag
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m planner.plan", description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--model",
+        required=True,
+        help=f"one of: {', '.join(known_models())}; or a Hugging Face config.json (dense Llama/Mistral/Qwen3-style "
+        "decoder), a directory holding one, or a job YAML",
+    )
+    parser.add_argument(
+        "--instance", required=True, help="instance type, e.g. p5.48xlarge, p4de.24xlarge, trn1.32xlarge"
+    )
+    parser.add_argument("--nodes", type=int, required=True)
+    parser.add_argument(
+        "--seq",
+        type=int,
+        default=None,
+        help="tokens per sequence (default: a job YAML's, else the model's max_seq_len)",
+    )
+    parser.add_argument(
+        "--micro-batch",
+        type=int,
+        default=None,
+        help="sequences per device per forward pass (default: a job YAML's, else 1)",
+    )
+    parser.add_argument(
+        "--activation-checkpointing",
+        default=None,
+        choices=CHECKPOINTING_MODES,
+        help="default: a job YAML's, else none",
+    )
+    parser.add_argument(
+        "--every-n", type=int, default=None, help="with every_n: checkpoint blocks 0, n, 2n, ... (default 2)"
+    )
+    parser.add_argument("--tensor-parallel", type=int, default=1)
+    parser.add_argument("--pipeline-parallel", type=int, default=1)
+    parser.add_argument("--pipeline-interleave", type=int, default=1, help="model chunks per pipeline stage")
+    parser.add_argument(
+        "--context-parallel", type=int, default=1, help="ranks each sequence is split over (ring attention)"
+    )
+    parser.add_argument(
+        "--precision",
+        default="bf16",
+        choices=PRECISIONS,
+        help="fp8: the blocks' linear layers at the instance's FP8 peak (H100/H200); the rest bf16",
+    )
+    parser.add_argument(
+        "--sharding", default=None, choices=SHARDINGS, help="default: a job YAML's (hsdp when it replicates), else fsdp"
+    )
+    parser.add_argument(
+        "--shard-group", type=int, default=None, help="hsdp: ranks one replica is sharded over (default: one node)"
+    )
+    parser.add_argument("--attention", default="flash", choices=ATTENTIONS)
+    parser.add_argument("--grad-reduce", default="fp32", choices=("fp32", "bf16"), help="gradient dtype on the wire")
+    parser.add_argument("--no-overlap", action="store_true", help="data-parallel collectives do not overlap compute")
+    parser.add_argument(
+        "--global-batch",
+        type=int,
+        default=None,
+        help="sequences per optimizer step (default: a job YAML's, else one micro-batch per data-parallel rank)",
+    )
+    parser.add_argument("--tokens", type=parse_tokens, default=None, help="tokens to train on (2e12, 2T, 300B)")
+    parser.add_argument("--price-per-hour", type=float, default=None, help="USD per node-hour (default: on-demand)")
+    parser.add_argument(
+        "--spec", default=None, help="deployment spec whose cluster.prices overrides the on-demand price table"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--compare", action="store_true", help="print the job under each layout: FSDP, HSDP, TP + FSDP")
+    return parser
+
+
+def _software(options: argparse.Namespace, sharding: Sharding) -> Software:
+    return Software(
+        sharding=sharding,
+        attention=options.attention,
+        grad_reduce_bytes=4 if options.grad_reduce == "fp32" else 2,
+        dp_overlap=not options.no_overlap,
+        pipeline_interleave=options.pipeline_interleave,
+        precision=options.precision,
+    )
+
+
+# A job YAML's fields that a flag overrides, and the flag's option name.
+_JOB_FIELDS: dict[str, str] = {
+    "data.seq_len": "seq",
+    "data.micro_batch_size": "micro_batch",
+    "data.global_batch_size": "global_batch",
+    "parallel.activation_checkpoint": "activation_checkpointing",
+}
+
+
+def _job_from_yaml(options: argparse.Namespace, node: Hardware) -> Job:
+    """--model job.yaml: the job as written (planner.job_config), any flag given overriding its field."""
+    config, model = read_job(Path(options.model))
+    overrides: dict[str, Any] = {
+        field: getattr(options, name)
+        for field, name in _JOB_FIELDS.items()
+        if getattr(options, name) is not None and field != "parallel.activation_checkpoint"
+    }
+    if options.activation_checkpointing is not None or options.every_n is not None:
+        current = config.parallel.activation_checkpoint
+        overrides["parallel.activation_checkpoint"] = {
+            "mode": current.mode if options.activation_checkpointing is None else options.activation_checkpointing,
+            "every_n": current.every_n if options.every_n is None else options.every_n,
+        }
+    if overrides:
+        try:
+            config = config.with_overrides(**overrides)
+            check_sequence_fits(config.data, model)
+        except ConfigError as error:
+            raise PlanError(
+                "--model", options.model, f"with the flags given: {str(error).splitlines()[0].removeprefix('config: ')}"
+            ) from None
+    layout = Layout(options.tensor_parallel, options.pipeline_parallel, options.context_parallel)
+    software = _software(options, options.sharding or sharding_of(config.parallel))
+    job = planner_job(config, model, node, options.nodes, layout, software)
+    return job if options.shard_group is None else dataclasses.replace(job, shard_group=options.shard_group)
+
+
+def job_from_args(options: argparse.Namespace) -> Job:
+    node = hardware(options.instance, usd_per_hour=_price(options))
+    if is_job_yaml(options.model):
+        return _job_from_yaml(options, node)
+    model = resolve_model(options.model, known_models())
+    return Job(
+        model=model,
+        hardware=node,
+        nodes=options.nodes,
+        seq_len=model.max_seq_len if options.seq is None else options.seq,
+        micro_batch=1 if options.micro_batch is None else options.micro_batch,
+        checkpointing=options.activation_checkpointing or "none",
+        every_n=2 if options.every_n is None else options.every_n,
+        tensor_parallel=options.tensor_parallel,
+        pipeline_parallel=options.pipeline_parallel,
+        global_batch=options.global_batch,
+        software=_software(options, options.sharding or "fsdp"),
+        shard_group=options.shard_group,
+        context_parallel=options.context_parallel,
+    )
+
+
+def _price(options: argparse.Namespace) -> float | None:
+    """--price-per-hour, else the spec's cluster.prices for the instance, else None (the table's on-demand price)."""
+    if options.price_per_hour is not None or options.spec is None:
+        return options.price_per_hour
+    from spec import SpecError, load_spec
+
+    try:
+        spec = load_spec(options.spec)
+    except SpecError as error:
+        raise PlanError("--spec", options.spec, f"is not a valid spec: {str(error).splitlines()[0]}") from None
+    prices = spec.cluster.prices if spec.cluster is not None else {}
+    return prices.get(options.instance)
+
+
+def plan_report(job: Job, tokens: float | None = None) -> dict[str, Any]:
+    """Everything the planner knows about a job, as one JSON-able object."""
+    memory = job_memory(job)
+    step = estimate_step(job)
+    cost = job_cost(job, step, tokens)
+    counts = count_parameters(job.model)
+    hw = job.hardware
+    return {
+        "model": {"parameters": counts.total, "matmul_parameters": counts.flop_params},
+        "instance": hw.instance.name,
+        "hardware": hw.label,
+        "nodes": job.nodes,
+        "devices": job.world_size,
+        "layout": {
+            "tensor_parallel": job.tensor_parallel,
+            "pipeline_parallel": job.pipeline_parallel,
+            "pipeline_interleave": job.software.pipeline_interleave,
+            "context_parallel": job.context_parallel,
+            "data_parallel": job.data_parallel,
+            "sharding": job.software.sharding,
+            "weights_and_gradients_sharded_over": job.state_shard_size,
+            "replicas": job.replicas,
+            "optimizer_sharded_over": job.optimizer_shard_size,
+            "global_batch_sequences": job.global_batch_sequences,
+            "tokens_per_step": job.tokens_per_step,
+            "micro_batches_per_step": job.micro_batches_per_step,
+        },
+        "fits": memory.fits,
+        "fits_message": fits_message(job, memory),
+        "memory_gib_per_device": memory.total_gib,
+        "memory_capacity_gib_per_device": memory.capacity_gib,
+        "memory_breakdown_gib": memory.breakdown(),
+        "flops_per_token": {
+            "model_6n_plus_attention": step.model_flops_per_token,
+            "megatron_96bslh2_per_token": step.megatron_flops_per_token,
+            "hardware_with_recompute": step.hardware_flops_per_token,
+        },
+        "precision": job.software.precision,
+        "peak_flops_per_device": step.peak_flops_per_device,
+        "peak_fp8_flops_per_device": hw.peak_fp8_flops_per_device,
+        "time_s": {
+            "matmul": step.matmul_s,
+            "memory_bound": step.memory_bound_s,
+            "tensor_parallel_comm": step.tensor_parallel.seconds,
+            "context_parallel_comm": step.context_parallel.seconds,
+            "context_parallel_exposed": step.context_parallel_exposed_s,
+            "pipeline_p2p": step.pipeline_p2p.seconds,
+            "pipeline_bubble": step.pipeline_bubble_s,
+            "data_parallel_comm": step.data_parallel.seconds,
+            "data_parallel_comm_by_collective": step.data_parallel_breakdown,
+            "data_parallel_exposed": step.data_parallel_exposed_s,
+            "optimizer": step.optimizer_s,
+        },
+        "communication_per_step": {
+            "network_bytes_per_node": step.data_parallel.network_bytes_per_node
+            + step.pipeline_p2p.network_bytes_per_node
+            + step.context_parallel.network_bytes_per_node,
+            "local_link_bytes_per_device": step.data_parallel.local_bytes_per_device
+            + step.tensor_parallel.local_bytes_per_device
+            + step.pipeline_p2p.local_bytes_per_device,
+            "network_gbps_per_node": hw.instance.network_gbps,
+            "network_efficiency": CALIBRATED.network_efficiency,
+            "local_link_gbytes_per_s_per_device": hw.local_link_bytes_per_s_per_device / 1e9,
+            "local_link_efficiency": LOCAL_LINK_EFFICIENCY,
+            "overlap_fraction": CALIBRATED.overlap_fraction if job.software.dp_overlap else 0.0,
+        },
+        "step_time_s": step.step_s,
+        "tokens_per_s": step.tokens_per_s,
+        "tokens_per_s_per_device": step.tokens_per_s_per_device,
+        "mfu": step.mfu,
+        "hfu": step.hfu,
+        "model_tflops_per_device": step.model_tflops_per_device,
+        "cost_per_hour_usd": cost.usd_per_hour,
+        "tokens_per_usd": cost.tokens_per_usd,
+        "tokens": tokens,
+        "days": cost.days,
+        "cost_usd": cost.usd,
+    }
+
+
+def _interleave(job: Job) -> str:
+    v = job.software.pipeline_interleave
+    return f" (interleave {v})" if job.pipeline_parallel > 1 and v > 1 else ""
+
+
+def _fp8_peak(job: Job) -> str:
+    fp8 = job.hardware.peak_fp8_flops_per_device
+    if job.software.precision != "fp8" or fp8 is None:
+        return ""
+    return f"; precision fp8: block linears at {fp8 / 1e12:.0f} TFLOP/s dense FP8"
+
+
+def _timed(label: str, seconds: float) -> str:
+    return f"  {label:<32} {seconds:9.3f} s"
+
+
+def _gb(value: float) -> str:
+    return f"{value / 1e9:,.1f} GB"
+
+
+def render_text(job: Job, memory: MemoryEstimate, step: StepEstimate, cost: CostEstimate, tokens: float | None) -> str:
+    hw, counts = job.hardware, count_parameters(job.model)
+    peak_t = step.peak_flops_per_device / 1e12
+    fraction = CALIBRATED.matmul_fraction[hw.accelerator.compute_die]
+    lines = [
+        f"{counts.total / 1e9:.2f} B parameters on {job.nodes} x {hw.label} ({job.world_size} devices, "
+        f"{hw.accelerator.name}), seq {job.seq_len}, micro-batch {job.micro_batch}, checkpointing "
+        f"{job.checkpointing}",
+        f"layout: TP {job.tensor_parallel} x PP {job.pipeline_parallel}{_interleave(job)} x CP {job.context_parallel} "
+        f"x DP {job.data_parallel} "
+        f"({job.software.sharding}: weights/grads over {job.state_shard_size}, optimizer over "
+        f"{job.optimizer_shard_size}); global batch "
+        f"{job.global_batch_sequences} sequences = {job.tokens_per_step:,} tokens; "
+        f"{job.micro_batches_per_step} micro-batch(es) per step",
+        "",
+        f"memory per device: {memory.total_gib:.1f} of {memory.capacity_gib:.1f} GiB "
+        f"-> {'fits' if memory.fits else 'DOES NOT FIT'}",
+    ]
+    lines += [f"  {name:<16} {gib:8.2f} GiB" for name, gib in memory.breakdown().items()]
+    if not memory.fits:
+        lines.append(f"  {fits_message(job, memory)}")
+    lines += [
+        "",
+        "FLOPs per token",
+        f"  6N + 12 l h s (model, MFU)        {step.model_flops_per_token:.3e}  (N = {counts.flop_params:.3e})",
+        f"  96 B s l h^2 (...) / (B s)        {step.megatron_flops_per_token:.3e}  (Megatron, counts full recompute)",
+        f"  with this job's recompute (HFU)   {step.hardware_flops_per_token:.3e}",
+        f"  peak: {peak_t:.0f} TFLOP/s per device, dense bf16{_fp8_peak(job)}",
+        "",
+        "time per step",
+        _timed(f"matmul (at {fraction:.0%} of peak)", step.matmul_s),
+        _timed("memory-bound ops", step.memory_bound_s),
+        _timed("tensor-parallel all-reduces", step.tensor_parallel.seconds),
+        _timed("context-parallel K/V ring (exposed)", step.context_parallel_exposed_s),
+        _timed("pipeline sends + bubble", step.pipeline_p2p.seconds + step.pipeline_bubble_s),
+        _timed("data-parallel comm (in all)", step.data_parallel.seconds),
+        *(
+            _timed(f"  {name.replace('_', ' ')}", seconds)
+            for name, seconds in step.data_parallel_breakdown.items()
+            if seconds > 0
+        ),
+        f"    network: {_gb(step.data_parallel.network_bytes_per_node)} per node over "
+        f"{hw.instance.network_gbps:g} Gbps at {CALIBRATED.network_efficiency:.0%}; local links: "
+        f"{_gb(step.data_parallel.local_bytes_per_device)} per device at "
+        f"{hw.local_link_bytes_per_s_per_device / 1e9:.0f} GB/s x {LOCAL_LINK_EFFICIENCY:.0%}",
+        _timed("data-parallel comm (exposed)", step.data_parallel_exposed_s),
+        _timed("optimizer step", step.optimizer_s),
+        _timed("step", step.step_s),
+        "",
+        f"throughput: {step.tokens_per_s_per_device:,.0f} tokens/s per device, {step.tokens_per_s:,.0f} tokens/s "
+        f"in all; MFU {step.mfu:.1%}, HFU {step.hfu:.1%} (of the bf16 peak); {step.model_tflops_per_device:,.0f} model "
+        "TFLOP/s per device",
+        f"cost: ${cost.usd_per_hour:,.2f}/h for {job.nodes} nodes, {cost.tokens_per_usd:,.0f} tokens per $",
+    ]
+    if step.pipeline_bubble_s > 0.2 * step.step_s:
+        lines.append(
+            f"note: the pipeline bubble is {step.pipeline_bubble_s / step.step_s:.0%} of the step; more micro-batches "
+            "per step (--global-batch) shrink it"
+        )
+    if tokens is not None and cost.days is not None and cost.usd is not None:
+        lines.append(f"{tokens:.3g} tokens: {cost.days:,.1f} days, ${cost.usd:,.0f}")
+    return "\n".join(lines)
+
+
+def render_text_header(job: Job) -> str:
+    counts, hw = count_parameters(job.model), job.hardware
+    return (
+        f"{counts.total / 1e9:.2f} B parameters on {job.nodes} x {hw.label} ({job.world_size} devices), seq "
+        f"{job.seq_len}, micro-batch {job.micro_batch}, checkpointing {job.checkpointing}, global batch "
+        f"{job.global_batch_sequences} sequences in every layout, precision {job.software.precision}; ranked: "
+        "layouts that fit first, then the most tokens/s (the fewest days and dollars)\n"
+    )
+
+
+@user_errors
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    options = parser.parse_args(argv)
+    try:
+        job = job_from_args(options)
+    except PlanError as error:
+        parser.exit(2, f"{parser.prog}: error: {_named(error, options)}: {error.value!r} {error.reason}\n")
+    except HardwareError as error:
+        parser.exit(2, f"{parser.prog}: error: {error}\n")
+    if options.compare:
+        plans = ranked(compare_layouts(job, options.tokens))
+        if options.json:
+            print(json.dumps({"layouts": layouts_json(plans)}, indent=2))
+        else:
+            print(render_text_header(job))
+            print(render_table(plans, limit=COMPARE_ROWS_SHOWN))
+        return 0
+    if options.json:
+        print(json.dumps(plan_report(job, options.tokens), indent=2))
+        return 0
+    memory, step = job_memory(job), estimate_step(job)
+    print(render_text(job, memory, step, job_cost(job, step, options.tokens), options.tokens))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

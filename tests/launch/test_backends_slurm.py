@@ -1,0 +1,218 @@
+"""The NeMo and Neuron job scripts, rendered for their real queues (p5 with pyxis, trn1) and run on the local
+cluster's partition. Only the tools this host lacks are recorders: the pyxis-enabled srun (CONTAINER_SRUN),
+neuron_parallel_compile, Neuron's torchrun and neuron-ls. The scripts, sbatch, srun and the dependency are real;
+for the requeue decisions the pyxis stand-in runs the step through the real srun (tests/launch/standins).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cluster.verify.local_slurm import LocalSlurm
+from cluster.verify.local_slurm.install import ensure_shellcheck
+from tests.launch.conftest import install_recorders, read_records, write_job
+from tests.launch.slurm_helpers import job_log, job_story, submit, wait_for_end, wait_for_restart
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.slurm
+
+REPO = Path(__file__).resolve().parents[2]
+TRN1_SPEC = REPO / "spec" / "examples" / "trn1-neuron.yaml"
+PYTHIA = REPO / "launch" / "jobs" / "configs" / "neuron-pythia-6.9b.yaml"
+
+
+def _clean_bash(script: Path) -> None:
+    assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
+    result = subprocess.run([ensure_shellcheck(), str(script)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout
+
+
+def test_nemo_job_launches_the_container_step_with_pyxis_flags(
+    local_slurm: LocalSlurm, demo_data: str, tmp_path: Path, nemo2507_spec: Path
+) -> None:
+    # The pinned NeMo 2.4 choice (the default, Megatron Bridge, runs the same step with its own entry point).
+    recorders = install_recorders(tmp_path / "bin", "pyxis-srun")
+    record_log = tmp_path / "record.jsonl"
+    run_dir = tmp_path / "nemo-run"
+    config = write_job(tmp_path / "job.yaml", data={"global_batch_size": 64})
+    argv = ["--backend", "nemo", "--model", str(config), "--nodes", "2", "--data-prefix", demo_data,
+            "--run-dir", str(run_dir), "--partition", "local", "--spec", str(nemo2507_spec)]  # fmt: skip
+    env = {"CONTAINER_SRUN": str(recorders / "pyxis-srun"), "RECORD_LOG": str(record_log)}
+    (job_id,) = submit(local_slurm, argv, env)
+    job = wait_for_end(local_slurm, job_id)
+    assert (job["JobState"], job["ExitCode"]) == ("COMPLETED", "0:0"), job_story(local_slurm, run_dir, job_id)
+    _clean_bash(tmp_path / "nemo-run.nemo.sbatch")
+
+    (record,) = read_records(record_log)
+    data_dir = Path(demo_data).parent
+    assert record["argv"] == [
+        "--nodes=2",
+        "--ntasks=16",
+        "--ntasks-per-node=8",
+        "--kill-on-bad-exit=1",
+        "--container-image=/fsx/containers/llm-nemo-efa-25.07.00-efa1.43.2.sqsh",
+        f"--container-mounts=/fsx:/fsx,{REPO}:{REPO},{run_dir}:{run_dir},{data_dir}:{data_dir}",
+        f"--container-workdir={REPO}",
+        "--no-container-mount-home",
+        "python",
+        f"{REPO}/launch/jobs/nemo_pretrain.py",
+        "--config",
+        f"{run_dir}/nemo-config.yaml",
+    ]
+    env_seen = record["env"]
+    for name, value in {
+        "FI_PROVIDER": "efa",
+        "FI_EFA_USE_HUGE_PAGE": "0",
+        "NCCL_NET": "AWS Libfabric",
+        "NCCL_SOCKET_IFNAME": "^docker,lo,veth",
+        "TORCH_NCCL_AVOID_RECORD_STREAMS": "1",
+        "NVTE_DP_AMAX_REDUCE_INTERVAL": "0",
+        "NVTE_ASYNC_AMAX_REDUCTION": "1",
+        "MASTER_ADDR": "127.0.0.1",
+        "SLURM_JOB_ID": job_id,
+        "SLURM_JOB_NUM_NODES": "2",
+    }.items():
+        assert env_seen.get(name) == value, name
+    assert env_seen["MASTER_PORT"].isdigit()
+    nemo = yaml.safe_load((run_dir / "nemo-config.yaml").read_text())
+    assert nemo["overrides"]["model.config.num_layers"] == 2 and nemo["overrides"]["model.config.hidden_size"] == 64
+    assert nemo["data"]["paths"] == [str(Path(demo_data).resolve())]
+
+
+STANDINS = Path(__file__).resolve().parent / "standins"
+
+
+def _nemo_with_standin(tmp_path: Path, demo_data: str, program: str | None) -> tuple[list[str], dict[str, str], Path]:
+    recorders = install_recorders(tmp_path / "bin", "pyxis-srun")
+    run_dir = tmp_path / "nemo-run"
+    config = write_job(tmp_path / "job.yaml", data={"global_batch_size": 64})
+    argv = ["--backend", "nemo", "--model", str(config), "--nodes", "2", "--data-prefix", demo_data,
+            "--run-dir", str(run_dir), "--partition", "local"]  # fmt: skip
+    env = {
+        "CONTAINER_SRUN": str(STANDINS / "pyxis-srun"),
+        "RECORDER": str(recorders / "pyxis-srun"),
+        "RECORD_LOG": str(tmp_path / "record.jsonl"),
+        "HOST_PYTHON": sys.executable,
+        **({"STANDIN_PROGRAM": str(STANDINS / program)} if program else {}),
+    }
+    return argv, env, run_dir
+
+
+def test_nemo_config_error_is_not_requeued(local_slurm: LocalSlurm, demo_data: str, tmp_path: Path) -> None:
+    # The real bridge_pretrain.py (the default), on a host python without Megatron Bridge: start-up fails, which is
+    # a configuration error.
+    argv, env, run_dir = _nemo_with_standin(tmp_path, demo_data, None)
+    (job_id,) = submit(local_slurm, argv, env)
+    job = wait_for_end(local_slurm, job_id)
+    log = job_log(run_dir)
+    assert (job["JobState"], job["ExitCode"], job["Restarts"]) == ("FAILED", "2:0", "0"), job_story(
+        local_slurm, run_dir, job_id
+    )
+    assert "failed with exit 2 (configuration error: ModuleNotFoundError: No module named " in log
+    assert "a retry cannot fix this, not requeued" in log
+
+
+def test_nemo_time_limit_stop_is_requeued_and_not_counted_as_a_failure(
+    local_slurm: LocalSlurm, demo_data: str, tmp_path: Path
+) -> None:
+    argv, env, run_dir = _nemo_with_standin(tmp_path, demo_data, "preemptible_step.py")
+    # Even with no failure allowed, a checkpointed stop before the time limit requeues.
+    (job_id,) = submit(local_slurm, [*argv, "--max-requeues", "0"], env)
+    ready = [run_dir / f"step-ready.{rank}" for rank in (0, 1)]
+    wait_until(lambda: all(path.exists() for path in ready), f"both ranks of job {job_id} in their step", 600,
+               lambda: job_story(local_slurm, run_dir, job_id))  # fmt: skip
+    # What #SBATCH --signal=B:USR1@300 does before the time limit.
+    local_slurm.run(["scancel", "--signal=USR1", "--batch", job_id])
+    # The requeued attempt is seen even when it ran and ended before the first look (here: after the job ended).
+    job = wait_for_end(local_slurm, job_id, run_dir=run_dir)
+    wait_for_restart(local_slurm, run_dir, job_id, 1)
+    log = job_log(run_dir)
+    story = job_story(local_slurm, run_dir, job_id)
+    assert (job["JobState"], job["ExitCode"], job["Restarts"]) == ("COMPLETED", "0:0", "1"), story
+    assert "got SIGUSR1; sending SIGUSR1 to the training step" in log, story
+    assert (
+        "stopped before the time limit with a checkpoint (stopped on SIGUSR1 after a checkpoint); "
+        "requeueing (restart 1, not a failure)"
+    ) in log, story
+    assert "restart 1; 0 failed attempts requeued of at most 0" in log, story
+    assert not list(run_dir.glob(".requeue-failures.*"))
+
+
+def test_neuron_compile_job_then_dependent_training_job(
+    local_slurm: LocalSlurm, demo_data: str, tmp_path: Path
+) -> None:
+    venv = tmp_path / "neuron-venv"
+    install_recorders(venv / "bin", "neuron_parallel_compile", "torchrun", "neuron-ls")
+    nxdt = tmp_path / "nxdt" / "examples"
+    nxdt.mkdir(parents=True)
+    record_log = tmp_path / "record.jsonl"
+    run_dir = tmp_path / "pythia"
+    argv = ["--backend", "neuron", "--model", str(PYTHIA), "--nodes", "2", "--data-prefix", demo_data,
+            "--run-dir", str(run_dir), "--spec", str(TRN1_SPEC), "--partition", "local",
+            "--neuron-venv", str(venv), "--nxdt-dir", str(nxdt)]  # fmt: skip
+    compile_id, train_id = submit(local_slurm, argv, {"RECORD_LOG": str(record_log)})
+    assert local_slurm.job(train_id)["Dependency"] == f"afterok:{compile_id}(unfulfilled)"
+    compiled = wait_for_end(local_slurm, compile_id)
+    trained = wait_for_end(local_slurm, train_id)
+    assert compiled["JobState"] == trained["JobState"] == "COMPLETED", job_log(run_dir)
+    assert (compiled["Requeue"], trained["Requeue"]) == ("0", "1")
+    for name in ("compile", "train"):
+        _clean_bash(tmp_path / f"pythia.neuron-{name}.sbatch")
+
+    records = read_records(record_log)
+    by_tool: dict[str, list[dict]] = {}
+    for record in records:
+        by_tool.setdefault(record["tool"], []).append(record)
+    assert len(by_tool["neuron-ls"]) == 2  # once per job, on its batch node
+    compile_runs = sorted(by_tool["neuron_parallel_compile"], key=lambda r: r["env"]["SLURM_NODEID"])
+    train_runs = sorted(by_tool["torchrun"], key=lambda r: r["env"]["SLURM_NODEID"])
+    assert len(compile_runs) == len(train_runs) == 2  # one launcher per node
+    assert max(r["time"] for r in compile_runs) < min(r["time"] for r in train_runs)
+
+    def torchrun_argv(rank: int, overrides: list[str]) -> list[str]:
+        return [
+            "--nproc_per_node", "32", "--nnodes", "2", "--node_rank", str(rank),
+            "--master_addr", "127.0.0.1", "--master_port", "41000",
+            f"{nxdt}/training_orchestrator.py", "--config-path", str(run_dir), "--config-name", "nxdt-config",
+            *overrides,
+        ]  # fmt: skip
+
+    compile_overrides = [
+        "trainer.max_steps=10",
+        "trainer.val_check_interval=10",
+        f"exp_manager.explicit_log_dir={run_dir}/nxdt-compile",
+        "exp_manager.create_checkpoint_callback=False",
+        "exp_manager.create_tensorboard_logger=False",
+        "exp_manager.resume_if_exists=False",
+    ]
+    for rank, record in enumerate(compile_runs):
+        assert record["argv"] == ["torchrun", *torchrun_argv(rank, compile_overrides)]
+        assert record["cwd"] == str(nxdt) and record["env"]["SLURM_JOB_ID"] == compile_id
+    for rank, record in enumerate(train_runs):
+        assert record["argv"] == torchrun_argv(rank, [f"exp_manager.explicit_log_dir={run_dir}/nxdt"])
+        assert record["env"]["SLURM_JOB_ID"] == train_id
+        assert record["env"]["SLURMD_NODENAME"] == f"n{rank + 1}"
+        for name, value in {
+            "NEURON_COMPILE_CACHE_URL": "/fsx/neuron-cache",
+            "NEURON_RT_STOCHASTIC_ROUNDING_EN": "1",
+            "XLA_USE_BF16": "1",
+            "MALLOC_ARENA_MAX": "128",
+            "NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS": "5",
+            "FI_PROVIDER": "efa",
+            "FI_EFA_USE_DEVICE_RDMA": "1",
+            "FI_EFA_FORK_SAFE": "1",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": "41000",
+        }.items():
+            assert record["env"].get(name) == value, name
+        assert "NEURON_CC_FLAGS" not in record["env"]  # NxDT sets it from the config's compiler_flags
+
+    nxdt_config = yaml.safe_load((run_dir / "nxdt-config.yaml").read_text())
+    assert nxdt_config["distributed_strategy"]["tensor_model_parallel_size"] == 8
+    assert nxdt_config["data"]["data_prefix"] == [1.0, str(Path(demo_data).resolve())]
+    assert (run_dir / "tokenizer" / "tokenizer.json").exists()

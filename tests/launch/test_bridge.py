@@ -1,0 +1,54 @@
+"""The Megatron Bridge config and Hugging Face model config rendered from our job config (launch/bridge.py).
+What Megatron Bridge makes of them: tests/launch/test_bridge_contract.py."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from launch.bridge import BRIDGE_RECIPE, bridge_config, hf_config_path, hf_llama_config
+from launch.nemo import Layout
+from slurm.errors import SubmitError
+from slurm.target import resolve_target
+from spec import load_spec
+from tests.launch.test_nemo import _job
+from training.models.registry import get_model_args
+
+P5 = resolve_target(load_spec(None), "nemo", None, None)
+RUN = Path("/fsx/runs/l8")
+
+
+def test_schedule_checkpoints_and_stop_carry_over() -> None:
+    config = bridge_config(_job(), get_model_args("llama3-8b"), P5, 2, RUN, f"{RUN}/tokenizer", Layout(tensor=2))
+    o = config["overrides"]
+    assert (config["recipe"], config["framework"]) == (BRIDGE_RECIPE, "megatron-bridge-26.08")
+    assert (o["train.train_iters"], o["train.global_batch_size"], o["validation.eval_interval"]) == (1000, 128, 100)
+    assert (o["optimizer.lr"], o["optimizer.min_lr"], o["optimizer.clip_grad"]) == (3e-4, pytest.approx(3e-5), 1.0)
+    assert (o["scheduler.lr_warmup_iters"], o["scheduler.lr_decay_iters"]) == (50, 1000)
+    assert (o["checkpoint.save_interval"], o["checkpoint.most_recent_k"]) == (200, 3)
+    assert (o["model.tensor_model_parallel_size"], o["model.sequence_parallel"]) == (2, True)
+    assert o["train.exit_signal_handler"] is True
+    assert config["data"]["paths"] == ["/fsx/data/c_text_document"]
+    assert hf_config_path(config) == RUN / "hf" / "meta-llama" / "Meta-Llama-3-8B" / "config.json"
+
+
+def test_the_hf_config_is_our_shape() -> None:
+    model = get_model_args("llama3-8b")
+    hf = hf_llama_config(model)
+    assert (hf["hidden_size"], hf["intermediate_size"], hf["num_hidden_layers"]) == (4096, 14336, 32)
+    assert (hf["num_attention_heads"], hf["num_key_value_heads"], hf["vocab_size"]) == (32, 8, 128256)
+    assert hf["rope_parameters"] == {"rope_type": "default", "rope_theta": 500000.0}
+    assert hf["tie_word_embeddings"] is False and hf["max_position_embeddings"] >= 8192
+
+
+def test_llama3_rope_scaling_is_carried_as_transformers_5_writes_it() -> None:
+    model = dataclasses.replace(get_model_args("llama3-8b"), rope_type="llama3", rope_factor=32.0)
+    rope = hf_llama_config(model)["rope_parameters"]
+    assert (rope["rope_type"], rope["factor"], rope["original_max_position_embeddings"]) == ("llama3", 32.0, 8192)
+
+
+def test_neox_has_no_megatron_bridge_recipe() -> None:
+    with pytest.raises(SubmitError, match="--backend nemo: model flavor 'neox' has no Megatron Bridge recipe"):
+        bridge_config(_job(), get_model_args("pythia-6.9b"), P5, 2, RUN, f"{RUN}/tokenizer")

@@ -1,0 +1,148 @@
+"""The rendered Megatron Bridge job against Megatron Bridge's own code (0.6.0, NeMo Framework 26.08's, in .bridge-venv).
+
+The job's config is rendered by `launch.submit --backend nemo` with the default spec (cluster.containers.
+nemo_framework: megatron-bridge-26.08) as on the head node; tests/launch/contracts/bridge_probe.py then builds the
+ConfigContainer with bridge_pretrain.build_config (what the container runs: Megatron Bridge's llama3_8b recipe
+function, its model provider made by Megatron Bridge's Llama bridge from our rendered Hugging Face config), runs
+runtime_config_update (pretrain()'s own first step, ConfigContainer.validate() included) at the job's world size, and
+builds the tokenizer and the datasets from our .bin/.idx with Megatron Bridge's builders.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.launch.conftest import write_job
+from tests.launch.test_nemo_contract import LLAMA_JOB
+from training import submit
+from training.signals import EXIT_CONFIG_ERROR
+
+REPO = Path(__file__).resolve().parents[2]
+PROBE = REPO / "tests" / "jobs" / "contracts" / "bridge_probe.py"
+NODES, GPUS = 2, 8  # the default spec's first GPU queue: p5.48xlarge
+
+
+def _render(tmp_path: Path, demo_data: str, name: str, *extra: str) -> Path:
+    config = write_job(tmp_path / f"{name}.yaml", **LLAMA_JOB)
+    run_dir = tmp_path / name
+    argv = ["--backend", "nemo", "--model", str(config), "--nodes", str(NODES), "--data-prefix", demo_data,
+            "--run-dir", str(run_dir), *extra]  # fmt: skip
+    submit.write(submit.render(submit.parse_options(argv), "python -m launch.submit " + " ".join(argv)))
+    return run_dir / "bridge-config.yaml"
+
+
+@pytest.fixture(scope="module")
+def probe(bridge_python: Path, demo_data: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One probe run (Megatron Bridge's imports take most of a minute) over every rendered layout."""
+    tmp_path = tmp_path_factory.mktemp("bridge-contract")
+    configs = {
+        "default": _render(tmp_path, demo_data, "default"),
+        "tp2-cp2": _render(tmp_path, demo_data, "tp2-cp2", "--tensor-parallel", "2", "--context-parallel", "2"),
+        "pp2": _render(tmp_path, demo_data, "pp2", "--pipeline-parallel", "2"),
+    }
+    result = subprocess.run(
+        [str(bridge_python), str(PROBE), str(NODES * GPUS), *map(str, configs.values())],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        cwd=tmp_path,
+    )
+    lines = [line for line in result.stdout.splitlines() if line.startswith("BRIDGE-PROBE ")]
+    assert result.returncode == 0 and lines, result.stderr[-4000:]
+    answer = json.loads(lines[-1].removeprefix("BRIDGE-PROBE "))
+    return {"reports": dict(zip(configs, answer["reports"], strict=True)), "refused": answer["refused"]}
+
+
+def test_megatron_bridge_builds_and_validates_every_rendered_layout(probe: dict[str, Any]) -> None:
+    for name, report in probe["reports"].items():
+        assert report["errors"] == {}, name
+        # Only the recipe's Transformer Engine kernels are switched off for this CPU venv (bridge_probe.py).
+        assert set(report["te_only_settings_turned_off"]) <= {
+            "transformer_impl",
+            "apply_rope_fusion",
+            "cross_entropy_loss_fusion",
+            "gradient_accumulation_fusion",
+        }, name
+
+
+def test_the_model_is_our_llama_shape_made_by_megatron_bridges_llama_bridge(probe: dict[str, Any]) -> None:
+    model = probe["reports"]["default"]["model"]
+    assert model["provider"] == "GPTModelProvider"
+    assert {k: model[k] for k in ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads")} == {
+        "num_layers": 4,
+        "hidden_size": 128,
+        "ffn_hidden_size": 384,
+        "num_attention_heads": 8,
+    }
+    assert (model["num_query_groups"], model["vocab_size"], model["seq_length"]) == (4, 512, 256)
+    # What makes it Llama: Megatron Bridge's mapping of LlamaForCausalLM, not ours.
+    assert (model["normalization"], model["gated_linear_unit"], model["position_embedding_type"]) == (
+        "RMSNorm",
+        True,
+        "rope",
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "sizes", "data_parallel"),
+    [
+        ("default", (1, 1, 1, 1, False), 16),
+        ("tp2-cp2", (2, 1, 2, 1, True), 4),
+        ("pp2", (1, 2, 1, 1, False), 8),
+    ],
+)
+def test_the_parallel_layout_is_exactly_the_rendered_one(
+    probe: dict[str, Any], name: str, sizes: tuple[int, int, int, int, bool], data_parallel: int
+) -> None:
+    # llama3_8b's recipe defaults context parallelism to 2; the job must set every size itself.
+    model = probe["reports"][name]["model"]
+    assert (model["tensor"], model["pipeline"], model["context"], model["expert"], model["sequence_parallel"]) == sizes
+    assert probe["reports"][name]["data_parallel_size"] == data_parallel
+
+
+def test_the_time_limit_signal_reaches_megatron_bridges_checkpointing_stop(probe: dict[str, Any]) -> None:
+    train = probe["reports"]["default"]["train"]
+    assert (train["exit_signal_handler"], train["exit_signal"]) == (True, 10)  # SIGUSR1, what the batch script sends
+    # No other exit condition: an exit before train_iters is the signal's (bridge_pretrain.stop_of).
+    assert (train["exit_duration_in_mins"], train["exit_interval"]) == (None, None)
+    assert (train["train_iters"], train["global_batch_size"], train["micro_batch_size"]) == (100, 16, 1)
+
+
+def test_checkpoints_are_saved_and_resumed_from_the_run_directory(probe: dict[str, Any]) -> None:
+    report = probe["reports"]["default"]
+    run_dir = Path(report["config"]).parent
+    assert report["checkpoint"] == {
+        "save": str(run_dir / "checkpoints"),
+        "load": str(run_dir / "checkpoints"),
+        "save_interval": 20,
+        "most_recent_k": 3,
+        "ckpt_format": "torch_dist",
+    }
+    assert report["logger"] == {"tensorboard_dir": str(run_dir / "tensorboard"), "log_interval": 1}
+
+
+def test_megatron_bridges_dataset_builder_reads_our_bin_idx_and_tokenizer(
+    probe: dict[str, Any], demo_data: str
+) -> None:
+    report = probe["reports"]["default"]
+    assert report["dataset"] == {"blend": [[str(Path(demo_data).resolve())], None], "split": "950,50,0"}
+    data = report["data"]
+    assert data["tokenizer_vocab"] == 512
+    # GPTDataset samples of seq_len tokens (labels are the shifted copy), token ids inside the vocabulary.
+    assert data["sample_tokens"] == 256 and 0 <= data["sample_max_token"] < 512
+    assert data["train_samples"] >= 100 * 16 and data["valid_samples"] > 0
+
+
+def test_a_layout_megatron_bridge_refuses_is_a_config_error_not_a_requeue(probe: dict[str, Any]) -> None:
+    # Started at a world size of 17 the data-parallel size does not divide the batch: ConfigContainer.validate()
+    # refuses before any GPU work, and the job's verdict is a configuration error, never requeued.
+    refused = probe["refused"]
+    assert refused["exit"] == EXIT_CONFIG_ERROR
+    assert refused["status"]["exit_code"] == EXIT_CONFIG_ERROR
+    assert refused["status"]["reason"].startswith("configuration error: AssertionError: eval_global_batch_size (16)")

@@ -1,0 +1,46 @@
+import pytest
+
+from planner.hardware import ACCELERATOR_BY_FAMILY, HardwareError, hardware
+from spec.platform.instances import ACCELERATED_TYPES, instance_facts
+
+
+@pytest.mark.parametrize("name", ACCELERATED_TYPES)
+def test_every_accelerated_instance_type_has_an_accelerator(name: str) -> None:
+    node = hardware(name)
+    assert node.peak_flops_per_device > 0 and node.hbm_bytes_per_s_per_device > 0
+    assert instance_facts(name).family in ACCELERATOR_BY_FAMILY
+
+
+def test_trainium_devices_are_neuroncores() -> None:
+    node = hardware("trn1.32xlarge")
+    assert node.devices_per_node == 32
+    assert node.peak_flops_per_device == pytest.approx(95e12)  # 190 TFLOP/s per chip, two cores
+    assert node.memory_gib_per_device == 16.0
+
+
+def test_h200_shares_the_h100_compute_die_with_more_bandwidth() -> None:
+    h100, h200 = hardware("p5.48xlarge"), hardware("p5e.48xlarge")
+    assert h100.accelerator.compute_die == h200.accelerator.compute_die == "H100"
+    assert h200.hbm_bytes_per_s_per_device > h100.hbm_bytes_per_s_per_device
+
+
+def test_overrides_replace_network_and_price_only() -> None:
+    node = hardware("p5.48xlarge", network_gbps=800, usd_per_hour=10.0)
+    assert node.network_bytes_per_s_per_node == 100e9
+    assert node.usd_per_node_hour == 10.0
+    assert node.peak_flops_per_device == hardware("p5.48xlarge").peak_flops_per_device
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"instance_type": "p9.huge"}, "'p9.huge'"),
+        ({"instance_type": "m5.xlarge"}, "--instance: 'm5.xlarge' has no accelerator"),
+        ({"instance_type": "p5.48xlarge", "usd_per_hour": -1.0}, "--price-per-hour: -1.0"),
+        ({"instance_type": "p5.48xlarge", "network_gbps": 0.0}, "network_gbps: 0.0"),
+    ],
+)
+def test_bad_hardware_is_one_line_naming_the_value(kwargs: dict, needle: str) -> None:
+    with pytest.raises(HardwareError) as caught:
+        hardware(**kwargs)
+    assert needle in str(caught.value) and "\n" not in str(caught.value)

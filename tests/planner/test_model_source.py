@@ -1,0 +1,139 @@
+"""--model as a path: real config.json files of several families (tests/planner/hf_configs, sources in
+SOURCES.md there) read into the planner's shape, and checked against the model transformers builds from them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from planner.job import PlanError
+from planner.job_config import read_job
+from planner.model_source import args_from_config_json, is_job_yaml, read_config_json, resolve_model
+from training.models.params import count_parameters
+from training.models.registry import MODEL_CONFIGS
+
+CONFIGS = Path(__file__).parent / "hf_configs"
+DENSE = [
+    "meta-llama--Meta-Llama-3.1-8B",
+    "meta-llama--Meta-Llama-3.1-70B",
+    "meta-llama--Meta-Llama-3.1-405B",
+    "Qwen--Qwen3-1.7B",
+    "Qwen--Qwen3-8B",
+    "Qwen--Qwen3-32B",
+    "Qwen--Qwen2.5-1.5B",
+    "Qwen--Qwen2.5-72B",
+]
+
+
+def _config(name: str) -> dict[str, Any]:
+    return json.loads((CONFIGS / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def _transformers_parameter_count(config: dict[str, Any]) -> int:
+    """Parameters of the model transformers builds from the config, on the meta device (no memory, no download).
+    Tied weights are one parameter to torch, as to us."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    fields = {k: v for k, v in config.items() if k not in ("model_type", "architectures", "transformers_version")}
+    hf_config = transformers.AutoConfig.for_model(config["model_type"], **fields)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(hf_config)
+    return sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize("name", DENSE)
+def test_parameter_count_is_the_one_transformers_builds(name: str) -> None:
+    config = _config(name)
+    ours = count_parameters(read_config_json(CONFIGS / f"{name}.json")).total
+    assert ours == _transformers_parameter_count(config), name
+
+
+def test_the_shape_is_read_field_by_field() -> None:
+    args = read_config_json(CONFIGS / "meta-llama--Meta-Llama-3.1-405B.json")
+    assert (args.dim, args.n_layers, args.n_heads, args.kv_heads, args.ffn_dim) == (16384, 126, 128, 8, 53248)
+    assert (args.vocab_size, args.max_seq_len, args.tie_embeddings) == (128256, 131072, False)
+    assert args.attention_head_dim is None and not args.qk_norm
+
+
+def test_qwen3_keeps_its_head_size_apart_from_hidden_over_heads() -> None:
+    """Qwen3-32B: 64 heads of 128 over a 5120 hidden size (not 80 each), per-head q/k norms."""
+    args = read_config_json(CONFIGS / "Qwen--Qwen3-32B.json")
+    assert (args.head_dim, args.attention_dim, args.qk_norm) == (128, 8192, True)
+    assert read_config_json(CONFIGS / "Qwen--Qwen3-8B.json").attention_head_dim is None  # 4096 / 32 spelled out
+
+
+def test_qwen2_has_biases_on_q_k_v_only() -> None:
+    args = read_config_json(CONFIGS / "Qwen--Qwen2.5-72B.json")
+    assert args.qkv_bias and not args.qk_norm and args.attention_head_dim is None
+
+
+def test_llama3_8b_config_matches_the_registry_shape() -> None:
+    ours = read_config_json(CONFIGS / "meta-llama--Meta-Llama-3.1-8B.json")
+    assert count_parameters(ours).total == count_parameters(MODEL_CONFIGS["llama3-8b"]).total
+
+
+@pytest.mark.parametrize(
+    ("name", "key", "value"),
+    [("mistralai--Mixtral-8x7B-v0.1", "num_local_experts", 8), ("Qwen--Qwen3-30B-A3B", "num_experts", 128)],
+)
+def test_mixture_of_experts_is_refused_naming_the_key(name: str, key: str, value: int) -> None:
+    with pytest.raises(PlanError) as caught:
+        read_config_json(CONFIGS / f"{name}.json")
+    message = str(caught.value)
+    assert f"{key}: {value}" in message and "mixture of experts" in message and "\n" not in message
+
+
+def test_encoder_decoder_and_encoder_only_configs_are_refused() -> None:
+    transformers = pytest.importorskip("transformers")
+    t5 = transformers.T5Config().to_dict()
+    with pytest.raises(PlanError, match="is_encoder_decoder: True is not a decoder-only model"):
+        args_from_config_json(t5, "t5.json")
+    bert = transformers.BertConfig().to_dict() | {"architectures": ["BertForMaskedLM"]}
+    with pytest.raises(PlanError, match=r"architectures: \['BertForMaskedLM'\] is not a causal"):
+        args_from_config_json(bert, "bert.json")
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"attention_bias": True}, "attention_bias: True is not modelled"),
+        ({"hidden_act": "gelu"}, "hidden_act: 'gelu' is not modelled"),
+        ({"model_type": "gemma2"}, "model_type: 'gemma2' is not one of llama, mistral, qwen2, qwen3"),
+        ({"use_sliding_window": True}, "use_sliding_window: True is not modelled"),
+    ],
+)
+def test_what_would_make_the_plan_wrong_is_refused(change: dict[str, Any], expected: str) -> None:
+    with pytest.raises(PlanError, match=expected):
+        args_from_config_json(_config("Qwen--Qwen3-8B") | change, "x.json")
+
+
+def test_a_missing_shape_key_is_named() -> None:
+    config = _config("meta-llama--Meta-Llama-3.1-70B")
+    del config["intermediate_size"]
+    with pytest.raises(PlanError, match="intermediate_size: None is required"):
+        args_from_config_json(config)
+
+
+def test_resolve_takes_a_name_a_config_or_a_directory_and_a_job_yaml_goes_to_job_config(tmp_path: Path) -> None:
+    assert resolve_model("llama3-8b", MODEL_CONFIGS) is MODEL_CONFIGS["llama3-8b"]
+    path = CONFIGS / "Qwen--Qwen3-8B.json"
+    (tmp_path / "config.json").write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+    assert resolve_model(str(path), MODEL_CONFIGS) == resolve_model(str(tmp_path), MODEL_CONFIGS)
+    job_yaml = Path(__file__).resolve().parents[2] / "training/configs/llama3-8b.yaml"
+    assert is_job_yaml(str(job_yaml)) and not is_job_yaml(str(path))
+    assert read_job(job_yaml)[1] == MODEL_CONFIGS["llama3-8b"]
+
+
+def test_unknown_model_and_unreadable_yaml_are_one_line(tmp_path: Path) -> None:
+    with pytest.raises(PlanError, match="'llama9' is neither a known model"):
+        resolve_model("llama9", MODEL_CONFIGS)
+    repo = Path(__file__).resolve().parents[2]
+    with pytest.raises(PlanError, match=r"model\.vocab_size: 'data' needs a dataset"):
+        read_job(repo / "training/configs/tiny.yaml")
+    broken = tmp_path / "config.json"
+    broken.write_text("{", encoding="utf-8")
+    with pytest.raises(PlanError, match="is not JSON"):
+        resolve_model(str(broken), MODEL_CONFIGS)

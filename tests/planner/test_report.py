@@ -1,0 +1,109 @@
+"""llm-report on sacct output recorded from the local cluster's real slurmdbd (tests/planner/fixtures), and its
+CLI's one-line errors. The same report runs against a live slurmdbd in tests/cluster/test_local_slurm_accounting.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from planner.comment import Plan, parse_plan, plan_comment
+from planner.report import ReportError, parse_sacct, partition_prices, render_table, summarize
+from spec import load_spec
+
+REPO = Path(__file__).resolve().parents[2]
+RECORDED = REPO / "tests" / "planner" / "fixtures" / "sacct-local-slurmdbd.txt"
+
+
+def test_recorded_sacct_output_parses_to_one_record_per_job() -> None:
+    records = parse_sacct(RECORDED.read_text())
+    assert [(r.job_id, r.user, r.account, r.nodes, r.elapsed_s, r.state, r.exit_code) for r in records] == [
+        ("1", "root", "research", 2, 4, "COMPLETED", "0:0"),
+        ("2", "nobody", "research", 1, 2, "COMPLETED", "0:0"),
+        ("3", "daemon", "ops", 1, 1, "FAILED", "3:0"),
+        ("4", "nobody", "research", 0, 0, "CANCELLED", "0:0"),  # "CANCELLED by 0": the state word only
+    ]
+    assert records[0].plan == Plan(usd=0.01, hours=0.001, steps=10)
+    assert records[2].plan is None  # a free-text comment (with a '|') is no plan and breaks no column
+    assert records[0].month == "2026-11" and records[3].month == "not started"
+
+
+def test_spent_is_nodes_times_hours_times_the_partition_price() -> None:
+    records = parse_sacct(RECORDED.read_text())
+    rows = summarize(records, {"local": 3600.0}, "job")  # 1 USD per node-second: easy to read
+    assert [(row.key, row.node_hours * 3600, row.spent_usd, row.planned_usd) for row in rows] == [
+        ("1", 8.0, 8.0, 0.01),
+        ("2", 2.0, 2.0, None),
+        ("3", 1.0, 1.0, None),
+        ("4", 0.0, 0.0, None),
+    ]
+    assert rows[0].spent_of_planned == pytest.approx(800.0)
+    by_user = {row.key: row for row in summarize(records, {"local": 3600.0}, "user")}
+    assert (by_user["nobody"].jobs, by_user["nobody"].spent_usd, by_user["nobody"].planned_usd) == (2, 2.0, None)
+    assert (by_user["root"].spent_usd, by_user["root"].planned_usd) == (8.0, 0.01)
+    by_month = summarize(records, {}, "month")
+    assert [(row.key, row.jobs, row.spent_usd) for row in by_month] == [("2026-11", 3, None), ("not started", 1, None)]
+
+
+def test_prices_come_from_the_spec_queues_and_the_overrides() -> None:
+    spec = load_spec(REPO / "spec" / "examples" / "p5-on-demand.yaml")
+    prices = partition_prices(spec, {"local": 0.5})
+    assert prices["local"] == 0.5
+    assert prices["gpu"] > 50  # p5.48xlarge on demand, from the facts table
+
+
+def test_table_has_totals_and_marks_what_is_unknown() -> None:
+    rows = summarize(parse_sacct(RECORDED.read_text()), {}, "user")
+    table = render_table(rows, "user").splitlines()
+    assert table[0].split() == ["user", "jobs", "node-hours", "spent", "USD", "planned", "USD", "spent/planned"]
+    assert table[-1].split()[:3] == ["total", "4", "0.00"]
+    assert table[-1].split()[3:] == ["-", "0.01"]
+
+
+def test_plan_comments_round_trip_and_bad_ones_are_no_plan() -> None:
+    plan = Plan(usd=1234.5, hours=20.25, steps=5000)
+    assert plan_comment(plan) == "llm-plan:v1,usd=1234.5,hours=20.25,steps=5000"
+    assert parse_plan(plan_comment(plan)) == plan
+    assert parse_plan("llm-plan:v1 usd=abc hours=1") is None
+    assert parse_plan("something else") is None
+
+
+def test_malformed_sacct_output_is_one_line_naming_what() -> None:
+    with pytest.raises(ReportError, match=r"^sacct output: header lacks Comment"):
+        parse_sacct("JobID|JobName|User|Account|Partition|AllocNodes|ElapsedRaw|Start|End|State|ExitCode\n")
+    header = RECORDED.read_text().splitlines()[0]
+    with pytest.raises(ReportError, match=r"^sacct output line 2: 3 fields, header has 12"):
+        parse_sacct(f"{header}\n1|a|b\n")
+
+
+def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "planner.report", *args], cwd=REPO, input=stdin, capture_output=True, text=True
+    )
+
+
+def test_cli_reads_recorded_output_and_prints_json() -> None:
+    result = cli("--sacct-file", str(RECORDED), "--by", "month", "--price", "local=3600", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert [(row["key"], row["jobs"], row["spent_usd"]) for row in rows] == [
+        ("2026-11", 3, 11.0),
+        ("not started", 1, 0.0),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--price", "local"], "error: --price: 'local' must be PARTITION=USD_PER_NODE_HOUR, such as local=0.50\n"),
+        (["--start", "yesterday"], "error: --start: 'yesterday' must be YYYY-MM-DD[THH:MM[:SS]] or now-<N>days\n"),
+        (["--sacct-file", "/nonexistent"], "error: --sacct-file: '/nonexistent': No such file or directory\n"),
+        (["--by", "team"], "error: argument --by: invalid choice: 'team' (choose from 'job', 'user', 'month')\n"),
+    ],
+)
+def test_cli_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
+    result = cli(*args)
+    assert (result.returncode, result.stderr) == (2, message)

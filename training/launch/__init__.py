@@ -1,3 +1,0 @@
-"""Rendering training jobs for SLURM: whether a job fits (fit), the backend configs (nemo, neuron) and the
-sbatch scripts (scripts), on top of the slurm package. `python -m training.submit` uses them.
-"""

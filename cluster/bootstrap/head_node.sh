@@ -188,7 +188,9 @@ build_env() {
 }
 
 if [[ -n "$payload" && -n "$shared_dir" ]]; then
-	[[ -d "$work/payload/training" ]] || die "payload $payload lacks training/"
+	for package in training launch planner; do
+		[[ -d "$work/payload/$package" ]] || die "payload $payload lacks $package/"
+	done
 	[[ -f "$work/payload/cluster/bootstrap/login_env.sh" ]] || die "payload $payload lacks cluster/bootstrap/login_env.sh"
 	[[ -f "$work/payload/deployment.yaml" ]] || log "payload $payload has no deployment.yaml; the submit command falls back to spec/default.yaml"
 	dest="$shared_dir/llm-training"

@@ -241,7 +241,7 @@ def test_neuron_install_refuses_incomplete_pins(tmp_path: Path) -> None:
     assert result.stderr.strip() == "neuron_install: no pin for aws-neuronx-runtime-lib in NEURON_PINS"
 
 
-def make_payload(tmp_path: Path, with_training: bool = True) -> Path:
+def make_payload(tmp_path: Path, without: tuple[str, ...] = ()) -> Path:
     source = tmp_path / "payload-src"
     health = source / "cluster" / "health"
     health.mkdir(parents=True)
@@ -250,9 +250,10 @@ def make_payload(tmp_path: Path, with_training: bool = True) -> Path:
     # The login environment's script, as every payload carries it (cluster/ is one of its packages).
     (source / "cluster" / "bootstrap").mkdir()
     shutil.copy(BOOTSTRAP_DIR / "login_env.sh", source / "cluster" / "bootstrap" / "login_env.sh")
-    if with_training:
-        (source / "training").mkdir()
-        (source / "training" / "__init__.py").write_text("VERSION = 2\n")
+    for package in ("training", "launch", "planner"):  # the trainer, job submission and the planner
+        if package not in without:
+            (source / package).mkdir()
+            (source / package / "__init__.py").write_text("VERSION = 2\n")
     archive = tmp_path / "payload.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         for entry in sorted(source.iterdir()):
@@ -290,12 +291,13 @@ def test_head_node_installs_checks_training_and_pyxis(tmp_path: Path) -> None:
     )
 
 
-def test_head_node_refuses_an_incomplete_payload(tmp_path: Path) -> None:
+@pytest.mark.parametrize("missing", ["training", "launch", "planner"])
+def test_head_node_refuses_an_incomplete_payload(tmp_path: Path, missing: str) -> None:
     env = {**os.environ, "SLURM_ETC": str(tmp_path / "etc")}
-    payload = str(make_payload(tmp_path, with_training=False))
+    payload = str(make_payload(tmp_path, without=(missing,)))
     result = run("head_node.sh", ["--shared-dir", str(tmp_path), "--payload", payload], env)
     assert result.returncode == 1
-    assert result.stderr.strip().endswith(f"head_node: payload {payload} lacks training/")
+    assert result.stderr.strip().endswith(f"head_node: payload {payload} lacks {missing}/")
 
 
 def fake_python(tmp_path: Path, version: str) -> Path:

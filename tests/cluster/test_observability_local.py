@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.observability import local
+from cluster.verify import local_observability as local
 
 REPO = Path(__file__).resolve().parents[2]
 

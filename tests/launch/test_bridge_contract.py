@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
+from launch import submit
 from tests.launch.conftest import write_job
 from tests.launch.test_nemo_contract import LLAMA_JOB
-from training import submit
 from training.signals import EXIT_CONFIG_ERROR
 
 REPO = Path(__file__).resolve().parents[2]

@@ -24,10 +24,10 @@ from typing import Any
 
 import pytest
 
+from launch import submit
 from launch.bridge import RECIPE_HF_MODEL_ID
 from tests.launch.conftest import write_job
 from tests.launch.test_nemo_contract import LLAMA_JOB
-from training import submit
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE = REPO / "tests" / "jobs" / "contracts" / "bridge_export_probe.py"

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from launch import submit
 from tests.launch.conftest import nemo2507_spec_file, write_job
-from training import submit
 from training.signals import EXIT_CONFIG_ERROR
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,7 +1,7 @@
 """The Slurm partitions, node names, features and GRES that ParallelCluster makes of our cluster config.
 
 ParallelCluster's head node turns `Scheduling.SlurmQueues` into slurm.conf and gres.conf lines (its cookbook's
-config generator; the facts, with file and commit, are in cluster/verify/pcluster/slurm_naming.json). This module
+config generator; the facts, with file and commit, are in cluster/slurm_naming.json). This module
 does the same for the config `cluster.config_builder` renders, so the repo can name nodes the way the cluster
 will (`gpu-dy-p5-48xlarge-1`, ...) and stand up a local slurmctld shaped like the real one.
 
@@ -27,7 +27,7 @@ from spec.load import load_spec
 from spec.model import DeploymentSpec
 from spec.platform.instances import instance_facts
 
-RECORD = Path(__file__).resolve().parent / "pcluster" / "slurm_naming.json"
+RECORD = Path(__file__).resolve().parent / "slurm_naming.json"
 
 NodeKind = Literal["static", "dynamic"]
 

@@ -1,4 +1,4 @@
-"""cluster.slurm_names against the record of ParallelCluster's cookbook (cluster/verify/pcluster/slurm_naming.json)."""
+"""cluster.slurm_names against the record of ParallelCluster's cookbook (cluster/slurm_naming.json)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Only munged and slurmctld run: no slurmd, so no job ever starts, but `sbatch --test-only` answers as the real
 controller would whether a script's partition, node count, GRES and options fit the cluster. The partitions,
 node ranges (State=CLOUD, powered down, as ParallelCluster leaves them), features and GRES come from
-`cluster.slurm_names`; the scheduler settings from cluster/verify/pcluster/slurm_naming.json; the CustomSlurmSettings
+`cluster.slurm_names`; the scheduler settings from cluster/slurm_naming.json; the CustomSlurmSettings
 from the spec's ClusterConfiguration. The files are laid out as ParallelCluster lays them out: slurm.conf
 includes slurm_parallelcluster.conf, which includes one partition file per queue; gres.conf likewise.
 

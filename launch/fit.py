@@ -95,6 +95,16 @@ def check_fits(
     return fit
 
 
+def check_global_batch(job: JobConfig, data_parallel: int) -> None:
+    """Every backend splits a step's sequences over its data-parallel ranks in whole micro-batches; a job that cannot
+    died at start (exit 2, not requeued). Refused before SLURM is asked for nodes."""
+    if job.data.global_batch_size % (job.data.micro_batch_size * data_parallel):
+        raise SubmitError(
+            f"data.global_batch_size: {job.data.global_batch_size} is not a multiple of micro_batch_size x "
+            f"data-parallel size ({job.data.micro_batch_size} x {data_parallel})"
+        )
+
+
 def check_planner_fit(model: ModelArgs, target: Target, nodes: int, job: JobConfig, model_name: str = "model") -> str:
     """The planner's verdict for an FSDP job on GPUs or Trainium, made for the job as written (planner.job_config);
     raises SubmitError when its batch cannot be split over the ranks or its memory does not fit."""

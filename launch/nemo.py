@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from launch.fit import check_global_batch
 from slurm.errors import SubmitError
 from slurm.target import Target
 from training.config import JobConfig
@@ -167,9 +168,4 @@ def check_parallel(model: ModelArgs, workers: int, layout: Layout, job: JobConfi
         raise SubmitError(
             f"--expert-parallel: {layout.expert} needs a mixture-of-experts model; {model.flavor} has no experts"
         )
-    data_parallel = layout.data_parallel(workers)
-    if job.data.global_batch_size % (job.data.micro_batch_size * data_parallel):
-        raise SubmitError(
-            f"data.global_batch_size: {job.data.global_batch_size} is not a multiple of micro_batch_size x "
-            f"data-parallel size ({job.data.micro_batch_size} x {data_parallel})"
-        )
+    check_global_batch(job, layout.data_parallel(workers))

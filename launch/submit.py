@@ -22,7 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from launch.fit import check_fits, check_planner_fit, planned_cost
+from launch.data_fit import check_data_fills_splits
+from launch.fit import check_fits, check_global_batch, check_planner_fit, planned_cost
 from launch.options import SubmitOptions
 from launch.scripts import JobInputs, Rendered, fsdp_scripts, nemo_scripts, neuron_scripts
 from planner.comment import plan_comment
@@ -216,6 +217,9 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
     except ConfigError as error:
         raise SubmitError(f"--model: {options.model}: {str(error).splitlines()[0].removeprefix('config: ')}") from None
     model_name = job.model.name or str(job.model.hf_checkpoint)
+    if options.backend == "fsdp":  # nemo and neuron check it with their model-parallel layout
+        check_global_batch(job, target.devices_per_node * options.nodes)
+    check_data_fills_splits(options.backend, job, data_prefix, target.devices_per_node * options.nodes)
     fit = check_fits(model, target, options.nodes, model_name=model_name)
     notes = [f"fits: {fit.summary()}"]
     plan = None

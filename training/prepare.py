@@ -169,7 +169,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.tokenizer is not None and args.vocab_size is not None:
         raise UserError("--vocab-size: only applies when no --tokenizer is given")
-    inputs = [demo_corpus_path()] if args.demo_corpus else args.input
+    if args.demo_corpus:
+        try:
+            inputs = [demo_corpus_path()]
+        except OSError as error:
+            where = error.filename or "the demo corpus cache"
+            raise UserError(f"--demo-corpus: cannot write the corpus cache {where}: {error.strerror}") from None
+    else:
+        inputs = args.input
     prepared = prepare_dataset(
         inputs,
         args.output_prefix,

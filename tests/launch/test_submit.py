@@ -324,6 +324,7 @@ def test_a_model_that_cannot_fit_is_refused_before_any_node_is_allocated(
             "n_heads": None,
             "ffn_dim": None,
         },
+        data={"global_batch_size": 32},  # 8 GPUs x micro-batch 4
     )
     argv = [*_base(config, demo_data, tmp_path / "r", nodes=1), "--spec", str(P4D_SPEC), "--dry-run"]
     err = _fails(capsys, argv)
@@ -438,9 +439,11 @@ def test_a_global_batch_the_ranks_cannot_split_is_refused_at_submission(
     # It was submitted without a plan and died at start (exit 2, not requeued): 8 sequences over 16 ranks x 4.
     err = _fails(capsys, [*_base(tiny_config, demo_data, tmp_path / "u"), "--spec", str(P4D_SPEC), "--dry-run"])
     assert err == (
-        "error: --model: tiny on 2 x p4d.24xlarge: data.global_batch_size: 8 must be a multiple of data-parallel "
-        "size x micro-batch (16 x 4 = 64)"
+        "error: data.global_batch_size: 8 is not a multiple of micro_batch_size x data-parallel size (4 x 16)"
     )
+    local = write_job(tmp_path / "odd.yaml", data={"global_batch_size": 12})  # 3 nodes x 1 rank x 4 would split it
+    err = _fails(capsys, [*_base(local, demo_data, tmp_path / "l"), "--local", "--dry-run"])
+    assert err == "error: data.global_batch_size: 12 is not a multiple of micro_batch_size x data-parallel size (4 x 2)"
 
 
 @pytest.mark.parametrize(

@@ -25,3 +25,10 @@ def test_config_is_valid(path: Path) -> None:
         assert config.parallel.mixed_precision == "auto"
     else:
         assert config.parallel.mixed_precision == "bf16"
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
+def test_checkpoints_stay_under_the_run_dir(path: Path) -> None:
+    # An absolute checkpoint.dir (llama3-8b.yaml had /fsx/checkpoints/llama3-8b, a folder nothing creates) is shared
+    # by every run of the config; a relative one lives inside the run directory llm-submit is given.
+    assert not Path(load_job_config(path).checkpoint.dir).is_absolute()

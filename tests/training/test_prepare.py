@@ -175,3 +175,16 @@ def test_cli_demo_corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
     assert main(argv) == 0
     assert read_manifest(tmp_path / "demo_text_document.manifest.json").sources[0].path == str(small)
     capsys.readouterr()
+
+
+def test_an_unwritable_corpus_cache_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the cache's parent should be")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    argv = ["--demo-corpus", "--output-prefix", str(tmp_path / "demo"), "--workers", "1"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --demo-corpus: cannot write the corpus cache ") and err.count("\n") == 1
+    assert "Not a directory" in err and not (tmp_path / "demo_text_document.bin").exists()

@@ -1,6 +1,9 @@
 """The demo corpus: standard-library docstrings as JSONL, built on first use (nothing large lives in git).
 
 python -m training.corpus --output build/corpus/stdlib.jsonl
+
+The cache is the user's (`$XDG_CACHE_HOME/llm-training/corpus`, else `~/.cache/llm-training/corpus`), never the
+release tree: on the head node that tree is root's and read-only to the users who run `llm-prepare`.
 """
 
 import json
@@ -10,8 +13,11 @@ from pathlib import Path
 
 from training.corpus.stdlib_docstrings import iter_module_documents
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_CACHE_DIR = REPO_ROOT / "build" / "corpus"
+
+def default_cache_dir() -> Path:
+    """Where the corpus is cached when no directory is named: the user's cache, never the release tree."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "llm-training" / "corpus"
 
 
 def corpus_file_name() -> str:
@@ -35,7 +41,7 @@ def build_corpus(output: str | Path, stdlib_root: Path | None = None) -> Path:
 
 def demo_corpus_path(cache_dir: str | Path | None = None) -> Path:
     """The corpus file, written on first use; concurrent first uses each write a whole file and one wins."""
-    path = Path(cache_dir or DEFAULT_CACHE_DIR) / corpus_file_name()
+    path = Path(cache_dir or default_cache_dir()) / corpus_file_name()
     if not path.is_file():
         build_corpus(path)
     return path

@@ -14,40 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from training.data.errors import DataError
+from training.data.splits import samples_in, split_documents
 
-# Separates the validation draw from the per-epoch shuffles, which use seed + epoch.
-_VALIDATION_STREAM = 0x5EED_7A11
-_MAX_VALIDATION_RUN = 64
-_MIN_VALIDATION_RUNS = 16
-
-
-def split_documents(document_count: int, validation_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(train, validation) document ids, each sorted; the validation documents are seeded random runs.
-
-    Documents are held out in runs of neighbours (up to _MAX_VALIDATION_RUN, at least 16 runs when there are
-    enough documents): every held-out run splits the train stream, and each train sample that runs across such a
-    gap is pieced together from both sides, which costs far more than a sample read in one piece. Runs also keep
-    the spread over the corpus that a random draw gives.
-    """
-    if validation_fraction == 0.0:
-        return np.arange(document_count, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    validation_count = max(1, round(validation_fraction * document_count))
-    if validation_count >= document_count:
-        raise DataError(
-            f"validation_fraction: {validation_fraction} holds out {validation_count} of {document_count} documents, "
-            "leaving none to train on"
-        )
-    rng = np.random.default_rng([seed, _VALIDATION_STREAM])
-    run = min(_MAX_VALIDATION_RUN, max(1, validation_count // _MIN_VALIDATION_RUNS))
-    runs = -(-validation_count // run)
-    if runs > document_count // run:  # very large fractions: too few slots for whole runs
-        run, runs = 1, validation_count
-    slots = np.sort(rng.choice(document_count // run, size=runs, replace=False))
-    held_out = (slots[:, None] * run + np.arange(run)).reshape(-1)[:validation_count]
-    validation = np.sort(held_out).astype(np.int64)
-    train = np.setdiff1d(np.arange(document_count, dtype=np.int64), validation, assume_unique=True)
-    return train, validation
+__all__ = ["PackedSamples", "Spans", "epoch_order", "split_documents"]
 
 
 @dataclass(frozen=True)
@@ -86,7 +55,7 @@ class PackedSamples:
         self._tokens = tokens.view(np.ndarray)  # plain views: slicing a memmap object costs microseconds
         self._spans = spans
         self.seq_len = seq_len
-        self.num_samples = max(0, (spans.total_tokens - 1) // seq_len)
+        self.num_samples = samples_in(spans.total_tokens, seq_len)
         window = seq_len + 1
         # Every window of seq_len + 1 tokens in the file as a strided view (no copy): a batch is then one
         # index_select of the rows where its samples start. torch rather than numpy fancy indexing because torch

@@ -1,8 +1,11 @@
 import json
 from pathlib import Path
 
+import pytest
+
+import training.corpus
 from tests.training.corpus.test_stdlib_docstrings import fake_stdlib
-from training.corpus import build_corpus, corpus_file_name, demo_corpus_path
+from training.corpus import build_corpus, corpus_file_name, default_cache_dir, demo_corpus_path
 from training.corpus.__main__ import main
 
 
@@ -39,8 +42,19 @@ def test_cli_writes_the_corpus(tmp_path: Path, capsys, monkeypatch) -> None:  # 
 
 
 def test_the_stdlib_corpus_has_every_module_once_and_over_a_megabyte() -> None:
-    """On the demo corpus the job fixtures read (build/corpus, built once per machine), not a fresh build."""
+    """On the demo corpus the job fixtures read (the user's cache, built once per machine), not a fresh build."""
     records = [json.loads(line) for line in demo_corpus_path().read_text(encoding="utf-8").splitlines()]
     sources = [r["source"] for r in records]
     assert "python-stdlib:json" in sources and len(sources) == len(set(sources))
     assert sum(len(r["text"]) for r in records) > 1_000_000
+
+
+def test_the_default_cache_is_the_users_not_the_release_tree(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # On the head node the release tree is root's: llm-prepare --demo-corpus wrote build/corpus inside it.
+    repo = Path(training.corpus.__file__).resolve().parents[2]
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_cache_dir() == tmp_path / "home" / ".cache" / "llm-training" / "corpus"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_dir() == tmp_path / "xdg" / "llm-training" / "corpus"
+    assert not default_cache_dir().is_relative_to(repo)

@@ -20,8 +20,9 @@ def test_config_is_valid(path: Path) -> None:
     args = resolve_model_args(config.model, data_vocab_size=8000 if config.model.vocab_size == "data" else None)
     assert config.data.seq_len <= args.max_seq_len
     assert config.data.global_batch_size % config.data.micro_batch_size == 0
-    if path.stem == "tiny":
+    if path.stem.startswith("tiny"):
         assert 1_000_000 < count_parameters(args).total < 3_000_000
+    if path.stem == "tiny":  # the CPU demo: fp32 on CPU, bf16 on GPU
         assert config.parallel.mixed_precision == "auto"
     else:
         assert config.parallel.mixed_precision == "bf16"

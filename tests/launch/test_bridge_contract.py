@@ -23,7 +23,7 @@ from tests.launch.test_nemo_contract import LLAMA_JOB
 from training.signals import EXIT_CONFIG_ERROR
 
 REPO = Path(__file__).resolve().parents[2]
-PROBE = REPO / "tests" / "jobs" / "contracts" / "bridge_probe.py"
+PROBE = REPO / "tests" / "launch" / "contracts" / "bridge_probe.py"
 NODES, GPUS = 2, 8  # the default spec's first GPU queue: p5.48xlarge
 
 

@@ -30,7 +30,7 @@ from tests.launch.conftest import write_job
 from tests.launch.test_nemo_contract import LLAMA_JOB
 
 REPO = Path(__file__).resolve().parents[2]
-PROBE = REPO / "tests" / "jobs" / "contracts" / "bridge_export_probe.py"
+PROBE = REPO / "tests" / "launch" / "contracts" / "bridge_export_probe.py"
 DOCS = REPO / "docs" / "jobs.md"
 # The container step on this machine: srun's options dropped, the command's `python` is .bridge-venv's.
 SRUN = 'srun() { while [[ $1 == --* ]]; do shift; done; [[ $1 == python ]]; shift; "$BRIDGE_PYTHON" "$PROBE" python "$@"; }'

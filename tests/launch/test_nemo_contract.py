@@ -21,7 +21,7 @@ from tests.launch.conftest import nemo2507_spec_file, write_job
 from training.signals import EXIT_CONFIG_ERROR
 
 REPO = Path(__file__).resolve().parents[2]
-PROBE = REPO / "tests" / "jobs" / "contracts" / "nemo_probe.py"
+PROBE = REPO / "tests" / "launch" / "contracts" / "nemo_probe.py"
 LLAMA_JOB = {
     "model": {"name": "tiny", "flavor": "llama", "vocab_size": "data", "n_layers": 4, "dim": 128, "n_heads": 8,
               "n_kv_heads": 4, "ffn_dim": 384},

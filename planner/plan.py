@@ -173,12 +173,11 @@ def _software(options: argparse.Namespace, sharding: Sharding) -> Software:
     )
 
 
-# A job YAML's fields that a flag overrides, and the flag's option name.
+# A job YAML's data fields that a flag overrides, and the flag's option name (checkpointing: below).
 _JOB_FIELDS: dict[str, str] = {
     "data.seq_len": "seq",
     "data.micro_batch_size": "micro_batch",
     "data.global_batch_size": "global_batch",
-    "parallel.activation_checkpoint": "activation_checkpointing",
 }
 
 
@@ -186,9 +185,7 @@ def _job_from_yaml(options: argparse.Namespace, node: Hardware) -> Job:
     """--model job.yaml: the job as written (planner.job_config), any flag given overriding its field."""
     config, model = read_job(Path(options.model))
     overrides: dict[str, Any] = {
-        field: getattr(options, name)
-        for field, name in _JOB_FIELDS.items()
-        if getattr(options, name) is not None and field != "parallel.activation_checkpoint"
+        field: getattr(options, name) for field, name in _JOB_FIELDS.items() if getattr(options, name) is not None
     }
     if options.activation_checkpointing is not None or options.every_n is not None:
         current = config.parallel.activation_checkpoint

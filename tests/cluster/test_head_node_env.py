@@ -3,7 +3,7 @@ temporary directory standing for /fsx, builds the training env there from a loca
 time: `make wheelhouse-test` downloads it beforehand), and the installed `llm-submit` renders an sbatch script for
 the deployment spec the payload carries.
 
-The env gets requirements-submit.txt (pydantic, pyyaml): what the submit command needs, a few MB of wheels;
+The env gets requirements-submit.txt (numpy, pydantic, pyyaml): what the submit command needs, a few MB of wheels;
 requirements-node.txt would pull GBs of CUDA wheels (`make wheelhouse`, never run here)."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 
@@ -26,6 +27,7 @@ from cluster.image_config import BOOTSTRAP_DIR
 from cluster.payload import build_payload
 from spec import parse_spec
 from tests.cluster.conftest import spec_dict
+from training.data.writer import TokenizerInfo, write_dataset
 
 pytestmark = pytest.mark.bootstrap
 
@@ -53,6 +55,18 @@ def deployment(max_count: int = 2) -> tuple[Any, str]:
     spec = parse_spec(data)
     # As the cluster stack writes it (stacks/parts/cluster_assets.py).
     return spec, yaml.safe_dump(spec.model_dump(mode="json", exclude_none=True), sort_keys=False)
+
+
+def llama_sized_dataset(prefix: Path) -> Path:
+    """Random token ids in megatron-core's format (20M tokens, 80 MB): llm-submit checks that the 1% validation split
+    holds one evaluation batch of 8193-token samples (16 on two nodes) before it renders anything."""
+    rng = np.random.default_rng(0)
+    documents = ((0, rng.integers(0, 128_000, size=16_384, dtype=np.int64)) for _ in range(1250))
+    tokenizer = TokenizerInfo(sha256="0" * 64, vocab_size=128_256, eod_id=128_001, eod_token="<|end_of_text|>")
+    source = prefix.with_suffix(".jsonl")
+    source.write_text("")  # the manifest records each source's checksum
+    write_dataset(prefix, documents, tokenizer, [source])
+    return prefix
 
 
 def clean_env(root: Path, **extra: str) -> dict[str, str]:
@@ -183,9 +197,7 @@ def test_the_runbooks_shared_directories_are_made_for_every_user(deployed: Deplo
 
 def test_llm_submit_renders_the_deployed_spec(deployed: Deployed, tmp_path: Path) -> None:
     assert deployed.result.returncode == 0, deployed.result.stderr
-    data = tmp_path / "corpus"
-    for suffix in (".bin", ".idx"):
-        Path(f"{data}{suffix}").touch()
+    data = llama_sized_dataset(tmp_path / "corpus")
     options = ["--backend", "fsdp", "--nodes", "2", "--data-prefix", str(data), "--run-dir", str(tmp_path / "run")]
     model = f"{deployed.current}/training/configs/llama3-8b.yaml"
     login = {**deployed.env, "PATH": "/usr/bin:/bin"}

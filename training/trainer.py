@@ -20,7 +20,14 @@ from training.checkpoint.hf_load import load_hf_weights
 from training.checkpoint.layout import MARKER, latest_complete
 from training.checkpoint.manager import CheckpointManager
 from training.checkpoint.state import training_state
-from training.config import ConfigError, JobConfig, check_sequence_fits, resolve_deterministic, resolve_model_args
+from training.config import (
+    ConfigError,
+    JobConfig,
+    ModelSection,
+    check_sequence_fits,
+    resolve_deterministic,
+    resolve_model_args,
+)
 from training.data.loader import LoaderConfig, PackedTokenLoader
 from training.guards import LossGuard
 from training.metrics.flops import (
@@ -43,6 +50,7 @@ from training.parallel.fsdp import mixed_precision_policy, replicas_reduce_on_la
 from training.parallel.mesh import build_mesh, data_parallel_shape
 from training.parallel.parallelize import parallelize
 from training.parallel.precision import unsharded_autocast
+from training.parallel.state_memory import check_state_fits, device_memory, local_world_size
 from training.profiling import StepProfiler
 from training.signals import StopRequest
 
@@ -75,6 +83,13 @@ def _restore_rng(state: dict[str, Any], device: torch.device) -> None:
         torch.cuda.set_rng_state(state["cuda"], device)
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
+
+
+def _model_field(model: ModelSection) -> str:
+    """The config field and value that chose the model, for one-line errors."""
+    if model.name is not None:
+        return f"model.name: {model.name!r}"
+    return f"model.hf_checkpoint: {model.hf_checkpoint!r}"
 
 
 def _seed_everything(seed: int) -> None:
@@ -132,6 +147,13 @@ class Trainer:
         self.model_args = resolve_model_args(config.model, self.train_loader.vocab_size)
         check_sequence_fits(data, self.model_args)
         self.params = count_parameters(self.model_args)
+        check_state_fits(
+            _model_field(config.model),
+            self.params.total,
+            self.dp_shape.shard,
+            device_memory(self.device, local_world_size()),
+            self.device.type,
+        )
 
         # One data-parallel rank: no FSDP, whose gathers and reduce-scatters would only copy (as in torchtitan).
         self.mesh = build_mesh(self.dp_shape, self.device.type) if self.dp_shape.size > 1 else None

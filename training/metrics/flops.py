@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
 from spec.platform.instances import GPUS
@@ -79,28 +80,47 @@ def gpu_peak_flops(device_name: str) -> tuple[float, str] | None:
 
 
 def measure_matmul_flops(device: torch.device, size: int = 768, repeats: int = 5) -> float:
-    """Best of a few square matmuls: fp32 on a CPU (this process's threads), bf16 on a GPU (timed with CUDA
-    events, so only the kernels count)."""
+    """Best of a few square matmuls: bf16 on a GPU, timed with CUDA events so only the kernels count; fp32 on a CPU,
+    one thread timed in its own CPU time, times this process's threads. Ranks starting together share the cores
+    while this runs: in wall time the peak shrank with them and MFU read over 100 % once they went quiet; CPU time
+    leaves out what the other processes take."""
     import torch
 
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    a = torch.randn(size, size, device=device, dtype=dtype)
-    b = torch.randn(size, size, device=device, dtype=dtype)
+    if device.type != "cuda":
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return threads * _best_flops(size, repeats, lambda: _cpu_seconds_of_one_matmul(size))
+        finally:
+            torch.set_num_threads(threads)
+    a = torch.randn(size, size, device=device, dtype=torch.bfloat16)
+    b = torch.randn(size, size, device=device, dtype=torch.bfloat16)
     torch.mm(a, b)  # warm-up
-    best = float("inf")
-    for _ in range(repeats):
-        if device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            torch.mm(a, b)
-            end.record()
-            end.synchronize()
-            seconds = start.elapsed_time(end) / 1e3
-        else:
-            began = time.perf_counter()
-            torch.mm(a, b)
-            seconds = time.perf_counter() - began
-        best = min(best, seconds)
+
+    def timed() -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.mm(a, b)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3
+
+    return _best_flops(size, repeats, timed)
+
+
+def _cpu_seconds_of_one_matmul(size: int) -> float:
+    import torch
+
+    a = torch.randn(size, size)
+    b = torch.randn(size, size)
+    torch.mm(a, b)  # warm-up
+    began = time.thread_time()
+    torch.mm(a, b)
+    return time.thread_time() - began
+
+
+def _best_flops(size: int, repeats: int, seconds_of_one: Callable[[], float]) -> float:
+    best = min(seconds_of_one() for _ in range(repeats))
     return 2.0 * size**3 / max(best, 1e-9)
 
 
@@ -122,4 +142,4 @@ def device_peak_flops(device: torch.device, override: float | str | None = None)
     if device.type == "cuda":
         return measure_matmul_flops(device, size=8192, repeats=10), f"bf16 matmul measured on {device}"
     threads = torch.get_num_threads()
-    return measure_matmul_flops(device), f"fp32 matmul measured on this CPU ({threads} threads)"
+    return measure_matmul_flops(device), f"fp32 matmul measured on this CPU (one thread's CPU time x {threads} threads)"

@@ -1,3 +1,6 @@
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -115,3 +118,29 @@ def test_cpu_peak_is_measured_and_overrides_win() -> None:
     assert device_peak_flops(torch.device("cpu"), override=5e9) == (5e9, "metrics.peak_flops (config)")
     value, source = device_peak_flops(torch.device("cpu"))
     assert value > 0 and source.startswith("fp32 matmul measured on this CPU")
+
+
+def _peak_in_a_child(busy_neighbours: int) -> float:
+    """The CPU peak measured by a process pinned to one core, beside `busy_neighbours` busy loops on that core."""
+    code = (
+        "import os, subprocess, sys, torch\n"
+        "from training.metrics.flops import measure_matmul_flops\n"
+        "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+        "torch.set_num_threads(1)\n"
+        f"loops = [subprocess.Popen([sys.executable, '-c', 'while True: pass']) for _ in range({busy_neighbours})]\n"
+        "try:\n"
+        "    print(measure_matmul_flops(torch.device('cpu')))\n"
+        "finally:\n"
+        "    for loop in loops:\n"
+        "        loop.kill()\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
+    return float(result.stdout)
+
+
+def test_the_cpu_peak_does_not_shrink_when_the_core_is_shared() -> None:
+    """Ranks that start together share the cores while rank 0 measures the peak. Measured in wall time, a core
+    shared four ways gave a quarter of the peak, and MFU read over 100 % once the neighbours went quiet; measured
+    in this thread's CPU time, what the others take does not count."""
+    alone, shared = _peak_in_a_child(0), _peak_in_a_child(3)
+    assert shared > 0.6 * alone, (alone, shared)

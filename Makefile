@@ -19,7 +19,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: help setup synth demo test test-stress lint format clean pcluster-venv checkov-venv nemo-venv bridge-venv torchtitan-venv awscli-venv bench rehearse \
-	wheelhouse wheelhouse-test gpu-bench-wheels policy-report nemo-image nxdt-wheelhouse observability-binaries \
+	wheelhouse wheelhouse-test wheelhouse-node-cpu gpu-bench-wheels policy-report nemo-image nxdt-wheelhouse observability-binaries \
 	upload-artifacts
 
 help:
@@ -210,7 +210,17 @@ build/wheelhouse-test/.complete: requirements-submit.txt constraints.txt | $(VEN
 	$(PY) -m pip download --quiet --only-binary=:all: -r requirements-submit.txt -c constraints.txt -d build/wheelhouse-test
 	touch $@
 
-test: setup lint pcluster-venv checkov-venv nemo-venv bridge-venv torchtitan-venv awscli-venv wheelhouse-test
+# The head-node rehearsal's offline wheelhouse (tests/test_head_node_rehearsal.py): requirements-node.txt for this
+# machine, torch as its CPU build (the pin's +cpu wheel the local index offers), about 400 MB.
+wheelhouse-node-cpu: build/wheelhouse-node-cpu/.complete
+
+build/wheelhouse-node-cpu/.complete: requirements-node.txt constraints.txt | $(VENV)/.installed
+	rm -rf build/wheelhouse-node-cpu
+	$(PY) -m pip download --quiet --only-binary=:all: -r requirements-node.txt -c constraints.txt -d build/wheelhouse-node-cpu
+	touch $@
+
+test: setup lint pcluster-venv checkov-venv nemo-venv bridge-venv torchtitan-venv awscli-venv wheelhouse-test \
+	wheelhouse-node-cpu
 	$(PY) -m pytest
 
 # The tests that wait on SLURM jobs, torchrun ranks and Prometheus scrapes, STRESS_ROUNDS times under busy loops on

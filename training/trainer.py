@@ -50,7 +50,7 @@ from training.parallel.fsdp import mixed_precision_policy, replicas_reduce_on_la
 from training.parallel.mesh import build_mesh, data_parallel_shape
 from training.parallel.parallelize import parallelize
 from training.parallel.precision import unsharded_autocast
-from training.parallel.state_memory import check_state_fits, device_memory, local_world_size
+from training.parallel.state_memory import DeviceMemory, check_state_fits, device_memory, local_world_size
 from training.profiling import StepProfiler
 from training.signals import StopRequest
 
@@ -151,7 +151,7 @@ class Trainer:
             _model_field(config.model),
             self.params.total,
             self.dp_shape.shard,
-            device_memory(self.device, local_world_size()),
+            self._least_device_memory(),
             self.device.type,
         )
 
@@ -192,6 +192,16 @@ class Trainer:
         self._init_flops()
 
     # -- setup -----------------------------------------------------------------------------------------------------
+
+    def _least_device_memory(self) -> DeviceMemory:
+        """This rank's device memory, or the least of any rank's: every rank must take the same decision (a rank
+        that went on alone would wait for the others in its first collective)."""
+        memory = device_memory(self.device, local_world_size())
+        least = torch.tensor([memory.bytes], dtype=torch.int64)
+        dist.all_reduce(least, op=dist.ReduceOp.MIN, group=self.host_group)
+        if int(least) == memory.bytes:
+            return memory
+        return DeviceMemory(int(least), f"the least of the {self.ctx.world_size} ranks")
 
     def _restore(self) -> Path | None:
         latest = self.checkpoints.prepare()

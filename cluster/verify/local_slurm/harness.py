@@ -100,9 +100,15 @@ class LocalSlurm:
         state_dir: Path | str = DEFAULT_STATE_DIR,
         nodes: Sequence[str] = DEFAULT_NODES,
         accounting: AccountingSpec | None = None,
+        partition: str = PARTITION,
+        cpus_per_node: int = 1,
     ) -> None:
+        """partition and cpus_per_node shape the cluster like a spec's queue (its name; one CPU per GPU, so an
+        --exclusive job gets as many as the queue's instances have GPUs); Slurm takes the CPU count on trust."""
         self.state_dir = Path(state_dir).resolve()
         self.nodes = tuple(nodes)
+        self.partition = partition
+        self.cpus_per_node = cpus_per_node
         self.accounting = accounting if accounting is not None and accounting.enabled else None
         if not self.nodes:
             raise LocalSlurmError("nodes: at least one node is needed")
@@ -453,7 +459,7 @@ class LocalSlurm:
         memory_mib = _node_memory_mib(len(self.nodes))
         node_lines = "\n".join(
             f"NodeName={node} NodeHostname={hostname} NodeAddr=127.0.0.1 Port={ports[node]} "
-            f"CPUs=1 RealMemory={memory_mib} State=UNKNOWN"
+            f"CPUs={self.cpus_per_node} RealMemory={memory_mib} State=UNKNOWN"
             for node in self.nodes
         )
         text = string.Template(TEMPLATE.read_text()).substitute(
@@ -464,7 +470,7 @@ class LocalSlurm:
             munge_socket=self.munge_socket,
             state_dir=self.state_dir,
             node_lines=node_lines,
-            partition=PARTITION,
+            partition=self.partition,
             node_list=",".join(self.nodes),
             accounting=self._accounting_lines(ports),
         )

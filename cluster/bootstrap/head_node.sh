@@ -23,8 +23,9 @@
 #    path on node-local /run/pyxis.
 # 5. Metrics (cluster.observability): cluster/bootstrap/observability.sh --role head from the new release.
 # 6. The shared directories the runbook uses, made once: <shared-dir>/data (prepared datasets), runs (run
-#    directories) and containers (imported .sqsh images), root-owned with mode 1777 like /tmp: every cluster user
-#    may create their own entries there and no user may remove another's. Existing ones are left as they are.
+#    directories), containers (imported .sqsh images) and fabric-checks (`llm-fabric render`'s default output),
+#    root-owned with mode 1777 like /tmp: every cluster user may create their own entries there and no user may
+#    remove another's. Existing ones are left as they are.
 #
 # OnNodeConfigured passes --payload-parameter, an SSM parameter (a stable key) whose value is the S3 URI of the
 # current payload, so the cluster config's OnNodeConfigured never changes with the code (ParallelCluster
@@ -235,7 +236,7 @@ fi
 
 # ---- 6. shared directories ----------------------------------------------------------------------------
 if [[ -n "$shared_dir" ]]; then
-	for name in data runs containers; do
+	for name in data runs containers fabric-checks; do
 		if [[ ! -e "$shared_dir/$name" ]]; then
 			install -d -o root -g root -m 1777 "$shared_dir/$name"
 			log "created $shared_dir/$name (root, 1777: users add their own entries)"

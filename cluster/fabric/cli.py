@@ -154,9 +154,15 @@ def render_command(args: argparse.Namespace, command_line: str) -> int:
     if args.dry_run:
         print(text, end="")
         return 0
-    job.log_dir.mkdir(parents=True, exist_ok=True)
-    job.script_path.write_text(text, encoding="utf-8")
-    job.script_path.chmod(0o755)
+    try:
+        job.log_dir.mkdir(parents=True, exist_ok=True)
+        job.script_path.write_text(text, encoding="utf-8")
+        job.script_path.chmod(0o755)
+    except OSError as error:
+        raise FabricError(
+            f"--output: cannot write {str(args.output or job.script_path.parent)!r} ({error.strerror}); pass --output "
+            "a directory of yours on shared storage"
+        ) from None
     try:
         job_id = sbatch(job.script_path, None, dict(os.environ), args.sbatch_arg)
     except SubmitError as error:

@@ -144,6 +144,18 @@ def test_render_errors_are_one_line(argv: list[str], message: str | None, capsys
         assert err == f"error: {message}\n"
 
 
+def test_an_output_directory_it_cannot_write_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A user's render on a head node where --output (default <fsx>/fabric-checks) is not theirs to write."""
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    code, out, err = run_main(["render", "--queue", "gpu", "--nodes", "2", "--output", str(blocked / "checks")], capsys)
+    assert (code, out) == (2, "")
+    assert err == (
+        f"error: --output: cannot write {str(blocked / 'checks')!r} (Not a directory); pass --output a directory "
+        "of yours on shared storage\n"
+    )
+
+
 def test_render_refuses_queues_without_efa_or_shared_storage(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -183,7 +183,7 @@ def test_tensorboard_and_every_entry_point_are_on_the_login_path(tmp_path: Path)
 
 def test_the_runbooks_shared_directories_are_made_for_every_user(deployed: Deployed) -> None:
     assert deployed.result.returncode == 0, deployed.result.stderr
-    for name in ("data", "runs", "containers"):
+    for name in ("data", "runs", "containers", "fabric-checks"):
         made = (deployed.root / "fsx" / name).stat()
         assert (made.st_uid, stat.S_IMODE(made.st_mode)) == (0, 0o1777), name
         assert f"head_node: created {deployed.root}/fsx/{name} (root, 1777" in deployed.result.stderr

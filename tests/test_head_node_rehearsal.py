@@ -1,0 +1,91 @@
+"""README's "First job on the cluster", run as written by ec2-user on a head node laid out by head_node.sh, against a
+local SLURM cluster shaped like the default spec's first queue (tests/rehearsal/head_node.py says what stands for
+what). Every job the block submits must start; each ends where this host ends it:
+
+- the tiny model trains to the end (100 steps on 8 CPU ranks), checkpoints in its run dir, MFU at most 100 %;
+- the fabric check runs to its verdict, which fails on what this host lacks: EFA devices, and all_reduce_perf (a
+  CUDA build of nccl-tests, started through srun's pmix plugin, which Debian's slurm-wlm cannot load here);
+- llama3-8b passes its config and data checks and stops at the training-state memory check (GPU memory).
+
+About 10 minutes on 2 cores, most of it the tiny model's 100 steps on 8 ranks, and one minute building the
+release's env from build/wheelhouse-node-cpu (`make wheelhouse-node-cpu`, 284 MB)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.rehearsal.head_node import WHEELHOUSE, first_job_block, split_at_placeholder
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    if os.geteuid() != 0:
+        pytest.fail("the head-node rehearsal needs root (a mount namespace, a user, SLURM daemons)")
+    if not (WHEELHOUSE / ".complete").exists():
+        pytest.fail(f"{WHEELHOUSE} is missing: run `make wheelhouse-node-cpu` (make test does it first)")
+    work = tmp_path_factory.mktemp("head-node-rehearsal")
+    result = subprocess.run(
+        [sys.executable, "-m", "tests.rehearsal.head_node", "--work", str(work)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=5400,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    loaded: dict[str, Any] = json.loads((work / "report.json").read_text())
+    return loaded
+
+
+def _jobs(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {job["name"]: job for job in report["jobs"]}
+
+
+def test_the_block_runs_as_written_up_to_its_placeholder() -> None:
+    before, after = split_at_placeholder(first_job_block().script())
+    assert "llm-submit" in before and 'llm-follow --job "$JOB"' in after
+    assert after.startswith("JOB={job_id}")
+
+
+def test_the_block_runs_as_ec2_user_to_the_end(report: dict[str, Any]) -> None:
+    assert report["bootstrap"]["returncode"] == 0, report["bootstrap"]["stderr"]
+    for part in ("before_job_id", "rest"):
+        assert report[part]["returncode"] == 0, report[part]["stderr"][-3000:]
+    assert all(job["user"] == "ec2-user" for job in report["jobs"])
+    # The demo corpus's cache went to the user's home, not into the read-only release.
+    assert report["home_cache"], report["home_cache"]
+    assert all(path.startswith(".cache/llm-training/corpus/") for path in report["home_cache"]), report["home_cache"]
+
+
+def test_the_tiny_model_trains_to_the_end_in_its_run_dir(report: dict[str, Any]) -> None:
+    tiny = _jobs(report)["fsdp-first-tiny"]
+    assert (tiny["state"], tiny["exit_code"], tiny["partition"]) == ("COMPLETED", "0:0", "gpu"), tiny["log_tail"]
+    assert tiny["exit_status"]["reason"] == "finished" and tiny["last_step"] == 100
+    assert tiny["run_dir"] == "/fsx/runs/first-tiny" and tiny["checkpoints"][-1] == "step-100"
+    assert 0 < tiny["max_mfu"] <= 1.0, tiny["max_mfu"]
+
+
+def test_the_fabric_check_runs_to_its_verdict_and_names_the_missing_hardware(report: dict[str, Any]) -> None:
+    (fabric,) = [job for job in report["jobs"] if job["name"].startswith("fabric-")]
+    assert fabric["state"] == "FAILED" and fabric["nodes"] == "gpu-dy-p5-48xlarge-[1-2]", fabric
+    log = fabric["log_tail"]
+    # Both nodes sampled their EFA counters around the test and the verdict names what this host lacks.
+    assert "EFA counters sampled (after): 2 of 2 nodes" in log, log
+    assert "gpu-dy-p5-48xlarge-1: no EFA devices under /sys/class/infiniband" in log, log
+    assert "fabric check: FAILED" in log, log
+
+
+def test_llama3_8b_passes_config_and_data_and_stops_at_gpu_memory(report: dict[str, Any]) -> None:
+    llama = _jobs(report)["fsdp-llama3-8b"]
+    assert (llama["state"], llama["exit_code"]) == ("FAILED", "2:0"), llama["log_tail"]
+    assert llama["exit_status"]["reason"].startswith("config: model.name: 'llama3-8b' does not fit: its training")
+    assert "sharded over 8 ranks" in llama["exit_status"]["reason"]

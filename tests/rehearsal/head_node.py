@@ -223,7 +223,8 @@ def job_record(job_id: str, fields: dict[str, str]) -> dict[str, Any]:
         train = [row for row in rows if row.get("kind") == "train"]
         record["last_step"] = max((row["step"] for row in train), default=None)
         record["max_mfu"] = max((row["mfu"] for row in train if "mfu" in row), default=None)
-        record["checkpoints"] = sorted(path.name for path in (run_dir / "checkpoints").glob("step-*"))
+        steps = sorted(int(path.name.removeprefix("step-")) for path in (run_dir / "checkpoints").glob("step-*"))
+        record["checkpoints"] = [f"step-{step}" for step in steps]
     return record
 
 

@@ -26,6 +26,7 @@ data checks passed).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -249,7 +250,7 @@ def rehearse(work: Path, spec_path: Path) -> dict[str, Any]:
         partition=partition.name,
         cpus_per_node=GPUS_PER_NODE,
     )
-    Path("/fsx").mkdir(exist_ok=True)  # the mount point (an empty directory); what is mounted there stays private
+    Path("/fsx").mkdir(exist_ok=True)  # the mount point, removed afterwards if made here; what is mounted stays private
     user = add_user(work)
     try:
         slurm.up()
@@ -301,9 +302,14 @@ def main(argv: list[str] | None = None) -> int:
     if os.environ.get(IN_NAMESPACE) != "1":
         command = ["unshare", "--mount", "--propagation", "private", sys.executable, "-m", "tests.rehearsal.head_node"]
         env = {**os.environ, IN_NAMESPACE: "1"}
-        return subprocess.run(
-            [*command, *(argv if argv is not None else sys.argv[1:])], env=env, check=False
-        ).returncode
+        made_mount_point = not Path("/fsx").exists()
+        try:
+            args_again = argv if argv is not None else sys.argv[1:]
+            return subprocess.run([*command, *args_again], env=env, check=False).returncode
+        finally:
+            if made_mount_point:
+                with contextlib.suppress(OSError):  # left as it is if anything else put files there meanwhile
+                    Path("/fsx").rmdir()
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
     # ec2-user reaches its home, the profile and slurm.conf through VISIBLE: the work dir may sit under a

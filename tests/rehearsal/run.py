@@ -10,6 +10,7 @@ fails, is named, and the next one runs. Nothing is sent beyond 127.0.0.1 (AWS_EN
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import os
@@ -28,7 +29,7 @@ import yaml
 
 from spec import DEFAULT_SPEC_PATH, DeploymentSpec, load_spec
 from spec.phase_two import NETWORK_OUTPUTS
-from tests.rehearsal import readme
+from tests.rehearsal import readme, user_spec
 from tests.rehearsal.emulator import STOP_TIMEOUT_S, Server, moto_server, session, write_profiles
 from tests.rehearsal.shim import DRY_OUTPUT
 from tests.runbook.blocks import Block
@@ -108,11 +109,17 @@ class Protection:
     finding: str
 
 
+class UnknownLiteral(Exception):
+    """README's commands name something of the example spec that the rehearsal cannot substitute; one line each."""
+
+
 @dataclass
 class Rehearsal:
     workdir: Path
     spec_path: Path
     spec_created_by: str  # "README" or "rehearsal"
+    edits: list[tuple[str, str, str]] = field(default_factory=list)  # (field, the example's value, the reader's)
+    substitutions: list[tuple[user_spec.Substitution, int]] = field(default_factory=list)  # and times replaced
     calls: list[Call] = field(default_factory=list)
     expected_argv: list[list[str]] = field(default_factory=list)
     skipped_blocks: list[tuple[str, str]] = field(default_factory=list)  # (first line, why)
@@ -133,6 +140,12 @@ class Rehearsal:
     inner_calls: list[Call] = field(default_factory=list)  # the calls the README's calls made (make's aws s3 sync)
     not_implemented: set[str] = field(default_factory=set)  # actions moto answered "has not been implemented"
     server_exit: int | None = None
+    held_templates: dict[str, dict[str, Any]] = field(
+        default_factory=dict
+    )  # the app's stacks, as the emulator holds them
+    buckets: dict[str, set[str]] = field(
+        default_factory=dict
+    )  # account -> the buckets the emulator holds after the deploy
 
 
 # -- the scratch repository and the shell ---------------------------------------------------------------------------
@@ -538,29 +551,75 @@ def continuations(calls: list[dict[str, Any]], failed: set[str]) -> list[list[st
     return commands
 
 
+def readers_commands(text: str, subs: list[user_spec.Substitution]) -> tuple[list[Block], list[Block], list[list[str]]]:
+    """README's deploy blocks, tear-down blocks and retained table's commands with the reader's substitutions made;
+    UnknownLiteral names each literal of the example none of them covers."""
+    deploy, teardown = readme.deploy_blocks(text), readme.teardown_blocks(text)
+    rows = readme.removal_rows(text)
+    problems = []
+    for block in deploy + teardown:
+        line = text.count("\n", 0, text.index(block.body)) + 1 if block.body in text else block.line
+        problems += [f"README.md:{line}: {problem}" for problem in user_spec.unknown_literals(block.script(), subs)]
+    for command in (command for row in rows for command in row):
+        problems += [f"README.md, {readme.RETAINED_TABLE}: {p}" for p in user_spec.unknown_literals(command, subs)]
+    if problems:
+        raise UnknownLiteral("\n".join(problems))
+
+    def substituted(block: Block) -> Block:
+        return dataclasses.replace(block, body=user_spec.substitute(block.body, subs))
+
+    rows = [[user_spec.substitute(command, subs) for command in row] for row in rows]
+    return [substituted(b) for b in deploy], [substituted(b) for b in teardown], rows
+
+
+def edit_readers_spec(path: Path, expected: DeploymentSpec) -> DeploymentSpec:
+    """README's copy of the example, edited in place as the reader edits it (user_spec.EDITS)."""
+    path.write_text(user_spec.edit(path.read_text(), path.name))
+    spec = load_spec(path)
+    if spec != expected:
+        raise AssertionError(
+            f"{path.name}: README's copy, edited, is not spec/default.yaml edited; the substitutions assume that copy"
+        )
+    return spec
+
+
 def rehearse(workdir: Path, readme_text: str | None = None, echo: Callable[[str], None] | None = None) -> Rehearsal:
-    """Run README's deploy and tear-down against a fresh moto server in `workdir`; what happened, resource by
-    resource. `echo` gets one line per step (the shims print each command on stderr meanwhile)."""
+    """Run README's deploy and tear-down against a fresh moto server in `workdir`, on the reader's edited copy of
+    the example spec; what happened, resource by resource. `echo` gets one line per step (the shims print each
+    command on stderr meanwhile)."""
     say = echo or (lambda line: None)
     text = readme_text if readme_text is not None else (REPO / "README.md").read_text()
-    deploy = readme.deploy_blocks(text)
-    teardown = readme.teardown_blocks(text)
-    spec = load_spec(DEFAULT_SPEC_PATH)
+    example, edited = user_spec.example_spec(), user_spec.edited_spec()
+    subs = user_spec.substitutions(example, edited)
+    deploy, teardown, removal_rows = readers_commands(text, subs)
+    creating = [block for block in deploy if readme.creates_spec([block])]
     root = workdir / "live"
     root.mkdir(parents=True)
     repo = scratch_repo(root)
-    result = Rehearsal(workdir, repo / readme.SPEC_FILE, "README" if readme.creates_spec(deploy) else "rehearsal")
+    result = Rehearsal(workdir, repo / readme.SPEC_FILE, "README" if creating else "rehearsal")
+    result.edits = [(name, str(user_spec.value_at(example, name)), value) for name, value in user_spec.EDITS]
+    uses = Counter[str]()
+    for body in [block.body for block in readme.deploy_blocks(text) + readme.teardown_blocks(text)] + [
+        command for row in readme.removal_rows(text) for command in row
+    ]:
+        uses.update(user_spec.uses(body, subs))
+    result.substitutions = [(sub, uses[sub.example]) for sub in subs]
     for block in readme.bash_blocks(readme.section(text, readme.TEARDOWN_SECTION)):
-        if block not in teardown:
+        if "cdk destroy" not in block.body:
             first = block.body.strip().splitlines()[0]
             why = "cluster.accounting's database: the spec has none" if "rds " in block.body else "not a tear-down step"
             result.skipped_blocks.append((first, why))
     result.expected_argv = dry_run(deploy + teardown, workdir / "dry")
-    if result.spec_created_by == "rehearsal":
-        shutil.copy(DEFAULT_SPEC_PATH, result.spec_path)
     (root / "aws").mkdir()
     calls_file = root / "calls.jsonl"
     with moto_server(root / "moto.log") as server:
+        env = shell_env(root, server)
+        for block in creating:
+            run_block(block, repo, env)
+        if not creating:
+            shutil.copy(DEFAULT_SPEC_PATH, result.spec_path)
+        spec = edit_readers_spec(result.spec_path, edited)
+        say(f"rehearsal: edited {readme.SPEC_FILE}: " + ", ".join(f"{name}={value}" for name, value in user_spec.EDITS))
         keys = write_profiles(
             server.endpoint,
             {"compute": spec.accounts.compute, "data": spec.accounts.data, MANAGEMENT[0]: MANAGEMENT[1]},
@@ -576,11 +635,11 @@ def rehearse(workdir: Path, readme_text: str | None = None, echo: Callable[[str]
             f"rehearsal: moto at {server.endpoint}; profiles compute ({spec.accounts.compute}), data "
             f"({spec.accounts.data}), {MANAGEMENT[0]} ({MANAGEMENT[1]}, with an organization)"
         )
-        env = shell_env(root, server)
         stand_ins = stand_in_artifacts(spec, root / ARTIFACTS)
         accounts = Accounts(server.endpoint, root / "aws" / "credentials", spec)
         for block in deploy:
-            run_block(block, repo, env)
+            if block not in creating:
+                run_block(block, repo, env)
         result.artifacts = [
             Artifact(what, uri, uploaded(accounts, spec.accounts.compute, uri)) for what, _, uri in stand_ins
         ]
@@ -600,6 +659,14 @@ def rehearse(workdir: Path, readme_text: str | None = None, echo: Callable[[str]
         # What the emulator holds once every deploy command ran.
         result.stacks_after_deploy = accounts.stacks()
         result.templates, result.accounts, protected = app_templates(repo / "cdk.out")
+        for stack, account in result.accounts.items():
+            if stack in result.stacks_after_deploy[account]:
+                body = accounts.client(account, "cloudformation").get_template(StackName=stack)["TemplateBody"]
+                result.held_templates[stack] = parse_template(body)
+        result.buckets = {
+            account: {bucket["Name"] for bucket in accounts.client(account, "s3").list_buckets()["Buckets"]}
+            for account in accounts.by_account
+        }
         toolkit = accounts.client(spec.accounts.compute, "cloudformation").get_template(StackName=TOOLKIT)
         result.templates = {TOOLKIT: parse_template(toolkit["TemplateBody"]), **result.templates}
         result.accounts[TOOLKIT] = spec.accounts.compute
@@ -641,7 +708,7 @@ def rehearse(workdir: Path, readme_text: str | None = None, echo: Callable[[str]
                     kept.append((resource["Type"], ident, account))
         profiles = {spec.accounts.compute: "compute", spec.accounts.data: "data"}
         removal_env = {**env, "REHEARSAL_CALLS": str(root / "removal.jsonl")}
-        result.removals = remove_retained(readme.removal_rows(text), kept, profiles, repo, removal_env, accounts)
+        result.removals = remove_retained(removal_rows, kept, profiles, repo, removal_env, accounts)
         enforced = probe_termination_protection(accounts, spec.accounts.compute)
         server_log = server.text()
     result.server_exit = server.exit_status

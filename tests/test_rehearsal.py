@@ -349,6 +349,22 @@ def test_the_table_lists_every_resource_type_of_the_templates(rehearsal: Rehears
 
 @pytest.mark.synth
 @pytest.mark.emulator
+def test_each_security_group_the_emulator_made_is_read_back(rehearsal: Rehearsal) -> None:
+    """The groups of docs/rehearsal.md's egress finding: every AWS::EC2::SecurityGroup the emulator created, with
+    whether its template lists its egress rules (the cluster's and the endpoints' do)."""
+    network = rehearsal.templates[NAMES["network"]]["Resources"]
+    created = {row.type: row for row in rehearsal.resources if row.stack == NAMES["network"]}
+    groups = [group for group in rehearsal.security_groups if group.stack == NAMES["network"]]
+    assert created["AWS::EC2::SecurityGroup"].result == CREATED
+    assert sorted(g.logical_id for g in groups) == sorted(
+        k for k, r in network.items() if r["Type"] == "AWS::EC2::SecurityGroup"
+    )
+    restricted = {g.logical_id for g in groups if g.restricts_egress}
+    assert restricted and all("SecurityGroupEgress" in network[k]["Properties"] for k in restricted)
+
+
+@pytest.mark.synth
+@pytest.mark.emulator
 def test_docs_rehearsal_md_holds_this_runs_table(rehearsal: Rehearsal) -> None:
     committed = (REPO / DOC).read_text()
     fresh = render(rehearsal)

@@ -49,3 +49,12 @@ def test_docs_rehearsal_md_names_every_type_moto_accepts_without_a_model(default
     assert {"AWS::S3::AccessPoint", "AWS::S3::BucketPolicy", "AWS::EC2::SecurityGroupEgress"} <= expected
     assert unmodelled.documented((REPO / DOC).read_text()) == expected, "regenerate it: make rehearse"
     assert sorted(expected - set(unmodelled.CARRIES)) == []
+
+
+def test_the_security_groups_held_open_are_said_by_stack() -> None:
+    groups = [("net", True, True), ("net", True, False), ("net", False, True), ("other", True, True)]
+    said = " ".join(unmodelled.opened_groups(groups))
+    assert "of the 3 security groups whose egress the templates restrict" in said
+    assert "holds 2 (`net`, `other`) open to 0.0.0.0/0" in said
+    assert "holds none open" in " ".join(unmodelled.opened_groups([("net", True, False)]))
+    assert unmodelled.opened_groups([("net", False, True)]) == []

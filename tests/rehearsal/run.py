@@ -103,6 +103,14 @@ class Artifact:
 
 
 @dataclass
+class HeldGroup:
+    stack: str
+    logical_id: str
+    restricts_egress: bool  # the template lists its egress rules (SecurityGroupEgress): all else is denied
+    open_egress: bool  # the emulator holds an egress rule to 0.0.0.0/0 on every protocol
+
+
+@dataclass
 class Protection:
     enforced: bool  # the emulator refuses to delete a stack with termination protection on
     destroy_refused: bool  # ... and the rehearsal saw it refuse one
@@ -140,12 +148,9 @@ class Rehearsal:
     inner_calls: list[Call] = field(default_factory=list)  # the calls the README's calls made (make's aws s3 sync)
     not_implemented: set[str] = field(default_factory=set)  # actions moto answered "has not been implemented"
     server_exit: int | None = None
-    held_templates: dict[str, dict[str, Any]] = field(
-        default_factory=dict
-    )  # the app's stacks, as the emulator holds them
-    buckets: dict[str, set[str]] = field(
-        default_factory=dict
-    )  # account -> the buckets the emulator holds after the deploy
+    held_templates: dict[str, dict[str, Any]] = field(default_factory=dict)  # stack -> its template in the emulator
+    security_groups: list[HeldGroup] = field(default_factory=list)  # each one the emulator created, as it holds it
+    buckets: dict[str, set[str]] = field(default_factory=dict)  # account -> its buckets once the deploy ran
 
 
 # -- the scratch repository and the shell ---------------------------------------------------------------------------
@@ -481,6 +486,27 @@ def stack_failure(accounts: Accounts, account: str, stack: str, status: str, pro
     return ""
 
 
+def security_groups(
+    accounts: Accounts, account: str, stack: str, template: dict[str, Any], listed: dict[str, dict[str, Any]]
+) -> list[HeldGroup]:
+    """Each security group of the template the emulator created: whether the template restricts its egress and
+    whether the emulator holds it open to everything."""
+    ec2 = accounts.client(account, "ec2")
+    held = []
+    for logical_id, resource in template["Resources"].items():
+        physical = (listed.get(logical_id) or {}).get("PhysicalResourceId")
+        if resource["Type"] != "AWS::EC2::SecurityGroup" or not physical:
+            continue
+        group = ec2.describe_security_groups(GroupIds=[physical])["SecurityGroups"][0]
+        everything = any(
+            rule.get("IpProtocol") == "-1" and any(r.get("CidrIp") == "0.0.0.0/0" for r in rule.get("IpRanges", []))
+            for rule in group.get("IpPermissionsEgress", [])
+        )
+        restricts = "SecurityGroupEgress" in (resource.get("Properties") or {})
+        held.append(HeldGroup(stack, logical_id, restricts, everything))
+    return held
+
+
 def stack_resources(accounts: Accounts, account: str, stack: str) -> dict[str, dict[str, Any]]:
     cfn = accounts.client(account, "cloudformation")
     listed = cfn.describe_stack_resources(StackName=stack)["StackResources"]
@@ -683,6 +709,7 @@ def rehearse(workdir: Path, readme_text: str | None = None, echo: Callable[[str]
             )
             result.failures[stack] = failure
             result.resources += classify(stack, account, template, listed, server.text())
+            result.security_groups += security_groups(accounts, account, stack, template, listed)
             for entry in listed.values():
                 if entry.get("PhysicalResourceId"):
                     result.physical_ids.setdefault(entry["ResourceType"], set()).add(entry["PhysicalResourceId"])

@@ -200,6 +200,8 @@ def render(rehearsal: Rehearsal) -> str:
         out += ["", "The emulator's reasons for the stacks that failed:", ""]
         out += [f"- `{stack}`: {steady(why)}" for stack, why in failed.items()]
     out += ["", *unmodelled.section(unmodelled.unmodelled(rehearsal.templates.items()), version("moto"), NO_AUTH)]
+    groups = [(group.stack, group.restricts_egress, group.open_egress) for group in rehearsal.security_groups]
+    out += unmodelled.opened_groups(groups)
     left = {account: sorted(stacks) for account, stacks in rehearsal.stacks_after_teardown.items()}
     kept: dict[tuple[str, bool], int] = {}
     for kind, _, present in rehearsal.retained:

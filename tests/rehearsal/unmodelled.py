@@ -20,7 +20,7 @@ HEADING = "## Accepted without a model"
 CARRIES = {
     "AWS::S3::AccessPoint": "the VPC-only access points, one per dataset, and their grants to the compute roles",
     "AWS::S3::BucketPolicy": "TLS only, delegation to the access points, the organization bound; access-log delivery",
-    "AWS::EC2::SecurityGroupEgress": "the nodes' and notebook's egress to the endpoints, the VPC and S3's prefix lists",
+    "AWS::EC2::SecurityGroupEgress": "the cluster's and notebook's egress to the endpoints, S3's and DynamoDB's prefix lists, the cluster itself",
     "AWS::SNS::TopicPolicy": "who may publish to the alerts topic",
     "AWS::APS::Workspace": "the Prometheus workspace the head node's agent writes to",
     "AWS::APS::RuleGroupsNamespace": "the alert rules",
@@ -88,7 +88,7 @@ def section(rows: list[Unmodelled], moto_version: str, no_auth_count: float) -> 
         properties = ", ".join(sorted(row.properties)) or "(none)"
         out.append(f"| `{row.type}` | {stacks} | {row.count} | {CARRIES.get(row.type, '')} | {properties} |")
     if no_auth_count == float("inf"):
-        checks = "checks no credentials or policies (moto's INITIAL_NO_AUTH_ACTION_COUNT is unset: inf)"
+        checks = "checks no credentials or policies (moto's INITIAL_NO_AUTH_ACTION_COUNT is inf, its default)"
     else:
         checks = f"checks credentials and policies only after {no_auth_count:g} requests (INITIAL_NO_AUTH_ACTION_COUNT)"
     out += [
@@ -97,6 +97,27 @@ def section(rows: list[Unmodelled], moto_version: str, no_auth_count: float) -> 
         "endpoints' policies are stored, never evaluated. The policy tests evaluate them ([security.md](security.md)).",
     ]
     return out
+
+
+def opened_groups(groups: list[tuple[str, bool, bool]]) -> list[str]:
+    """What the emulator made of the security groups whose egress the templates restrict ((stack, restricts, open)
+    for each group it created): one paragraph, or none when it has no such group."""
+    restricted = [(stack, opened) for stack, restricts, opened in groups if restricts]
+    if not restricted:
+        return []
+    opened = [stack for stack, is_open in restricted if is_open]
+    stacks = ", ".join(f"`{stack}`" for stack in dict.fromkeys(opened))
+    held = (
+        f"{len(opened)} ({stacks}) open to 0.0.0.0/0 on every protocol: moto's security group takes no egress rules "
+        "from a template and keeps EC2's default rule"
+        if opened
+        else "none open to 0.0.0.0/0"
+    )
+    return [
+        "",
+        f"Modelled, but not as written: of the {len(restricted)} security groups whose egress the templates restrict "
+        f"(their `SecurityGroupEgress` rules, all else denied), the emulator holds {held}.",
+    ]
 
 
 def documented(doc: str) -> set[str]:

@@ -153,6 +153,8 @@ def substitutions(example: DeploymentSpec, edited: DeploymentSpec) -> list[Subst
     pairs += [
         (f"stack {key} (<name>-{key})", name, edited.stack_names[key]) for key, name in example.stack_names.items()
     ]
+    # The guardrail SCP's name where README's commands give it one: a reader's follows their deployment's name.
+    pairs.append(("the guardrail SCP (<name>-guardrails)", f"{example.name}-guardrails", f"{edited.name}-guardrails"))
     return [Substitution(what, old, new) for what, old, new in pairs if old]
 
 

@@ -21,12 +21,6 @@ EDITED = user_spec.edited_spec()
 SUBS = user_spec.substitutions(EXAMPLE, EDITED)
 
 
-def rehearsed_texts(markdown: str) -> list[str]:
-    """Every command text the rehearsal runs from README: its blocks and the retained table's commands."""
-    blocks = readme.deploy_blocks(markdown) + readme.teardown_blocks(markdown)
-    return [block.script() for block in blocks] + [c for row in readme.removal_rows(markdown) for c in row]
-
-
 def test_the_edit_changes_only_the_values_and_keeps_the_comments() -> None:
     example = DEFAULT_SPEC_PATH.read_text()
     edited = user_spec.edit(example, "my-deployment.yaml")
@@ -83,7 +77,7 @@ def test_substitution_replaces_whole_names_the_longest_first() -> None:
 
 
 def test_readmes_rehearsed_commands_hold_no_literal_of_the_example_the_rehearsal_cannot_substitute() -> None:
-    texts = rehearsed_texts(README)
+    texts = readme.rehearsed_texts(README)
     assert [problem for text in texts for problem in user_spec.unknown_literals(text, SUBS)] == []
     substituted = "\n".join(user_spec.substitute(text, SUBS) for text in texts)
     for value in ("llm-demo", EXAMPLE.accounts.compute, EXAMPLE.accounts.data):
@@ -96,7 +90,9 @@ def test_a_readme_literal_the_rehearsal_cannot_substitute_stops_it_before_anythi
     deploy = readme.section(README, readme.DEPLOY_SECTION)
     unknown = "aws s3 ls s3://llm-demo-scratch-111111111111/ --profile compute\n"
     gained = README.replace(deploy, deploy.replace("npx cdk bootstrap", unknown + "npx cdk bootstrap", 1))
-    problems = [problem for text in rehearsed_texts(gained) for problem in user_spec.unknown_literals(text, SUBS)]
+    problems = [
+        problem for text in readme.rehearsed_texts(gained) for problem in user_spec.unknown_literals(text, SUBS)
+    ]
     assert problems and all("'s3://llm-demo-scratch-111111111111/'" in problem for problem in problems), problems
     with pytest.raises(UnknownLiteral) as raised:
         rehearse(tmp_path, readme_text=gained)

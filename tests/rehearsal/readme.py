@@ -59,6 +59,12 @@ def creates_spec(blocks: list[Block]) -> bool:
 RETAINED_TABLE = "Retained on purpose"
 
 
+def rehearsed_texts(markdown: str) -> list[str]:
+    """Every command text of README the rehearsal runs: its deploy and tear-down blocks, its retained table's commands."""
+    blocks = deploy_blocks(markdown) + teardown_blocks(markdown)
+    return [block.body for block in blocks] + [command for row in removal_rows(markdown) for command in row]
+
+
 # A command written inline, outside a block: the AWS CLI's and the repository's own (`python -m cluster.empty_bucket`).
 INLINE_COMMAND = re.compile(r"`((?:aws|python -m) [^`]+)`")
 

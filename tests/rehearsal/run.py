@@ -625,9 +625,7 @@ def rehearse(workdir: Path, readme_text: str | None = None, echo: Callable[[str]
     result = Rehearsal(workdir, repo / readme.SPEC_FILE, "README" if creating else "rehearsal")
     result.edits = [(name, str(user_spec.value_at(example, name)), value) for name, value in user_spec.EDITS]
     uses = Counter[str]()
-    for body in [block.body for block in readme.deploy_blocks(text) + readme.teardown_blocks(text)] + [
-        command for row in readme.removal_rows(text) for command in row
-    ]:
+    for body in readme.rehearsed_texts(text):
         uses.update(user_spec.uses(body, subs))
     result.substitutions = [(sub, uses[sub.example]) for sub in subs]
     for block in readme.bash_blocks(readme.section(text, readme.TEARDOWN_SECTION)):

@@ -4,17 +4,19 @@ emulator created is docs/rehearsal.md's. One rehearsal per session (a few minute
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from spec import DEFAULT_SPEC_PATH, load_spec
+from spec import load_spec
 from spec.phase_two import NETWORK_OUTPUTS
-from tests.rehearsal import readme
+from tests.rehearsal import readme, user_spec
 from tests.rehearsal.moto_server import (
     EC2_PROBE,
     FAILURE_PROBE,
@@ -32,12 +34,17 @@ from tests.rehearsal.run import (
     NOT_MODELLED,
     Rehearsal,
     ran_as_written,
+    read_calls,
     rehearse,
+    run_group,
+    scratch_repo,
+    shell_env,
 )
 from tests.rehearsal.table import DOC, render
 
 REPO = Path(__file__).resolve().parents[1]
-SPEC = load_spec(DEFAULT_SPEC_PATH)
+EXAMPLE = user_spec.example_spec()
+SPEC = user_spec.edited_spec()  # the reader's: README's copy of the example, edited as its table says
 NAMES = SPEC.stack_names
 DEPLOYED = ("network", "identity", "data", "observability")  # the stacks that must come up in the emulator
 # The rehearsal (the module fixture, in its first test) runs 3 minutes on 2 idle cores, 8 on busy ones; the timeout
@@ -51,6 +58,29 @@ def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rehearsal]:
 
 
 # -- without the emulator -------------------------------------------------------------------------------------------
+
+
+def test_a_readme_make_in_the_scratch_repository_never_rebuilds_the_shared_venv_or_node_modules(
+    tmp_path: Path,
+) -> None:
+    """The scratch repository links the checkout's .venv and node_modules; README's `make synth` there must not
+    reinstall them (npm ci deletes node_modules first) when a prerequisite looks newer than their stamp, as a fresh
+    worktree's package.json does. `make -n` through the shim prints what make would run."""
+    root = tmp_path / "live"
+    root.mkdir()
+    repo = scratch_repo(root)
+    for name in ("package.json", "package-lock.json", "requirements.txt", "constraints.txt"):
+        target = (repo / name).resolve()
+        (repo / name).unlink()
+        shutil.copy(target, repo / name)  # newer than any stamp
+    env = {**shell_env(root, None), "REHEARSAL_CALLS": str(root / "calls.jsonl")}
+    env.pop("REHEARSAL_DRY")
+    rc = run_group(["bash", "-c", "make -n synth SPEC=my-deployment.yaml"], repo, env, "make -n synth")
+    call = read_calls(root / "calls.jsonl")[0]
+    printed = Path(call["log"]).read_text()
+    assert rc == 0 and "cdk synth" in printed, printed
+    assert "npm ci" not in printed and "pip install" not in printed, printed
+    assert call["argv"] == ["make", "-n", "synth", "SPEC=my-deployment.yaml"]  # logged as the README wrote it
 
 
 def test_blocks_are_picked_by_section_whatever_their_tag_words() -> None:
@@ -116,6 +146,38 @@ def test_moto_still_cannot_delete_a_stack_with_vpc_endpoints_and_route_tables() 
 
 
 # -- the rehearsal --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.synth
+@pytest.mark.emulator
+def test_the_stacks_carry_the_readers_name_in_the_readers_accounts(rehearsal: Rehearsal) -> None:
+    assert set(rehearsal.stacks_after_deploy) == {SPEC.accounts.compute, SPEC.accounts.data}
+    app = {name for stacks in rehearsal.stacks_after_deploy.values() for name in stacks if name != "CDKToolkit"}
+    assert app == set(NAMES.values()), app
+    assert {rehearsal.accounts[NAMES["data"]], rehearsal.accounts[NAMES["network"]]} == {
+        SPEC.accounts.data,
+        SPEC.accounts.compute,
+    }
+    commands = " ".join(word for call in rehearsal.calls for word in call.argv)
+    assert EXAMPLE.name not in commands and EXAMPLE.accounts.compute not in commands, commands
+
+
+@pytest.mark.synth
+@pytest.mark.emulator
+def test_the_access_points_grant_the_readers_accounts_on_the_readers_bucket(rehearsal: Rehearsal) -> None:
+    """The data stack as the emulator holds it (moto skips access points and bucket policies, but keeps the template
+    it was given): the edited access point names, their policies name the edited accounts and none of the example's;
+    the bucket the emulator created has the edited name."""
+    held = rehearsal.held_templates[NAMES["data"]]["Resources"]
+    points = [r["Properties"] for r in held.values() if r["Type"] == "AWS::S3::AccessPoint"]
+    assert sorted(p["Name"] for p in points) == sorted(d.access_point for d in SPEC.data.datasets)
+    for point in points:
+        policy = json.dumps(point["Policy"])
+        assert SPEC.accounts.compute in policy and SPEC.accounts.data in policy, policy
+        for example in (EXAMPLE.accounts.compute, EXAMPLE.accounts.data, EXAMPLE.name):
+            assert example not in policy, (example, policy)
+    assert SPEC.data.bucket_name in rehearsal.buckets[SPEC.accounts.data]
+    assert not [name for names in rehearsal.buckets.values() for name in names if EXAMPLE.name in name]
 
 
 @pytest.mark.synth
@@ -197,7 +259,7 @@ def test_phase_two_wrote_the_emulators_network_outputs_into_the_spec(rehearsal: 
     # They are the ids of resources the emulator created, not the spec's examples.
     assert outputs["VpcId"] in rehearsal.physical_ids["AWS::EC2::VPC"]
     assert outputs["S3GatewayEndpointId"] in rehearsal.physical_ids["AWS::EC2::VPCEndpoint"]
-    assert outputs["VpcId"] != SPEC.network.vpc_id
+    assert outputs["VpcId"] != EXAMPLE.network.vpc_id
     phase_two = next(call for call in rehearsal.calls if call.argv[:3] == ["python", "-m", "spec.phase_two"])
     assert phase_two.rc == 0, phase_two.tail
 
@@ -283,6 +345,22 @@ def test_the_table_lists_every_resource_type_of_the_templates(rehearsal: Rehears
     cluster = {row.type: row for row in rehearsal.resources if row.stack == NAMES["cluster"]}
     assert cluster["Custom::PclusterCluster"].result == NOT_MODELLED
     assert cluster["AWS::CloudFormation::Stack"].result == NOT_MODELLED
+
+
+@pytest.mark.synth
+@pytest.mark.emulator
+def test_each_security_group_the_emulator_made_is_read_back(rehearsal: Rehearsal) -> None:
+    """The groups of docs/rehearsal.md's egress finding: every AWS::EC2::SecurityGroup the emulator created, with
+    whether its template lists its egress rules (the cluster's and the endpoints' do)."""
+    network = rehearsal.templates[NAMES["network"]]["Resources"]
+    created = {row.type: row for row in rehearsal.resources if row.stack == NAMES["network"]}
+    groups = [group for group in rehearsal.security_groups if group.stack == NAMES["network"]]
+    assert created["AWS::EC2::SecurityGroup"].result == CREATED
+    assert sorted(g.logical_id for g in groups) == sorted(
+        k for k, r in network.items() if r["Type"] == "AWS::EC2::SecurityGroup"
+    )
+    restricted = {g.logical_id for g in groups if g.restricts_egress}
+    assert restricted and all("SecurityGroupEgress" in network[k]["Properties"] for k in restricted)
 
 
 @pytest.mark.synth

@@ -59,6 +59,12 @@ def creates_spec(blocks: list[Block]) -> bool:
 RETAINED_TABLE = "Retained on purpose"
 
 
+def rehearsed_texts(markdown: str) -> list[str]:
+    """Every command text of README the rehearsal runs: its deploy and tear-down blocks, its retained table's commands."""
+    blocks = deploy_blocks(markdown) + teardown_blocks(markdown)
+    return [block.body for block in blocks] + [command for row in removal_rows(markdown) for command in row]
+
+
 # A command written inline, outside a block: the AWS CLI's and the repository's own (`python -m cluster.empty_bucket`).
 INLINE_COMMAND = re.compile(r"`((?:aws|python -m) [^`]+)`")
 
@@ -78,3 +84,22 @@ def removal_rows(markdown: str) -> list[list[str]]:
             break
     remove_column = [row.rsplit("|", 2)[1] for row in rows[2:]]  # after the header and its rule
     return [found for cell in remove_column if (found := INLINE_COMMAND.findall(cell))]
+
+
+WHAT_TO_CHANGE = "What to change in"
+FIELD = re.compile(r"`([a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*|\[\*\])*)`")
+
+
+def fields_to_change(markdown: str) -> list[str]:
+    """The spec fields README's spec section tells the reader to change (its table's first column), in order."""
+    spec_section = section(markdown, SPEC_SECTION)
+    start = spec_section.find(WHAT_TO_CHANGE)
+    if start < 0:
+        raise ValueError(f"README's spec section has no '{WHAT_TO_CHANGE}' table")
+    rows = []
+    for line in spec_section[start:].splitlines()[1:]:
+        if line.startswith("|"):
+            rows.append(line)
+        elif rows:
+            break
+    return [field for row in rows[2:] for field in FIELD.findall(row.split("|")[1])]

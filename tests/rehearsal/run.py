@@ -10,6 +10,7 @@ fails, is named, and the next one runs. Nothing is sent beyond 127.0.0.1 (AWS_EN
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import os
@@ -28,7 +29,7 @@ import yaml
 
 from spec import DEFAULT_SPEC_PATH, DeploymentSpec, load_spec
 from spec.phase_two import NETWORK_OUTPUTS
-from tests.rehearsal import readme
+from tests.rehearsal import readme, user_spec
 from tests.rehearsal.emulator import STOP_TIMEOUT_S, Server, moto_server, session, write_profiles
 from tests.rehearsal.shim import DRY_OUTPUT
 from tests.runbook.blocks import Block
@@ -102,10 +103,22 @@ class Artifact:
 
 
 @dataclass
+class HeldGroup:
+    stack: str
+    logical_id: str
+    restricts_egress: bool  # the template lists its egress rules (SecurityGroupEgress): all else is denied
+    open_egress: bool  # the emulator holds an egress rule to 0.0.0.0/0 on every protocol
+
+
+@dataclass
 class Protection:
     enforced: bool  # the emulator refuses to delete a stack with termination protection on
     destroy_refused: bool  # ... and the rehearsal saw it refuse one
     finding: str
+
+
+class UnknownLiteral(Exception):
+    """README's commands name something of the example spec that the rehearsal cannot substitute; one line each."""
 
 
 @dataclass
@@ -113,6 +126,8 @@ class Rehearsal:
     workdir: Path
     spec_path: Path
     spec_created_by: str  # "README" or "rehearsal"
+    edits: list[tuple[str, str, str]] = field(default_factory=list)  # (field, the example's value, the reader's)
+    substitutions: list[tuple[user_spec.Substitution, int]] = field(default_factory=list)  # and times replaced
     calls: list[Call] = field(default_factory=list)
     expected_argv: list[list[str]] = field(default_factory=list)
     skipped_blocks: list[tuple[str, str]] = field(default_factory=list)  # (first line, why)
@@ -133,6 +148,9 @@ class Rehearsal:
     inner_calls: list[Call] = field(default_factory=list)  # the calls the README's calls made (make's aws s3 sync)
     not_implemented: set[str] = field(default_factory=set)  # actions moto answered "has not been implemented"
     server_exit: int | None = None
+    held_templates: dict[str, dict[str, Any]] = field(default_factory=dict)  # stack -> its template in the emulator
+    security_groups: list[HeldGroup] = field(default_factory=list)  # each one the emulator created, as it holds it
+    buckets: dict[str, set[str]] = field(default_factory=dict)  # account -> its buckets once the deploy ran
 
 
 # -- the scratch repository and the shell ---------------------------------------------------------------------------
@@ -468,6 +486,27 @@ def stack_failure(accounts: Accounts, account: str, stack: str, status: str, pro
     return ""
 
 
+def security_groups(
+    accounts: Accounts, account: str, stack: str, template: dict[str, Any], listed: dict[str, dict[str, Any]]
+) -> list[HeldGroup]:
+    """Each security group of the template the emulator created: whether the template restricts its egress and
+    whether the emulator holds it open to everything."""
+    ec2 = accounts.client(account, "ec2")
+    held = []
+    for logical_id, resource in template["Resources"].items():
+        physical = (listed.get(logical_id) or {}).get("PhysicalResourceId")
+        if resource["Type"] != "AWS::EC2::SecurityGroup" or not physical:
+            continue
+        group = ec2.describe_security_groups(GroupIds=[physical])["SecurityGroups"][0]
+        everything = any(
+            rule.get("IpProtocol") == "-1" and any(r.get("CidrIp") == "0.0.0.0/0" for r in rule.get("IpRanges", []))
+            for rule in group.get("IpPermissionsEgress", [])
+        )
+        restricts = "SecurityGroupEgress" in (resource.get("Properties") or {})
+        held.append(HeldGroup(stack, logical_id, restricts, everything))
+    return held
+
+
 def stack_resources(accounts: Accounts, account: str, stack: str) -> dict[str, dict[str, Any]]:
     cfn = accounts.client(account, "cloudformation")
     listed = cfn.describe_stack_resources(StackName=stack)["StackResources"]
@@ -538,29 +577,73 @@ def continuations(calls: list[dict[str, Any]], failed: set[str]) -> list[list[st
     return commands
 
 
+def readers_commands(text: str, subs: list[user_spec.Substitution]) -> tuple[list[Block], list[Block], list[list[str]]]:
+    """README's deploy blocks, tear-down blocks and retained table's commands with the reader's substitutions made;
+    UnknownLiteral names each literal of the example none of them covers."""
+    deploy, teardown = readme.deploy_blocks(text), readme.teardown_blocks(text)
+    rows = readme.removal_rows(text)
+    problems = []
+    for block in deploy + teardown:
+        line = text.count("\n", 0, text.index(block.body)) + 1 if block.body in text else block.line
+        problems += [f"README.md:{line}: {problem}" for problem in user_spec.unknown_literals(block.script(), subs)]
+    for command in (command for row in rows for command in row):
+        problems += [f"README.md, {readme.RETAINED_TABLE}: {p}" for p in user_spec.unknown_literals(command, subs)]
+    if problems:
+        raise UnknownLiteral("\n".join(problems))
+
+    def substituted(block: Block) -> Block:
+        return dataclasses.replace(block, body=user_spec.substitute(block.body, subs))
+
+    rows = [[user_spec.substitute(command, subs) for command in row] for row in rows]
+    return [substituted(b) for b in deploy], [substituted(b) for b in teardown], rows
+
+
+def edit_readers_spec(path: Path, expected: DeploymentSpec) -> DeploymentSpec:
+    """README's copy of the example, edited in place as the reader edits it (user_spec.EDITS)."""
+    path.write_text(user_spec.edit(path.read_text(), path.name))
+    spec = load_spec(path)
+    if spec != expected:
+        raise AssertionError(
+            f"{path.name}: README's copy, edited, is not spec/default.yaml edited; the substitutions assume that copy"
+        )
+    return spec
+
+
 def rehearse(workdir: Path, readme_text: str | None = None, echo: Callable[[str], None] | None = None) -> Rehearsal:
-    """Run README's deploy and tear-down against a fresh moto server in `workdir`; what happened, resource by
-    resource. `echo` gets one line per step (the shims print each command on stderr meanwhile)."""
+    """Run README's deploy and tear-down against a fresh moto server in `workdir`, on the reader's edited copy of
+    the example spec; what happened, resource by resource. `echo` gets one line per step (the shims print each
+    command on stderr meanwhile)."""
     say = echo or (lambda line: None)
     text = readme_text if readme_text is not None else (REPO / "README.md").read_text()
-    deploy = readme.deploy_blocks(text)
-    teardown = readme.teardown_blocks(text)
-    spec = load_spec(DEFAULT_SPEC_PATH)
+    example, edited = user_spec.example_spec(), user_spec.edited_spec()
+    subs = user_spec.substitutions(example, edited)
+    deploy, teardown, removal_rows = readers_commands(text, subs)
+    creating = [block for block in deploy if readme.creates_spec([block])]
     root = workdir / "live"
     root.mkdir(parents=True)
     repo = scratch_repo(root)
-    result = Rehearsal(workdir, repo / readme.SPEC_FILE, "README" if readme.creates_spec(deploy) else "rehearsal")
+    result = Rehearsal(workdir, repo / readme.SPEC_FILE, "README" if creating else "rehearsal")
+    result.edits = [(name, str(user_spec.value_at(example, name)), value) for name, value in user_spec.EDITS]
+    uses = Counter[str]()
+    for body in readme.rehearsed_texts(text):
+        uses.update(user_spec.uses(body, subs))
+    result.substitutions = [(sub, uses[sub.example]) for sub in subs]
     for block in readme.bash_blocks(readme.section(text, readme.TEARDOWN_SECTION)):
-        if block not in teardown:
+        if "cdk destroy" not in block.body:
             first = block.body.strip().splitlines()[0]
             why = "cluster.accounting's database: the spec has none" if "rds " in block.body else "not a tear-down step"
             result.skipped_blocks.append((first, why))
     result.expected_argv = dry_run(deploy + teardown, workdir / "dry")
-    if result.spec_created_by == "rehearsal":
-        shutil.copy(DEFAULT_SPEC_PATH, result.spec_path)
     (root / "aws").mkdir()
     calls_file = root / "calls.jsonl"
     with moto_server(root / "moto.log") as server:
+        env = shell_env(root, server)
+        for block in creating:
+            run_block(block, repo, env)
+        if not creating:
+            shutil.copy(DEFAULT_SPEC_PATH, result.spec_path)
+        spec = edit_readers_spec(result.spec_path, edited)
+        say(f"rehearsal: edited {readme.SPEC_FILE}: " + ", ".join(f"{name}={value}" for name, value in user_spec.EDITS))
         keys = write_profiles(
             server.endpoint,
             {"compute": spec.accounts.compute, "data": spec.accounts.data, MANAGEMENT[0]: MANAGEMENT[1]},
@@ -576,11 +659,11 @@ def rehearse(workdir: Path, readme_text: str | None = None, echo: Callable[[str]
             f"rehearsal: moto at {server.endpoint}; profiles compute ({spec.accounts.compute}), data "
             f"({spec.accounts.data}), {MANAGEMENT[0]} ({MANAGEMENT[1]}, with an organization)"
         )
-        env = shell_env(root, server)
         stand_ins = stand_in_artifacts(spec, root / ARTIFACTS)
         accounts = Accounts(server.endpoint, root / "aws" / "credentials", spec)
         for block in deploy:
-            run_block(block, repo, env)
+            if block not in creating:
+                run_block(block, repo, env)
         result.artifacts = [
             Artifact(what, uri, uploaded(accounts, spec.accounts.compute, uri)) for what, _, uri in stand_ins
         ]
@@ -600,6 +683,14 @@ def rehearse(workdir: Path, readme_text: str | None = None, echo: Callable[[str]
         # What the emulator holds once every deploy command ran.
         result.stacks_after_deploy = accounts.stacks()
         result.templates, result.accounts, protected = app_templates(repo / "cdk.out")
+        for stack, account in result.accounts.items():
+            if stack in result.stacks_after_deploy[account]:
+                body = accounts.client(account, "cloudformation").get_template(StackName=stack)["TemplateBody"]
+                result.held_templates[stack] = parse_template(body)
+        result.buckets = {
+            account: {bucket["Name"] for bucket in accounts.client(account, "s3").list_buckets()["Buckets"]}
+            for account in accounts.by_account
+        }
         toolkit = accounts.client(spec.accounts.compute, "cloudformation").get_template(StackName=TOOLKIT)
         result.templates = {TOOLKIT: parse_template(toolkit["TemplateBody"]), **result.templates}
         result.accounts[TOOLKIT] = spec.accounts.compute
@@ -616,6 +707,7 @@ def rehearse(workdir: Path, readme_text: str | None = None, echo: Callable[[str]
             )
             result.failures[stack] = failure
             result.resources += classify(stack, account, template, listed, server.text())
+            result.security_groups += security_groups(accounts, account, stack, template, listed)
             for entry in listed.values():
                 if entry.get("PhysicalResourceId"):
                     result.physical_ids.setdefault(entry["ResourceType"], set()).add(entry["PhysicalResourceId"])
@@ -641,7 +733,7 @@ def rehearse(workdir: Path, readme_text: str | None = None, echo: Callable[[str]
                     kept.append((resource["Type"], ident, account))
         profiles = {spec.accounts.compute: "compute", spec.accounts.data: "data"}
         removal_env = {**env, "REHEARSAL_CALLS": str(root / "removal.jsonl")}
-        result.removals = remove_retained(readme.removal_rows(text), kept, profiles, repo, removal_env, accounts)
+        result.removals = remove_retained(removal_rows, kept, profiles, repo, removal_env, accounts)
         enforced = probe_termination_protection(accounts, spec.accounts.compute)
         server_log = server.text()
     result.server_exit = server.exit_status

@@ -29,6 +29,10 @@ QUESTION = re.compile(r"\(y/n\)\s*\??\s*$")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 TAIL_LINES = 12
 DRY_OUTPUT = "rehearsal-dry-run-output"
+# The scratch repository's .venv and node_modules are links to the checkout's: a `make` there takes them as built
+# (make -o), or a prerequisite that looks newer than their stamp (a fresh worktree's package.json) would reinstall
+# them in place, and npm ci deletes node_modules first.
+AS_BUILT = ("node_modules/.installed", ".venv/.installed")
 
 
 def plain(data: bytes) -> str:
@@ -98,6 +102,8 @@ def main() -> None:
         log = calls.parent / "calls" / f"{calls.stem}-{number:03d}-{tool}{depth}-{os.getpid()}.log"
         log.parent.mkdir(exist_ok=True)
         real = [os.environ[f"REHEARSAL_REAL_{tool.upper()}"], *argv[1:]]
+        if tool == "make":
+            real[1:1] = [word for stamp in AS_BUILT for word in ("-o", stamp)]
         print(f"rehearsal: $ {' '.join(argv)}", file=sys.stderr, flush=True)
         started = time.monotonic()
         answered: list[str] = []

@@ -239,6 +239,9 @@ def _allowed_prefix_lists(spec: DeploymentSpec) -> set[str]:
     return allowed
 
 
+EC2_DEFAULT_EGRESS = "ec2-default-egress:-1:all"
+
+
 def _egress_findings(rule: Mapping[str, Any], spec: DeploymentSpec | None) -> list[str]:
     if {k: rule.get(k) for k in _CDK_NO_EGRESS} == _CDK_NO_EGRESS:
         return []
@@ -274,6 +277,10 @@ def egress_to_declared_destinations(spec: DeploymentSpec | None) -> Callable[[Cf
     def rule(node: CfnResource) -> RuleResult:
         if isinstance(node, ec2.CfnSecurityGroup):
             rules = _resolve(node, node.security_group_egress) or []
+            if not rules:
+                # EC2's allow-all default egress stays unless the group itself lists a rule (CDK drops its
+                # placeholder once any rule is added, even one it writes as a separate SecurityGroupEgress).
+                return [EC2_DEFAULT_EGRESS]
         elif isinstance(node, ec2.CfnSecurityGroupEgress):
             rules = [
                 {

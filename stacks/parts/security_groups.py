@@ -12,6 +12,10 @@ from spec import DeploymentSpec
 # Lustre: the client connects to TCP 988 from the reserved ports 1018-1023 (FSx for Lustre user guide).
 LUSTRE_PORTS: tuple[ec2.Port, ...] = (ec2.Port.tcp(988), ec2.Port.tcp_range(1018, 1023))
 MYSQL_PORT = ec2.Port.tcp(3306)
+# CDK's rule for "no egress": ICMP type 252 code 86 to the broadcast address, which matches no traffic.
+NO_TRAFFIC_PEER = ec2.Peer.ipv4("255.255.255.255/32")
+NO_TRAFFIC_PORT = ec2.Port.icmp_type_and_code(252, 86)
+NO_TRAFFIC_DESCRIPTION = "Disallow all traffic"
 
 
 class TrainingSecurityGroups(Construct):
@@ -76,6 +80,15 @@ class TrainingSecurityGroups(Construct):
             # Chosen in the spec: package mirrors and registries through the NAT gateway.
             for number, why in ((443, "HTTPS"), (80, "HTTP package mirrors")):
                 self.cluster.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(number), f"{why} through NAT (spec)")
+
+        # EC2 gives every new group an allow-all egress rule, which CloudFormation removes only when the group's
+        # own SecurityGroupEgress lists something. CDK writes rules to peer groups and prefix lists as separate
+        # AWS::EC2::SecurityGroupEgress resources and drops its no-traffic placeholder once any rule is added, so a
+        # group with only such rules (the notebook's, the head node's) kept the default. Listed last: an inline
+        # rule that matches nothing (CDK's own placeholder), beside whatever else is inline.
+        groups = (self.cluster, self.endpoints, self.notebook, self.head_node, self.database)
+        for listed in (group for group in groups if group is not None):
+            listed.add_egress_rule(NO_TRAFFIC_PEER, NO_TRAFFIC_PORT, NO_TRAFFIC_DESCRIPTION)
 
     def self_rule_descriptions(self) -> dict[str, dict[str, Any]]:
         """Group id -> its all-traffic self rules in EC2 DescribeSecurityGroups' shape, for

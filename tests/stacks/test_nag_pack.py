@@ -20,7 +20,8 @@ from policies import access_point_policy, bucket_policy, dynamodb_endpoint_polic
 from policies.interface_endpoints import interface_endpoint_policy
 from spec import DEFAULT_SPEC_PATH, DeploymentSpec, load_spec, parse_spec
 from stacks.assemble import add_nag_packs, assemble
-from stacks.nag.data_perimeter import PACK_NAME, DataPerimeterChecks, findings, rule_ids
+from stacks.nag.data_perimeter import EC2_DEFAULT_EGRESS, PACK_NAME, DataPerimeterChecks, findings, rule_ids
+from stacks.parts.security_groups import NO_TRAFFIC_PEER, NO_TRAFFIC_PORT
 from tests.stacks.conftest import REPO, Assembly
 
 SPEC = load_spec()
@@ -230,6 +231,9 @@ def test_vpce2_endpoint_lists_the_access_points() -> None:
 # ---- EC1 ------------------------------------------------------------------------------------------
 
 
+NO_TRAFFIC = (NO_TRAFFIC_PEER, NO_TRAFFIC_PORT)  # inline, so EC2's allow-all default goes
+
+
 def security_group(*rules: tuple[ec2.IPeer, ec2.Port], allow_all: bool = False) -> Build:
     def build(stack: Stack) -> None:
         vpc = ec2.Vpc.from_vpc_attributes(
@@ -248,14 +252,28 @@ def security_group(*rules: tuple[ec2.IPeer, ec2.Port], allow_all: bool = False) 
 
 def test_ec1_declared_destinations_are_compliant() -> None:
     assert_compliant(security_group(), "EC1")  # CDK's 255.255.255.255/32 placeholder: no egress at all
-    assert_compliant(security_group((ec2.Peer.prefix_list(SPEC.s3_prefix_list_id), ec2.Port.tcp(443))), "EC1")
+    s3 = (ec2.Peer.prefix_list(SPEC.s3_prefix_list_id), ec2.Port.tcp(443))
+    assert_compliant(security_group(s3, NO_TRAFFIC), "EC1")
     assert_compliant(security_group((ec2.Peer.ipv4("10.40.8.0/24"), ec2.Port.tcp(988))), "EC1")
+
+    def to_another_group(stack: Stack) -> None:
+        other = ec2.SecurityGroup.from_security_group_id(stack, "Other", "sg-0123456789abcdef0")
+        security_group((other, ec2.Port.tcp(443)), NO_TRAFFIC)(stack)
+
+    assert_compliant(to_another_group, "EC1")
+
+
+def test_ec1_a_group_whose_rules_are_all_separate_resources_keeps_ec2s_allow_all() -> None:
+    """CDK writes prefix-list and peer-group rules as AWS::EC2::SecurityGroupEgress and drops its placeholder:
+    the group lists no egress of its own, so EC2's default allow-all rule stays beside them."""
+    s3 = (ec2.Peer.prefix_list(SPEC.s3_prefix_list_id), ec2.Port.tcp(443))
+    assert_non_compliant(security_group(s3), "EC1", finding=EC2_DEFAULT_EGRESS)
 
     def to_another_group(stack: Stack) -> None:
         other = ec2.SecurityGroup.from_security_group_id(stack, "Other", "sg-0123456789abcdef0")
         security_group((other, ec2.Port.tcp(443)))(stack)
 
-    assert_compliant(to_another_group, "EC1")
+    assert_non_compliant(to_another_group, "EC1", finding=EC2_DEFAULT_EGRESS)
 
 
 def test_ec1_undeclared_destinations_are_findings() -> None:

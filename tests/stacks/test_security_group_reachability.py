@@ -152,3 +152,14 @@ def test_the_head_nodes_agent_reaches_every_exporter_and_the_metrics_endpoint_on
     assert "SecurityGroupsEndpoints" in str(group)
     kinds = {r["Type"] for r in observability.values()}
     assert not kinds & {"AWS::EC2::SecurityGroup", "AWS::EC2::SecurityGroupIngress", "AWS::EC2::SecurityGroupEgress"}
+
+
+def test_every_group_lists_its_egress_so_cloudformation_drops_the_allow_all_default(default_assembly: Assembly) -> None:
+    """EC2 gives a new group an allow-all egress rule; CloudFormation removes it only when the group's own
+    SecurityGroupEgress property lists rules. AWS::EC2::SecurityGroupEgress resources add rules beside it. CDK put
+    the notebook's only rules (prefix list, peer group) in such resources and dropped its no-traffic placeholder,
+    so on AWS the notebook could send anything anywhere."""
+    for stack, template in default_assembly.templates.items():
+        for logical, resource in template["Resources"].items():
+            if resource["Type"] == "AWS::EC2::SecurityGroup":
+                assert resource["Properties"].get("SecurityGroupEgress"), f"{stack}: {logical} lists no egress"

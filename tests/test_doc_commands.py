@@ -17,6 +17,7 @@ from cluster.update_policy import Action
 from spec import load_spec
 from tests.cluster.conftest import pcluster_venv  # noqa: F401  (the isolated ParallelCluster venv)
 from tests.stacks.conftest import Assembly
+from training.prepare import data_prefix_of
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -152,3 +153,21 @@ def test_a_doc_command_creating_a_rule_groups_namespace_is_found() -> None:
 def test_what_the_docs_may_not_create_is_what_the_default_deployment_creates(default_assembly: Assembly) -> None:
     types = {resource["Type"] for t in default_assembly.templates.values() for resource in t["Resources"].values()}
     assert sorted(set(STACK_MADE.values()) - types) == []
+
+
+DATA_PREFIX = re.compile(r"--data-prefix[ =]+(?P<value>[^\s;|&)]+)")
+
+
+def test_every_data_prefix_is_a_dataset_llm_prepare_writes() -> None:
+    """A job reads `<output prefix>_text_document.{bin,idx}`: a --data-prefix without that ending names no file."""
+    suffix = data_prefix_of("x").name.removeprefix("x")
+    wrong = [
+        (where, value)
+        for where, text in shipped_commands()
+        for value in (m["value"].strip("'\"") for m in DATA_PREFIX.finditer(text))
+        if not value.endswith(suffix)
+    ]
+    assert wrong == []
+    assert [m["value"] for m in DATA_PREFIX.finditer("llm-submit --data-prefix /fsx/data/pretraining")] == [
+        "/fsx/data/pretraining"
+    ]

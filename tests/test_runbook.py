@@ -116,6 +116,33 @@ def test_a_broken_flag_or_name_in_any_kind_of_block_fails(tmp_path: Path, runboo
     assert len(findings) == len(MISTAKES), findings
 
 
+@pytest.mark.runbook
+def test_readmes_here_blocks_run_without_the_venv_until_they_activate_it(tmp_path: Path, runbook_tools: None) -> None:
+    """README's reader starts in a fresh shell where `make` built the venv but nothing activated it: a python call
+    fails there until a block sources .venv/bin/activate. The other docs' readers come from README, venv active."""
+    python = "python -c 'import pydantic, torch'\n"
+    readme = tmp_path / "README.md"
+    readme.write_text(f"```bash here\n{python}```\n\n```bash here\nsource .venv/bin/activate\n{python}```\n")
+    without, activated = blocks_in(readme)
+    findings = check_doc([without, activated], tmp_path / "readme")
+    assert len(findings) == 1 and findings[0].startswith(f"{without.where} (bash here): exit 127"), findings
+    other = tmp_path / "jobs.md"
+    other.write_text(f"```bash here\n{python}```\n")
+    assert check_doc(blocks_in(other), tmp_path / "jobs") == []
+
+
+ACTIVATES_THE_VENV = re.compile(r"^\s*(source|\.) \.venv/bin/activate\b", re.M)
+CALLS_PYTHON = re.compile(r"(?<![\w/.-])(python3?|torchrun)\b")
+
+
+def test_readme_activates_the_venv_before_its_first_python_command() -> None:
+    """Its `bash aws` blocks' python is a stand-in that works anyway: the order is checked here."""
+    script = "".join(block.script() for block in blocks_in(REPO / "README.md") if block.language == "bash")
+    first_python, activation = CALLS_PYTHON.search(script), ACTIVATES_THE_VENV.search(script)
+    assert first_python is not None and activation is not None, "README runs no python, or never activates the venv"
+    assert activation.start() < first_python.start(), script[first_python.start() - 200 : first_python.end() + 80]
+
+
 def test_the_names_shell_blocks_use_are_the_apps(default_assembly: Assembly) -> None:
     """Every `<name>-...` the docs' commands name (stacks, access points, buckets, roles, repositories, nodes,
     images) is one the synthesized default deployment, its spec or ParallelCluster's Slurm naming really makes."""

@@ -87,7 +87,7 @@ def pcluster_commands() -> list[tuple[str, list[str]]]:
     found = []
     for where, text in shipped_commands():
         text = text.split("   (")[0]  # the update plan's steps end with a note in parentheses
-        for command in re.findall(r"(?:^|[;&|] *)(pcluster [^;&|`]*)", text):
+        for command in re.findall(r"(?:^|[;&|] *)(?:[A-Z_]+=\S+ +)*(pcluster [^;&|`]*)", text):
             argv = shlex.split(command, comments=True)
             if len(argv) > 2:
                 found.append((where, argv[1:]))

@@ -88,9 +88,13 @@ MISTAKES = [
         "python -m planner.plan --model llama3-8b --instance p5.48xlarge --nodes 8 --sequence 8192",
         "--sequence",
     ),
-    ("aws", "aws s3 ls s3://my-bucket/ --recurse", "--recurse"),
+    ("aws", "aws s3 ls s3://my-bucket/ --recurse --profile compute", "--recurse"),
     ("aws", "npx cdk deploy -c spec=my-deployment.yaml llm-demo-netwerk --profile compute", "llm-demo-netwerk"),
-    ("aws", "pcluster describe-cluster --name llm-demo --region us-east-1", "describe-cluster"),
+    ("aws", "AWS_PROFILE=compute pcluster describe-cluster --name llm-demo --region us-east-1", "describe-cluster"),
+    # The same programs with no credentials named (the workstation's default profile is nobody's choice).
+    ("aws", "aws ec2 describe-instances --region us-east-1", "no credentials"),
+    ("aws", "npx cdk deploy -c spec=my-deployment.yaml llm-demo-network", "no credentials"),
+    ("aws", "pcluster describe-compute-fleet --cluster-name llm-demo --region us-east-1", "no credentials"),
     (
         "head-node",
         "llm-submit --backend fsdp --model x.yaml --nodes 2 --data-prefix p --run-dir r --dryrun",

@@ -12,6 +12,7 @@ cluster): `shim.py NAME ARGS...` checks the call with that program's own parser 
   `-m pytest` collected; RUNBOOK_RUN_MODULES lists the offline commands that run for real.
 - the head node's commands (llm-*, the release's python): their modules up to the parser.
 - any other program named in RUNBOOK_PRESENT: present on the machine the block names, not run.
+A call of aws, pcluster or npx cdk that reaches AWS must say whose credentials it runs with (credentials_problem).
 Every call appends {"name", "argv", "ok", "why"} to $RUNBOOK_LOG; a refused call exits 97 with the reason."""
 
 from __future__ import annotations
@@ -70,8 +71,28 @@ def last_lines(text: str, count: int = 3) -> str:
     return " | ".join(line.strip() for line in text.strip().splitlines()[-count:])
 
 
+# ---- credentials ------------------------------------------------------------------------------------------------
+NO_CREDENTIALS = (
+    "no credentials named: add --profile (compute, data or management; pcluster has none), or start the block with "
+    "export AWS_PROFILE=..."
+)
+
+
+def credentials_problem(argv: list[str]) -> str | None:
+    """A workstation holds profiles for several accounts: a call that reaches AWS names its own (--profile), or the
+    block exports AWS_PROFILE, or the environment carries keys (the rehearsal's). The default profile is nobody's
+    choice, so relying on it is refused, though the sandbox has one (the real CLI would go on with it)."""
+    if any(arg == "--profile" or arg.startswith("--profile=") for arg in argv):
+        return None
+    if os.environ.get("AWS_PROFILE") or os.environ.get("AWS_ACCESS_KEY_ID"):
+        return None
+    return NO_CREDENTIALS
+
+
 # ---- AWS CLI ----------------------------------------------------------------------------------------------------
 def aws(argv: list[str]) -> int:
+    if (problem := credentials_problem(argv)) is not None:
+        return record("aws", argv, problem)
     local_source_for_upload(argv)
     code, out, err = run([os.environ["RUNBOOK_AWS"], *argv])
     if AWS_UNREACHABLE in err:
@@ -150,6 +171,8 @@ def npx(argv: list[str]) -> int:
             sys.stdout.write(out)
             return record("npx", argv, None)
         return record("npx", argv, f"the CDK CLI failed (exit {code}): {last_lines(err)}")
+    if (problem := credentials_problem(argv)) is not None:
+        return record("npx", argv, problem)
     spec = context_spec(argv)
     app = ["-a", str(assembly(spec))] if sub != "bootstrap" else []
     code, out, err = run([cli, *argv[1:], *app], env=cdk_env())
@@ -163,6 +186,8 @@ def npx(argv: list[str]) -> int:
 
 # ---- ParallelCluster --------------------------------------------------------------------------------------------
 def pcluster(argv: list[str]) -> int:
+    if argv[:1] != ["version"] and (problem := credentials_problem(argv)) is not None:
+        return record("pcluster", argv, problem)
     done = subprocess.run(
         [os.environ["RUNBOOK_PCLUSTER_PYTHON"], str(REPO / "cluster" / "verify" / "pcluster" / "parse_commands.py")],
         input=json.dumps({"commands": [argv]}),

@@ -184,7 +184,9 @@ def teardown_inline_commands() -> list[str]:
     teardown = readme.section((REPO / "README.md").read_text(), readme.TEARDOWN_SECTION)
     prose = re.sub(r"^```.*?^```", "", teardown, flags=re.S | re.M)
     placeholder = re.compile(rf"\b({'|'.join(TEARDOWN_PLACEHOLDERS)})\b")
-    return [placeholder.sub(lambda m: TEARDOWN_PLACEHOLDERS[m[1]], c) for c in readme.INLINE_COMMAND.findall(prose)]
+    commands = [placeholder.sub(lambda m: TEARDOWN_PLACEHOLDERS[m[1]], c) for c in readme.INLINE_COMMAND.findall(prose)]
+    # An id shown elided (`fs-...`) gets one of its real shape: the AWS CLI checks the length of some before sending.
+    return [command.replace("fs-...", "fs-0123456789abcdef0") for command in commands]
 
 
 @pytest.mark.runbook
@@ -193,7 +195,8 @@ def test_readmes_inline_tear_down_commands_parse_like_an_aws_block(tmp_path: Pat
     commands = teardown_inline_commands()
     assert len(commands) >= 8 and any(c.startswith("python -m cluster.empty_bucket") for c in commands)
     doc = tmp_path / "teardown.md"
-    broken = commands[-1].replace(" --profile ", " --profil ")
+    # Not --profil: the AWS CLI takes an option's unambiguous prefix.
+    broken = commands[-1].replace(" --region ", " --regoin ")
     doc.write_text("".join(f"```bash aws\n{command}\n```\n\n" for command in [*commands, broken]))
     findings = check_doc(blocks_in(doc), tmp_path / "sandbox")
-    assert len(findings) == 1 and "--profil" in findings[0], findings
+    assert len(findings) == 1 and "--regoin" in findings[0] and "the AWS CLI refused it" in findings[0], findings

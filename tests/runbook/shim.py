@@ -12,7 +12,8 @@ cluster): `shim.py NAME ARGS...` checks the call with that program's own parser 
   `-m pytest` collected; RUNBOOK_RUN_MODULES lists the offline commands that run for real.
 - the head node's commands (llm-*, the release's python): their modules up to the parser.
 - any other program named in RUNBOOK_PRESENT: present on the machine the block names, not run.
-A call of aws, pcluster or npx cdk that reaches AWS must say whose credentials it runs with (credentials_problem).
+A call of aws, pcluster or npx cdk that its parser accepts and that would reach AWS must then say whose credentials it
+runs with (credentials_problem).
 Every call appends {"name", "argv", "ok", "why"} to $RUNBOOK_LOG; a refused call exits 97 with the reason."""
 
 from __future__ import annotations
@@ -91,11 +92,11 @@ def credentials_problem(argv: list[str]) -> str | None:
 
 # ---- AWS CLI ----------------------------------------------------------------------------------------------------
 def aws(argv: list[str]) -> int:
-    if (problem := credentials_problem(argv)) is not None:
-        return record("aws", argv, problem)
     local_source_for_upload(argv)
     code, out, err = run([os.environ["RUNBOOK_AWS"], *argv])
     if AWS_UNREACHABLE in err:
+        if (problem := credentials_problem(argv)) is not None:
+            return record("aws", argv, problem)
         if "--query" in argv or "--output" in argv:
             print(PLACEHOLDER_OUTPUT)
         return record("aws", argv, None)
@@ -171,14 +172,14 @@ def npx(argv: list[str]) -> int:
             sys.stdout.write(out)
             return record("npx", argv, None)
         return record("npx", argv, f"the CDK CLI failed (exit {code}): {last_lines(err)}")
-    if (problem := credentials_problem(argv)) is not None:
-        return record("npx", argv, problem)
     spec = context_spec(argv)
     app = ["-a", str(assembly(spec))] if sub != "bootstrap" else []
     code, out, err = run([cli, *argv[1:], *app], env=cdk_env())
     said = out + err
     if CDK_REFUSED.search(said) or not CDK_REACHED_AWS.search(said):
         return record("npx", argv, f"the CDK CLI refused it before any AWS call (exit {code}): {last_lines(said)}")
+    if (problem := credentials_problem(argv)) is not None:
+        return record("npx", argv, problem)
     if sub == "deploy" and "--outputs-file" in argv:
         write_outputs(argv, Path(app[1]))
     return record("npx", argv, None)
@@ -186,8 +187,6 @@ def npx(argv: list[str]) -> int:
 
 # ---- ParallelCluster --------------------------------------------------------------------------------------------
 def pcluster(argv: list[str]) -> int:
-    if argv[:1] != ["version"] and (problem := credentials_problem(argv)) is not None:
-        return record("pcluster", argv, problem)
     done = subprocess.run(
         [os.environ["RUNBOOK_PCLUSTER_PYTHON"], str(REPO / "cluster" / "verify" / "pcluster" / "parse_commands.py")],
         input=json.dumps({"commands": [argv]}),
@@ -198,6 +197,8 @@ def pcluster(argv: list[str]) -> int:
     if done.returncode != 0:
         return record("pcluster", argv, f"parse_commands.py failed: {last_lines(done.stderr)}")
     (problem,) = json.loads(done.stdout)
+    if problem is None and argv[:1] != ["version"]:
+        problem = credentials_problem(argv)
     return record("pcluster", argv, problem)
 
 

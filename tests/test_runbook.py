@@ -121,6 +121,23 @@ def test_a_broken_flag_or_name_in_any_kind_of_block_fails(tmp_path: Path, runboo
 
 
 @pytest.mark.runbook
+def test_an_aws_call_names_its_credentials_on_a_workstation_not_on_the_head_node(
+    tmp_path: Path, runbook_tools: None
+) -> None:
+    """A workstation's call says which account's profile it uses; the head node's calls use its instance role."""
+    call = "aws ec2 describe-instances --region us-east-1\n"
+    doc = tmp_path / "credentials.md"
+    doc.write_text(
+        f"```bash aws\n{call}```\n\n```bash aws\nexport AWS_PROFILE=compute\n{call}```\n\n"
+        f"```bash aws\nAWS_ACCESS_KEY_ID=AKIAEXAMPLE AWS_SECRET_ACCESS_KEY=x {call}```\n\n```bash head-node\n{call}```\n"
+    )
+    bare, exported, keys, head_node = blocks_in(doc)
+    findings = check_doc([bare, exported, keys, head_node], tmp_path / "sandbox")
+    assert len(findings) == 1 and findings[0].startswith(f"{bare.where}: aws "), findings
+    assert "no credentials named" in findings[0]
+
+
+@pytest.mark.runbook
 def test_readmes_here_blocks_run_without_the_venv_until_they_activate_it(tmp_path: Path, runbook_tools: None) -> None:
     """README's reader starts in a fresh shell where `make` built the venv but nothing activated it: a python call
     fails there until a block sources .venv/bin/activate. The other docs' readers come from README, venv active."""

@@ -174,6 +174,7 @@ def env_for(block: Block, root: Path, repo: Path, base: dict[str, str]) -> dict[
             LLM_TRAINING_SPEC=str(home / "deployment.yaml"),
             RUNBOOK_LAUNCHERS=json.dumps(launchers()),
             RUNBOOK_PRESENT=" ".join(HEAD_NODE_PROGRAMS),
+            RUNBOOK_INSTANCE_ROLE="1",  # the AWS CLI's credentials come from the node's role (instance metadata)
         )
     return env
 

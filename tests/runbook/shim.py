@@ -82,10 +82,11 @@ NO_CREDENTIALS = (
 def credentials_problem(argv: list[str]) -> str | None:
     """A workstation holds profiles for several accounts: a call that reaches AWS names its own (--profile), or the
     block exports AWS_PROFILE, or the environment carries keys (the rehearsal's). The default profile is nobody's
-    choice, so relying on it is refused, though the sandbox has one (the real CLI would go on with it)."""
+    choice, so relying on it is refused, though the sandbox has one (the real CLI would go on with it). A node's
+    calls (head-node blocks) run with its instance role."""
     if any(arg == "--profile" or arg.startswith("--profile=") for arg in argv):
         return None
-    if os.environ.get("AWS_PROFILE") or os.environ.get("AWS_ACCESS_KEY_ID"):
+    if os.environ.get("AWS_PROFILE") or os.environ.get("AWS_ACCESS_KEY_ID") or os.environ.get("RUNBOOK_INSTANCE_ROLE"):
         return None
     return NO_CREDENTIALS
 

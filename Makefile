@@ -35,7 +35,7 @@ help:
 	@echo "make observability-binaries  the pinned exporter/agent binaries, sha256-checked, beside the wheelhouse"
 	@echo "make nxdt-wheelhouse  the trn1 nodes' NxDT stack for the spec's Neuron SDK -> build/nxdt-wheelhouse (SPEC=)"
 	@echo "make upload-artifacts  build the nodes' artifacts above and upload them to the spec's artifacts bucket (SPEC= PROFILE=)"
-	@echo "make nemo-image  build the EFA NeMo image and push it to the spec's ECR repository (needs docker, AWS)"
+	@echo "make nemo-image  build the EFA NeMo image and push it to the spec's ECR repository (needs docker, AWS; SPEC= PROFILE=)"
 	@echo "make gpu-bench-wheels  torchtitan and the trainer's wheels for bench/gpu_vs_torchtitan.py --wheels (GPU_BENCH_PYTHON=3.12)"
 
 setup: $(VENV)/.installed node_modules/.installed
@@ -137,9 +137,10 @@ $(BRIDGE_VENV)/.installed: $(BRIDGE_LOCK)
 	touch $@
 
 # The EFA-enabled NeMo image (containers/nemo-efa) into the compute account's ECR, on a machine with docker and
-# credentials for that account; then, on the head node, `python -m cluster.containers import` makes the .sqsh.
+# credentials for that account (PROFILE: its AWS CLI profile); then, on the head node, `python -m cluster.containers
+# import` makes the .sqsh.
 nemo-image: setup
-	$(PY) -m cluster.containers push $(if $(SPEC),--spec $(SPEC),)
+	$(PY) -m cluster.containers push $(if $(SPEC),--spec $(SPEC),)$(if $(PROFILE), --profile $(PROFILE),)
 
 # torchtitan 0.3.0, the GPU comparison's peer, for the test that loads bench/torchtitan_config.py through torchtitan's
 # own ConfigManager. Its own venv (its pins, datasets and wandb, stay out of .venv); torch is .venv's 2.13.0 CPU build,

@@ -74,9 +74,12 @@ class ClusterRefs:
 def example_refs(spec: DeploymentSpec) -> ClusterRefs:
     """Realistic stand-ins for offline use (docs, tests, `python -m cluster.config_builder`).
 
-    Role ARNs are the real deterministic ones; subnet and group ids are examples.
+    Role ARNs are the real deterministic ones; subnet and group ids are examples, placed where the cluster stack
+    places its own: the cluster group as SecurityGroups (replacing ParallelCluster's), plus the head node's group
+    with accounting.
     """
     assets = f"s3://{spec.name}-cluster-assets-{spec.accounts.compute}"
+    accounting = spec.cluster is not None and spec.cluster.accounting.enabled
     return ClusterRefs(
         head_subnet_id="subnet-0123456789abcdef0",
         compute_subnet_id="subnet-0123456789abcdef0",
@@ -85,7 +88,8 @@ def example_refs(spec: DeploymentSpec) -> ClusterRefs:
         head_bootstrap_uri=f"{assets}/bootstrap/head_node.sh",
         gpu_bootstrap_uri=f"{assets}/bootstrap/gpu_node.sh",
         trn1_bootstrap_uri=f"{assets}/bootstrap/trn1_node.sh",
-        additional_security_group_ids=("sg-0123456789abcdef0",),
+        security_group_ids=("sg-0123456789abcdef0",),
+        head_security_group_ids=("sg-0fedcba9876543210",) if accounting else (),
         head_payload_uri=f"{assets}/payload/head_node_payload.tar.gz",
         head_payload_parameter=payload_parameter_name(spec),
         neuron_install_uri=f"{assets}/bootstrap/neuron_install.sh",

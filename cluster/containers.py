@@ -3,10 +3,10 @@ cluster.containers.nemo_framework: 26.08 with Megatron Bridge by default, or 25.
 (containers/nemo-efa), push it to the compute account's ECR, and import it once to a .sqsh on the shared file
 system that pyxis runs on every node (docs/containers.md).
 
-    python -m cluster.containers push   [--spec SPEC] [--dry-run]   # where docker and the account's credentials are
+    python -m cluster.containers push   [--spec SPEC] [--profile P] [--dry-run]   # where docker and the account's credentials are
     python -m cluster.containers import [--spec SPEC] [--dry-run]   # on the head node: one GPU node imports it
 
-`make nemo-image SPEC=...` runs `push`. Each step prints the commands it runs; --dry-run prints only.
+`make nemo-image SPEC=... PROFILE=...` runs `push`. Each step prints the commands it runs; --dry-run prints only.
 """
 
 from __future__ import annotations
@@ -34,12 +34,13 @@ def ecr_image(spec: DeploymentSpec) -> EcrImage:
     return spec.cluster.containers.ecr_image(spec.accounts.compute, spec.region)
 
 
-def push_commands(spec: DeploymentSpec) -> list[list[str]]:
-    """Build for x86_64 nodes, make sure the repository exists (scanned, immutable tags), log in, push."""
+def push_commands(spec: DeploymentSpec, profile: str | None = None) -> list[list[str]]:
+    """Build for x86_64 nodes, make sure the repository exists (scanned, immutable tags), log in, push; the ECR calls
+    with `profile` (the compute account's AWS CLI profile) when given, else the environment's credentials."""
     image = ecr_image(spec)
     assert spec.cluster is not None
     framework = spec.cluster.containers.framework
-    region = ["--region", image.region]
+    region = ["--region", image.region, *(["--profile", profile] if profile else [])]
     build_args = ["--build-arg", f"NEMO_IMAGE={framework.base_image}"]
     build_args += ["--build-arg", f"FRAMEWORK_MODULE={framework.check_import}"]
     return [
@@ -115,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="deployment spec (default: $LLM_TRAINING_SPEC, set on the head node, else spec/default.yaml)",
     )
+    parser.add_argument("--profile", help="push: the compute account's AWS CLI profile (default: the environment's)")
     parser.add_argument("--partition", help="import: the GPU partition (default: the spec's first GPU queue)")
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     args = parser.parse_args(argv)
@@ -123,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as error:
         raise UserError(f"--spec: {str(error).splitlines()[0]}") from None
     if args.step == "push":
-        commands = push_commands(spec)
+        commands = push_commands(spec, args.profile)
     else:
         commands = [import_command(spec, args.partition or _gpu_partition(spec))]
     for command in commands:

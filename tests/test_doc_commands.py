@@ -16,6 +16,8 @@ from cluster.update_plan import runbook
 from cluster.update_policy import Action
 from spec import load_spec
 from tests.cluster.conftest import pcluster_venv  # noqa: F401  (the isolated ParallelCluster venv)
+from tests.stacks.conftest import Assembly
+from training.prepare import data_prefix_of
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -26,11 +28,14 @@ CDK_COMMAND = re.compile(
 
 
 def commands_in(text: str) -> list[str]:
-    """The command text of a markdown file: ```bash blocks, tagged or not (continuation lines joined) and inline code spans."""
+    """The command text of a markdown file: ```bash blocks, tagged or not (continuation lines joined) and inline code
+    spans (one that wraps is one command)."""
     found = []
     for block in re.findall(r"^ *```bash[^\n]*\n(.*?)^ *```", text, flags=re.S | re.M):
         found += [line.strip() for line in block.replace("\\\n", " ").splitlines() if line.strip()]
-    found += re.findall(r"(?<!`)`([^`\n]+)`(?!`)", text)
+    # An inline span may wrap onto the next line of its paragraph (never across a blank line).
+    spans = re.findall(r"(?<!`)`((?:[^`\n]|\n(?![ \t]*\n))+)`(?!`)", text)
+    found += [" ".join(span.split()) for span in spans]
     return found
 
 
@@ -82,7 +87,7 @@ def pcluster_commands() -> list[tuple[str, list[str]]]:
     found = []
     for where, text in shipped_commands():
         text = text.split("   (")[0]  # the update plan's steps end with a note in parentheses
-        for command in re.findall(r"(?:^|[;&|] *)(pcluster [^;&|`]*)", text):
+        for command in re.findall(r"(?:^|[;&|] *)(?:[A-Z_]+=\S+ +)*(pcluster [^;&|`]*)", text):
             argv = shlex.split(command, comments=True)
             if len(argv) > 2:
                 found.append((where, argv[1:]))
@@ -107,3 +112,62 @@ def test_every_pcluster_command_parses_with_parallelclusters_own_cli(pcluster_ve
         if problem is not None
     ]
     assert problems == []
+
+
+# `aws` calls that make what a stack already makes from the spec: run beside a deploy they make a second one (or
+# fail on its name), which no stack update or destroy then knows about.
+STACK_MADE = {
+    ("amp", "create-workspace"): "AWS::APS::Workspace",
+    ("amp", "create-rule-groups-namespace"): "AWS::APS::RuleGroupsNamespace",
+    ("sns", "create-topic"): "AWS::SNS::Topic",
+    ("kms", "create-key"): "AWS::KMS::Key",
+    ("ssm", "put-parameter"): "AWS::SSM::Parameter",
+    ("logs", "create-log-group"): "AWS::Logs::LogGroup",
+    ("iam", "create-role"): "AWS::IAM::Role",
+    ("ec2", "create-vpc"): "AWS::EC2::VPC",
+    ("ec2", "create-vpc-endpoint"): "AWS::EC2::VPCEndpoint",
+    ("ec2", "create-security-group"): "AWS::EC2::SecurityGroup",
+    ("s3api", "create-bucket"): "AWS::S3::Bucket",
+    ("s3control", "create-access-point"): "AWS::S3::AccessPoint",
+}
+AWS_CALL = re.compile(r"(?<![\w-])aws +(?P<service>[a-z0-9-]+) +(?P<operation>[a-z0-9-]+)")
+
+
+def test_no_doc_command_creates_what_a_stack_creates() -> None:
+    made = [
+        (where, f"aws {m['service']} {m['operation']}", STACK_MADE[m["service"], m["operation"]])
+        for where, text in shipped_commands()
+        for m in AWS_CALL.finditer(text)
+        if (m["service"], m["operation"]) in STACK_MADE
+    ]
+    assert made == []
+
+
+def test_a_doc_command_creating_a_rule_groups_namespace_is_found() -> None:
+    text = "the namespace (`aws amp create-rule-groups-namespace --workspace-id WS --name\nx --data fileb://a.yaml`)\n"
+    calls = [(m["service"], m["operation"]) for command in commands_in(text) for m in AWS_CALL.finditer(command)]
+    assert calls == [("amp", "create-rule-groups-namespace")] and calls[0] in STACK_MADE
+
+
+@pytest.mark.synth
+def test_what_the_docs_may_not_create_is_what_the_default_deployment_creates(default_assembly: Assembly) -> None:
+    types = {resource["Type"] for t in default_assembly.templates.values() for resource in t["Resources"].values()}
+    assert sorted(set(STACK_MADE.values()) - types) == []
+
+
+DATA_PREFIX = re.compile(r"--data-prefix[ =]+(?P<value>[^\s;|&)]+)")
+
+
+def test_every_data_prefix_is_a_dataset_llm_prepare_writes() -> None:
+    """A job reads `<output prefix>_text_document.{bin,idx}`: a --data-prefix without that ending names no file."""
+    suffix = data_prefix_of("x").name.removeprefix("x")
+    wrong = [
+        (where, value)
+        for where, text in shipped_commands()
+        for value in (m["value"].strip("'\"") for m in DATA_PREFIX.finditer(text))
+        if not value.endswith(suffix)
+    ]
+    assert wrong == []
+    assert [m["value"] for m in DATA_PREFIX.finditer("llm-submit --data-prefix /fsx/data/pretraining")] == [
+        "/fsx/data/pretraining"
+    ]

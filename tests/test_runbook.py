@@ -88,9 +88,13 @@ MISTAKES = [
         "python -m planner.plan --model llama3-8b --instance p5.48xlarge --nodes 8 --sequence 8192",
         "--sequence",
     ),
-    ("aws", "aws s3 ls s3://my-bucket/ --recurse", "--recurse"),
+    ("aws", "aws s3 ls s3://my-bucket/ --recurse --profile compute", "--recurse"),
     ("aws", "npx cdk deploy -c spec=my-deployment.yaml llm-demo-netwerk --profile compute", "llm-demo-netwerk"),
-    ("aws", "pcluster describe-cluster --name llm-demo --region us-east-1", "describe-cluster"),
+    ("aws", "AWS_PROFILE=compute pcluster describe-cluster --name llm-demo --region us-east-1", "describe-cluster"),
+    # The same programs with no credentials named (the workstation's default profile is nobody's choice).
+    ("aws", "aws ec2 describe-instances --region us-east-1", "no credentials"),
+    ("aws", "npx cdk deploy -c spec=my-deployment.yaml llm-demo-network", "no credentials"),
+    ("aws", "pcluster describe-compute-fleet --cluster-name llm-demo --region us-east-1", "no credentials"),
     (
         "head-node",
         "llm-submit --backend fsdp --model x.yaml --nodes 2 --data-prefix p --run-dir r --dryrun",
@@ -114,6 +118,50 @@ def test_a_broken_flag_or_name_in_any_kind_of_block_fails(tmp_path: Path, runboo
     for block, (_, _, word) in zip(blocks, MISTAKES, strict=False):
         assert [line for line in findings if line.startswith(block.where) and word in line], (block.where, findings)
     assert len(findings) == len(MISTAKES), findings
+
+
+@pytest.mark.runbook
+def test_an_aws_call_names_its_credentials_on_a_workstation_not_on_the_head_node(
+    tmp_path: Path, runbook_tools: None
+) -> None:
+    """A workstation's call says which account's profile it uses; the head node's calls use its instance role."""
+    call = "aws ec2 describe-instances --region us-east-1\n"
+    doc = tmp_path / "credentials.md"
+    doc.write_text(
+        f"```bash aws\n{call}```\n\n```bash aws\nexport AWS_PROFILE=compute\n{call}```\n\n"
+        f"```bash aws\nAWS_ACCESS_KEY_ID=AKIAEXAMPLE AWS_SECRET_ACCESS_KEY=x {call}```\n\n```bash head-node\n{call}```\n"
+    )
+    bare, exported, keys, head_node = blocks_in(doc)
+    findings = check_doc([bare, exported, keys, head_node], tmp_path / "sandbox")
+    assert len(findings) == 1 and findings[0].startswith(f"{bare.where}: aws "), findings
+    assert "no credentials named" in findings[0]
+
+
+@pytest.mark.runbook
+def test_readmes_here_blocks_run_without_the_venv_until_they_activate_it(tmp_path: Path, runbook_tools: None) -> None:
+    """README's reader starts in a fresh shell where `make` built the venv but nothing activated it: a python call
+    fails there until a block sources .venv/bin/activate. The other docs' readers come from README, venv active."""
+    python = "python -c 'import pydantic, torch'\n"
+    readme = tmp_path / "README.md"
+    readme.write_text(f"```bash here\n{python}```\n\n```bash here\nsource .venv/bin/activate\n{python}```\n")
+    without, activated = blocks_in(readme)
+    findings = check_doc([without, activated], tmp_path / "readme")
+    assert len(findings) == 1 and findings[0].startswith(f"{without.where} (bash here): exit 127"), findings
+    other = tmp_path / "jobs.md"
+    other.write_text(f"```bash here\n{python}```\n")
+    assert check_doc(blocks_in(other), tmp_path / "jobs") == []
+
+
+ACTIVATES_THE_VENV = re.compile(r"^\s*(source|\.) \.venv/bin/activate\b", re.M)
+CALLS_PYTHON = re.compile(r"(?<![\w/.-])(python3?|torchrun)\b")
+
+
+def test_readme_activates_the_venv_before_its_first_python_command() -> None:
+    """Its `bash aws` blocks' python is a stand-in that works anyway: the order is checked here."""
+    script = "".join(block.script() for block in blocks_in(REPO / "README.md") if block.language == "bash")
+    first_python, activation = CALLS_PYTHON.search(script), ACTIVATES_THE_VENV.search(script)
+    assert first_python is not None and activation is not None, "README runs no python, or never activates the venv"
+    assert activation.start() < first_python.start(), script[first_python.start() - 200 : first_python.end() + 80]
 
 
 def test_the_names_shell_blocks_use_are_the_apps(default_assembly: Assembly) -> None:
@@ -153,7 +201,9 @@ def teardown_inline_commands() -> list[str]:
     teardown = readme.section((REPO / "README.md").read_text(), readme.TEARDOWN_SECTION)
     prose = re.sub(r"^```.*?^```", "", teardown, flags=re.S | re.M)
     placeholder = re.compile(rf"\b({'|'.join(TEARDOWN_PLACEHOLDERS)})\b")
-    return [placeholder.sub(lambda m: TEARDOWN_PLACEHOLDERS[m[1]], c) for c in readme.INLINE_COMMAND.findall(prose)]
+    commands = [placeholder.sub(lambda m: TEARDOWN_PLACEHOLDERS[m[1]], c) for c in readme.INLINE_COMMAND.findall(prose)]
+    # An id shown elided (`fs-...`) gets one of its real shape: the AWS CLI checks the length of some before sending.
+    return [command.replace("fs-...", "fs-0123456789abcdef0") for command in commands]
 
 
 @pytest.mark.runbook
@@ -162,7 +212,8 @@ def test_readmes_inline_tear_down_commands_parse_like_an_aws_block(tmp_path: Pat
     commands = teardown_inline_commands()
     assert len(commands) >= 8 and any(c.startswith("python -m cluster.empty_bucket") for c in commands)
     doc = tmp_path / "teardown.md"
-    broken = commands[-1].replace(" --profile ", " --profil ")
+    # Not --profil: the AWS CLI takes an option's unambiguous prefix.
+    broken = commands[-1].replace(" --region ", " --regoin ")
     doc.write_text("".join(f"```bash aws\n{command}\n```\n\n" for command in [*commands, broken]))
     findings = check_doc(blocks_in(doc), tmp_path / "sandbox")
-    assert len(findings) == 1 and "--profil" in findings[0], findings
+    assert len(findings) == 1 and "--regoin" in findings[0] and "the AWS CLI refused it" in findings[0], findings

@@ -42,6 +42,11 @@ DOCUMENTS_PER_CHUNK = 64
 CHUNKS_IN_FLIGHT_PER_WORKER = 4  # bounds memory: input is read only this far ahead of the writer
 
 
+def data_prefix_of(output_prefix: str | Path) -> Path:
+    """The dataset `--output-prefix OUT` writes (`OUT_text_document.{bin,idx}`): what a job's --data-prefix names."""
+    return Path(f"{output_prefix}_text_document")
+
+
 @dataclass(frozen=True)
 class PreparedDataset:
     data_prefix: Path  # what LoaderConfig.data_prefix takes: `<output prefix>_text_document`
@@ -91,7 +96,7 @@ def prepare_dataset(
     encoded = (
         _encode_parallel(tokenizer_json(tokenizer), chunks, workers) if workers > 1 else _encode(tokenizer, chunks)
     )
-    data_prefix = Path(f"{output_prefix}_text_document")
+    data_prefix = data_prefix_of(output_prefix)
     with tqdm(desc="tokenizing", unit="doc", disable=not show_progress) as progress:
         manifest = write_dataset(data_prefix, _counted(encoded, progress), info, files)
     return PreparedDataset(data_prefix=data_prefix, tokenizer_path=tokenizer_path, manifest=manifest)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster.observability.agent_config import RULES_FILE, dump, render
-from cluster.observability.slurm_exporter import run_command
+from cluster.observability.slurm_exporter import SlurmQueryError, run_command
 from cluster.observability.targets import Roles, discover, write_targets
 from cluster.verify.local_slurm.install import InstallError, apt_install
 from spec.cli import user_errors
@@ -330,12 +330,19 @@ def _grow(sysfs: Path, stop: threading.Event) -> None:
 
 
 def check_slurm_conf(value: str | None) -> None:
-    """watch scrapes the local SLURM cluster through its clients, which find it by SLURM_CONF."""
+    """watch scrapes the local SLURM cluster through its clients, which find it by SLURM_CONF: it must be up."""
     start = "start the local cluster with `python -m cluster.verify.local_slurm up`, then `source .local-slurm/env.sh`"
     if not value:
         raise UserError(f"SLURM_CONF: unset; watch scrapes the local SLURM cluster: {start}")
     if not Path(value).is_file():
         raise UserError(f"SLURM_CONF: {value!r} is not a file; {start}")
+    if shutil.which("scontrol") is None:
+        raise UserError(f"SLURM_CONF: {value!r} cannot be checked: no scontrol on PATH; {start}")
+    ping = subprocess.run(
+        ["scontrol", "ping"], env={**os.environ, "SLURM_CONF": value}, capture_output=True, text=True, timeout=60
+    )
+    if ping.returncode != 0:
+        raise UserError(f"SLURM_CONF: {value!r} names a cluster whose controller does not answer (not up); {start}")
 
 
 @user_errors
@@ -382,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
                 for name, build in DASHBOARDS.items():
                     path = args.screenshots / f"dashboard-{name}.png"
                     print(f"metrics: {render(build(), stack.query_range, started, time.time(), path)}")
-    except (PrometheusError, InstallError) as error:
+    except (PrometheusError, InstallError, SlurmQueryError) as error:
         print(f"metrics: {error}", file=sys.stderr)
         return 1
     return status

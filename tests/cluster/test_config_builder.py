@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,9 @@ from cluster.config_builder import (
 from spec import load_spec, parse_spec
 from spec.platform.neuron import NEURON_RELEASES
 from tests.cluster.conftest import ALL_SPECS, spec_dict, with_cluster
+from tests.stacks.conftest import Assembly
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def example(name: str) -> Path:
@@ -259,3 +263,52 @@ def test_node_checks_know_the_shared_and_scratch_paths() -> None:
     args = queue["CustomActions"]["OnNodeConfigured"]["Sequence"][0]["Args"]
     assert args[args.index("--shared-dir") + 1] == "/fsx"
     assert args[args.index("--scratch-dir") + 1] == "/scratch"
+
+
+def key_paths(node: Any, path: str = "") -> set[str]:
+    """Every key of a config as a dotted path (list items as `[]`); a CloudFormation function is a leaf value."""
+    if isinstance(node, dict) and not (len(node) == 1 and next(iter(node)).startswith(("Fn::", "Ref"))):
+        return {p for key, value in node.items() for p in {f"{path}.{key}", *key_paths(value, f"{path}.{key}")}}
+    if isinstance(node, list):
+        return {p for item in node for p in key_paths(item, f"{path}[]")}
+    return set()
+
+
+@pytest.mark.synth
+def test_the_printed_config_has_the_keys_the_cluster_stack_deploys(default_assembly: Assembly) -> None:
+    """`python -m cluster.config_builder` stands example ids in for the references; its keys are the deployed
+    config's (SecurityGroups, the network stack's cluster group replacing ParallelCluster's, and no other)."""
+    (resource,) = default_assembly.resources("cluster", "Custom::PclusterCluster").values()
+    deployed = key_paths(resource["Properties"]["ClusterConfiguration"])
+    printed = key_paths(build_cluster_config(default_assembly.spec, example_refs(default_assembly.spec)))
+    assert (sorted(printed - deployed), sorted(deployed - printed)) == ([], [])
+
+
+def contained(shown: Any, built: Any, path: str = "") -> list[str]:
+    """Where `shown` (a doc's excerpt) says something `built` does not: each key and list item it has, equal."""
+    if isinstance(shown, dict):
+        if not isinstance(built, dict):
+            return [f"{path}: {built!r} is not a mapping"]
+        return [
+            problem
+            for key, value in shown.items()
+            for problem in (
+                contained(value, built[key], f"{path}.{key}") if key in built else [f"{path}.{key}: not built"]
+            )
+        ]
+    if isinstance(shown, list):
+        if not isinstance(built, list) or len(built) < len(shown):
+            return [f"{path}: {built!r} has fewer items"]
+        return [problem for i, item in enumerate(shown) for problem in contained(item, built[i], f"{path}[{i}]")]
+    return [] if shown == built else [f"{path}: the doc shows {shown!r}, the builder makes {built!r}"]
+
+
+def test_the_config_cluster_md_shows_is_what_the_builder_prints_for_the_default_spec() -> None:
+    text = (REPO / "docs" / "cluster.md").read_text()
+    (excerpt,) = [
+        yaml.safe_load(body)
+        for body in re.findall(r"^```yaml\n(.*?)^```", text, flags=re.S | re.M)
+        if "HeadNode:" in body
+    ]
+    spec = load_spec()
+    assert contained(excerpt, build_cluster_config(spec, example_refs(spec))) == []

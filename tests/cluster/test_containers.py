@@ -4,6 +4,7 @@ the push/import steps (the import script runs for real against stand-ins for `aw
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -143,3 +144,19 @@ def test_cli_dry_run_prints_the_steps_for_the_deployed_spec(
     monkeypatch.setenv("LLM_TRAINING_SPEC", str(REPO / "spec" / "examples" / "trn1-neuron.yaml"))
     with pytest.raises(SystemExit, match="no GPU queue to import the image on"):
         main(["import", "--dry-run"])
+
+
+def test_push_runs_every_aws_call_with_the_profile_it_is_given() -> None:
+    """`make nemo-image PROFILE=compute` (docs/containers.md): the ECR calls use the compute account's profile."""
+    scripts = "\n".join(command[2] for command in push_commands(DEFAULT, profile="compute") if command[0] == "bash")
+    calls = re.findall(r"aws ecr [a-z-]+[^|>&\n]*", scripts)
+    assert len(calls) == 3 and all("--profile compute" in call for call in calls), calls
+    assert "--profile" not in str(push_commands(DEFAULT))  # none given: the environment's credentials
+    dry = subprocess.run(
+        ["make", "-n", "--no-print-directory", "nemo-image", "SPEC=my.yaml", "PROFILE=compute"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "-m cluster.containers push --spec my.yaml --profile compute" in dry

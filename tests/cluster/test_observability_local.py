@@ -63,3 +63,34 @@ def test_the_module_run_by_hand_prints_no_traceback(tmp_path: Path) -> None:
     )
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith("error: SLURM_CONF: ") and len(result.stderr.splitlines()) == 1, result.stderr
+
+
+def test_watch_with_a_state_dir_where_no_cluster_runs_is_one_line_naming_what_to_run(tmp_path: Path) -> None:
+    """SLURM_CONF names a local cluster's config, but its controller does not run (never started, or `down`)."""
+    state = tmp_path / "local-slurm"
+    state.mkdir()
+    (port,) = local.free_ports(1)  # nothing listens there
+    (state / "slurm.conf").write_text(
+        "ClusterName=local\nSlurmctldHost=localhost(127.0.0.1)\n"
+        f"SlurmctldPort={port}\nAuthType=auth/none\nCredType=cred/none\nMessageTimeout=2\n"
+        "NodeName=n1 NodeAddr=127.0.0.1 CPUs=1 State=UNKNOWN\nPartitionName=local Nodes=ALL Default=YES\n"
+    )
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(REPO),
+        "HOME": str(tmp_path),
+        "SLURM_CONF": str(state / "slurm.conf"),
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "cluster.verify.local_observability", "watch", "--dir", "prom", "--", "true"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"error: SLURM_CONF: '{state / 'slurm.conf'}' ") and "Traceback" not in result.stderr
+    assert "python -m cluster.verify.local_slurm up" in line
+    assert not (tmp_path / "prom").exists()  # refused before it started anything

@@ -152,9 +152,12 @@ def prepare(root: Path) -> tuple[Path, dict[str, str]]:
 def env_for(block: Block, root: Path, repo: Path, base: dict[str, str]) -> dict[str, str]:
     env = dict(base)
     if block.tag == "here" and not block.long:
-        # A developer's shell in a checkout after `make` built the venvs: the venv's python first on PATH.
+        # A developer's shell in a checkout after `make` built the venvs. README's reader starts it fresh, the venv
+        # not active (README says to activate it); the other docs' readers come from README with it active.
         env.pop("PYTHONPATH")
-        env["PATH"] = f"{repo / '.venv' / 'bin'}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        system = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        active = block.path.name != "README.md"
+        env["PATH"] = f"{repo / '.venv' / 'bin'}:{system}" if active else system
     elif block.tag == "here":
         # make -n, pytest --collect-only and our commands' parsers (`.venv/bin/python` is read as `python`).
         env["PATH"] = f"{_shims(root / 'long-shims', ['make', 'python', 'python3'])}:/usr/local/bin:/usr/bin:/bin"
@@ -171,6 +174,7 @@ def env_for(block: Block, root: Path, repo: Path, base: dict[str, str]) -> dict[
             LLM_TRAINING_SPEC=str(home / "deployment.yaml"),
             RUNBOOK_LAUNCHERS=json.dumps(launchers()),
             RUNBOOK_PRESENT=" ".join(HEAD_NODE_PROGRAMS),
+            RUNBOOK_INSTANCE_ROLE="1",  # the AWS CLI's credentials come from the node's role (instance metadata)
         )
     return env
 

@@ -12,6 +12,8 @@ cluster): `shim.py NAME ARGS...` checks the call with that program's own parser 
   `-m pytest` collected; RUNBOOK_RUN_MODULES lists the offline commands that run for real.
 - the head node's commands (llm-*, the release's python): their modules up to the parser.
 - any other program named in RUNBOOK_PRESENT: present on the machine the block names, not run.
+A call of aws, pcluster or npx cdk that its parser accepts and that would reach AWS must then say whose credentials it
+runs with (credentials_problem).
 Every call appends {"name", "argv", "ok", "why"} to $RUNBOOK_LOG; a refused call exits 97 with the reason."""
 
 from __future__ import annotations
@@ -70,11 +72,32 @@ def last_lines(text: str, count: int = 3) -> str:
     return " | ".join(line.strip() for line in text.strip().splitlines()[-count:])
 
 
+# ---- credentials ------------------------------------------------------------------------------------------------
+NO_CREDENTIALS = (
+    "no credentials named: add --profile (compute, data or management; pcluster has none), or start the block with "
+    "export AWS_PROFILE=..."
+)
+
+
+def credentials_problem(argv: list[str]) -> str | None:
+    """A workstation holds profiles for several accounts: a call that reaches AWS names its own (--profile), or the
+    block exports AWS_PROFILE, or the environment carries keys (the rehearsal's). The default profile is nobody's
+    choice, so relying on it is refused, though the sandbox has one (the real CLI would go on with it). A node's
+    calls (head-node blocks) run with its instance role."""
+    if any(arg == "--profile" or arg.startswith("--profile=") for arg in argv):
+        return None
+    if os.environ.get("AWS_PROFILE") or os.environ.get("AWS_ACCESS_KEY_ID") or os.environ.get("RUNBOOK_INSTANCE_ROLE"):
+        return None
+    return NO_CREDENTIALS
+
+
 # ---- AWS CLI ----------------------------------------------------------------------------------------------------
 def aws(argv: list[str]) -> int:
     local_source_for_upload(argv)
     code, out, err = run([os.environ["RUNBOOK_AWS"], *argv])
     if AWS_UNREACHABLE in err:
+        if (problem := credentials_problem(argv)) is not None:
+            return record("aws", argv, problem)
         if "--query" in argv or "--output" in argv:
             print(PLACEHOLDER_OUTPUT)
         return record("aws", argv, None)
@@ -156,6 +179,8 @@ def npx(argv: list[str]) -> int:
     said = out + err
     if CDK_REFUSED.search(said) or not CDK_REACHED_AWS.search(said):
         return record("npx", argv, f"the CDK CLI refused it before any AWS call (exit {code}): {last_lines(said)}")
+    if (problem := credentials_problem(argv)) is not None:
+        return record("npx", argv, problem)
     if sub == "deploy" and "--outputs-file" in argv:
         write_outputs(argv, Path(app[1]))
     return record("npx", argv, None)
@@ -173,6 +198,8 @@ def pcluster(argv: list[str]) -> int:
     if done.returncode != 0:
         return record("pcluster", argv, f"parse_commands.py failed: {last_lines(done.stderr)}")
     (problem,) = json.loads(done.stdout)
+    if problem is None and argv[:1] != ["version"]:
+        problem = credentials_problem(argv)
     return record("pcluster", argv, problem)
 
 

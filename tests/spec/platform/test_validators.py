@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -360,7 +361,11 @@ def test_config_rule_efa_security_group_self_rule() -> None:
 
 def test_managed_security_groups_need_no_description() -> None:
     # Only AdditionalSecurityGroups: ParallelCluster's managed compute group carries the self rule.
-    assert config_problems(built(), security_groups={}) == []
+    spec = load_spec(ALL_SPECS[0])
+    refs = replace(example_refs(spec), security_group_ids=(), additional_security_group_ids=("sg-1",))
+    config = built(refs=refs)
+    assert "SecurityGroups" not in config["Scheduling"]["SlurmQueues"][0]["Networking"]
+    assert config_problems(config, security_groups={}) == []
 
 
 def test_self_rule_needs_all_protocols() -> None:

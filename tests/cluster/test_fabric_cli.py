@@ -3,6 +3,7 @@ codes on fixture runs, and the one-line errors for bad arguments."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -293,3 +294,15 @@ def test_one_gpu_node_renders_the_nvlink_check_and_trn1_refuses_it(
         code == 2
         and err == "error: --nodes: 1 must be at least 2 (the check measures traffic between nodes over EFA)\n"
     )
+
+
+def test_the_docs_check_by_hand_reads_the_results_directory_render_names() -> None:
+    """docs/fabric-checks.md's `llm-fabric check` example: DIR is where render puts a GPU run of the default spec
+    (the job writes its files there: tests/cluster/test_fabric_slurm.py compares them with the doc's list)."""
+    from cluster.fabric.cli import _job, build_parser
+
+    job = _job(build_parser().parse_args(["render", "--queue", "gpu", "--nodes", "2"]), "render")
+    block = (REPO / "docs" / "fabric-checks.md").read_text().split("runs by hand on a finished run's directory", 1)[1]
+    directory = re.search(r"^DIR=(\S+)", block, flags=re.M)
+    assert directory is not None
+    assert re.fullmatch(re.escape(f"{job.result_root}/{job.job_name}-") + r"\d+", directory.group(1))

@@ -217,7 +217,8 @@ def test_a_wheelhouse_in_another_bucket_is_read_there(spec: DeploymentSpec) -> N
     assert reads["Resource"] == "arn:aws:s3:::team-wheels-111111111111/py311/*"
     endpoint = _statements(gateway_endpoint_policy(own))["ReadComputeAccountDeploymentBuckets"]["Resource"]
     assert "arn:aws:s3:::team-wheels-111111111111/py311/*" in endpoint
-    assert not any(r.startswith(ARTIFACTS) for r in endpoint)  # nothing reads the artifacts bucket then
+    # Of the artifacts bucket, the nodes then read the nccl-tests source only.
+    assert {r for r in endpoint if r.startswith(ARTIFACTS)} == {ARTIFACTS, f"{ARTIFACTS}/nccl-tests/*"}
 
 
 def test_the_artifacts_bucket_policy_denies_plain_http_and_outsiders(spec: DeploymentSpec) -> None:

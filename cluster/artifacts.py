@@ -8,8 +8,8 @@ the wheelhouse of requirements-node.txt for the nodes' Python (`make wheelhouse`
 (`make observability-binaries`), with GPU queues the pinned nccl-tests source the fabric check is built from
 (`make nccl-tests-source`, docs/fabric-checks.md) and, with Trainium queues, the NxDT stack (`make
 nxdt-wheelhouse`: build it on a machine of the nodes' OS and Python, then pass --no-build), each synced with
-`aws s3 sync` to its folder from spec.artifacts, the function the cluster config hands the nodes their folders with. Several GB; needs internet
-and credentials that may write to the compute account's bucket. A re-upload only adds and replaces (no --delete):
+`aws s3 sync` to its folder from spec.artifacts, the function the cluster config hands the nodes their folders
+with. Several GB; needs internet and credentials that may write to the compute account's bucket. A re-upload only adds and replaces (no --delete):
 nodes still booting keep finding what they were told to read.
 """
 

@@ -22,7 +22,7 @@ READERS: tuple[str, ...] = ("head-node", "cluster-node")
 
 
 def folders_read_by(spec: DeploymentSpec, role: str) -> list[tuple[str, S3Folder]]:
-    """(statement name, folder) of every artifact folder `role` reads at boot."""
+    """(statement name, folder) of every artifact folder `role` reads: at boot, or its users (the nccl-tests source)."""
     locations = artifact_locations(spec)
     wanted = {
         "head-node": [("PythonWheelhouse", locations.python_wheelhouse), ("NcclTestsSource", locations.nccl_tests)],

@@ -19,8 +19,8 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: help setup synth demo test test-stress lint format clean pcluster-venv checkov-venv nemo-venv bridge-venv torchtitan-venv awscli-venv bench rehearse \
-	wheelhouse wheelhouse-test wheelhouse-node-cpu gpu-bench-wheels policy-report nemo-image nxdt-wheelhouse observability-binaries \
-	upload-artifacts
+	wheelhouse wheelhouse-test wheelhouse-node-cpu gpu-bench-wheels policy-report nemo-image nxdt-wheelhouse \
+	observability-binaries nccl-tests-source upload-artifacts
 
 help:
 	@echo "make demo    synthesize the default deployment and run a training job (does all setup)"
@@ -33,6 +33,7 @@ help:
 	@echo "make policy-report  the access matrix, its reasons and the mutation score -> docs/access-matrix.md"
 	@echo "make wheelhouse  the nodes' wheels for a cluster without internet (WHEELHOUSE_PYTHON=3.11)"
 	@echo "make observability-binaries  the pinned exporter/agent binaries, sha256-checked, beside the wheelhouse"
+	@echo "make nccl-tests-source  the pinned nccl-tests source, sha256-checked, for the fabric check -> build/nccl-tests"
 	@echo "make nxdt-wheelhouse  the trn1 nodes' NxDT stack for the spec's Neuron SDK -> build/nxdt-wheelhouse (SPEC=)"
 	@echo "make upload-artifacts  build the nodes' artifacts above and upload them to the spec's artifacts bucket (SPEC= PROFILE=)"
 	@echo "make nemo-image  build the EFA NeMo image and push it to the spec's ECR repository (needs docker, AWS; SPEC= PROFILE=)"
@@ -173,6 +174,24 @@ wheelhouse: setup
 # head_node.sh installs from and stages for the compute nodes. Needs internet; never run by the tests.
 observability-binaries: setup
 	$(PY) -m cluster.observability.fetch_binaries --out $(OBSERVABILITY_DIR)
+
+# The fabric check's nccl-tests (docs/fabric-checks.md) for a VPC without internet: the source of a pinned release,
+# refused unless its sha256 is the pin (GitHub's archive of the tag, as Spack's nccl-tests package records it), for
+# `make upload-artifacts` to put in the artifacts bucket's nccl-tests/; the head node copies it to /fsx and a GPU
+# node builds it. The recipe writes nothing under the final name until the sha256 matched. Never run by the tests.
+NCCL_TESTS_VERSION := 2.17.6
+NCCL_TESTS_URL := https://github.com/NVIDIA/nccl-tests/archive/refs/tags/v$(NCCL_TESTS_VERSION).tar.gz
+NCCL_TESTS_SHA256 := 38974e70342150ede0e3fb8fd24bfe60ccbde90fa20241716ba8bb338e6b61a0
+NCCL_TESTS_SOURCE_DIR ?= build/nccl-tests
+NCCL_TESTS_TARBALL = $(NCCL_TESTS_SOURCE_DIR)/nccl-tests-$(NCCL_TESTS_VERSION).tar.gz
+
+nccl-tests-source: $(NCCL_TESTS_TARBALL)
+
+$(NCCL_TESTS_TARBALL):
+	mkdir -p $(@D)
+	curl --fail --silent --show-error --location --output $@.part $(NCCL_TESTS_URL)
+	echo "$(NCCL_TESTS_SHA256)  $@.part" | sha256sum --check --quiet - || { rm -f $@.part; exit 1; }
+	mv $@.part $@
 
 # Wheels for `python bench/gpu_vs_torchtitan.py --wheels build/gpu-bench-wheels` on a GPU machine without internet:
 # torchtitan 0.3.0 and the trainer's runtime packages (not torch: the machine's own is used), for that machine's

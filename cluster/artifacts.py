@@ -5,10 +5,11 @@
 
 After the artifacts stack (it creates the bucket) and before the cluster stack (its head node installs from it):
 the wheelhouse of requirements-node.txt for the nodes' Python (`make wheelhouse`), the exporters' pinned binaries
-(`make observability-binaries`) and, with Trainium queues, the NxDT stack (`make nxdt-wheelhouse`: build it on a
-machine of the nodes' OS and Python, then pass --no-build), each synced with `aws s3 sync` to its folder from
-spec.artifacts, the function the cluster config hands the nodes their folders with. Several GB; needs internet
-and credentials that may write to the compute account's bucket. A re-upload only adds and replaces (no --delete):
+(`make observability-binaries`), with GPU queues the pinned nccl-tests source the fabric check is built from
+(`make nccl-tests-source`, docs/fabric-checks.md) and, with Trainium queues, the NxDT stack (`make
+nxdt-wheelhouse`: build it on a machine of the nodes' OS and Python, then pass --no-build), each synced with
+`aws s3 sync` to its folder from spec.artifacts, the function the cluster config hands the nodes their folders
+with. Several GB; needs internet and credentials that may write to the compute account's bucket. A re-upload only adds and replaces (no --delete):
 nodes still booting keep finding what they were told to read.
 """
 
@@ -76,6 +77,18 @@ def upload_plan(spec: DeploymentSpec, build_dir: Path, spec_path: Path = DEFAULT
                 "binaries",
             ),
         ]
+    if locations.nccl_tests is not None:
+        source = build_dir / "nccl-tests"
+        plan.append(
+            Upload(
+                "nccl-tests source",
+                source,
+                locations.nccl_tests,
+                ("nccl-tests-source", f"NCCL_TESTS_SOURCE_DIR={source}"),
+                "nccl-tests-*.tar.gz",
+                "nccl-tests source tarball",
+            )
+        )
     if locations.nxdt_wheelhouse is not None:
         nxdt = build_dir / "nxdt-wheelhouse"
         plan.append(
@@ -126,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     if not plan:
         print(
             "nothing to upload: cluster.python_wheelhouse is unset and network.internet_egress is "
-            f"{spec.network.internet_egress!r} (the head node installs from PyPI), and no Trainium queue",
+            f"{spec.network.internet_egress!r} (the head node installs from PyPI), and no GPU or Trainium queue",
             file=sys.stderr,
         )
         return 0

@@ -19,6 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from spec.artifacts import NXDT_EXAMPLES
 from spec.cli import user_errors
 from spec.errors import UserError
 from spec.load import load_spec
@@ -26,7 +27,6 @@ from spec.platform.neuron import NXDT_SOURCE_COMMIT, NxdtStack, SourceBuild, nxd
 
 NEURON_PIP_INDEX = "https://pip.repos.neuron.amazonaws.com"
 NXDT_REPOSITORY = "https://github.com/aws-neuron/neuronx-distributed-training.git"
-EXAMPLES = "nxdt-examples.tar.gz"  # training_orchestrator.py and its conf/: not in the wheel
 REQUIREMENTS = "nxdt-requirements.txt"
 CONSTRAINTS = "nxdt-constraints.txt"
 PATCHES = "nxdt-patches.tsv"
@@ -75,12 +75,13 @@ def download_command(requirements: Path, out: Path, python: str) -> list[str]:
 
 
 def examples_commands(workdir: Path, out: Path) -> list[list[str]]:
-    """NxDT's examples/ (the launcher the jobs run) at the recorded commit, as a tarball for /fsx."""
+    """NxDT's examples/ (the launcher the jobs run; not in its wheel) at the recorded commit, as a tarball the head
+    node unpacks onto /fsx (docs/jobs.md)."""
     checkout = workdir / "neuronx-distributed-training"
     return [
         ["git", "clone", "--quiet", NXDT_REPOSITORY, str(checkout)],
         ["git", "-C", str(checkout), "checkout", "--quiet", NXDT_SOURCE_COMMIT],
-        ["tar", "-czf", str(out / EXAMPLES), "-C", str(checkout), "examples"],
+        ["tar", "-czf", str(out / NXDT_EXAMPLES), "-C", str(checkout), "examples"],
     ]
 
 

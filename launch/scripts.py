@@ -241,6 +241,12 @@ def nemo_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered) 
     _add_script(rendered, options, inputs, "nemo", settings, env)
 
 
+def default_nxdt_dir(shared_dir: str | None) -> str:
+    """NxDT's examples/ (training_orchestrator.py, not in its wheel) on shared storage: where docs/jobs.md unpacks
+    the mirror's nxdt-examples.tar.gz."""
+    return f"{shared_dir or '/fsx'}/neuronx-distributed-training/examples"
+
+
 def neuron_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered) -> None:
     """A compile job (neuron_parallel_compile over a few steps) and the training job that depends on it."""
     target, run_dir = inputs.target, inputs.run_dir
@@ -251,7 +257,7 @@ def neuron_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered
     config_name = "nxdt-config"
     rendered.files[run_dir / f"{config_name}.yaml"] = _yaml(config)
     env = {**netenv.common_env(), **netenv.neuron_env(target)}
-    nxdt_dir = options.nxdt_dir or f"{target.shared_dir or '/fsx'}/neuronx-distributed-training/examples"
+    nxdt_dir = options.nxdt_dir or default_nxdt_dir(target.shared_dir)
     # Traced steps: enough for the training graphs and, with a validation pass at the last one, the validation
     # graphs too (NxDT's own compile mode traces 10). They must never leave a checkpoint to resume from.
     compile_overrides = [

@@ -8,7 +8,11 @@ from it without internet:
     wheelhouse/py<version>/observability/  the pinned exporter and agent binaries (make observability-binaries);
                                                 head_node.sh reads them beside the wheels
     nxdt/<Neuron SDK release>/                  the Trainium nodes' NxDT stack (make nxdt-wheelhouse;
-                                                cluster.neuron.nxdt_wheelhouse)
+                                                cluster.neuron.nxdt_wheelhouse); the head node reads only its
+                                                nxdt-examples.tar.gz (NxDT's launcher, unpacked onto /fsx)
+    nccl-tests/                                 with GPU queues: the pinned nccl-tests source (make
+                                                nccl-tests-source), which the head node copies to /fsx for a GPU
+                                                node to build (docs/fabric-checks.md)
 
 A spec that names its own prefix keeps it. The cluster config (cluster.config_builder), the node and endpoint
 policies (policies.artifacts, policies.endpoint) and the upload command (cluster.artifacts) all call
@@ -20,9 +24,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spec.model import DeploymentSpec
+from spec.platform.instances import instance_facts
 
 WHEELHOUSE_FOLDER = "wheelhouse/"
 NXDT_FOLDER = "nxdt/"
+NXDT_EXAMPLES = "nxdt-examples.tar.gz"  # NxDT's examples/ (training_orchestrator.py): not in its wheel
+NCCL_TESTS_FOLDER = "nccl-tests/"
 # cluster/bootstrap/head_node.sh: observability.sh --binaries "${wheelhouse%/}/observability".
 OBSERVABILITY_FOLDER = "observability/"
 
@@ -56,12 +63,17 @@ class S3Folder:
     def child(self, folder: str) -> S3Folder:
         return S3Folder(self.bucket, self.prefix + folder)
 
+    def object_arn(self, name: str) -> str:
+        """One object of the folder."""
+        return f"{self.bucket_arn}/{self.prefix}{name}"
+
 
 @dataclass(frozen=True)
 class ArtifactLocations:
     bucket: str  # the artifacts bucket of the compute account (stacks/parts/artifacts_bucket.py creates it)
     python_wheelhouse: S3Folder | None  # None: the head node installs from PyPI (internet egress), or builds no env
     nxdt_wheelhouse: S3Folder | None  # None: no Trainium queue
+    nccl_tests: S3Folder | None = None  # None: no GPU queue, so no fabric check with nccl-tests
 
     @property
     def observability_binaries(self) -> S3Folder | None:
@@ -70,7 +82,7 @@ class ArtifactLocations:
     @property
     def folders(self) -> tuple[S3Folder, ...]:
         """Every folder the nodes read (the observability binaries lie inside the wheelhouse)."""
-        return tuple(f for f in (self.python_wheelhouse, self.nxdt_wheelhouse) if f is not None)
+        return tuple(f for f in (self.python_wheelhouse, self.nxdt_wheelhouse, self.nccl_tests) if f is not None)
 
 
 def artifacts_bucket_name(spec: DeploymentSpec) -> str:
@@ -95,4 +107,7 @@ def artifact_locations(spec: DeploymentSpec) -> ArtifactLocations:
     if cluster.neuron is not None:
         given = cluster.neuron.nxdt_wheelhouse
         nxdt = S3Folder.parse(given) if given else S3Folder(bucket, f"{NXDT_FOLDER}{cluster.neuron.sdk_version}/")
-    return ArtifactLocations(bucket, python, nxdt)
+    # With or without internet: the nodes build it from the same pinned source, one path for every cluster.
+    gpu = any(instance_facts(queue.instance_type).accelerator == "gpu" for queue in cluster.queues)
+    nccl_tests = S3Folder(bucket, NCCL_TESTS_FOLDER) if gpu else None
+    return ArtifactLocations(bucket, python, nxdt, nccl_tests)

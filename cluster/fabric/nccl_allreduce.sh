@@ -5,8 +5,8 @@
 # Settings: GPUS_PER_NODE, SRUN_MPI, TEST_ARGS. Environment, with its default:
 #   NCCL_TESTS_DIR=/opt/nccl-tests/build   nccl-tests built with MPI=1 (all_reduce_perf)
 #   OFI_NCCL_DIR=/opt/amazon/ofi-nccl      aws-ofi-nccl; its tuner plugin is used when found (NCCL_TUNER_PLUGIN wins)
-#   NCCL_LIB_DIR=                          libnccl.so.2 nccl-tests was built against (the AMI has none), e.g. the
-#                                          training env's nvidia-nccl wheel (docs/fabric-checks.md)
+#   NCCL_LIB_DIR=                          libnccl.so.2 nccl-tests was built against (the AMI has none), e.g.
+#                                          /fsx/nccl-tests/nccl/lib, the env's wheel copied (docs/fabric-checks.md)
 : "${NCCL_TESTS_DIR:=/opt/nccl-tests/build}" "${OFI_NCCL_DIR:=/opt/amazon/ofi-nccl}" "${NCCL_LIB_DIR:=}"
 fabric_start
 # NCCL finds the aws-ofi-nccl plugin and libfabric on the library path; NCCL_NET (set) fails the test without them.

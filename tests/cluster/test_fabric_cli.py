@@ -3,6 +3,7 @@ codes on fixture runs, and the one-line errors for bad arguments."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -305,3 +306,53 @@ def test_one_gpu_node_renders_the_nvlink_check_and_trn1_refuses_it(
         code == 2
         and err == "error: --nodes: 1 must be at least 2 (the check measures traffic between nodes over EFA)\n"
     )
+
+
+def test_the_docs_check_by_hand_reads_the_results_directory_render_names() -> None:
+    """docs/fabric-checks.md's `llm-fabric check` example: DIR is where render puts a GPU run of the default spec
+    (the job writes its files there: tests/cluster/test_fabric_slurm.py compares them with the doc's list)."""
+    from cluster.fabric.cli import _job, build_parser
+
+    job = _job(build_parser().parse_args(["render", "--queue", "gpu", "--nodes", "2"]), "render")
+    block = (REPO / "docs" / "fabric-checks.md").read_text().split("runs by hand on a finished run's directory", 1)[1]
+    directory = re.search(r"^DIR=(\S+)", block, flags=re.M)
+    assert directory is not None
+    assert re.fullmatch(re.escape(f"{job.result_root}/{job.job_name}-") + r"\d+", directory.group(1))
+
+
+def _doc_block(after: str) -> str:
+    """The first ```bash block of docs/fabric-checks.md after `after`, continuation lines joined."""
+    text = (REPO / "docs" / "fabric-checks.md").read_text().split(after, 1)[1]
+    block = re.search(r"```bash[^\n]*\n(.*?)```", text, flags=re.S)
+    assert block is not None, f"docs/fabric-checks.md: no bash block after {after!r}"
+    return block.group(1).replace("\\\n", " ")
+
+
+def test_the_docs_build_nccl_tests_from_what_upload_artifacts_put_in_the_bucket() -> None:
+    """The install block copies the tarball `make nccl-tests-source` pins from the folder the head node may read
+    (spec.artifacts, policies.artifacts), unpacks it where the build runs, builds on the GPU queue into the directory
+    the render commands name, and links NCCL where the render commands point the job."""
+    from policies.artifacts import folders_read_by
+    from spec import load_spec
+    from spec.artifacts import artifact_locations
+
+    spec = load_spec()
+    folder = artifact_locations(spec).nccl_tests
+    assert folder is not None and ("NcclTestsSource", folder) in folders_read_by(spec, "head-node")
+    version = re.search(r"^NCCL_TESTS_VERSION := (\S+)$", (REPO / "Makefile").read_text(), flags=re.M)
+    assert version is not None
+    tarball = f"nccl-tests-{version.group(1)}.tar.gz"
+    install = _doc_block("Once, install the benchmark")
+    copied = re.search(r'aws s3 cp "s3://\$BUCKET/(\S+)" (\S+)/ ', install)
+    assert copied is not None and copied.group(1) == folder.prefix + tarball
+    local = f"{copied.group(2)}/{tarball}"
+    assert re.search(rf"-m tarfile -e {re.escape(local)} {re.escape(copied.group(2))}$", install, flags=re.M)
+    build = re.search(r"^srun (.*) make -C (\S+) (.*)$", install, flags=re.M)
+    assert build is not None
+    source = f"{copied.group(2)}/{tarball.removesuffix('.tar.gz')}"  # GitHub's archive of a tag: <repo>-<version>/
+    assert build.group(2) == source and "--partition=gpu" in build.group(1).split()
+    variables = dict(word.split("=", 1) for word in build.group(3).split() if "=" in word)
+    assert variables["MPI"] == "1" and {"MPI_HOME", "CUDA_HOME", "NCCL_HOME", "BUILDDIR"} <= set(variables)
+    run = _doc_block("After the cluster comes up")
+    assert f"NCCL_TESTS_DIR={variables['BUILDDIR']} NCCL_LIB_DIR={variables['NCCL_HOME']}/lib llm-fabric render" in run
+    assert f"cp -s {variables['NCCL_HOME']}/lib/libnccl.so.2 {variables['NCCL_HOME']}/lib/libnccl.so" in install

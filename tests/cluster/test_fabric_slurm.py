@@ -30,6 +30,7 @@ from tests.launch.slurm_helpers import wait_for_end
 pytestmark = pytest.mark.slurm
 
 REPO = Path(__file__).resolve().parents[2]
+DOC = REPO / "docs" / "fabric-checks.md"
 TRN1_SPEC = REPO / "spec" / "examples" / "trn1-neuron.yaml"
 GIB = 1 << 30
 SOCKETS = (
@@ -113,6 +114,30 @@ def finished(cluster: LocalSlurm, job_id: str, results: Path, passed: bool) -> t
     return text, (result_dir / "verdict.txt").read_text()
 
 
+def documented_layout(accelerator: str) -> set[str]:
+    """The result files docs/fabric-checks.md lists (the text block after "Results land"), relative to --output,
+    for one accelerator: a line ending in "(GPU)" or "(Trainium)" is that accelerator's only."""
+    section = DOC.read_text().split("Results land", 1)[1]
+    block = re.search(r"```text\n(.*?)```", section, flags=re.S)
+    assert block, "docs/fabric-checks.md: no ```text block of the result files after 'Results land'"
+    other = {"GPU": "(Trainium)", "Trainium": "(GPU)"}[accelerator]
+    return {line.split()[0] for line in block.group(1).splitlines() if line.strip() and not line.endswith(other)}
+
+
+def written_layout(results: Path, job_id: str, job_name: str) -> set[str]:
+    """Every file under --output after the job, named as the doc names them (placeholders for the variable parts)."""
+    names = set()
+    for path in results.rglob("*"):
+        if path.is_file():
+            name = re.sub(
+                r"/counters-(before|after)/[^/]+\.txt$", r"/counters-\1/<node>.txt", str(path.relative_to(results))
+            )
+            name = re.sub(r"/nccl-debug/[^/]+\.\d+\.log$", "/nccl-debug/<host>.<pid>.log", name)
+            name = name.replace(f"{job_name}-{job_id}", "fabric-<tool>-<queue>-<jobid>")
+            names.add(name.replace(job_name, "fabric-<tool>-<queue>"))
+    return names
+
+
 @pytest.mark.parametrize("efa_moved", [True, False], ids=["efa-used", "counters-still"])
 def test_gpu_job_runs_all_reduce_perf_one_rank_per_gpu_and_judges_it(
     local_slurm: LocalSlurm, tmp_path: Path, fast_tmp: Path, efa_moved: bool
@@ -138,6 +163,7 @@ def test_gpu_job_runs_all_reduce_perf_one_rank_per_gpu_and_judges_it(
     job_id = render_and_submit(local_slurm, argv, env)
     log, verdict = finished(local_slurm, job_id, results, passed=efa_moved)
     clean_bash(results / "fabric-nccl-gpu.sbatch")
+    assert written_layout(results, job_id, "fabric-nccl-gpu") == documented_layout("GPU")
 
     step = f"step: srun --nodes=2 --ntasks-per-node=8 --mpi=pmi2 --kill-on-bad-exit=1 {nccl_tests}/all_reduce_perf"
     assert f"{step} -b 8 -e 16G -f 2 -g 1\n" in log
@@ -202,6 +228,7 @@ def test_trn1_job_runs_nccom_test_across_the_hosts_and_judges_it(
     job_id = render_and_submit(local_slurm, argv, env)
     log, verdict = finished(local_slurm, job_id, results, passed=efa_moved)
     clean_bash(results / "fabric-nccom-trn1.sbatch")
+    assert written_layout(results, job_id, "fabric-nccom-trn1") == documented_layout("Trainium")
 
     (record,) = read_records(record_log)  # one launcher, on the batch host; it starts the workers itself
     assert record["node"] == "n1" and record["env"]["SLURM_JOB_ID"] == job_id

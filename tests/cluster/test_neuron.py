@@ -118,3 +118,48 @@ def test_mirror_cli_refuses_a_spec_without_neuron(capsys: pytest.CaptureFixture[
     assert main([str(ALL_SPECS[0]), "--out", str(tmp_path / "w")]) == 2
     assert capsys.readouterr().err.strip().startswith("error: cluster.neuron: None in ")
     assert not (tmp_path / "w").exists()
+
+
+def test_the_docs_unpack_nxdt_examples_where_the_neuron_jobs_look_for_them(tmp_path: Path) -> None:
+    """docs/jobs.md's block, as the head node's user runs it: it copies the tarball the mirror step packs from the one
+    object of the NxDT folder the head-node role may read, creates the folder and unpacks the launcher into the
+    default --nxdt-dir. Run here with /fsx in a scratch directory and the copied tarball put in place."""
+    import subprocess
+    import sys
+
+    from launch.scripts import default_nxdt_dir
+    from policies.artifacts import objects_read_by
+    from spec.artifacts import NXDT_EXAMPLES, artifact_locations
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "jobs.md").read_text()
+    blocks = [b for b in re.findall(r"```bash head-node\n(.*?)```", text, flags=re.S) if NXDT_EXAMPLES in b]
+    assert len(blocks) == 1, "docs/jobs.md: one head-node block unpacks nxdt-examples.tar.gz"
+    lines = [line.strip() for line in blocks[0].splitlines()]
+    (copy,) = [line for line in lines if line.startswith("aws s3 cp ")]
+    copied = re.fullmatch(r'aws s3 cp "s3://\$BUCKET/(\S+)" (\S+)/ --region us-east-1', copy)
+    assert copied is not None
+    spec = load_spec(TRN1_SPEC)
+    nxdt = artifact_locations(spec).nxdt_wheelhouse
+    assert nxdt is not None and copied.group(1) == nxdt.prefix + NXDT_EXAMPLES
+    assert ("NxdtExamples", nxdt.object_arn(NXDT_EXAMPLES)) in objects_read_by(spec, "head-node")
+
+    checkout = tmp_path / "src" / "neuronx-distributed-training"
+    (checkout / "examples" / "conf").mkdir(parents=True)
+    (checkout / "examples" / "training_orchestrator.py").write_text("# NxDT's launcher\n")
+    tar = examples_commands(tmp_path / "src", tmp_path / "out")[-1]
+    (tmp_path / "out").mkdir()
+    subprocess.run(tar, check=True)
+    fsx = tmp_path / "fsx"
+    home = tmp_path / "llm-training"
+    (home / ".venv" / "bin").mkdir(parents=True)
+    (home / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    after_copy = lines[lines.index(copy) + 1 :]
+    before_copy = [line for line in lines[: lines.index(copy)] if not line.startswith("BUCKET=")]
+    script = "\n".join([*before_copy, f'cp {tmp_path}/out/{NXDT_EXAMPLES} "{copied.group(2)}/"', *after_copy])
+    subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script.replace("/fsx/", f"{fsx}/")],
+        env={"PATH": "/usr/bin:/bin", "LLM_TRAINING_HOME": str(home)},
+        check=True,
+    )
+    launcher = Path(default_nxdt_dir(str(fsx))) / "training_orchestrator.py"
+    assert launcher.read_text() == "# NxDT's launcher\n"

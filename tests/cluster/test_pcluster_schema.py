@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +12,7 @@ import pytest
 
 from cluster.config_builder import build_cluster_config, cluster_name, example_refs
 from cluster.image_config import build_image_config
-from cluster.verify.pcluster.runner import schema_errors
+from cluster.verify.pcluster.runner import pcluster_python, schema_errors
 from spec import load_spec, parse_spec
 from tests.cluster.conftest import ALL_SPECS, spec_dict, with_cluster
 
@@ -42,6 +45,55 @@ def test_every_variant_passes_parallelclusters_schema(pcluster_venv: Path) -> No
     assert len(configs) == 7
     errors = schema_errors(configs)
     assert errors == dict.fromkeys(configs)
+
+
+def test_the_schema_check_runs_without_a_network(pcluster_venv: Path) -> None:
+    """In a network namespace with no interface (unshare -n; as root, else in a user namespace), every variant,
+    reservations included (ParallelCluster prefetches them from EC2), validates with nothing logged: no AWS call
+    was tried."""
+    configs = variant_configs()
+    assert any("CapacityReservationTarget" in json.dumps(config) for config in configs.values())
+    request = [{"kind": "cluster", "name": name, "config": config} for name, config in configs.items()]
+    unshare = ["unshare", "--net"] if os.geteuid() == 0 else ["unshare", "--map-root-user", "--net"]
+    script = Path(__file__).resolve().parents[2] / "cluster" / "verify" / "pcluster" / "validate_config.py"
+    env = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8"}  # no AWS_* settings: the script brings its own
+    done = subprocess.run(
+        [*unshare, str(pcluster_python()), str(script)],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert {item["name"]: item["errors"] for item in json.loads(done.stdout)} == dict.fromkeys(configs)
+
+
+def test_offline_answers_the_reservation_prefetch_and_refuses_any_other_aws_call(pcluster_venv: Path) -> None:
+    code = """
+import boto3, offline
+offline.refuse_aws_calls()
+ec2 = boto3.client("ec2", region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s")
+print(ec2.describe_capacity_reservations(CapacityReservationIds=["cr-0123456789abcdef0"])["CapacityReservations"])
+ec2.describe_instance_types(InstanceTypes=["p5.48xlarge"])
+"""
+    folder = Path(__file__).resolve().parents[2] / "cluster" / "verify" / "pcluster"
+    done = subprocess.run(
+        [str(pcluster_python()), "-c", code],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(folder)},
+        timeout=120,
+        check=False,
+    )
+    assert done.stdout == "[]\n"
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        "offline.AwsCallRefused: ec2.DescribeInstanceTypes: an AWS call; ParallelCluster's checks here run offline "
+        "(offline.py)"
+    )
 
 
 def test_the_schema_check_can_fail(pcluster_venv: Path) -> None:

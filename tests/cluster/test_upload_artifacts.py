@@ -4,6 +4,7 @@ nodes (spec.artifacts is the one function both call)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -27,11 +28,17 @@ with open(os.environ["ARGV_LOG"], "a") as log:
 """
 
 
+NCCL_TESTS = "s3://llm-demo-artifacts-111111111111/nccl-tests/"
+
+
 def built(build: Path, nxdt: bool = False) -> Path:
-    """What make wheelhouse, make observability-binaries and make nxdt-wheelhouse leave behind, in miniature."""
+    """What make wheelhouse, make observability-binaries, make nccl-tests-source and make nxdt-wheelhouse leave
+    behind, in miniature."""
     (build / "wheelhouse" / "observability").mkdir(parents=True)
     (build / "wheelhouse" / "torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"wheel")
     (build / "wheelhouse" / "observability" / "node_exporter-1.8.2.linux-amd64.tar.gz").write_bytes(b"tgz")
+    (build / "nccl-tests").mkdir()
+    (build / "nccl-tests" / "nccl-tests-2.17.6.tar.gz").write_bytes(b"tgz")
     if nxdt:
         (build / "nxdt-wheelhouse").mkdir()
         (build / "nxdt-wheelhouse" / "nxdt-requirements.txt").write_text("neuronx-distributed-training==1.6.0\n")
@@ -96,18 +103,20 @@ def test_upload_builds_then_syncs_to_what_the_head_node_reads(tmp_path: Path) ->
     assert makes == [
         ["make", "-C", str(REPO), "wheelhouse", "WHEELHOUSE_PYTHON=3.11", f"WHEELHOUSE_DIR={build}/wheelhouse"],
         ["make", "-C", str(REPO), "observability-binaries", f"OBSERVABILITY_DIR={build}/wheelhouse/observability"],
+        ["make", "-C", str(REPO), "nccl-tests-source", f"NCCL_TESTS_SOURCE_DIR={build}/nccl-tests"],
     ]
     assert calls.index(makes[-1]) < min(i for i, c in enumerate(calls) if c[0] == "aws")  # built, then uploaded
     nodes = handed_to_nodes(load_spec())
     uploads = synced(calls)
     assert (
-        set(uploads)
+        set(uploads) - {NCCL_TESTS}  # the head node's user copies it (docs/fabric-checks.md), not the bootstrap
         == set(nodes.values())
         == {
             "s3://llm-demo-artifacts-111111111111/wheelhouse/py3.11/",
             "s3://llm-demo-artifacts-111111111111/wheelhouse/py3.11/observability/",
         }
     )
+    assert uploads[NCCL_TESTS][3] == f"{build}/nccl-tests"
     wheels = uploads[nodes["wheelhouse"]]
     assert wheels[3] == f"{build}/wheelhouse"
     assert wheels[wheels.index("--exclude") + 1] == "observability/*"  # the binaries go to their own folder
@@ -153,7 +162,7 @@ def test_a_wheelhouse_in_another_bucket_is_uploaded_there(tmp_path: Path) -> Non
     result, calls = upload(tmp_path, spec_path, "--build-dir", str(built(tmp_path / "build")), "--no-build")
     assert result.returncode == 0, result.stderr
     assert (
-        set(synced(calls))
+        set(synced(calls)) - {NCCL_TESTS}
         == set(handed_to_nodes(parse_spec(data)).values())
         == {
             "s3://team-wheels-111111111111/py311/",
@@ -172,9 +181,11 @@ def test_a_missing_build_is_one_error_line_and_nothing_is_uploaded(tmp_path: Pat
     assert calls == []
 
 
-def test_with_internet_and_no_wheelhouse_there_is_no_env_to_upload(tmp_path: Path) -> None:
+def test_with_internet_and_no_wheelhouse_only_the_nccl_tests_source_is_uploaded(tmp_path: Path) -> None:
     data = spec_dict()
     data["network"]["internet_egress"] = "nat"
+    assert [upload.what for upload in upload_plan(parse_spec(data), tmp_path)] == ["nccl-tests source"]
+    data["cluster"]["queues"] = [{"name": "cpu", "instance_type": "c5.xlarge", "max_count": 2}]
     assert upload_plan(parse_spec(data), tmp_path) == []
     spec_path = tmp_path / "spec.yaml"
     spec_path.write_text(json.dumps(data))
@@ -205,3 +216,60 @@ def test_make_upload_artifacts_passes_the_spec_the_build_dir_and_the_profile(
     assert result.returncode == 0, result.stderr
     (line,) = [line for line in result.stdout.splitlines() if "cluster.artifacts" in line]
     assert line.endswith(f"-m cluster.artifacts {expected}"), line
+
+
+# ---- the pinned nccl-tests source (Makefile: nccl-tests-source) ---------------------------------------------------
+
+NCCL_TESTS_URL = "https://github.com/NVIDIA/nccl-tests/archive/refs/tags/v2.17.6.tar.gz"
+# GitHub's archive of the tag: Spack's nccl-tests package records it, and `git archive --prefix=nccl-tests-2.17.6/
+# v2.17.6 | gzip -n` of NVIDIA/nccl-tests reproduces it.
+NCCL_TESTS_SHA256 = "38974e70342150ede0e3fb8fd24bfe60ccbde90fa20241716ba8bb338e6b61a0"
+
+
+def make(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["make", "--no-print-directory", *argv], cwd=REPO, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_make_upload_artifacts_downloads_the_pinned_nccl_tests_and_checks_its_sha256(tmp_path: Path) -> None:
+    """The dry run of the chain: make upload-artifacts runs cluster.artifacts, which runs make nccl-tests-source for a
+    spec with GPU queues; that target fetches the pinned tag and refuses it unless its sha256 is the pin."""
+    (upload_line,) = [
+        line for line in make("-n", "upload-artifacts").stdout.splitlines() if "cluster.artifacts" in line
+    ]
+    planned = subprocess.run(
+        [sys.executable, "-m", "cluster.artifacts", "--build-dir", str(tmp_path), "--dry-run"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stderr.splitlines()
+    assert upload_line.split()[-3:] == ["spec/default.yaml", "--build-dir", "build"]
+    assert f"+ make -C {REPO} nccl-tests-source NCCL_TESTS_SOURCE_DIR={tmp_path}/nccl-tests" in planned
+    dry = make("-n", "nccl-tests-source", f"NCCL_TESTS_SOURCE_DIR={tmp_path}/nccl-tests")
+    assert dry.returncode == 0, dry.stderr
+    assert NCCL_TESTS_URL in dry.stdout
+    assert f"{NCCL_TESTS_SHA256}  {tmp_path}/nccl-tests/nccl-tests-2.17.6.tar.gz.part" in dry.stdout
+    assert "sha256sum --check" in dry.stdout
+
+
+def test_a_tarball_whose_sha256_is_not_the_pin_is_not_kept(tmp_path: Path) -> None:
+    """The recipe for real, on a local file (curl reads file:// URLs): the pin decides what stays."""
+    served = tmp_path / "v2.17.6.tar.gz"
+    served.write_bytes(b"not the release")
+    out = tmp_path / "nccl-tests"
+    refused = make("nccl-tests-source", f"NCCL_TESTS_URL=file://{served}", f"NCCL_TESTS_SOURCE_DIR={out}")
+    assert refused.returncode != 0
+    assert "FAILED" in refused.stdout + refused.stderr
+    assert list(out.iterdir()) == []  # nothing for upload-artifacts to take
+    digest = hashlib.sha256(served.read_bytes()).hexdigest()
+    kept = make(
+        "nccl-tests-source",
+        f"NCCL_TESTS_URL=file://{served}",
+        f"NCCL_TESTS_SHA256={digest}",
+        f"NCCL_TESTS_SOURCE_DIR={out}",
+    )
+    assert kept.returncode == 0, kept.stderr
+    assert (out / "nccl-tests-2.17.6.tar.gz").read_bytes() == b"not the release"

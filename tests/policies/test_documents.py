@@ -142,7 +142,9 @@ ARTIFACTS = "arn:aws:s3:::llm-demo-artifacts-111111111111"
 WHEELHOUSE = "wheelhouse/py3.11/"
 
 
-def test_the_head_node_reads_the_wheelhouse_and_nothing_else_of_the_artifacts_bucket(spec: DeploymentSpec) -> None:
+def test_the_head_node_reads_the_wheelhouse_the_nccl_tests_source_and_nothing_else_of_the_bucket(
+    spec: DeploymentSpec,
+) -> None:
     statements = _statements(artifacts_read_policy(spec, "head-node"))
     assert statements == {
         "ReadPythonWheelhouse": {
@@ -158,6 +160,20 @@ def test_the_head_node_reads_the_wheelhouse_and_nothing_else_of_the_artifacts_bu
             "Resource": ARTIFACTS,
             "Condition": {"StringLike": {"s3:prefix": f"{WHEELHOUSE}*"}},
         },
+        # docs/fabric-checks.md: the head node copies the nccl-tests source to /fsx, a GPU node builds it.
+        "ReadNcclTestsSource": {
+            "Sid": "ReadNcclTestsSource",
+            "Effect": "Allow",
+            "Action": "s3:GetObject",
+            "Resource": f"{ARTIFACTS}/nccl-tests/*",
+        },
+        "ListNcclTestsSource": {
+            "Sid": "ListNcclTestsSource",
+            "Effect": "Allow",
+            "Action": "s3:ListBucket",
+            "Resource": ARTIFACTS,
+            "Condition": {"StringLike": {"s3:prefix": "nccl-tests/*"}},
+        },
     }
     # GPU nodes read nothing there (the head node stages the binaries on shared storage); nor does anyone else.
     assert artifacts_read_policy(spec, "cluster-node") is None
@@ -170,15 +186,20 @@ def test_trainium_nodes_read_their_nxdt_wheelhouse_only() -> None:
     assert set(statements) == {"ReadNxdtWheelhouse", "ListNxdtWheelhouse"}
     assert statements["ReadNxdtWheelhouse"]["Resource"] == f"{ARTIFACTS}/nxdt/2.26.1/*"
     assert statements["ListNxdtWheelhouse"]["Condition"] == {"StringLike": {"s3:prefix": "nxdt/2.26.1/*"}}
-    assert set(_statements(artifacts_read_policy(trn1, "head-node"))) == {
-        "ReadPythonWheelhouse",
-        "ListPythonWheelhouse",
+    head = _statements(artifacts_read_policy(trn1, "head-node"))
+    assert set(head) == {"ReadPythonWheelhouse", "ListPythonWheelhouse", "ReadNxdtExamples"}
+    # docs/jobs.md: the head node unpacks NxDT's launcher onto /fsx; of the NxDT folder it reads that one object.
+    assert head["ReadNxdtExamples"] == {
+        "Sid": "ReadNxdtExamples",
+        "Effect": "Allow",
+        "Action": "s3:GetObject",
+        "Resource": f"{ARTIFACTS}/nxdt/2.26.1/nxdt-examples.tar.gz",
     }
 
 
 def test_the_endpoint_reaches_the_artifact_folders_read_only(spec: DeploymentSpec) -> None:
     reads = _statements(gateway_endpoint_policy(spec))["ReadComputeAccountDeploymentBuckets"]
-    assert {ARTIFACTS, f"{ARTIFACTS}/{WHEELHOUSE}*"} <= set(reads["Resource"])
+    assert {ARTIFACTS, f"{ARTIFACTS}/{WHEELHOUSE}*", f"{ARTIFACTS}/nccl-tests/*"} <= set(reads["Resource"])
     assert f"{ARTIFACTS}/*" not in reads["Resource"]  # the folders, not the bucket
     assert set(reads["Action"]) == {"s3:GetObject", "s3:ListBucket", "s3:GetBucketLocation"}
     assert reads["Condition"]["StringEquals"]["aws:ResourceAccount"] == spec.accounts.compute
@@ -196,7 +217,8 @@ def test_a_wheelhouse_in_another_bucket_is_read_there(spec: DeploymentSpec) -> N
     assert reads["Resource"] == "arn:aws:s3:::team-wheels-111111111111/py311/*"
     endpoint = _statements(gateway_endpoint_policy(own))["ReadComputeAccountDeploymentBuckets"]["Resource"]
     assert "arn:aws:s3:::team-wheels-111111111111/py311/*" in endpoint
-    assert not any(r.startswith(ARTIFACTS) for r in endpoint)  # nothing reads the artifacts bucket then
+    # Of the artifacts bucket, the nodes then read the nccl-tests source only.
+    assert {r for r in endpoint if r.startswith(ARTIFACTS)} == {ARTIFACTS, f"{ARTIFACTS}/nccl-tests/*"}
 
 
 def test_the_artifacts_bucket_policy_denies_plain_http_and_outsiders(spec: DeploymentSpec) -> None:

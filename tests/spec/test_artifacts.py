@@ -42,7 +42,7 @@ def test_without_internet_the_wheelhouse_defaults_to_the_artifacts_bucket() -> N
         "llm-demo-artifacts-111111111111", "wheelhouse/py3.11/observability/"
     )
     assert locations.nxdt_wheelhouse is None  # no Trainium queue
-    assert locations.folders == (locations.python_wheelhouse,)
+    assert locations.folders == (locations.python_wheelhouse, locations.nccl_tests)
 
 
 def test_the_default_follows_the_nodes_python_not_their_os() -> None:
@@ -69,6 +69,16 @@ def test_with_internet_and_no_wheelhouse_the_env_comes_from_pypi() -> None:
     data["network"]["internet_egress"] = "none"
     data["cluster"]["fsx"] = None  # no shared storage, so no env to build and nothing to read
     assert artifact_locations(parse_spec(data)).python_wheelhouse is None
+
+
+def test_gpu_queues_get_the_nccl_tests_source_folder_whatever_the_egress() -> None:
+    """The fabric check's nccl-tests is built on /fsx from a source tarball the head node copies from here
+    (docs/fabric-checks.md): one path, with or without internet."""
+    data = spec_data()
+    assert artifact_locations(parse_spec(data)).nccl_tests == S3Folder("llm-demo-artifacts-111111111111", "nccl-tests/")
+    data["network"]["internet_egress"] = "nat"
+    assert artifact_locations(parse_spec(data)).nccl_tests == S3Folder("llm-demo-artifacts-111111111111", "nccl-tests/")
+    assert artifact_locations(load_spec(TRN1)).nccl_tests is None  # Trainium's nccom-test comes with its tools
 
 
 def test_trainium_nodes_get_the_nxdt_wheelhouse_of_the_spec_release() -> None:

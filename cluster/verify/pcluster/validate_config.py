@@ -3,6 +3,11 @@
 stdin: JSON {"kind": "cluster" | "image", "name": str, "config": {...}}, or a list of such objects.
 stdout: JSON list, one {"name": str, "errors": {...} | null} per input (errors as marshmallow reports them).
 Exit status 0 even when configs are invalid; non-zero only when this script itself fails.
+
+Offline (tests/cluster/test_pcluster_schema.py runs it in a network namespace with no interface): the schema
+checks every key, type and allowed value; of ParallelCluster's validators only OFFLINE_VALIDATORS run. The others
+it registers are skipped: most ask AWS (instance types, AMIs, subnets, security groups, capacity reservations,
+IAM, S3, key pairs, FSx), and the repo's own rules (spec.platform.validators) cover the ones that matter offline.
 """
 
 import json
@@ -10,11 +15,13 @@ import os
 import sys
 from typing import Any
 
-# The schema reads the region and builds boto3 clients lazily; nothing here calls AWS.
+# The schema reads the region and builds boto3 clients lazily; offline.refuse_aws_calls() answers or refuses the
+# one call loading makes (the capacity reservations' prefetch), before it leaves the process.
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "offline-validation")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "offline-validation")
 
+import offline  # type: ignore[import-not-found]  # this folder's offline.py (sys.path[0] when run as a script)
 from marshmallow import ValidationError
 from pcluster.schemas.cluster_schema import ClusterSchema
 from pcluster.schemas.imagebuilder_schema import ImageBuilderSchema
@@ -60,6 +67,7 @@ def validate(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
+    offline.refuse_aws_calls()
     request = json.load(sys.stdin)
     items = request if isinstance(request, list) else [request]
     json.dump([validate(item) for item in items], sys.stdout, indent=1, sort_keys=True, default=str)

@@ -282,6 +282,8 @@ def test_the_nodes_read_their_artifacts_and_nothing_in_the_vpc_writes_there(matr
         "head-node-reads-wheelhouse",
         "head-node-lists-wheelhouse",
         "head-node-reads-observability-binaries",
+        "head-node-reads-nccl-tests-source",  # docs/fabric-checks.md copies it to /fsx
+        "head-node-lists-nccl-tests-source",
     ):
         assert results[case_id].decision == ALLOWED, case_id
         assert "identity:llm-demo-head-node/artifacts" in {
@@ -295,6 +297,8 @@ def test_the_nodes_read_their_artifacts_and_nothing_in_the_vpc_writes_there(matr
     assert results["notebook-reads-wheelhouse"].denials == implicit(IDENTITY)
     assert results["outside-credentials-read-wheelhouse"].denials == implicit(ENDPOINT)
     assert results["head-node-reads-squatted-wheelhouse"].denials == implicit(ENDPOINT)
+    assert results["head-node-writes-nccl-tests-source"].denials == implicit(IDENTITY, ENDPOINT)
+    assert results["cluster-node-reads-nccl-tests-source"].denials == implicit(IDENTITY)  # the head node copies it
 
 
 def test_trainium_nodes_read_their_nxdt_wheelhouse(engine: Engine) -> None:
@@ -304,5 +308,8 @@ def test_trainium_nodes_read_their_nxdt_wheelhouse(engine: Engine) -> None:
     by_id = _by_id(results)
     assert by_id["cluster-node-reads-nxdt-wheelhouse"].decision == ALLOWED
     assert by_id["cluster-node-writes-nxdt-wheelhouse"].denials == implicit(IDENTITY, ENDPOINT)
-    assert by_id["head-node-reads-nxdt-wheelhouse"].denials == implicit(IDENTITY)
+    assert by_id["head-node-reads-nxdt-wheelhouse"].denials == implicit(IDENTITY)  # a wheel: the nodes' only
+    # ... but NxDT's examples tarball of that folder, which docs/jobs.md unpacks onto /fsx from the head node.
+    assert by_id["head-node-reads-nxdt-examples"].decision == ALLOWED
+    assert by_id["head-node-plants-nxdt-examples"].denials == implicit(IDENTITY, ENDPOINT)
     assert by_id["cluster-node-reads-wheelhouse"].denials == implicit(IDENTITY)

@@ -1,10 +1,11 @@
-"""The nodes' artifact cases (the wheelhouses), and the per-spec adjustments every case gets."""
+"""The nodes' artifact cases (the wheelhouses, the nccl-tests source, NxDT's examples), and the per-spec adjustments
+every case gets."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from policies.artifacts import READERS, artifacts_read_policy, folders_read_by
+from policies.artifacts import READERS, artifacts_read_policy, folders_read_by, objects_read_by
 from policies.documents import READ_OBJECT_ACTIONS, WRITE_OBJECT_ACTIONS
 from policies.verify.harness.layers import (
     BUCKET,
@@ -28,7 +29,7 @@ from policies.verify.matrix.model import (
     merge,
 )
 from spec import BUILTIN_ROLES, DeploymentSpec
-from spec.artifacts import artifact_locations
+from spec.artifacts import NXDT_EXAMPLES, S3Folder, artifact_locations
 
 
 def adjusted(case: Case, spec: DeploymentSpec) -> Case:
@@ -57,6 +58,14 @@ def _evaluable(spec: DeploymentSpec, ref: str) -> bool:
     return ref in spec.builtin_roles_in_use or artifacts_read_policy(spec, ref) is not None
 
 
+def _folder_name_and_sample(spec: DeploymentSpec, folder: S3Folder) -> tuple[str, str, str]:
+    """The folder's name in case ids, a key under it and that key's kind, in words."""
+    if folder == artifact_locations(spec).nccl_tests:
+        return "nccl-tests-source", f"{folder.prefix}nccl-tests-2.17.6.tar.gz", "the nccl-tests source tarball"
+    name = "wheelhouse" if folder == artifact_locations(spec).python_wheelhouse else "nxdt-wheelhouse"
+    return name, f"{folder.prefix}torch-2.13.0-cp311-linux_x86_64.whl", "a wheel"
+
+
 def artifact_cases(spec: DeploymentSpec) -> list[Case]:
     """The nodes' artifacts (spec.artifacts): each reader reads and lists its folder, through its role and the
     endpoint; nothing in the VPC writes or deletes there, reads beside the folder, or reads another role's folder;
@@ -68,8 +77,7 @@ def artifact_cases(spec: DeploymentSpec) -> list[Case]:
     for ref, folder in readers:
         reader = spec_role(spec, ref)
         bucket, prefix = folder.bucket, folder.prefix
-        name = "wheelhouse" if folder == artifact_locations(spec).python_wheelhouse else "nxdt-wheelhouse"
-        sample = f"{prefix}torch-2.13.0-cp311-linux_x86_64.whl"
+        name, sample, what = _folder_name_and_sample(spec, folder)
 
         def request(who: Principal, action: str, key: str | None, list_prefix: str | None = None,
                     account: str = compute, bucket: str = bucket) -> S3Request:  # fmt: skip
@@ -79,7 +87,7 @@ def artifact_cases(spec: DeploymentSpec) -> list[Case]:
             Case(
                 f"{ref}-reads-{name}",
                 "platform",
-                f"the {ref} reads a wheel under s3://{bucket}/{prefix}",
+                f"the {ref} reads {what} under s3://{bucket}/{prefix}",
                 request(reader, "s3:GetObject", sample),
                 {},
                 why="the nodes install without internet from the artifacts make upload-artifacts put there",
@@ -95,7 +103,7 @@ def artifact_cases(spec: DeploymentSpec) -> list[Case]:
             Case(
                 f"{ref}-writes-{name}",
                 "platform",
-                f"the {ref} plants a wheel under s3://{bucket}/{prefix}",
+                f"the {ref} plants {what} under s3://{bucket}/{prefix}",
                 request(reader, "s3:PutObject", sample),
                 implicit(IDENTITY, ENDPOINT),
                 why="a node that could write there could plant code every node installs",
@@ -103,7 +111,7 @@ def artifact_cases(spec: DeploymentSpec) -> list[Case]:
             Case(
                 f"{ref}-deletes-{name}",
                 "platform",
-                f"the {ref} deletes a wheel under s3://{bucket}/{prefix}",
+                f"the {ref} deletes {what} under s3://{bucket}/{prefix}",
                 request(reader, "s3:DeleteObject", sample),
                 implicit(IDENTITY, ENDPOINT),
                 why="the artifacts are read-only from the VPC",
@@ -162,10 +170,34 @@ def artifact_cases(spec: DeploymentSpec) -> list[Case]:
                 Case(
                     f"{other}-reads-{name}",
                     "platform",
-                    f"the {other} reads a wheel under s3://{bucket}/{prefix}",
+                    f"the {other} reads {what} under s3://{bucket}/{prefix}",
                     request(spec_role(spec, other), "s3:GetObject", sample),
                     implicit(IDENTITY),
                     why=f"only the {ref} reads this folder; the endpoint cannot tell roles apart",
                 )
             )
+    nxdt = artifact_locations(spec).nxdt_wheelhouse
+    for ref in READERS:
+        if nxdt is None or not objects_read_by(spec, ref):
+            continue
+        reader = spec_role(spec, ref)
+        examples = f"{nxdt.prefix}{NXDT_EXAMPLES}"
+        cases += [
+            Case(
+                f"{ref}-reads-nxdt-examples",
+                "platform",
+                f"the {ref} reads NxDT's examples tarball s3://{nxdt.bucket}/{examples}",
+                S3Request(reader, "s3:GetObject", nxdt.bucket, spec.accounts.compute, key=examples, ours=False),
+                {},
+                why="its user unpacks NxDT's launcher onto /fsx for the Trainium jobs (docs/jobs.md)",
+            ),
+            Case(
+                f"{ref}-plants-nxdt-examples",
+                "platform",
+                f"the {ref} replaces NxDT's examples tarball s3://{nxdt.bucket}/{examples}",
+                S3Request(reader, "s3:PutObject", nxdt.bucket, spec.accounts.compute, key=examples, ours=False),
+                implicit(IDENTITY, ENDPOINT),
+                why="the launcher every Trainium job runs comes from there",
+            ),
+        ]
     return cases

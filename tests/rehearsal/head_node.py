@@ -214,12 +214,14 @@ def job_record(job_id: str, fields: dict[str, str]) -> dict[str, Any]:
     }
     log = Path(fields.get("StdOut", ""))
     record["log_tail"] = log.read_text(errors="replace")[-6000:] if log.is_file() else None
-    run_dir = log.parent.parent if log.parent.name == "logs" else None
-    status = run_dir / "exit_status.json" if run_dir else None
-    record["run_dir"] = str(run_dir) if run_dir else None
-    record["exit_status"] = json.loads(status.read_text()) if status and status.is_file() else None
-    metrics = run_dir / "metrics.jsonl" if run_dir else None
-    if metrics and metrics.is_file():
+    if log.parent.name != "logs":  # a run dir's job (llm-submit) logs under <run dir>/logs
+        record["run_dir"] = record["exit_status"] = None
+        return record
+    run_dir = log.parent.parent
+    status, metrics = run_dir / "exit_status.json", run_dir / "metrics.jsonl"
+    record["run_dir"] = str(run_dir)
+    record["exit_status"] = json.loads(status.read_text()) if status.is_file() else None
+    if metrics.is_file():
         rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
         train = [row for row in rows if row.get("kind") == "train"]
         record["last_step"] = max((row["step"] for row in train), default=None)

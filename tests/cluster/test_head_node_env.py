@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 import yaml
 
@@ -27,7 +26,7 @@ from cluster.image_config import BOOTSTRAP_DIR
 from cluster.payload import build_payload
 from spec import parse_spec
 from tests.cluster.conftest import spec_dict
-from training.data.writer import TokenizerInfo, write_dataset
+from tests.rehearsal.head_node import llama_sized_dataset
 
 pytestmark = pytest.mark.bootstrap
 
@@ -55,18 +54,6 @@ def deployment(max_count: int = 2) -> tuple[Any, str]:
     spec = parse_spec(data)
     # As the cluster stack writes it (stacks/parts/cluster_assets.py).
     return spec, yaml.safe_dump(spec.model_dump(mode="json", exclude_none=True), sort_keys=False)
-
-
-def llama_sized_dataset(prefix: Path) -> Path:
-    """Random token ids in megatron-core's format (20M tokens, 80 MB): llm-submit checks that the 1% validation split
-    holds one evaluation batch of 8193-token samples (16 on two nodes) before it renders anything."""
-    rng = np.random.default_rng(0)
-    documents = ((0, rng.integers(0, 128_000, size=16_384, dtype=np.int64)) for _ in range(1250))
-    tokenizer = TokenizerInfo(sha256="0" * 64, vocab_size=128_256, eod_id=128_001, eod_token="<|end_of_text|>")
-    source = prefix.with_suffix(".jsonl")
-    source.write_text("")  # the manifest records each source's checksum
-    write_dataset(prefix, documents, tokenizer, [source])
-    return prefix
 
 
 def clean_env(root: Path, **extra: str) -> dict[str, str]:

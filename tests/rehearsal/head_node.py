@@ -135,17 +135,23 @@ def lay_out_release(work: Path, spec_path: Path) -> subprocess.CompletedProcess[
     )
 
 
-def write_corpus(prefix: Path, user: User) -> None:
-    """Random token ids: enough for one evaluation batch of 8193-token samples in the 1 % validation split."""
+def llama_sized_dataset(prefix: Path) -> Path:
+    """Random token ids in megatron-core's format (20M tokens, 80 MB, llama3's vocabulary): llm-submit checks that the
+    1 % validation split holds one evaluation batch of 8193-token samples (16 on two nodes) before it renders."""
     rng = np.random.default_rng(0)
     documents = ((0, rng.integers(0, 128_000, size=16_384, dtype=np.int64)) for _ in range(1250))
     tokenizer = TokenizerInfo(sha256="0" * 64, vocab_size=128_256, eod_id=128_001, eod_token="<|end_of_text|>")
     source = prefix.with_suffix(".jsonl")
-    source.write_text("")
+    source.write_text("")  # the manifest records each source's checksum
     write_dataset(prefix, documents, tokenizer, [source])
+    return prefix
+
+
+def write_corpus(prefix: Path, user: User) -> None:
+    """The reader's own corpus, theirs: written here, owned by the user who staged it."""
+    llama_sized_dataset(prefix)
     for path in prefix.parent.glob(f"{prefix.name}*"):
         os.chown(path, user.uid, user.gid)
-    os.chown(source, user.uid, user.gid)
 
 
 def run_as(user: User, script: str, profile: Path, slurm_conf: Path, log: Path) -> dict[str, Any]:

@@ -225,6 +225,41 @@ def test_a_later_change_of_the_network_ids_updates_the_attached_scp(workdir: Pat
     assert "--policy-id" in update
 
 
+# -- after the deploy: who connects, what there is to read --------------------------------------------------------
+
+
+def test_people_connect_with_the_operator_role_the_identity_stack_creates() -> None:
+    """Attached, the guardrail SCP lets only perimeter.operator_roles open sessions: not the administrator profile."""
+    text = README.read_text()
+    spec = load_spec()
+    profile = re.search(r"^\[profile operator\]\n((?:\w+ = .*\n)+)", text, flags=re.M)
+    assert profile, "README shows the `operator` profile of ~/.aws/config"
+    settings = dict(line.split(" = ", 1) for line in profile.group(1).splitlines())
+    assert settings["role_arn"] == spec.operator_role_arn and settings["source_profile"] == "compute"
+    assert spec.creates_operator_role
+    sessions = re.findall(r"aws ssm start-session [^`\n]*", section(text, "Deploying for real"))
+    assert sessions and all("--profile operator" in command for command in sessions), sessions
+    assert "perimeter.operator_roles" in section(text, "Deploying for real")
+
+
+def test_the_object_the_access_check_reads_is_uploaded_first(workdir: Path) -> None:
+    """By the data account's administrator, straight to the bucket: the nodes' roles cannot write there (readers,
+    and the head node only under the output prefix), and the access points admit only those roles."""
+    deploy = section(README.read_text(), "Deploying for real")
+    (check,) = re.findall(r"^```bash head-node\n(.*?)^```", deploy, flags=re.S | re.M)
+    (key,) = set(re.findall(r"--key (corpora/pretraining/\S+)", check))
+    spec = load_spec()
+    uploads = [b for b in bash_blocks(deploy) if "aws s3 cp" in b]
+    assert uploads and deploy.index(uploads[0]) < deploy.index(check)
+    calls = run_block(uploads[0], workdir)
+    (copy,) = [call for call in calls if call[:3] == ["aws", "s3", "cp"]]
+    assert copy[4] == f"s3://{spec.data.bucket_name}/{key}"
+    assert option(copy, "--profile") == "data" and option(copy, "--region") == spec.region
+    # No encryption asked: the bucket's default, the dataset key (asking for another is denied by the bucket).
+    assert not [arg for arg in copy if arg.startswith("--sse")]
+    assert (workdir / copy[3]).exists(), "the block makes the file it uploads"
+
+
 def test_every_cdk_call_in_readme_that_runs_the_app_names_the_spec(workdir: Path) -> None:
     """All `bash aws` blocks with a cdk call (the `here` ones run in tests/test_runbook.py), and the inline
     `npx cdk ...` commands of the prose."""

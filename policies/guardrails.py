@@ -21,6 +21,7 @@ import sys
 from policies.documents import PolicyDocument, Statement, document, one_or_list, statement
 from spec import DeploymentSpec, load_spec
 from spec.cli import user_errors
+from spec.phase_two import example_warning
 
 GUARDRAIL_POLICY_ID = "scp:guardrails"
 
@@ -88,6 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spec", default=None, help="spec file (default: the embedded default spec)")
     args = parser.parse_args(argv)
     spec = load_spec(args.spec)
+    # Synth's warning: an SCP built from the example ids would deny presigned notebook URLs everywhere.
+    warning = example_warning(spec)
+    if warning:
+        print(warning, file=sys.stderr)
     policy = guardrail_scps(spec)
     if policy is None:
         print("perimeter.guardrail_scps is false: no guardrail SCP", file=sys.stderr)

@@ -23,6 +23,8 @@ from spec.regions import DYNAMODB_PREFIX_LISTS, REGIONS, S3_PREFIX_LISTS
 
 # Roles this repo creates in the compute account; datasets name them as readers/writers.
 BUILTIN_ROLES: tuple[str, ...] = ("cluster-node", "head-node", "notebook")
+# The role of the people who open SSM sessions on the nodes, created when perimeter.operator_roles names it.
+OPERATOR_ROLE = "operator"
 
 _ACCOUNT_RE = re.compile(r"^\d{12}$")
 _ROLE_ARN_RE = re.compile(r"^arn:aws:iam::(?P<account>\d{12}):role/(?P<name>[\w+=,.@/-]{1,512})$")
@@ -314,7 +316,9 @@ class PerimeterSpec(StrictModel):
             default_factory=list,
             description=(
                 "Roles that may open SSM sessions on the compute account's instances (guardrail SCP). Empty: the "
-                "guardrail leaves sessions to IAM and says so."
+                "guardrail leaves sessions to IAM and says so. Naming `<name>-operator` of the compute account (as "
+                "spec/default.yaml does) makes the identity stack create that role; roles of your own get nothing "
+                "created."
             ),
         )
     )
@@ -384,6 +388,15 @@ class DeploymentSpec(StrictModel):
         if ref in BUILTIN_ROLES:
             return f"arn:aws:iam::{self.accounts.compute}:role/{self.role_name(ref)}"
         return ref
+
+    @property
+    def operator_role_arn(self) -> str:
+        """`<name>-operator` of the compute account: the operator role this repo creates when the spec names it."""
+        return f"arn:aws:iam::{self.accounts.compute}:role/{self.role_name(OPERATOR_ROLE)}"
+
+    @property
+    def creates_operator_role(self) -> bool:
+        return self.operator_role_arn in self.perimeter.operator_roles
 
     @property
     def bucket_arn(self) -> str:

@@ -1,4 +1,4 @@
-"""Compute account: the roles that the data account's policies name."""
+"""Compute account: the roles that the data account's policies name, and the operator role of SSM sessions."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from policies.identity import key_resource_and_conditions
 from spec import DeploymentSpec
 from stacks.nag.acknowledge import acknowledge
 from stacks.parts.dataset_role import DatasetRole
+from stacks.parts.operator_role import OperatorRole
 
 SSM_CORE = "AmazonSSMManagedInstanceCore"
 
@@ -62,6 +63,8 @@ class IdentityStack(Stack):
                     ],
                 )
             )
+        # Only the role the spec names as its own operator role: roles of the user's are theirs to make.
+        self.operator = OperatorRole(self, "Operator", spec) if spec.creates_operator_role else None
         self._acknowledge(spec)
 
     def _acknowledge(self, spec: DeploymentSpec) -> None:

@@ -147,6 +147,119 @@ def test_the_deploy_block_gives_every_cdk_call_the_spec_and_runs_phase_two(workd
     assert deployed_at[names["artifacts"]] < calls.index(upload) < deployed_at[names["cluster"]]
 
 
+# -- the guardrail SCP (AWS Organizations, the management account) --------------------------------------------------
+
+MANAGEMENT = "management"
+
+
+def organizations_calls(calls: list[list[str]], operation: str) -> list[list[str]]:
+    return [call for call in calls if call[:3] == ["aws", "organizations", operation]]
+
+
+def scp_name() -> str:
+    """The name README's create-policy gives the guardrail SCP (later blocks find its id by this name)."""
+    (block,) = [b for b in bash_blocks(section(README.read_text(), "Deploying for real")) if "create-policy" in b]
+    (name,) = re.findall(r"create-policy --name (\S+)", block)
+    return name
+
+
+def _finds_the_scp_by_name(calls: list[list[str]]) -> None:
+    (lookup,) = organizations_calls(calls, "list-policies")
+    assert option(lookup, "--filter") == "SERVICE_CONTROL_POLICY" and option(lookup, "--profile") == MANAGEMENT
+    assert f"Policies[?Name=='{scp_name()}'].Id" == option(lookup, "--query"), lookup
+
+
+def test_the_guardrail_scp_is_built_after_phase_two_and_attached_before_the_data_and_notebook(workdir: Path) -> None:
+    """Built before phase two, the SCP would name the spec's example sagemaker.api endpoint: attached, it denies
+    presigned notebook URLs everywhere. Attached before the data and notebook stacks, it is in force before the
+    access points and the notebook exist."""
+    (block,) = [b for b in bash_blocks(section(README.read_text(), "Deploying for real")) if "cdk deploy" in b]
+    calls = run_block(block, workdir)
+    # Phase two wrote the deployed ids into the spec (python runs for real), and the SCP names them.
+    deployed = load_spec(workdir / SPEC_FILE).network
+    scp = json.loads((workdir / "guardrails.json").read_text())
+    notebook_urls = next(s for s in scp["Statement"] if s["Sid"] == "DenyPresignedNotebookUrlsOutsideVpc")
+    assert notebook_urls["Condition"] == {"StringNotEquals": {"aws:SourceVpce": deployed.sagemaker_api_endpoint_id}}
+    (create,) = organizations_calls(calls, "create-policy")
+    assert option(create, "--content") == "file://guardrails.json" and option(create, "--profile") == MANAGEMENT
+    attached = organizations_calls(calls, "attach-policy")
+    spec = load_spec(workdir / SPEC_FILE)
+    assert sorted(option(call, "--target-id") or "" for call in attached) == sorted(
+        [spec.accounts.compute, spec.accounts.data]
+    )
+    assert {option(call, "--profile") for call in attached} == {MANAGEMENT}
+    names = spec.stack_names
+    deployed_at = {
+        stack: index
+        for index, call in enumerate(calls)
+        if call[:3] == ["npx", "cdk", "deploy"]
+        for stack in stacks_of(call[2:])
+    }
+    last_attach = max(calls.index(call) for call in attached)
+    assert deployed_at[names["network"]] < calls.index(create) < last_attach
+    assert last_attach < min(deployed_at[names["data"]], deployed_at[names["notebook"]]), calls
+
+
+def test_scps_are_enabled_on_the_organizations_root_once_before_the_first_attach(workdir: Path) -> None:
+    blocks = bash_blocks(section(README.read_text(), "Deploying for real"))
+    enabling = [index for index, block in enumerate(blocks) if "enable-policy-type" in block]
+    attaching = [index for index, block in enumerate(blocks) if "attach-policy" in block]
+    assert enabling and attaching and enabling[0] < attaching[0]
+    calls = run_block(blocks[enabling[0]], workdir)
+    roots = organizations_calls(calls, "list-roots")
+    assert {option(call, "--profile") for call in roots} == {MANAGEMENT}
+    # Enabling twice is an error: the block reads the root's policy types first.
+    assert any("PolicyTypes[?Type=='SERVICE_CONTROL_POLICY']" in (option(call, "--query") or "") for call in roots)
+    (enable,) = organizations_calls(calls, "enable-policy-type")
+    assert option(enable, "--policy-type") == "SERVICE_CONTROL_POLICY" and option(enable, "--profile") == MANAGEMENT
+    assert "--root-id" in enable
+
+
+def test_a_later_change_of_the_network_ids_updates_the_attached_scp(workdir: Path) -> None:
+    (block,) = [b for b in bash_blocks(section(README.read_text(), "Deploying for real")) if "update-policy" in b]
+    calls = run_block(block, workdir)
+    assert (workdir / "guardrails.json").exists()
+    _finds_the_scp_by_name(calls)
+    (update,) = organizations_calls(calls, "update-policy")
+    assert option(update, "--content") == "file://guardrails.json" and option(update, "--profile") == MANAGEMENT
+    assert "--policy-id" in update
+
+
+# -- after the deploy: who connects, what there is to read --------------------------------------------------------
+
+
+def test_people_connect_with_the_operator_role_the_identity_stack_creates() -> None:
+    """Attached, the guardrail SCP lets only perimeter.operator_roles open sessions: not the administrator profile."""
+    text = README.read_text()
+    spec = load_spec()
+    profile = re.search(r"^\[profile operator\]\n((?:\w+ = .*\n)+)", text, flags=re.M)
+    assert profile, "README shows the `operator` profile of ~/.aws/config"
+    settings = dict(line.split(" = ", 1) for line in profile.group(1).splitlines())
+    assert settings["role_arn"] == spec.operator_role_arn and settings["source_profile"] == "compute"
+    assert spec.creates_operator_role
+    sessions = re.findall(r"aws ssm start-session [^`\n]*", section(text, "Deploying for real"))
+    assert sessions and all("--profile operator" in command for command in sessions), sessions
+    assert "perimeter.operator_roles" in section(text, "Deploying for real")
+
+
+def test_the_object_the_access_check_reads_is_uploaded_first(workdir: Path) -> None:
+    """By the data account's administrator, straight to the bucket: the nodes' roles cannot write there (readers,
+    and the head node only under the output prefix), and the access points admit only those roles."""
+    deploy = section(README.read_text(), "Deploying for real")
+    (check,) = re.findall(r"^```bash head-node\n(.*?)^```", deploy, flags=re.S | re.M)
+    (key,) = set(re.findall(r"--key (corpora/pretraining/\S+)", check))
+    spec = load_spec()
+    uploads = [b for b in bash_blocks(deploy) if "aws s3 cp" in b]
+    assert uploads and deploy.index(uploads[0]) < deploy.index(check)
+    calls = run_block(uploads[0], workdir)
+    (copy,) = [call for call in calls if call[:3] == ["aws", "s3", "cp"]]
+    assert copy[4] == f"s3://{spec.data.bucket_name}/{key}"
+    assert option(copy, "--profile") == "data" and option(copy, "--region") == spec.region
+    # No encryption asked: the bucket's default, the dataset key (asking for another is denied by the bucket).
+    assert not [arg for arg in copy if arg.startswith("--sse")]
+    assert (workdir / copy[3]).exists(), "the block makes the file it uploads"
+
+
 def test_every_cdk_call_in_readme_that_runs_the_app_names_the_spec(workdir: Path) -> None:
     """All `bash aws` blocks with a cdk call (the `here` ones run in tests/test_runbook.py), and the inline
     `npx cdk ...` commands of the prose."""
@@ -240,6 +353,23 @@ def test_the_tear_down_says_what_the_templates_retain_and_how_to_remove_it(
     assert spec.cluster is not None and spec.cluster.containers.ecr_repository
     assert f"aws ecr delete-repository --repository-name {spec.cluster.containers.ecr_repository}" in teardown
     assert "fsx.deletion_policy" in teardown and "aws fsx delete-file-system" in teardown
+
+
+def test_the_tear_down_detaches_and_deletes_the_guardrail_scp_after_the_last_stack(workdir: Path) -> None:
+    """Left attached, the SCP keeps denying SSM sessions and notebook URLs in both accounts. Each block runs on its
+    own, so the tear-down finds the policy id by name instead of reusing the deploy's $POLICY."""
+    (block,) = [b for b in bash_blocks(section(README.read_text(), "Tearing down")) if "cdk destroy" in b]
+    calls = run_block(block, workdir)
+    _finds_the_scp_by_name(calls)
+    detached = organizations_calls(calls, "detach-policy")
+    spec = load_spec(workdir / SPEC_FILE)
+    assert sorted(option(call, "--target-id") or "" for call in detached) == sorted(
+        [spec.accounts.compute, spec.accounts.data]
+    )
+    (delete,) = organizations_calls(calls, "delete-policy")
+    assert {option(call, "--profile") for call in [*detached, delete]} == {MANAGEMENT}
+    last_destroy = max(i for i, call in enumerate(calls) if call[:3] == ["npx", "cdk", "destroy"])
+    assert last_destroy < min(calls.index(call) for call in detached) < calls.index(delete)
 
 
 def test_readme_blocks_parse_as_bash() -> None:

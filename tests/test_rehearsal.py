@@ -40,7 +40,7 @@ from tests.rehearsal.run import (
     scratch_repo,
     shell_env,
 )
-from tests.rehearsal.table import DOC, render
+from tests.rehearsal.table import DOC, render, steady
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = user_spec.example_spec()
@@ -112,6 +112,14 @@ def _both(*templates: dict[str, Any], delete: bool = False) -> tuple[dict[str, A
 
 # Each fix of tests/rehearsal/moto_server.py is still needed (the pinned moto misbehaves) and does its job. When one
 # of these fails on the stock side, moto has its own fix: drop the rehearsal's.
+
+
+def test_ids_the_emulator_draws_are_masked_in_the_table() -> None:
+    """The Organizations root id (README's enable-policy-type) and policy id differ on every run."""
+    argv = "aws organizations enable-policy-type --root-id r-1elm --policy-type SERVICE_CONTROL_POLICY"
+    assert steady(argv) == "aws organizations enable-policy-type --root-id r-… --policy-type SERVICE_CONTROL_POLICY"
+    assert steady("--policy-id p-0a1b2c3d4e --profile management") == "--policy-id p-… --profile management"
+    assert steady("llm-demo-cluster-node for-each") == "llm-demo-cluster-node for-each"
 
 
 def test_moto_still_gives_change_set_stacks_no_outputs_or_imports() -> None:

@@ -418,6 +418,8 @@ def from_builders(spec: DeploymentSpec, key_arn: str | None = None) -> Extracted
     from policies import access_point_policy, bucket_policy, gateway_endpoint_policy, identity_policy, key_policy
     from policies.artifacts import ARTIFACTS_POLICY_NAME, READERS, artifacts_read_policy
     from policies.interface_endpoints import interface_endpoint_policy, wanted_interface_endpoints
+    from policies.operator import OPERATOR_POLICY_NAME, operator_session_policy
+    from spec.model import OPERATOR_ROLE
 
     access_points = {
         d.access_point: AccessPointFacts(
@@ -443,6 +445,8 @@ def from_builders(spec: DeploymentSpec, key_arn: str | None = None) -> Extracted
         artifacts = artifacts_read_policy(spec, role)
         if artifacts is not None:
             inline.setdefault(spec.role_name(role), {})[ARTIFACTS_POLICY_NAME] = artifacts
+    if spec.creates_operator_role:
+        inline[spec.role_name(OPERATOR_ROLE)] = {OPERATOR_POLICY_NAME: operator_session_policy(spec)}
     roles = {name: RolePolicies(name, documents, ()) for name, documents in inline.items()}
     managed = spec.kms_key_is_managed
     key_arn = (
@@ -485,7 +489,11 @@ def drift_from_builders(extracted: ExtractedPolicies, spec: DeploymentSpec) -> l
             if extracted.interface_endpoints.get(name, "missing") != built.interface_endpoints.get(name, "missing")
         )
         drift.append(f"interface endpoints {', '.join(differing)}: differ from policies.interface_endpoint_policy")
-    builders = {"datasets": "policies.identity_policy", "artifacts": "policies.artifacts.artifacts_read_policy"}
+    builders = {
+        "datasets": "policies.identity_policy",
+        "artifacts": "policies.artifacts.artifacts_read_policy",
+        "sessions": "policies.operator.operator_session_policy",
+    }
     for role, policies in built.roles.items():
         found_role = extracted.roles.get(role)
         for name, document in policies.inline.items():

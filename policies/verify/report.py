@@ -31,6 +31,7 @@ GROUP_TITLES = {
     "platform": "What the nodes need through the endpoint, and where it stops",
     "endpoints": "Interface endpoints: what the platform calls, and the ways out they close",
     "guardrails": "Guardrail SCPs (policies/guardrails.py)",
+    "operators": "The operator role: SSM sessions on this cluster's nodes, and no dataset (policies/operator.py)",
 }
 LAYER_NOTES = {
     "identity": "the caller's identity policies (compute account), on the requested ARN",

@@ -821,15 +821,20 @@ def gaps(result: Rehearsal, server_log: str) -> list[tuple[str, str]]:
         found.append(("Lambda invocation", "moto runs function code only in docker; this machine has no docker engine"))
     if not result.termination_protection.enforced:
         found.append(("termination protection", result.termination_protection.finding))
-    attach = [c for c in result.calls if c.argv[:3] == ["aws", "organizations", "attach-policy"] and c.rc != 0]
-    if attach:
+    failed = [
+        c.argv[2]
+        for c in result.calls
+        if c.argv[:2] == ["aws", "organizations"] and c.argv[2:3] in (["attach-policy"], ["detach-policy"]) and c.rc
+    ]
+    if failed:
+        counts = " and ".join(f"{failed.count(call)} {call}" for call in dict.fromkeys(failed))
         found.append(
             (
                 "organization membership",
                 "moto adds accounts to an organization only by CreateAccount, with ids it draws, and has no "
                 "InviteAccountToOrganization, so the spec's two accounts cannot be members of the management "
-                f"account's organization: README's {len(attach)} attach-policy calls fail (AccountNotFoundException) "
-                "after its create-policy made the guardrail SCP",
+                f"account's organization: README's {counts} calls fail (AccountNotFoundException) on the guardrail "
+                "SCP its create-policy made",
             )
         )
     return found

@@ -31,6 +31,7 @@ ORDER = {CREATED: 0, NOT_MODELLED: 1, NOT_CREATED: 2, CONDITION_FALSE: 3}
 VARYING = [
     (re.compile(r"\b(vpc|vpce|subnet|sg|rtb|fl|key|i)-[0-9a-f]{8,}\b"), r"\1-…"),
     (re.compile(r"\bp-[0-9a-z]{8,128}\b"), "p-…"),  # an Organizations policy id
+    (re.compile(r"\br-[0-9a-z]{4,32}\b"), "r-…"),  # an Organizations root id
     (re.compile(r"arn:aws:[^\s\"']+"), "arn:…"),
     (re.compile(r"\b\d{1,2}:\d{2}:\d{2}( [AP]M)?\b"), "…"),
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "…"),

@@ -1,9 +1,23 @@
-"""Roles with deterministic names and exactly the builder's identity policies; the notebook's flags."""
+"""Roles with deterministic names and exactly the builder's identity policies; the operator role only when the spec
+names it; the notebook's flags."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from aws_cdk import App, Environment
+
 from policies import identity_policy
+from policies.operator import OPERATOR_POLICY_NAME, operator_session_policy, operator_trust_policy
+from spec import DEFAULT_SPEC_PATH, parse_spec
+from stacks.assemble import add_nag_packs
+from stacks.identity_stack import IdentityStack
 from tests.stacks.conftest import Assembly
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_roles_have_deterministic_names_and_the_builders_policies(default_assembly: Assembly) -> None:
@@ -12,7 +26,7 @@ def test_roles_have_deterministic_names_and_the_builders_policies(default_assemb
         r["Properties"]["RoleName"]: r["Properties"]
         for r in default_assembly.resources("identity", "AWS::IAM::Role").values()
     }
-    assert set(roles) == {spec.role_name(r) for r in ("cluster-node", "head-node", "notebook")}
+    assert set(roles) == {spec.role_name(r) for r in ("cluster-node", "head-node", "notebook", "operator")}
     for role in ("cluster-node", "head-node", "notebook"):
         policies = roles[spec.role_name(role)].get("Policies", [])
         assert policies == [{"PolicyName": "datasets", "PolicyDocument": identity_policy(spec, role)}]
@@ -21,6 +35,41 @@ def test_roles_have_deterministic_names_and_the_builders_policies(default_assemb
         for p in default_assembly.resources("identity", "AWS::IAM::InstanceProfile").values()
     }
     assert profiles == {spec.role_name("cluster-node"), spec.role_name("head-node")}
+
+
+def test_the_operator_role_the_spec_names_has_the_builders_trust_and_session_policy(default_assembly: Assembly) -> None:
+    spec = default_assembly.spec
+    assert spec.perimeter.operator_roles == [spec.operator_role_arn]  # spec/default.yaml names <name>-operator
+    (operator,) = [
+        r["Properties"]
+        for r in default_assembly.resources("identity", "AWS::IAM::Role").values()
+        if r["Properties"]["RoleName"] == spec.role_name("operator")
+    ]
+    assert operator["AssumeRolePolicyDocument"] == operator_trust_policy(spec)
+    assert operator["Policies"] == [
+        {"PolicyName": OPERATOR_POLICY_NAME, "PolicyDocument": operator_session_policy(spec)}
+    ]
+    assert "ManagedPolicyArns" not in operator
+
+
+def _identity_template(doc: dict[str, Any], out: Path) -> dict[str, Any]:
+    """The identity stack alone, synthesized in-process with cdk-nag (a finding fails synth)."""
+    spec = parse_spec(doc)
+    app = App(outdir=str(out), context=json.loads((REPO / "cdk.json").read_text())["context"])
+    IdentityStack(
+        app, spec.stack_names["identity"], spec, env=Environment(account=spec.accounts.compute, region=spec.region)
+    )
+    add_nag_packs(app, spec)
+    app.synth()
+    return dict(json.loads((out / f"{spec.stack_names['identity']}.template.json").read_text()))
+
+
+def test_a_spec_naming_its_own_operator_roles_gets_no_operator_role(tmp_path: Path) -> None:
+    doc = yaml.safe_load(DEFAULT_SPEC_PATH.read_text())
+    doc["perimeter"]["operator_roles"] = ["arn:aws:iam::111111111111:role/platform-admins"]
+    template = _identity_template(doc, tmp_path)
+    names = {r["Properties"]["RoleName"] for r in template["Resources"].values() if r["Type"] == "AWS::IAM::Role"}
+    assert names == {"llm-demo-cluster-node", "llm-demo-head-node", "llm-demo-notebook"}
 
 
 def test_no_s3_managed_policies_on_any_role(default_assembly: Assembly) -> None:

@@ -14,7 +14,8 @@ Layers of an S3 request through an access point of the dataset bucket:
   key              the key policy, on that kms call
   scp / rcp        the organization's control policies, when the spec gives any
 A call to another service (ApiRequest) has the interface endpoint's policy as its layer
-(interface-endpoint), and the SCPs for principals of the organization.
+(interface-endpoint), the caller's identity policies when it is one of our roles, and the SCPs for
+principals of the organization.
 Layers whose policy is not ours (another account's identity, access point or bucket) are not
 evaluated: they are assumed to allow, the worst case.
 """
@@ -330,11 +331,28 @@ def api_context(request: ApiRequest, policies: PolicySet) -> dict[str, ContextVa
 
 
 def api_layers(request: ApiRequest, policies: PolicySet) -> list[Layer]:
-    """The interface endpoint the call passes, and the SCPs of its principal's organization. The caller's
-    identity policies and the resource's policy are not ours here: assumed to allow (the worst case)."""
+    """The caller's identity policies when it is one of our roles, the interface endpoint the call passes, and the
+    SCPs of its principal's organization. Another caller's identity policies and the resource's policy are not
+    ours here: assumed to allow (the worst case)."""
     context = api_context(request, policies)
     account = request.resource_account or ""
     layers: list[Layer] = []
+    identity = _identity(policies, request)
+    if identity is not None:
+        role_ids = tuple(f"identity:{request.principal.role}/{n}" for n, _ in identity)
+        layers.append(
+            _layer(
+                IDENTITY,
+                role_ids,
+                request,
+                request.action,
+                request.resource,
+                account,
+                context,
+                request.resource_type,
+                identity=identity,
+            )
+        )
     if request.endpoint is not None:
         policy_id = f"endpoint:{request.endpoint}"
         endpoint = policies.documents.get(policy_id)
@@ -584,7 +602,7 @@ def outcome(layer: Layer, result: EngineResult) -> LayerOutcome:
     analysis = result.analyses.get(_ANALYSIS_OF[layer.name])
     if analysis is None:
         raise HarnessError(f"layer {layer.name}: the engine returned no {_ANALYSIS_OF[layer.name]} analysis")
-    decision = _layer_decision(result.decision, analysis)
+    decision = _layer_decision(result.decision, analysis, _s3_policy_of_callers_account(layer))
     reasons = [d.describe() for d in layer.decided if decision != ALLOWED and d.names_action and not d.holds]
     if decision == EXPLICITLY_DENIED:
         reasons += [
@@ -604,10 +622,22 @@ def outcome(layer: Layer, result: EngineResult) -> LayerOutcome:
     )
 
 
-def _layer_decision(overall: Decision, analysis: PolicyAnalysis) -> Decision:
+def _s3_policy_of_callers_account(layer: Layer) -> bool:
+    """A bucket or access point policy judging a caller of its own account, where it need not allow (IAM: within one
+    account an Allow in the identity policy suffices; a KMS key policy is not such a policy)."""
+    request = layer.simulation["request"]
+    caller_account = str(request["principal"]).split(":")[4] if ":" in str(request["principal"]) else None
+    return layer.name in (BUCKET, ACCESS_POINT) and caller_account == request["resource"]["accountId"]
+
+
+def _layer_decision(overall: Decision, analysis: PolicyAnalysis, own_account: bool = False) -> Decision:
     """The other policies of the simulation are neutral, so the overall result is this layer's own;
-    a disagreement would mean a neutral policy interfered, which the harness must not hide."""
+    a disagreement would mean a neutral policy interfered, which the harness must not hide. With `own_account`
+    (an S3 resource policy and a caller of its account) a policy that does not allow (but does not deny either) lets
+    the caller's identity policy (neutral here) decide: the layer allows."""
     own = {"AllowedForAccount": ALLOWED, "NotApplicable": IMPLICITLY_DENIED, "DeniedForAccount": IMPLICITLY_DENIED}
+    if own_account:
+        own.update({"NotApplicable": ALLOWED, IMPLICITLY_DENIED: ALLOWED})
     layer_result = own.get(analysis.result, analysis.result)
     if layer_result != overall:
         raise HarnessError(f"the layer's own analysis says {analysis.result}, the overall result {overall}")

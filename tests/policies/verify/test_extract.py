@@ -119,7 +119,8 @@ def test_templates_attach_exactly_what_the_builders_build(world: PolicyWorld) ->
 def test_extraction_finds_every_data_path_policy(world: PolicyWorld) -> None:
     extracted, spec = world.extracted, world.spec
     assert set(extracted.access_points) == {d.access_point for d in spec.data.datasets}
-    assert set(extracted.roles) == {spec.role_name(r) for r in ("cluster-node", "head-node", "notebook")}
+    assert set(extracted.roles) == {spec.role_name(r) for r in ("cluster-node", "head-node", "notebook", "operator")}
+    assert set(extracted.roles["llm-demo-operator"].inline) == {"sessions"}  # the operator role's, matrix-evaluated
     assert extracted.roles["llm-demo-cluster-node"].managed_policy_arns == (
         "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
     )

@@ -313,3 +313,32 @@ def test_trainium_nodes_read_their_nxdt_wheelhouse(engine: Engine) -> None:
     assert by_id["head-node-reads-nxdt-examples"].decision == ALLOWED
     assert by_id["head-node-plants-nxdt-examples"].denials == implicit(IDENTITY, ENDPOINT)
     assert by_id["cluster-node-reads-wheelhouse"].denials == implicit(IDENTITY)
+
+
+def test_the_operator_role_opens_sessions_on_the_clusters_nodes_and_reads_no_dataset(
+    world: PolicyWorld, matrix: list[CaseResult]
+) -> None:
+    """The role perimeter.operator_roles names (created by the identity stack), through its real identity policy and
+    the guardrail SCP."""
+    results = _by_id(matrix)
+    for allowed in ("operator/session-on-a-cluster-node", "operator/session-document", "operator/end-own-session"):
+        assert results[allowed].decision == ALLOWED, results[allowed].mismatches()
+        assert {layer.layer for layer in results[allowed].layers} >= {IDENTITY, "scp"}
+    assert results["operator/session-on-another-instance"].denials == implicit(IDENTITY)
+    assert results["operator/end-another-callers-session"].denials == implicit(IDENTITY)
+    for dataset in world.spec.data.datasets:
+        read = results[f"operator/read/{dataset.name}"]
+        assert read.decision != ALLOWED
+        assert {IDENTITY, ACCESS_POINT} <= set(read.denials), read.denials
+
+
+def test_the_data_account_administrator_uploads_under_a_dataset_prefix_straight_to_the_bucket(
+    world: PolicyWorld, matrix: list[CaseResult]
+) -> None:
+    """README's first object (`aws s3 cp ... --profile data`): no access point, from outside the VPC, no encryption
+    header; the bucket policy (same account), the dataset key and the guardrail SCP all let it through."""
+    results = _by_id(matrix)
+    for dataset in world.spec.data.datasets:
+        upload = results[f"data-account-upload/{dataset.name}"]
+        assert upload.decision == ALLOWED, upload.mismatches()
+        assert {layer.layer for layer in upload.layers} == {BUCKET, KEY, "scp"}

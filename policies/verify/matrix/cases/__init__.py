@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from policies.guardrails import GUARDRAIL_POLICY_ID, guardrail_scps
-from policies.verify.matrix.cases.datasets import dataset_cases, dataset_perimeter_cases
+from policies.verify.matrix.cases.datasets import data_account_upload_cases, dataset_cases, dataset_perimeter_cases
 from policies.verify.matrix.cases.guardrails import guardrail_cases
 from policies.verify.matrix.cases.interface_endpoints import interface_endpoint_cases
 from policies.verify.matrix.cases.keys import key_cases
+from policies.verify.matrix.cases.operators import operator_cases
 from policies.verify.matrix.cases.perimeter import perimeter_cases
 from policies.verify.matrix.cases.platform import platform_cases
 from policies.verify.matrix.cases.side_channels import access_point_pinning_cases, encryption_cases
@@ -24,6 +25,7 @@ def build_cases(
         policies_present = implied_policy_ids(spec)
     cases = [
         *dataset_cases(spec),
+        *data_account_upload_cases(spec),
         *encryption_cases(spec, context),
         *key_cases(spec, context),
         *dataset_perimeter_cases(spec),
@@ -33,6 +35,7 @@ def build_cases(
         *artifact_cases(spec),
         *interface_endpoint_cases(spec, policies_present),
         *guardrail_cases(spec, policies_present),
+        *operator_cases(spec),
     ]
     cases = [adjusted(case, spec) for case in cases]
     ids = [case.case_id for case in cases]

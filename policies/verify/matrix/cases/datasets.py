@@ -14,6 +14,7 @@ from policies.verify.harness.layers import (
     KMS_IDENTITY,
 )
 from policies.verify.harness.model import (
+    Network,
     Principal,
     S3Request,
 )
@@ -208,3 +209,30 @@ def dataset_perimeter_cases(spec: DeploymentSpec) -> list[Case]:
                 ),
             ]
     return cases
+
+
+def data_account_upload_cases(spec: DeploymentSpec) -> list[Case]:
+    """The data account's administrator puts an object under each dataset's prefix straight into the bucket, from
+    outside the VPC, asking for no encryption (README's first object): the way data gets in."""
+    admin = Principal(
+        "data-account administrator", f"arn:aws:iam::{spec.accounts.data}:role/storage-admin", spec.organization_id
+    )
+    return [
+        Case(
+            f"data-account-upload/{dataset.name}",
+            "grant",
+            f"the data account's administrator uploads under {dataset.prefix} straight to the bucket",
+            S3Request(
+                admin,
+                "s3:PutObject",
+                spec.data.bucket_name,
+                spec.accounts.data,
+                key=f"{dataset.prefix}sample.txt",
+                network=Network(through_endpoint=False),
+            ),
+            {},
+            why="the bucket delegates to the access points but does not shut out its own account; the object gets "
+            "the bucket's default key, which the data account administers",
+        )
+        for dataset in spec.data.datasets
+    ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from policies.verify.harness import layers
-from policies.verify.harness.engine import ALLOWED, Engine, EngineResult, PolicyAnalysis
+from policies.verify.harness.engine import ALLOWED, IMPLICITLY_DENIED, Engine, EngineResult, PolicyAnalysis
 from policies.verify.harness.layers import (
     NEUTRAL_IDENTITY,
     NEUTRAL_RESOURCE,
@@ -14,7 +14,15 @@ from policies.verify.harness.layers import (
     layers_for,
     outcome,
 )
-from policies.verify.harness.model import AccessPointTarget, KmsRequest, Network, PolicySet, Principal, S3Request
+from policies.verify.harness.model import (
+    AccessPointTarget,
+    ApiRequest,
+    KmsRequest,
+    Network,
+    PolicySet,
+    Principal,
+    S3Request,
+)
 from policies.verify.matrix import CaseResult, evaluate
 from tests.policies.conftest import PolicyWorld
 
@@ -105,6 +113,18 @@ def test_identity_policies_must_exist_for_a_role_of_ours() -> None:
         layers_for(_read(principal=ghost), POLICIES, KEY, (), "s3")
 
 
+def test_a_call_to_another_service_by_a_role_of_ours_has_its_identity_layer() -> None:
+    instance = "arn:aws:ec2:us-east-1:111111111111:instance/i-0123456789abcdef0"
+    by_role = ApiRequest(READER, "ssm:StartSession", instance, "111111111111", "ssm", "instance")
+    layers = {layer.name: layer for layer in layers_for(by_role, POLICIES, KEY, (), "s3")}
+    assert list(layers) == ["identity"], "no ssm endpoint policy and no SCP in this policy set"
+    assert layers["identity"].policy_ids == ("identity:llm-demo-cluster-node/datasets",)
+    assert layers["identity"].simulation["identityPolicies"][0]["name"] == "datasets"
+    assert layers["identity"].expected_resource_type == "instance"
+    someone = ApiRequest(Principal("x", ROLE, None), "ssm:StartSession", instance, "111111111111", "ssm", "instance")
+    assert layers_for(someone, POLICIES, KEY, (), "s3") == [], "another principal's identity is not ours"
+
+
 def _result(
     decision: str, resource_type: str = "accesspointobject", ignored: frozenset[str] = frozenset()
 ) -> EngineResult:
@@ -127,6 +147,22 @@ def test_outcome_refuses_an_unexpected_resource_type_or_ignored_key() -> None:
         "s3:DataAccessPointArn",
         "s3:AccessPointNetworkOrigin",
     }
+
+
+def test_a_bucket_policy_need_not_allow_a_caller_of_its_own_account() -> None:
+    """IAM: within one account an Allow in the identity policy suffices; the bucket policy only must not deny. Across
+    accounts the resource policy must allow, and a disagreement stays an error."""
+    silent = PolicyAnalysis(IMPLICITLY_DENIED, (), (), ())  # the engine's answer: no statement allows
+
+    def bucket_layer(principal: Principal) -> layers.Layer:
+        request = _read(principal=principal, access_point=None, network=Network(through_endpoint=False))
+        return next(layer for layer in layers_for(request, POLICIES, KEY, (), "s3") if layer.name == "bucket")
+
+    own = Principal("data admin", "arn:aws:iam::222222222222:role/storage-admin", "o-a1b2c3d4e5")
+    result = EngineResult(ALLOWED, frozenset(), "object", {"resource": silent})
+    assert outcome(bucket_layer(own), result).decision == ALLOWED
+    with pytest.raises(HarnessError, match="the layer's own analysis says ImplicitlyDenied"):
+        outcome(bucket_layer(READER), result)
 
 
 def test_leaving_out_statements_that_cannot_apply_changes_no_decision(

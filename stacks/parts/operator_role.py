@@ -1,0 +1,39 @@
+"""`<name>-operator`: the role that may open SSM sessions on the cluster's nodes (perimeter.operator_roles)."""
+
+from __future__ import annotations
+
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from policies.operator import OPERATOR_POLICY_NAME, operator_session_policy, operator_trust_policy
+from spec import DeploymentSpec
+from spec.model import OPERATOR_ROLE
+from stacks.nag.acknowledge import acknowledge, wildcard_resources
+
+
+class OperatorRole(Construct):
+    """Exactly policies.operator's trust and session policies, so the template and the policy tests agree."""
+
+    def __init__(self, scope: Construct, construct_id: str, spec: DeploymentSpec) -> None:
+        super().__init__(scope, construct_id)
+        self.role = iam.Role(
+            self,
+            "Role",
+            role_name=spec.role_name(OPERATOR_ROLE),
+            assumed_by=iam.AccountPrincipal(spec.accounts.compute),
+            description="SSM sessions on the cluster's nodes (the guardrail SCP's operator role); no dataset access",
+        )
+        role = self.role.node.default_child
+        assert isinstance(role, iam.CfnRole)
+        # Set on the L1 role (not as overrides) so that cdk-nag and checkov read the documents the template holds.
+        role.assume_role_policy_document = operator_trust_policy(spec)
+        session_policy = operator_session_policy(spec)
+        role.policies = [iam.CfnRole.PolicyProperty(policy_name=OPERATOR_POLICY_NAME, policy_document=session_policy)]
+        acknowledge(
+            self.role,
+            "IAM5",
+            "Instances are matched by ParallelCluster's cluster-name tag (ssm:resourceTag), sessions by the caller's "
+            "own id (the aws:ssmmessages:session-id tag), the cluster's stack by its name; the describe calls have no "
+            "resource-level permissions.",
+            applies_to=wildcard_resources(session_policy),
+        )

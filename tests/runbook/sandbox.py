@@ -97,13 +97,13 @@ def _shims(directory: Path, names: list[str]) -> Path:
 def _aws_profiles(root: Path) -> dict[str, str]:
     config, credentials = root / "aws-config", root / "aws-credentials"
     config.write_text(
-        "".join(f"[profile {p}]\nregion = us-east-1\n" for p in ("compute", "data", "management"))
+        "".join(f"[profile {p}]\nregion = us-east-1\n" for p in ("compute", "data", "management", "operator"))
         + "[default]\nregion = us-east-1\n"
     )
     credentials.write_text(
         "".join(
             f"[{p}]\naws_access_key_id = runbook-fake-key\naws_secret_access_key = runbook-fake-secret\n"
-            for p in ("default", "compute", "data", "management")
+            for p in ("default", "compute", "data", "management", "operator")
         )
     )
     return {

@@ -70,6 +70,8 @@ def nemo_config(
         "model.config.rotary_base": model.rope_theta,
         "model.config.layernorm_epsilon": model.norm_eps,
         "model.config.share_embeddings_and_output_weights": model.tie_embeddings,
+        # Set, NeMo builds exactly this vocabulary; unset, it pads the tokenizer's for TP (a model nobody declared).
+        "model.config.vocab_size": model.vocab_size,
         "model.config.init_method_std": model.init_std,
         "trainer.num_nodes": nodes,
         "trainer.devices": gpus,

@@ -161,6 +161,9 @@ def check_parallel(model: ModelArgs, workers: int, layout: Layout, job: JobConfi
         raise SubmitError(f"--tensor-parallel: {tp} does not divide model.n_heads ({model.n_heads})")
     if model.kv_heads % tp:
         raise SubmitError(f"--tensor-parallel: {tp} does not divide the key/value heads ({model.kv_heads})")
+    if model.vocab_size % tp:
+        # The declared vocabulary trains unpadded (launch.vocab): each TP rank holds an equal slice of it.
+        raise SubmitError(f"--tensor-parallel: {tp} does not divide model.vocab_size ({model.vocab_size})")
     if model.n_layers % pp:
         raise SubmitError(f"--pipeline-parallel: {pp} does not divide model.n_layers ({model.n_layers})")
     if cp > 1 and job.data.seq_len % (2 * cp):

@@ -24,10 +24,8 @@ def tokenizer_rows(tokenizer_json: Path, option: str) -> int:
     try:
         data: Any = json.loads(tokenizer_json.read_text(encoding="utf-8"))
         vocab = data["model"]["vocab"]
-        if isinstance(vocab, dict):  # BPE, WordLevel, WordPiece: token -> id
-            ids = {int(i) for i in vocab.values()}
-        else:  # Unigram: [token, score] pairs, the id is the position
-            ids = set(range(len(vocab)))
+        # BPE, WordLevel, WordPiece map token -> id; Unigram lists [token, score] pairs, the id is the position.
+        ids = {int(i) for i in vocab.values()} if isinstance(vocab, dict) else set(range(len(vocab)))
         ids |= {int(token["id"]) for token in data.get("added_tokens") or []}
     except OSError as error:
         raise SubmitError(f"{option}: cannot read {tokenizer_json}: {error.strerror}") from None

@@ -40,9 +40,7 @@ def _declared(vocab_size: int, **checkpoint: Any) -> dict[str, dict[str, Any]]:
 DECLARED_1024 = _declared(1024, async_save=True)
 
 
-def _render(
-    tmp_path: Path, demo_data: str, name: str, *extra: str, job: dict[str, dict[str, Any]] = LLAMA_JOB
-) -> Path:
+def _render(tmp_path: Path, demo_data: str, name: str, *extra: str, job: dict[str, dict[str, Any]] = LLAMA_JOB) -> Path:
     config = write_job(tmp_path / f"{name}.yaml", **job)
     run_dir = tmp_path / name
     argv = ["--backend", "nemo", "--model", str(config), "--nodes", str(NODES), "--data-prefix", demo_data,

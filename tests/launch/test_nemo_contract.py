@@ -22,7 +22,7 @@ from training.signals import EXIT_CONFIG_ERROR
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE = REPO / "tests" / "launch" / "contracts" / "nemo_probe.py"
-LLAMA_JOB = {
+LLAMA_JOB: dict[str, dict[str, Any]] = {
     "model": {"name": "tiny", "flavor": "llama", "vocab_size": "data", "n_layers": 4, "dim": 128, "n_heads": 8,
               "n_kv_heads": 4, "ffn_dim": 384},
     "data": {"seq_len": 256, "micro_batch_size": 1, "global_batch_size": 16},
@@ -31,9 +31,10 @@ LLAMA_JOB = {
 }  # fmt: skip
 
 
-def _render(
-    tmp_path: Path, demo_data: str, name: str, *extra: str, job: dict[str, dict[str, Any]] = LLAMA_JOB
-) -> Path:
+DECLARED = {**LLAMA_JOB, "model": {**LLAMA_JOB["model"], "vocab_size": 1000}}
+
+
+def _render(tmp_path: Path, demo_data: str, name: str, *extra: str, job: dict[str, dict[str, Any]] = LLAMA_JOB) -> Path:
     config = write_job(tmp_path / f"{name}.yaml", **job)
     run_dir = tmp_path / name
     spec = nemo2507_spec_file(tmp_path / f"{name}-spec.yaml")  # the pinned NeMo 2.4 choice, not the default
@@ -53,10 +54,7 @@ def reports(nemo_python: Path, demo_data: str, tmp_path_factory: pytest.TempPath
         "tp2-cp2": _render(tmp_path, demo_data, "tp2-cp2", "--tensor-parallel", "2", "--context-parallel", "2"),
         "pp2": _render(tmp_path, demo_data, "pp2", "--pipeline-parallel", "2"),
         # 1000 tokens declared, the demo tokenizer's 512 used: NeMo unset would train 512 padded to 512.
-        "declared-1000-tp2": _render(
-            tmp_path, demo_data, "declared-1000-tp2", "--tensor-parallel", "2",
-            job={**LLAMA_JOB, "model": {**LLAMA_JOB["model"], "vocab_size": 1000}},
-        ),  # fmt: skip
+        "declared-1000-tp2": _render(tmp_path, demo_data, "declared-1000-tp2", "--tensor-parallel", "2", job=DECLARED),
     }
     result = subprocess.run(
         [str(nemo_python), str(PROBE), *map(str, configs.values())],

@@ -171,7 +171,9 @@ def _vocabulary(container: Any) -> dict[str, Any]:
             built = getattr(built, "module", built)  # inside Megatron's Float16Module (bf16)
             report["embedding_rows"] = built.embedding.word_embeddings.weight.shape[0]
             output = built.output_layer.weight  # None with tied embeddings: the output layer reads the embedding
-            report["output_rows"] = (output if output is not None else built.shared_embedding_or_output_weight()).shape[0]
+            report["output_rows"] = (output if output is not None else built.shared_embedding_or_output_weight()).shape[
+                0
+            ]
     return report
 
 

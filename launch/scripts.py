@@ -90,7 +90,7 @@ def _directives(
         directives.append(("time", options.time))
     directives += [("output", str(run_dir / "logs" / "%x-%j.out")), ("open-mode", "append")]
     if requeue:
-        directives += [("requeue", None), ("signal", f"B:USR1@{options.signal_lead}")]
+        directives += [("requeue", None), ("signal", f"B:USR1@{options.resolved_signal_lead}")]
     else:
         directives.append(("no-requeue", None))
     if comment:
@@ -193,7 +193,7 @@ def fsdp_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered) 
         "NPROC_PER_NODE": target.workers_per_node,
         "JOB_CONFIG": str(config_path),
         # torchrun waits this long for ranks to checkpoint after forwarding a stop signal, then kills them.
-        "SHUTDOWN_TIMEOUT_S": options.signal_lead,
+        "SHUTDOWN_TIMEOUT_S": options.resolved_signal_lead,
         "LIBRARY_DIRS": list(netenv.EFA_LIBRARY_DIRS) if target.efa and target.instance.accelerator == "gpu" else [],
     }
     _add_script(rendered, options, inputs, "fsdp", settings, env)

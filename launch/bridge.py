@@ -107,6 +107,9 @@ def bridge_config(
         "checkpoint.load": checkpoints,
         "checkpoint.save_interval": checkpoint.every or steps,
         "checkpoint.most_recent_k": checkpoint.keep_last,
+        # Periodic saves write in the background (Megatron Core's persistent worker); a stop's save is still
+        # waited for before the step exits, which is what --signal-lead must cover (docs/jobs.md).
+        "checkpoint.async_save": checkpoint.async_save,
         "logger.log_interval": job.train.log_every,
         "logger.tensorboard_dir": str(run_dir / "tensorboard"),
         "rng.seed": job.train.seed,

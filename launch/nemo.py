@@ -70,6 +70,8 @@ def nemo_config(
         "model.config.rotary_base": model.rope_theta,
         "model.config.layernorm_epsilon": model.norm_eps,
         "model.config.share_embeddings_and_output_weights": model.tie_embeddings,
+        # Set, NeMo builds exactly this vocabulary; unset, it pads the tokenizer's for TP (a model nobody declared).
+        "model.config.vocab_size": model.vocab_size,
         "model.config.init_method_std": model.init_std,
         "trainer.num_nodes": nodes,
         "trainer.devices": gpus,
@@ -159,6 +161,9 @@ def check_parallel(model: ModelArgs, workers: int, layout: Layout, job: JobConfi
         raise SubmitError(f"--tensor-parallel: {tp} does not divide model.n_heads ({model.n_heads})")
     if model.kv_heads % tp:
         raise SubmitError(f"--tensor-parallel: {tp} does not divide the key/value heads ({model.kv_heads})")
+    if model.vocab_size % tp:
+        # The declared vocabulary trains unpadded (launch.vocab): each TP rank holds an equal slice of it.
+        raise SubmitError(f"--tensor-parallel: {tp} does not divide model.vocab_size ({model.vocab_size})")
     if model.n_layers % pp:
         raise SubmitError(f"--pipeline-parallel: {pp} does not divide model.n_layers ({model.n_layers})")
     if cp > 1 and job.data.seq_len % (2 * cp):

@@ -24,7 +24,7 @@ class SubmitOptions:
     max_steps: int | None
     checkpoint_every: int | None
     max_requeues: int
-    signal_lead: int  # seconds before the time limit that SLURM sends USR1
+    signal_lead: int | None  # seconds before the time limit that SLURM sends USR1; None: derived (launch.signal_lead)
     python: str  # the training env's python on the nodes
     workdir: Path  # the repository on shared storage
     tensor_parallel: int | None
@@ -42,6 +42,13 @@ class SubmitOptions:
     aws_ofi_nccl_version: str
     sbatch_args: tuple[str, ...]
     dry_run: bool
+
+    @property
+    def resolved_signal_lead(self) -> int:
+        """The lead the scripts carry: launch.submit.render() sets it (given and checked, or derived) first."""
+        if self.signal_lead is None:
+            raise TypeError("signal_lead is resolved by launch.submit.render() before the scripts are built")
+        return self.signal_lead
 
     @classmethod
     def from_namespace(cls, args: argparse.Namespace) -> SubmitOptions:

@@ -17,6 +17,7 @@ from launch.bridge import bridge_config, hf_config_path, hf_llama_config
 from launch.nemo import Layout, nemo_config
 from launch.neuron import default_parallelism, nxdt_config
 from launch.options import SubmitOptions
+from launch.vocab import TOKENIZER_FILE, check_vocabulary, tokenizer_rows
 from slurm import netenv
 from slurm.errors import SubmitError
 from slurm.render import SettingValue, assemble
@@ -89,7 +90,7 @@ def _directives(
         directives.append(("time", options.time))
     directives += [("output", str(run_dir / "logs" / "%x-%j.out")), ("open-mode", "append")]
     if requeue:
-        directives += [("requeue", None), ("signal", f"B:USR1@{options.signal_lead}")]
+        directives += [("requeue", None), ("signal", f"B:USR1@{options.resolved_signal_lead}")]
     else:
         directives.append(("no-requeue", None))
     if comment:
@@ -112,9 +113,14 @@ def _common_settings(
     }
 
 
-def _tokenizer_dir(options: SubmitOptions, run_dir: Path, manifest: dict[str, Any] | None, rendered: Rendered) -> str:
-    """A Hugging Face tokenizer directory for NeMo/NxDT: --tokenizer, or the dataset's tokenizer.json made into one."""
+def _tokenizer_dir(
+    options: SubmitOptions, run_dir: Path, manifest: dict[str, Any] | None, rendered: Rendered, model: ModelArgs
+) -> str:
+    """A Hugging Face tokenizer directory for NeMo/NxDT: --tokenizer, or the dataset's tokenizer.json made into one;
+    either no larger than the declared vocabulary (launch.vocab)."""
     if options.tokenizer:
+        tokenizer_json = Path(options.tokenizer) / TOKENIZER_FILE
+        check_vocabulary(model, tokenizer_rows(tokenizer_json, "--tokenizer"), "--tokenizer", tokenizer_json)
         return options.tokenizer
     tokenizer_file = manifest.get("tokenizer_file") if manifest else None
     if not tokenizer_file:
@@ -123,6 +129,7 @@ def _tokenizer_dir(options: SubmitOptions, run_dir: Path, manifest: dict[str, An
             f"manifest {options.data_prefix}.manifest.json names no tokenizer file"
         )
     source = Path(options.data_prefix).parent / tokenizer_file
+    check_vocabulary(model, tokenizer_rows(source, "--data-prefix"), "--data-prefix", source)
     directory = run_dir / "tokenizer"
     rendered.copies[directory / "tokenizer.json"] = source
     rendered.files[directory / "tokenizer_config.json"] = json.dumps(
@@ -186,7 +193,7 @@ def fsdp_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered) 
         "NPROC_PER_NODE": target.workers_per_node,
         "JOB_CONFIG": str(config_path),
         # torchrun waits this long for ranks to checkpoint after forwarding a stop signal, then kills them.
-        "SHUTDOWN_TIMEOUT_S": options.signal_lead,
+        "SHUTDOWN_TIMEOUT_S": options.resolved_signal_lead,
         "LIBRARY_DIRS": list(netenv.EFA_LIBRARY_DIRS) if target.efa and target.instance.accelerator == "gpu" else [],
     }
     _add_script(rendered, options, inputs, "fsdp", settings, env)
@@ -194,7 +201,7 @@ def fsdp_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered) 
 
 def nemo_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered) -> None:
     target, run_dir = inputs.target, inputs.run_dir
-    tokenizer = _tokenizer_dir(options, run_dir, inputs.manifest, rendered)
+    tokenizer = _tokenizer_dir(options, run_dir, inputs.manifest, rendered, inputs.model)
     layout = Layout(
         tensor=options.tensor_parallel or 1,
         pipeline=options.pipeline_parallel or 1,
@@ -250,7 +257,7 @@ def default_nxdt_dir(shared_dir: str | None) -> str:
 def neuron_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered) -> None:
     """A compile job (neuron_parallel_compile over a few steps) and the training job that depends on it."""
     target, run_dir = inputs.target, inputs.run_dir
-    tokenizer = _tokenizer_dir(options, run_dir, inputs.manifest, rendered)
+    tokenizer = _tokenizer_dir(options, run_dir, inputs.manifest, rendered, inputs.model)
     default_tp, default_pp = default_parallelism(inputs.job.model.name)
     tp, pp = options.tensor_parallel or default_tp, options.pipeline_parallel or default_pp
     config = nxdt_config(inputs.job, inputs.model, target, options.nodes, run_dir, tokenizer, tp, pp)

@@ -26,7 +26,9 @@ from launch.data_fit import check_data_fills_splits
 from launch.fit import check_fits, check_global_batch, check_planner_fit, planned_cost
 from launch.options import SubmitOptions
 from launch.scripts import JobInputs, Rendered, fsdp_scripts, nemo_scripts, neuron_scripts
+from launch.signal_lead import job_stop_window, resolve_signal_lead
 from planner.comment import plan_comment
+from planner.job_config import Layout as PlanLayout
 from slurm import netenv
 from slurm.errors import SubmitError
 from slurm.submission import REPO_ROOT, SPEC_ENV, parse_time, sbatch, submit_env
@@ -70,8 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--signal-lead",
         type=int,
-        default=300,
-        help="seconds before the time limit that SLURM sends USR1 to checkpoint and requeue (default 300)",
+        help="seconds before the time limit that SLURM sends USR1 to checkpoint and requeue (default: the step plus "
+        "the checkpoint's write at the spec's storage throughput, at least 300; a shorter one is refused)",
     )
     parser.add_argument("--python", default=sys.executable, help="python of the training env on the nodes")
     parser.add_argument("--workdir", type=Path, default=REPO_ROOT, help="the repository on shared storage")
@@ -182,8 +184,6 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
         raise SubmitError(f"--max-requeues: {options.max_requeues} must be 0 or more")
     if not 1 <= options.master_port <= 65535:
         raise SubmitError(f"--master-port: {options.master_port} is not a TCP port")
-    if options.time and parse_time(options.time) <= options.signal_lead:
-        raise SubmitError(f"--signal-lead: {options.signal_lead} s is not shorter than --time {options.time}")
     if options.job_name is not None and not _JOB_NAME_RE.match(options.job_name):
         raise SubmitError(f"--job-name: {options.job_name!r} must be letters, digits, '.', '_' or '-'")
     if options.local and options.backend != "fsdp":
@@ -229,6 +229,16 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
         plan = planned_cost(model, target, options.nodes, job, price)
         if plan is not None:
             notes.append(f"plan: {plan.hours:.1f} h, {plan.usd:,.0f} USD for {plan.steps} steps (llm-report compares)")
+
+    layout = PlanLayout(options.tensor_parallel or 1, options.pipeline_parallel or 1, options.context_parallel or 1)
+    fsx = spec.cluster.fsx if spec is not None and spec.cluster else None
+    window = job_stop_window(job, model, target, options.nodes, options.backend, fsx, layout)
+    lead = resolve_signal_lead(options.signal_lead, options.backend, window)
+    options = dataclasses.replace(options, signal_lead=lead)
+    if window is not None:
+        notes.append(f"signal lead: {lead} s (needs {window.summary()})")
+    if options.time and parse_time(options.time) <= lead:
+        raise SubmitError(f"--signal-lead: {lead} s is not shorter than --time {options.time}")
 
     run_dir = options.run_dir.resolve()
     job_name = options.job_name or f"{options.backend}-{run_dir.name}"

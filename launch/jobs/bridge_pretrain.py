@@ -73,6 +73,10 @@ def build_config(config: dict[str, Any]) -> Any:
     container.tokenizer.tokenizer_type = "HuggingFaceTokenizer"
     container.tokenizer.tokenizer_model = data["tokenizer"]
     container.tokenizer.vocab_size = None
+    # The recipes size the embedding and output layers from the tokenizer (and pad them for TP) when this is on;
+    # off, setup() keeps the model's vocab_size, the rendered HF config's, which llm-submit checked holds the
+    # tokenizer: the model that trains is the one the job, the planner and the export describe.
+    container.tokenizer.use_tokenizer_vocab_size = False
     # The signal our batch script forwards before the time limit.
     container.train.exit_signal = job_contract.STOP_SIGNAL
     return container

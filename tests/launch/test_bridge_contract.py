@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from launch import submit
+from launch.bridge import RECIPE_HF_MODEL_ID
 from tests.launch.conftest import write_job
 from tests.launch.test_nemo_contract import LLAMA_JOB
 from training.signals import EXIT_CONFIG_ERROR
@@ -27,8 +28,20 @@ PROBE = REPO / "tests" / "launch" / "contracts" / "bridge_probe.py"
 NODES, GPUS = 2, 8  # the default spec's first GPU queue: p5.48xlarge
 
 
-def _render(tmp_path: Path, demo_data: str, name: str, *extra: str) -> Path:
-    config = write_job(tmp_path / f"{name}.yaml", **LLAMA_JOB)
+def _declared(vocab_size: int, **checkpoint: Any) -> dict[str, dict[str, Any]]:
+    """LLAMA_JOB with a vocabulary of its own (the demo tokenizer has 512 tokens)."""
+    return {
+        **LLAMA_JOB,
+        "model": {**LLAMA_JOB["model"], "vocab_size": vocab_size},
+        "checkpoint": {**LLAMA_JOB["checkpoint"], **checkpoint},
+    }
+
+
+DECLARED_1024 = _declared(1024, async_save=True)
+
+
+def _render(tmp_path: Path, demo_data: str, name: str, *extra: str, job: dict[str, dict[str, Any]] = LLAMA_JOB) -> Path:
+    config = write_job(tmp_path / f"{name}.yaml", **job)
     run_dir = tmp_path / name
     argv = ["--backend", "nemo", "--model", str(config), "--nodes", str(NODES), "--data-prefix", demo_data,
             "--run-dir", str(run_dir), *extra]  # fmt: skip
@@ -44,6 +57,10 @@ def probe(bridge_python: Path, demo_data: str, tmp_path_factory: pytest.TempPath
         "default": _render(tmp_path, demo_data, "default"),
         "tp2-cp2": _render(tmp_path, demo_data, "tp2-cp2", "--tensor-parallel", "2", "--context-parallel", "2"),
         "pp2": _render(tmp_path, demo_data, "pp2", "--pipeline-parallel", "2"),
+        "declared-1024": _render(tmp_path, demo_data, "declared-1024", job=DECLARED_1024),
+        "declared-1000-tp2": _render(
+            tmp_path, demo_data, "declared-1000-tp2", "--tensor-parallel", "2", job=_declared(1000)
+        ),
     }
     result = subprocess.run(
         [str(bridge_python), str(PROBE), str(NODES * GPUS), *map(str, configs.values())],
@@ -123,6 +140,7 @@ def test_checkpoints_are_saved_and_resumed_from_the_run_directory(probe: dict[st
         "save_interval": 20,
         "most_recent_k": 3,
         "ckpt_format": "torch_dist",
+        "async_save": False,
     }
     assert report["logger"] == {"tensorboard_dir": str(run_dir / "tensorboard"), "log_interval": 1}
 
@@ -146,3 +164,28 @@ def test_a_layout_megatron_bridge_refuses_is_a_config_error_not_a_requeue(probe:
     assert refused["exit"] == EXIT_CONFIG_ERROR
     assert refused["status"]["exit_code"] == EXIT_CONFIG_ERROR
     assert refused["status"]["reason"].startswith("configuration error: AssertionError: eval_global_batch_size (16)")
+
+
+def _hf_vocab(report: dict[str, Any]) -> int:
+    hf = Path(report["config"]).parent / "hf" / RECIPE_HF_MODEL_ID / "config.json"
+    vocab: int = json.loads(hf.read_text())["vocab_size"]
+    return vocab
+
+
+@pytest.mark.parametrize("name", ["default", "declared-1024", "declared-1000-tp2"])
+def test_megatron_bridge_trains_the_declared_vocabulary_not_the_tokenizers(probe: dict[str, Any], name: str) -> None:
+    # The recipe's use_tokenizer_vocab_size would size the embedding from the 512-token demo tokenizer; the job
+    # turns it off, so setup() keeps the model's vocabulary (the rendered HF config's) and pads nothing, at any TP.
+    report = probe["reports"][name]
+    assert report["errors"] == {}, name
+    vocabulary, declared = report["vocabulary"], _hf_vocab(report)
+    assert declared == {"default": 512, "declared-1024": 1024, "declared-1000-tp2": 1000}[name]
+    assert (vocabulary["use_tokenizer_vocab_size"], vocabulary["tokenizer_vocab"]) == (False, 512)
+    assert (vocabulary["model_vocab"], vocabulary["should_pad_vocab"]) == (declared, False)
+    if name != "declared-1000-tp2":  # built in one process: TP 1 only
+        assert (vocabulary["embedding_rows"], vocabulary["output_rows"]) == (declared, declared)
+
+
+def test_the_job_configs_async_save_reaches_megatron_bridge(probe: dict[str, Any]) -> None:
+    assert probe["reports"]["declared-1024"]["checkpoint"]["async_save"] is True
+    assert probe["reports"]["default"]["checkpoint"]["async_save"] is False

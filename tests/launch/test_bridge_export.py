@@ -55,11 +55,20 @@ def _probe(python: Path, *args: str, cwd: Path) -> dict[str, Any]:
     return answer
 
 
-@pytest.fixture(scope="module")
-def export(bridge_python: Path, demo_data: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+# The vocabulary the job declares: the data's tokenizer (demo_data's 512 tokens), or more rows than it has
+# (docs/jobs.md, "The vocabulary that trains": the declared model trains and exports; the tokenizer's ids use the
+# first rows).
+VOCABULARIES = ("data", 8256)
+
+
+@pytest.fixture(scope="module", params=VOCABULARIES, ids=lambda vocab: f"vocab-{vocab}")
+def export(
+    request: pytest.FixtureRequest, bridge_python: Path, demo_data: str, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
     tmp_path = tmp_path_factory.mktemp("bridge-export")
     run_dir = tmp_path / "run"
-    config = write_job(tmp_path / "job.yaml", **LLAMA_JOB)
+    job = {**LLAMA_JOB, "model": {**LLAMA_JOB["model"], "vocab_size": request.param}}
+    config = write_job(tmp_path / "job.yaml", **job)
     argv = ["--backend", "nemo", "--model", str(config), "--nodes", "1", "--data-prefix", demo_data,
             "--run-dir", str(run_dir)]  # fmt: skip
     submit.write(submit.render(submit.parse_options(argv), "python -m launch.submit " + " ".join(argv)))
@@ -80,7 +89,8 @@ def export(bridge_python: Path, demo_data: str, tmp_path_factory: pytest.TempPat
     )
     assert result.returncode == 0, result.stderr[-4000:]
     compared = _probe(bridge_python, "compare", str(reference), str(run_dir / "hf-export"), cwd=tmp_path)
-    return {"saved": saved, "compared": compared, "run_dir": run_dir}
+    declared = json.loads((rendered / "config.json").read_text())["vocab_size"]
+    return {"saved": saved, "compared": compared, "run_dir": run_dir, "declared_vocab": declared}
 
 
 def test_the_documented_command_exports_the_run_checkpoint_as_a_transformers_llama(export: dict[str, Any]) -> None:
@@ -102,4 +112,11 @@ def test_every_exported_weight_equals_the_checkpointed_one(export: dict[str, Any
 
 def test_the_export_carries_the_runs_tokenizer(export: dict[str, Any]) -> None:
     vocab = json.loads((export["run_dir"] / "tokenizer" / "tokenizer.json").read_text())["model"]["vocab"]
-    assert export["compared"]["tokenizer_vocab"] == len(vocab) == export["compared"]["shape"][5]
+    assert export["compared"]["tokenizer_vocab"] == len(vocab) == 512
+    assert len(vocab) <= export["compared"]["shape"][5]
+
+
+def test_the_exported_vocabulary_is_the_declared_one(export: dict[str, Any]) -> None:
+    """The rendered HF config, the checkpoint and the transformers model agree on the rows, padding included."""
+    assert export["declared_vocab"] in (512, 8256)
+    assert export["compared"]["shape"][5] == export["declared_vocab"]

@@ -22,7 +22,7 @@ from training.signals import EXIT_CONFIG_ERROR
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE = REPO / "tests" / "launch" / "contracts" / "nemo_probe.py"
-LLAMA_JOB = {
+LLAMA_JOB: dict[str, dict[str, Any]] = {
     "model": {"name": "tiny", "flavor": "llama", "vocab_size": "data", "n_layers": 4, "dim": 128, "n_heads": 8,
               "n_kv_heads": 4, "ffn_dim": 384},
     "data": {"seq_len": 256, "micro_batch_size": 1, "global_batch_size": 16},
@@ -31,8 +31,11 @@ LLAMA_JOB = {
 }  # fmt: skip
 
 
-def _render(tmp_path: Path, demo_data: str, name: str, *extra: str) -> Path:
-    config = write_job(tmp_path / f"{name}.yaml", **LLAMA_JOB)
+DECLARED = {**LLAMA_JOB, "model": {**LLAMA_JOB["model"], "vocab_size": 1000}}
+
+
+def _render(tmp_path: Path, demo_data: str, name: str, *extra: str, job: dict[str, dict[str, Any]] = LLAMA_JOB) -> Path:
+    config = write_job(tmp_path / f"{name}.yaml", **job)
     run_dir = tmp_path / name
     spec = nemo2507_spec_file(tmp_path / f"{name}-spec.yaml")  # the pinned NeMo 2.4 choice, not the default
     argv = ["--backend", "nemo", "--model", str(config), "--nodes", "2", "--data-prefix", demo_data,
@@ -50,6 +53,8 @@ def reports(nemo_python: Path, demo_data: str, tmp_path_factory: pytest.TempPath
         "default": _render(tmp_path, demo_data, "default"),
         "tp2-cp2": _render(tmp_path, demo_data, "tp2-cp2", "--tensor-parallel", "2", "--context-parallel", "2"),
         "pp2": _render(tmp_path, demo_data, "pp2", "--pipeline-parallel", "2"),
+        # 1000 tokens declared, the demo tokenizer's 512 used: NeMo unset would train 512 padded to 512.
+        "declared-1000-tp2": _render(tmp_path, demo_data, "declared-1000-tp2", "--tensor-parallel", "2", job=DECLARED),
     }
     result = subprocess.run(
         [str(nemo_python), str(PROBE), *map(str, configs.values())],
@@ -131,3 +136,12 @@ def test_a_trainer_that_cannot_start_is_a_config_error_not_a_requeue(reports: di
     assert report["run_job_exit"] == EXIT_CONFIG_ERROR
     assert report["exit_status"]["exit_code"] == EXIT_CONFIG_ERROR
     assert report["exit_status"]["reason"].startswith("configuration error: ")
+
+
+@pytest.mark.parametrize(("name", "declared"), [("default", 512), ("declared-1000-tp2", 1000)])
+def test_nemo_trains_the_declared_vocabulary_not_the_tokenizers(
+    reports: dict[str, dict[str, Any]], name: str, declared: int
+) -> None:
+    report = reports[name]
+    assert "model" not in report["errors"], report["errors"]
+    assert (report["vocab_size"], report["data"]["tokenizer_vocab"]) == (declared, 512)

@@ -140,6 +140,43 @@ TE_ONLY_SETTINGS: dict[str, Any] = {
 }
 
 
+def _vocabulary(container: Any) -> dict[str, Any]:
+    """The vocabulary the job trains, as Megatron Bridge's setup() decides it (its tokenizer built from the job's
+    tokenizer settings, then its own _validate_and_set_vocab_size), and the embedding and output layers Megatron
+    Bridge's model provider then builds (on CPU, Megatron Core's local layer spec; TP 1 only: one process)."""
+    from megatron.bridge.models.gpt_provider import local_layer_spec
+    from megatron.bridge.training.model_load_save import temporary_distributed_context
+    from megatron.bridge.training.setup import _validate_and_set_vocab_size
+    from megatron.bridge.training.tokenizers.tokenizer import build_tokenizer
+
+    model = container.model
+    tokenizer = build_tokenizer(container.tokenizer)
+    model.vocab_size, model.should_pad_vocab = _validate_and_set_vocab_size(
+        model_vocab_size=model.vocab_size,
+        tokenizer_vocab_size=tokenizer.vocab_size,
+        use_tokenizer_vocab_size=getattr(container.tokenizer, "use_tokenizer_vocab_size", False),
+    )
+    report: dict[str, Any] = {
+        "use_tokenizer_vocab_size": getattr(container.tokenizer, "use_tokenizer_vocab_size", False),
+        "tokenizer_vocab": tokenizer.vocab_size,
+        "model_vocab": model.vocab_size,
+        "should_pad_vocab": model.should_pad_vocab,
+    }
+    if model.tensor_model_parallel_size * model.pipeline_model_parallel_size * model.context_parallel_size == 1:
+        model.transformer_layer_spec = local_layer_spec
+        model.persist_layer_norm = False
+        with temporary_distributed_context(backend="gloo"):
+            model.finalize()
+            built = model.provide_distributed_model(wrap_with_ddp=False, use_cpu_initialization=True)[0]
+            built = getattr(built, "module", built)  # inside Megatron's Float16Module (bf16)
+            report["embedding_rows"] = built.embedding.word_embeddings.weight.shape[0]
+            output = built.output_layer.weight  # None with tied embeddings: the output layer reads the embedding
+            report["output_rows"] = (output if output is not None else built.shared_embedding_or_output_weight()).shape[
+                0
+            ]
+    return report
+
+
 def without_te(container: Any) -> dict[str, Any]:
     changed = {}
     for name, value in TE_ONLY_SETTINGS.items():
@@ -194,6 +231,11 @@ def probe(job: Any, world_size: int, config_path: str) -> dict[str, Any]:
     }
     report["logger"] = {"tensorboard_dir": checked.logger.tensorboard_dir, "log_interval": checked.logger.log_interval}
     report["dataset"] = {"blend": checked.dataset.blend, "split": checked.dataset.split}
+    report["checkpoint"]["async_save"] = ckpt.async_save
+    try:
+        report["vocabulary"] = _vocabulary(copy.deepcopy(checked))
+    except Exception as error:  # reported, not raised
+        report["errors"]["vocabulary"] = _error(error)
     try:
         report["data"] = _datasets(checked)
     except Exception as error:  # reported, not raised

@@ -90,6 +90,10 @@ def probe(job: Any, config_path: str) -> dict[str, Any]:
     report["trainer"] = {"num_nodes": trainer.num_nodes, "devices": trainer.devices, "max_steps": trainer.max_steps}
     model = recipe.model.config
     report["model"] = {"num_layers": model.num_layers, "hidden_size": model.hidden_size, "seq_length": model.seq_length}
+    # GPTConfig.configure_model(tokenizer) builds the embedding and output layers with this vocab_size as set;
+    # unset (None, Llama3Config8B's default), it pads the tokenizer's to make_vocab_size_divisible_by x TP instead.
+    # (Building the config itself needs Transformer Engine for the recipe's rope fusion: read, not built.)
+    report["vocab_size"] = model.vocab_size
 
     # The whole job start as the container runs it: on this CPU machine Lightning refuses accelerator='gpu'.
     report["run_job_exit"] = job.run_job(config_path, job._configure)

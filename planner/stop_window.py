@@ -1,0 +1,61 @@
+"""How long a time-limit stop needs: the step in flight, then the stop's checkpoint written to shared storage,
+before SLURM kills the step at the time limit. llm-submit derives --signal-lead from it and refuses a shorter one
+(docs/jobs.md, "How long a stop takes").
+
+    lead >= step time + checkpoint bytes / storage throughput + exit margin
+
+An asynchronous save (checkpoint.async_save) only moves the periodic saves off the training loop: a stop waits for
+its save to be durable before the step exits, so the write counts in full on every backend.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from spec.cluster import FsxSpec
+from training.models.args import ModelArgs
+from training.models.params import count_parameters
+
+# Bytes per parameter a checkpoint with optimizer state holds. FSDP (our trainer): fp32 weights and AdamW's two fp32
+# moments. Megatron (NeMo 2, Megatron Bridge): bf16 weights, the distributed optimizer's fp32 main copy and two
+# moments. Neuron (NxDT) saves nothing on a stop: only the step in flight has to end.
+CHECKPOINT_BYTES_PER_PARAM = {"fsdp": 12, "nemo": 14, "neuron": 0}
+# FSx for Lustre SCRATCH_2 has no throughput setting: its baseline is 200 MB/s per TiB.
+SCRATCH_MB_PER_TIB = 200
+# Processes leaving, the exit-status file, the requeue itself.
+EXIT_MARGIN_S = 30.0
+MB = 1_000_000
+
+
+def storage_mb_per_s(fsx: FsxSpec) -> float:
+    """The file system's baseline throughput: storage (TiB) x throughput per TiB."""
+    per_tib = fsx.throughput_mb_per_tib if fsx.throughput_mb_per_tib is not None else SCRATCH_MB_PER_TIB
+    return fsx.storage_gib / 1024 * per_tib
+
+
+@dataclass(frozen=True)
+class StopWindow:
+    checkpoint_bytes: int
+    storage_mb_per_s: float
+    step_s: float
+
+    @property
+    def save_s(self) -> float:
+        return self.checkpoint_bytes / (self.storage_mb_per_s * MB)
+
+    @property
+    def lead_s(self) -> int:
+        """The shortest --signal-lead that fits, in whole seconds."""
+        return math.ceil(self.step_s + self.save_s + EXIT_MARGIN_S)
+
+    def summary(self) -> str:
+        return (
+            f"step {self.step_s:.0f} s + checkpoint {self.checkpoint_bytes / 1e9:.0f} GB at "
+            f"{self.storage_mb_per_s:.0f} MB/s ({self.save_s:.0f} s) + exit {EXIT_MARGIN_S:.0f} s = {self.lead_s} s"
+        )
+
+
+def stop_window(model: ModelArgs, backend: str, fsx: FsxSpec, step_s: float) -> StopWindow:
+    checkpoint = count_parameters(model).total * CHECKPOINT_BYTES_PER_PARAM[backend]
+    return StopWindow(checkpoint, storage_mb_per_s(fsx), step_s)

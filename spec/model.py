@@ -121,7 +121,9 @@ class ExistingNetwork(StrictModel):
     route_table_ids: list[Annotated[str, matches(_RTB_ID_RE, "a route table id such as rtb-0123456789abcdef0")]] = (
         Field(min_length=1, description="Route tables of the subnets; the S3 gateway endpoint attaches to them.")
     )
-    vpc_cidr: ipaddress.IPv4Network = Field(description="CIDR of the existing VPC (endpoint security group ingress).")
+    vpc_cidr: ipaddress.IPv4Network = Field(
+        strict=False, description="CIDR of the existing VPC (endpoint security group ingress)."
+    )
 
 
 class NetworkSpec(StrictModel):
@@ -129,7 +131,9 @@ class NetworkSpec(StrictModel):
         default="create", description="create: the network stack builds the VPC; existing: use `existing`."
     )
     cidr: ipaddress.IPv4Network = Field(
-        default=ipaddress.IPv4Network("10.40.0.0/16"), description="VPC range (mode=create), /16 to /22, private."
+        strict=False,
+        default=ipaddress.IPv4Network("10.40.0.0/16"),
+        description="VPC range (mode=create), /16 to /22, private.",
     )
     availability_zone: str = Field(description="AZ of the compute subnets (and of any capacity reservation).")
     vpc_id: Annotated[str, matches(_VPC_ID_RE, "a VPC id such as vpc-0123456789abcdef0")] | None = Field(

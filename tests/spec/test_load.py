@@ -165,6 +165,21 @@ BAD_SPECS: list[tuple[str, list[tuple[str, Any]], str, str]] = [
     ),
     ("dataset granting nobody", [("data.datasets[1].readers", [])], "data.datasets[1].readers", "[]"),
     ("bad notebook type", [("notebook.instance_type", "t3.medium")], "notebook.instance_type", "'t3.medium'"),
+    # Over what the FSx API takes (StorageCapacity is a 32-bit integer), though a multiple of 2400.
+    ("FSx past the API's size", [("cluster.fsx.storage_gib", 2400 * 10**6)], "cluster.fsx.storage_gib", "2400000000"),
+    ("queue count past any fleet", [("cluster.queues[0].min_count", 10**30)], "cluster.queues[0].min_count", "1000"),
+    ("malformed AMI id", [("cluster.custom_ami", "ami-12345")], "cluster.custom_ami", "'ami-12345'"),
+    *(
+        (f"wheelhouse {uri}", [("cluster.python_wheelhouse", uri)], "cluster.python_wheelhouse", repr(uri))
+        for uri in (
+            "s3://my..bucket/wheels/",
+            "s3://192.168.1.1/wheels/",
+            "s3://xn--bucket/wheels/",
+            "s3://my-bucket/wheels//py3.11/",
+            "s3://my-bucket/wheels/../other/",
+            "s3://My-Bucket/wheels/",
+        )
+    ),
 ]
 
 

@@ -209,3 +209,16 @@ def test_unreadable_and_malformed_files_give_one_line(tmp_path: Path) -> None:
     broken.write_text("name: [unclosed\n")
     with pytest.raises(SpecError, match=r"not valid YAML at line"):
         load_spec(broken)
+
+
+def test_readme_and_the_spec_agree_that_the_two_accounts_differ() -> None:
+    """Separate accounts are the design's boundary (the data account's policies admit the compute account's roles,
+    and no administrator of one is one of the other); README's field table must not promise otherwise."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    (row,) = [line for line in readme.splitlines() if line.startswith("| `accounts.compute`, `accounts.data` |")]
+    assert "may be the same" not in row
+    assert "two different account ids" in row
+    doc = default_doc()
+    doc["accounts"]["data"] = doc["accounts"]["compute"]
+    with pytest.raises(SpecError, match="accounts.data: '111111111111' equals accounts.compute"):
+        parse_spec(doc)

@@ -75,8 +75,9 @@ def parse_yaml(text: str, field: str, source: str, error: ErrorFactory) -> Any:
     def refuse(message: str) -> Exception:
         return error([SpecProblem(field, message, source)])
 
-    loader = yaml.SafeLoader(text)
+    loader: yaml.SafeLoader | None = None
     try:
+        loader = yaml.SafeLoader(text)  # its reader refuses control characters (NUL) already here
         root = loader.get_single_node()
         if root is None:
             return None
@@ -93,7 +94,8 @@ def parse_yaml(text: str, field: str, source: str, error: ErrorFactory) -> Any:
     except _TooLarge:
         raise refuse(f"expands to more than {MAX_EXPANDED_NODES} values (its aliases repeat too much)") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def read_yaml(path: Path, field: str, error: ErrorFactory) -> Any:

@@ -220,5 +220,5 @@ def test_readme_and_the_spec_agree_that_the_two_accounts_differ() -> None:
     assert "two different account ids" in row
     doc = default_doc()
     doc["accounts"]["data"] = doc["accounts"]["compute"]
-    with pytest.raises(SpecError, match="accounts.data: '111111111111' equals accounts.compute"):
+    with pytest.raises(SpecError, match=r"accounts\.data: '111111111111' equals accounts\.compute"):
         parse_spec(doc)

@@ -70,3 +70,9 @@ def test_anchors_and_aliases_within_the_bound_still_load(tmp_path: Path) -> None
     path = tmp_path / "ok.yaml"
     path.write_text(alias_bomb(levels=3, width=3))
     assert read_yaml(path, "<file>", SpecError)["a2"] == [[["lol"]] * 3] * 3
+
+
+def test_a_control_character_is_refused_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "nul.yaml"
+    path.write_text("name: llm\x00demo\n")
+    assert "is not valid YAML" in refusal(path)

@@ -4,17 +4,25 @@
 from __future__ import annotations
 
 import sys
-
-from aws_cdk import App
+from typing import TYPE_CHECKING
 
 from spec import SpecError, load_spec
 from spec.cli import report
 from spec.phase_two import example_warning
-from stacks.assemble import assemble
+from stacks.jsii_node import silence_node_version_banner
+
+if TYPE_CHECKING:
+    from aws_cdk import App
 
 
 def main(app: App | None = None) -> None:
     """`app`: the CDK CLI's (None: made here, with the CLI's context); the tests pass their own."""
+    # Importing aws_cdk starts jsii's Node.js runtime: its banner variables must be set first.
+    silence_node_version_banner()
+    from aws_cdk import App
+
+    from stacks.assemble import assemble
+
     app = app or App()
     try:
         spec = load_spec(app.node.try_get_context("spec"))

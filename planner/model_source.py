@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.job import PlanError
+from spec.errors import not_utf8_text
 from training.models.args import ModelArgs, ModelArgsError
 
 # Dense decoders the planner reads: a Llama block (RMSNorm, SwiGLU, rotary, optional GQA), with Qwen2's q/k/v
@@ -99,6 +100,10 @@ def read_config_json(path: Path) -> ModelArgs:
         config = json.loads(path.read_text(encoding="utf-8"))
     except OSError as error:
         raise PlanError("--model", str(path), f"cannot be read: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise PlanError("--model", str(path), not_utf8_text(error)) from None
+    except RecursionError:
+        raise PlanError("--model", str(path), "nests too deeply to be a config.json") from None
     except json.JSONDecodeError as error:
         raise PlanError("--model", str(path), f"is not JSON: {error.msg} at line {error.lineno}") from None
     if not isinstance(config, dict):

@@ -34,6 +34,8 @@ DatabaseEngine = Literal["aurora-serverless-v2", "rds-mysql"]
 RESERVED_ACCOUNTS = frozenset({"root"})
 # The QoS every Slurm database starts with; a spec may redefine its limits but must not remove it.
 DEFAULT_QOS = "normal"
+# A QoS limit is a 32-bit count to sacctmgr; past it the number is no limit Slurm can hold.
+SLURM_MAX_LIMIT = 4294967294
 
 
 class DatabaseSpec(StrictModel):
@@ -116,10 +118,16 @@ class QosSpec(StrictModel):
 
     name: SlurmName
     priority: int = Field(default=0, ge=0, le=4294967295, description="Added through PriorityWeightQOS.")
-    max_gpus_per_user: int | None = Field(default=None, ge=1, description="MaxTRESPerUser=gres/gpu=N.")
-    max_nodes_per_user: int | None = Field(default=None, ge=1, description="MaxTRESPerUser=node=N.")
-    group_max_gpus: int | None = Field(default=None, ge=1, description="GrpTRES=gres/gpu=N: all jobs of the QoS.")
-    group_max_nodes: int | None = Field(default=None, ge=1, description="GrpTRES=node=N: all jobs of the QoS.")
+    max_gpus_per_user: int | None = Field(
+        default=None, ge=1, le=SLURM_MAX_LIMIT, description="MaxTRESPerUser=gres/gpu=N."
+    )
+    max_nodes_per_user: int | None = Field(default=None, ge=1, le=SLURM_MAX_LIMIT, description="MaxTRESPerUser=node=N.")
+    group_max_gpus: int | None = Field(
+        default=None, ge=1, le=SLURM_MAX_LIMIT, description="GrpTRES=gres/gpu=N: all jobs of the QoS."
+    )
+    group_max_nodes: int | None = Field(
+        default=None, ge=1, le=SLURM_MAX_LIMIT, description="GrpTRES=node=N: all jobs of the QoS."
+    )
     max_wall_minutes: int | None = Field(default=None, ge=1, le=525600, description="MaxWall per job.")
 
 

@@ -15,7 +15,7 @@ from pydantic import BeforeValidator, Field, field_validator
 
 from spec.accounting import AccountingSpec
 from spec.containers import ContainersSpec
-from spec.fields import StrictModel, matches
+from spec.fields import StrictModel, check_bucket_name, matches
 from spec.observability import ObservabilitySpec
 
 DEFAULT_PARALLELCLUSTER_VERSION = "3.16.1"
@@ -34,6 +34,15 @@ _S3_PREFIX_RE = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](?:/[A-Za-z0-
 
 # CloudWatch Logs accepts only these retention periods (ParallelCluster's schema repeats them).
 LOG_RETENTION_DAYS: tuple[int, ...] = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1827, 3653)
+
+# FSx for Lustre storage capacity, GiB. The minimum is CloudFormation's for FileSystemType LUSTRE (cfn-lint 1.58's
+# schemas/extensions/aws_fsx_filesystem/storage_capacity.json); the maximum is the FSx API's (botocore 1.44's fsx
+# service model: StorageCapacity is an integer of at most 2**31 - 1). The increments per deployment type (SSD
+# types: 1200 or multiples of 2400) are ParallelCluster's FsxStorageCapacityValidator's, checked in
+# spec.platform.validators. Past these, the account's "Lustre storage capacity per file system" quota (adjustable,
+# so not checked here) decides.
+FSX_LUSTRE_MIN_GIB = 1200
+FSX_LUSTRE_MAX_GIB = 2**31 - 1
 
 OperatingSystem = Literal["alinux2023", "ubuntu2204", "ubuntu2404", "rhel9", "rocky9"]
 # numpy 2.4 and torch 2.13 (requirements-node.txt) need Python 3.11 or newer.
@@ -57,6 +66,9 @@ def _s3_folder(value: Any) -> Any:
     if not isinstance(value, str) or not _S3_PREFIX_RE.match(value):
         raise ValueError("must be an S3 prefix such as s3://my-bucket/wheelhouse/")
     bucket, _, prefix = value.removeprefix("s3://").partition("/")
+    check_bucket_name(bucket, dots=True)
+    if prefix.strip("/") and any(segment in ("", ".", "..") for segment in prefix.removesuffix("/").split("/")):
+        raise ValueError("must not hold an empty, '.' or '..' path segment")
     if "*" in prefix:
         raise ValueError("must not contain '*' (a policy wildcard)")
     if not prefix.strip("/"):
@@ -106,7 +118,7 @@ class CapacitySpec(StrictModel):
 class QueueSpec(StrictModel):
     name: Annotated[str, matches(_QUEUE_NAME_RE, "1-25 lowercase letters, digits and hyphens, starting with a letter")]
     instance_type: str = Field(description="A type from spec/platform/instances.py.")
-    min_count: int = Field(default=0, ge=0, description="Static nodes (always running and billed).")
+    min_count: int = Field(default=0, ge=0, le=10000, description="Static nodes (always running and billed).")
     max_count: int = Field(ge=1, le=10000)
     capacity: CapacitySpec = Field(default_factory=CapacitySpec)
     efa: bool | None = Field(default=None, description="None: on when the instance type has EFA interfaces.")
@@ -136,7 +148,12 @@ class FsxSpec(StrictModel):
     """A FSx for Lustre file system that ParallelCluster creates (or an existing one, by id)."""
 
     mount_dir: MountDir = "/fsx"
-    storage_gib: int = Field(default=1200, ge=1200, description="1200 or a multiple of 2400 (SSD deployment types).")
+    storage_gib: int = Field(
+        default=1200,
+        ge=FSX_LUSTRE_MIN_GIB,
+        le=FSX_LUSTRE_MAX_GIB,
+        description="1200 or a multiple of 2400 (SSD deployment types); at most the account's FSx quota.",
+    )
     deployment_type: Literal["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2"] = "PERSISTENT_2"
     throughput_mb_per_tib: int | None = Field(
         default=250, description="PERSISTENT_2: 125/250/500/1000; PERSISTENT_1: 50/100/200; SCRATCH_2: unset."

@@ -67,3 +67,8 @@ def problems_from_pydantic(error: ValidationError) -> list[SpecProblem]:
             message = message[0].lower() + message[1:]
         problems.append(SpecProblem(field_path(loc), message, item.get("input")))
     return problems
+
+
+def not_utf8_text(failure: UnicodeDecodeError) -> str:
+    """The message for a file that is not UTF-8 text (Latin-1, UTF-16, binary), naming the first bad byte."""
+    return f"is not UTF-8 text (byte 0x{failure.object[failure.start]:02x} at offset {failure.start})"

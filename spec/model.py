@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, field_validator
 
 from spec.cluster import ClusterSpec
-from spec.fields import StrictModel, matches
+from spec.fields import StrictModel, check_bucket_name, matches
 from spec.observability import ObservabilitySpec
 from spec.regions import DYNAMODB_PREFIX_LISTS, REGIONS, S3_PREFIX_LISTS
 
@@ -57,24 +57,6 @@ def _account_id(value: Any) -> str:
 
 
 AccountId = Annotated[str, BeforeValidator(_account_id)]
-
-
-def check_bucket_name(name: str) -> str:
-    """S3's general-purpose bucket naming rules, plus: no dots (they break TLS for
-    virtual-hosted requests, and every request here is TLS-only)."""
-    if not 3 <= len(name) <= 63:
-        raise ValueError("must be 3-63 characters")
-    if not re.fullmatch(r"[a-z0-9][a-z0-9-]*[a-z0-9]", name):
-        raise ValueError(
-            "may hold only lowercase letters, digits and hyphens, and must begin and end with a letter or digit"
-        )
-    for prefix in ("xn--", "sthree-", "amzn-s3-demo-"):
-        if name.startswith(prefix):
-            raise ValueError(f"must not begin with '{prefix}' (reserved by S3)")
-    for suffix in ("-s3alias", "--ol-s3", "--x-s3", "--table-s3"):
-        if name.endswith(suffix):
-            raise ValueError(f"must not end with '{suffix}' (reserved by S3)")
-    return name
 
 
 def check_access_point_name(name: str) -> str:
@@ -123,7 +105,9 @@ class ExistingNetwork(StrictModel):
     route_table_ids: list[Annotated[str, matches(_RTB_ID_RE, "a route table id such as rtb-0123456789abcdef0")]] = (
         Field(min_length=1, description="Route tables of the subnets; the S3 gateway endpoint attaches to them.")
     )
-    vpc_cidr: ipaddress.IPv4Network = Field(description="CIDR of the existing VPC (endpoint security group ingress).")
+    vpc_cidr: ipaddress.IPv4Network = Field(
+        strict=False, description="CIDR of the existing VPC (endpoint security group ingress)."
+    )
 
 
 class NetworkSpec(StrictModel):
@@ -131,7 +115,9 @@ class NetworkSpec(StrictModel):
         default="create", description="create: the network stack builds the VPC; existing: use `existing`."
     )
     cidr: ipaddress.IPv4Network = Field(
-        default=ipaddress.IPv4Network("10.40.0.0/16"), description="VPC range (mode=create), /16 to /22, private."
+        strict=False,
+        default=ipaddress.IPv4Network("10.40.0.0/16"),
+        description="VPC range (mode=create), /16 to /22, private.",
     )
     availability_zone: str = Field(description="AZ of the compute subnets (and of any capacity reservation).")
     vpc_id: Annotated[str, matches(_VPC_ID_RE, "a VPC id such as vpc-0123456789abcdef0")] | None = Field(

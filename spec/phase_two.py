@@ -23,10 +23,11 @@ from pathlib import Path
 import yaml
 
 from spec.cli import user_errors
-from spec.errors import SpecError, SpecProblem, UserError
+from spec.errors import SpecError, SpecProblem, UserError, not_utf8_text
 from spec.load import parse_spec
 from spec.model import DeploymentSpec
 from spec.yaml_edit import set_scalars
+from spec.yaml_file import parse_yaml, read_text
 
 # The network stack's outputs that phase two copies, and the `network` field each one feeds.
 VPC_ID_OUTPUT = "VpcId"
@@ -74,9 +75,13 @@ def example_warning(spec: DeploymentSpec) -> str | None:
 def read_outputs_file(path: Path, stack: str) -> dict[str, str]:
     """The outputs of `stack` in a file written by `npx cdk deploy --outputs-file`."""
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = json.loads(path.read_bytes().decode("utf-8"))
     except OSError as failure:
         raise OutputsError(f"--outputs-file: {str(path)!r} cannot be read: {failure.strerror}") from None
+    except UnicodeDecodeError as failure:
+        raise OutputsError(f"--outputs-file: {str(path)!r} {not_utf8_text(failure)}") from None
+    except RecursionError:
+        raise OutputsError(f"--outputs-file: {str(path)!r} nests too deeply to be a CDK outputs file") from None
     except json.JSONDecodeError as failure:
         raise OutputsError(
             f"--outputs-file: {str(path)!r} is not JSON (line {failure.lineno}): {failure.msg}"
@@ -161,14 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     path: Path = args.spec
     source = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as failure:
-        raise SpecError([SpecProblem("<file>", f"cannot be read: {failure.strerror}", source)], source) from None
-    try:
-        spec = parse_spec(yaml.safe_load(text), source)
-    except yaml.YAMLError:
-        raise SpecError([SpecProblem("<file>", "is not valid YAML", source)], source) from None
+    text = read_text(path, "<file>", lambda problems: SpecError(problems, source))
+    spec = parse_spec(parse_yaml(text, "<file>", source, lambda problems: SpecError(problems, source)), source)
     stack = spec.stack_names["network"]
     if args.outputs_file is not None:
         outputs = read_outputs_file(args.outputs_file, stack)

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from spec.errors import SpecProblem, UserError, problems_from_pydantic
+from spec.errors import SpecProblem, UserError, not_utf8_text, problems_from_pydantic
 from spec.yaml_file import read_yaml
 from training.models.args import ModelArgs, ModelArgsError
 from training.models.registry import get_model_args
@@ -233,6 +233,8 @@ def resolve_model_args(section: ModelSection, data_vocab_size: int | None) -> Mo
                 raise ModelArgsError(
                     f"model.hf_checkpoint: {str(config_path)!r} cannot be read: {error.strerror}"
                 ) from None
+            except UnicodeDecodeError as error:
+                raise ModelArgsError(f"model.hf_checkpoint: {str(config_path)!r} {not_utf8_text(error)}") from None
         else:
             args = get_model_args(section.name or "")
         args = args.replace(**section.overrides())

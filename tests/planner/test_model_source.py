@@ -137,3 +137,26 @@ def test_unknown_model_and_unreadable_yaml_are_one_line(tmp_path: Path) -> None:
     broken.write_text("{", encoding="utf-8")
     with pytest.raises(PlanError, match="is not JSON"):
         resolve_model(str(broken), MODEL_CONFIGS)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        json.dumps({"model_type": "llama", "name": "caf\u00e9"}, ensure_ascii=False).encode("latin-1"),
+        json.dumps({"model_type": "llama"}).encode("utf-16"),
+        bytes(range(256)),
+    ],
+    ids=["latin-1", "utf-16", "binary"],
+)
+def test_llm_plan_model_config_json_that_is_not_utf8_is_one_line_naming_the_file(
+    tmp_path: Path, content: bytes
+) -> None:
+    from planner.plan import main
+    from tests.bad_input_checks import assert_clear_refusal, run_main
+
+    path = tmp_path / "config.json"
+    path.write_bytes(content)
+    argv = ["--model", str(path), "--instance", "p5.48xlarge", "--nodes", "1", "--seq", "8192", "--micro-batch", "1"]
+    outcome = run_main(main, argv)
+    assert_clear_refusal(outcome, str(path))
+    assert "is not UTF-8 text" in outcome.stderr

@@ -165,6 +165,21 @@ BAD_SPECS: list[tuple[str, list[tuple[str, Any]], str, str]] = [
     ),
     ("dataset granting nobody", [("data.datasets[1].readers", [])], "data.datasets[1].readers", "[]"),
     ("bad notebook type", [("notebook.instance_type", "t3.medium")], "notebook.instance_type", "'t3.medium'"),
+    # Over what the FSx API takes (StorageCapacity is a 32-bit integer), though a multiple of 2400.
+    ("FSx past the API's size", [("cluster.fsx.storage_gib", 2400 * 10**6)], "cluster.fsx.storage_gib", "2400000000"),
+    ("queue count past any fleet", [("cluster.queues[0].min_count", 10**30)], "cluster.queues[0].min_count", "1000"),
+    ("malformed AMI id", [("cluster.custom_ami", "ami-12345")], "cluster.custom_ami", "'ami-12345'"),
+    *(
+        (f"wheelhouse {uri}", [("cluster.python_wheelhouse", uri)], "cluster.python_wheelhouse", repr(uri))
+        for uri in (
+            "s3://my..bucket/wheels/",
+            "s3://192.168.1.1/wheels/",
+            "s3://xn--bucket/wheels/",
+            "s3://my-bucket/wheels//py3.11/",
+            "s3://my-bucket/wheels/../other/",
+            "s3://My-Bucket/wheels/",
+        )
+    ),
 ]
 
 
@@ -194,3 +209,16 @@ def test_unreadable_and_malformed_files_give_one_line(tmp_path: Path) -> None:
     broken.write_text("name: [unclosed\n")
     with pytest.raises(SpecError, match=r"not valid YAML at line"):
         load_spec(broken)
+
+
+def test_readme_and_the_spec_agree_that_the_two_accounts_differ() -> None:
+    """Separate accounts are the design's boundary (the data account's policies admit the compute account's roles,
+    and no administrator of one is one of the other); README's field table must not promise otherwise."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    (row,) = [line for line in readme.splitlines() if line.startswith("| `accounts.compute`, `accounts.data` |")]
+    assert "may be the same" not in row
+    assert "two different account ids" in row
+    doc = default_doc()
+    doc["accounts"]["data"] = doc["accounts"]["compute"]
+    with pytest.raises(SpecError, match=r"accounts\.data: '111111111111' equals accounts\.compute"):
+        parse_spec(doc)

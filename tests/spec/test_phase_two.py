@@ -12,6 +12,7 @@ import yaml
 
 from spec import DEFAULT_SPEC_PATH, load_spec, parse_spec
 from spec.phase_two import EXAMPLE_IDS, NETWORK_OUTPUTS, example_warning, main
+from tests.bad_input_checks import assert_clear_refusal, assert_sentinels_survive, plant_sentinels, run_main
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOYED = {
@@ -212,3 +213,34 @@ def test_the_examples_carry_only_the_example_ids() -> None:
         for field, example in EXAMPLE_IDS.items():
             assert getattr(network, field) in (None, example), (path.name, field)
         assert example_warning(load_spec(path)) is not None, path.name
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        DEFAULT_SPEC_PATH.read_text().replace("llm-demo", "llm-d\u00e9mo").encode("latin-1"),
+        DEFAULT_SPEC_PATH.read_text().encode("utf-16"),
+        "a0: &a0 [lol]\n" + "".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 12)),
+    ],
+    ids=["latin-1", "utf-16", "alias-bomb"],
+)
+def test_a_spec_that_is_not_utf8_yaml_or_is_an_alias_bomb_is_one_line_and_left_alone(
+    tmp_path: Path, content: bytes | str
+) -> None:
+    spec_path = tmp_path / "my-deployment.yaml"
+    spec_path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    kept = plant_sentinels([spec_path])
+    outcome = run_main(main, [str(spec_path), "--outputs-file", str(_outputs(tmp_path, DEPLOYED))])
+    assert_clear_refusal(outcome, str(spec_path))
+    assert_sentinels_survive(kept)
+
+
+def test_an_outputs_file_that_is_not_utf8_names_the_option_and_the_path(tmp_path: Path) -> None:
+    outputs = tmp_path / "outputs.json"
+    outputs.write_bytes(json.dumps({"llm-demo-network": DEPLOYED}).encode("utf-16"))
+    spec_path = _spec_copy(tmp_path)
+    kept = plant_sentinels([spec_path])
+    outcome = run_main(main, [str(spec_path), "--outputs-file", str(outputs)])
+    assert_clear_refusal(outcome, "--outputs-file")
+    assert "is not UTF-8 text" in outcome.stderr
+    assert_sentinels_survive(kept)

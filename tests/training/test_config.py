@@ -104,3 +104,32 @@ def test_hf_checkpoint_shape_comes_from_its_config_json(tmp_path: Path) -> None:
     missing = parse_job_config({**tiny_job("x"), "model": {"hf_checkpoint": str(tmp_path / "nope")}}).model
     with pytest.raises(ConfigError, match=r"model.hf_checkpoint: '.*nope/config.json' cannot be read"):
         resolve_model_args(missing, data_vocab_size=None)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"model:\n  name: caf\xe9\n",
+        "model:\n  name: tiny\n".encode("utf-16"),
+        (
+            "a0: &a0 [lol]\n" + "".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 12))
+        ).encode(),
+    ],
+    ids=["latin-1", "utf-16", "alias-bomb"],
+)
+def test_a_job_config_that_is_not_utf8_or_an_alias_bomb_is_one_line_naming_the_file(
+    tmp_path: Path, content: bytes
+) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError) as caught:
+        load_job_config(path)
+    (line,) = str(caught.value).splitlines()
+    assert f"--config: '{path}' " in line
+
+
+def test_an_hf_checkpoint_config_json_that_is_not_utf8_names_the_file(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_bytes('{"model_type": "llama"}'.encode("utf-16"))
+    section = parse_job_config({**tiny_job("x"), "model": {"hf_checkpoint": str(tmp_path)}}).model
+    with pytest.raises(ConfigError, match=r"model.hf_checkpoint: '.*config.json' is not UTF-8 text \(byte 0xff"):
+        resolve_model_args(section, data_vocab_size=None)

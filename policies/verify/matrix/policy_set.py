@@ -13,6 +13,7 @@ from policies.verify.harness.model import (
 )
 from policies.verify.matrix.model import MatrixContext
 from spec import DeploymentSpec, SpecError, SpecProblem
+from spec.errors import not_utf8_text
 
 
 def load_control_policies(spec: DeploymentSpec, base: Path | None = None) -> dict[str, PolicyDocument]:
@@ -24,11 +25,13 @@ def load_control_policies(spec: DeploymentSpec, base: Path | None = None) -> dic
                 documents[f"{kind}:{index}"] = source
                 continue
             path = (base or Path.cwd()) / source
+            field = f"perimeter.{kind}s[{index}]"
             try:
-                documents[f"{kind}:{index}"] = json.loads(path.read_text())
-            except (OSError, json.JSONDecodeError) as error:
-                problem = SpecProblem(f"perimeter.{kind}s[{index}]", f"cannot be read as JSON: {error}", source)
-                raise SpecError([problem]) from None
+                documents[f"{kind}:{index}"] = json.loads(path.read_bytes().decode("utf-8"))
+            except UnicodeDecodeError as error:
+                raise SpecError([SpecProblem(field, not_utf8_text(error), source)]) from None
+            except (OSError, json.JSONDecodeError, RecursionError) as error:
+                raise SpecError([SpecProblem(field, f"cannot be read as JSON: {error}", source)]) from None
     return documents
 
 

@@ -275,6 +275,20 @@ def test_an_unreadable_organization_policy_is_a_spec_error(tmp_path: Path) -> No
         load_control_policies(parse_spec(doc), tmp_path)
 
 
+@pytest.mark.parametrize(
+    "content", ['{"Statement": []}'.encode("utf-16"), b"\xff\xfe\x00binary"], ids=["utf-16", "binary"]
+)
+def test_a_control_policy_file_that_is_not_utf8_is_one_line_naming_the_field(tmp_path: Path, content: bytes) -> None:
+    (tmp_path / "scp.json").write_bytes(content)
+    doc = _default_doc()
+    doc["perimeter"]["scps"] = ["scp.json"]
+    with pytest.raises(
+        SpecError, match=r"^spec: perimeter\.scps\[0\]: 'scp.json' is not UTF-8 text \(byte 0xff"
+    ) as caught:
+        load_control_policies(parse_spec(doc), tmp_path)
+    assert len(str(caught.value).splitlines()) == 1
+
+
 def test_the_nodes_read_their_artifacts_and_nothing_in_the_vpc_writes_there(matrix: list[CaseResult]) -> None:
     """The artifacts bucket (spec.artifacts), through the head node's `artifacts` policy and the endpoint."""
     results = _by_id(matrix)

@@ -99,6 +99,8 @@ def read_config_json(path: Path) -> ModelArgs:
         config = json.loads(path.read_text(encoding="utf-8"))
     except OSError as error:
         raise PlanError("--model", str(path), f"cannot be read: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise PlanError("--model", str(path), f"is not UTF-8 text (byte {error.start})") from None
     except json.JSONDecodeError as error:
         raise PlanError("--model", str(path), f"is not JSON: {error.msg} at line {error.lineno}") from None
     if not isinstance(config, dict):

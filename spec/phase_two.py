@@ -13,7 +13,6 @@ The output names are defined here and used by stacks.network_stack, so the stack
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import json
 import sys
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
 from spec.errors import SpecError, SpecProblem, UserError
 from spec.load import parse_spec
 from spec.model import DeploymentSpec
@@ -77,6 +76,8 @@ def read_outputs_file(path: Path, stack: str) -> dict[str, str]:
         document = json.loads(path.read_text(encoding="utf-8"))
     except OSError as failure:
         raise OutputsError(f"--outputs-file: {str(path)!r} cannot be read: {failure.strerror}") from None
+    except UnicodeDecodeError as failure:
+        raise OutputsError(f"--outputs-file: {str(path)!r} is not UTF-8 text (byte {failure.start})") from None
     except json.JSONDecodeError as failure:
         raise OutputsError(
             f"--outputs-file: {str(path)!r} is not JSON (line {failure.lineno}): {failure.msg}"
@@ -147,7 +148,7 @@ def show_diff(old: str, new: str, path: str) -> str:
 
 @user_errors
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="llm-phase-two", description="Write the network stack's outputs (phase two of a deploy) into a spec."
     )
     parser.add_argument("spec", type=Path, help="the deployment spec to update in place")
@@ -165,6 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         text = path.read_text(encoding="utf-8")
     except OSError as failure:
         raise SpecError([SpecProblem("<file>", f"cannot be read: {failure.strerror}", source)], source) from None
+    except UnicodeDecodeError as failure:
+        raise SpecError([SpecProblem("<file>", f"is not UTF-8 text (byte {failure.start})", source)], source) from None
     try:
         spec = parse_spec(yaml.safe_load(text), source)
     except yaml.YAMLError:

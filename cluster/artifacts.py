@@ -129,10 +129,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-build", action="store_true", help="upload what --build-dir already holds")
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     args = parser.parse_args(argv)
-    if args.no_build and not args.build_dir.is_dir():
-        parser.error(
-            f"argument --build-dir: {str(args.build_dir)!r} is not a directory (--no-build uploads its builds)"
-        )
     spec_path = (args.spec or DEFAULT_SPEC_PATH).resolve()
     try:
         spec = load_spec(spec_path)

@@ -135,7 +135,7 @@ def _options() -> list[Option]:
         ("llm-image-config", image, "--parent-image", (AMI,)),
         ("llm-image-config", image, "--component-uri", (S3_URI,)),
         ("llm-image-config", (*image, "--component"), "--nxdt-wheelhouse", (S3_URI,)),
-        ("llm-upload-artifacts", ("--no-build", "--dry-run"), "--build-dir", (IN_DIR,)),
+        ("llm-upload-artifacts", ("--no-build",), "--build-dir", (IN_DIR,)),
         ("llm-upload-artifacts", ("--dry-run",), "--build-dir", (OUT_DIR,)),
         ("llm-phase-two", (str(DEFAULT_SPEC), "--dry-run"), "--outputs-file", (IN_FILE, TEXT_FILE)),
         ("llm-guardrails", (), "--spec", (IN_FILE,)),

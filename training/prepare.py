@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tokenizers import Tokenizer
 from tqdm import tqdm
 
 from spec.cli import OneLineParser, user_errors
@@ -115,9 +116,9 @@ def prepare_dataset(
 
 
 def _write(
-    files: Sequence[Path],
+    files: list[Path],
     output_prefix: Path,
-    tokenizer: object,
+    tokenizer: Tokenizer,
     text_field: str,
     workers: int,
     show_progress: bool | None,

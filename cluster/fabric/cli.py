@@ -27,7 +27,7 @@ from slurm.submission import REPO_ROOT, SPEC_ENV, parse_time, sbatch
 from slurm.target import Target, resolve_target
 from spec import SpecError, load_spec
 from spec.cli import OneLineParser, user_errors
-from spec.cli_types import existing_directory, output_directory
+from spec.cli_types import output_directory
 from spec.platform.instances import UnknownInstanceType, instance_facts
 
 RESULTS_SUBDIR = "fabric-checks"
@@ -76,8 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--instance-type", required=True)
     check.add_argument("--nodes", required=True, type=int, help=NODES_HELP)
     check.add_argument("--output", required=True, type=Path, help="the test's output")
-    check.add_argument("--before", required=True, type=existing_directory, help="counter samples taken before the test")
-    check.add_argument("--after", required=True, type=existing_directory, help="counter samples taken after the test")
+    check.add_argument("--before", required=True, type=Path, help="counter samples taken before the test")
+    check.add_argument("--after", required=True, type=Path, help="counter samples taken after the test")
     check.add_argument("--iters", type=int, help="timed iterations per size (nccl-tests prints its own)")
     check.add_argument("--min-fraction", type=float)
     check.add_argument("--test-exit-code", type=int, default=0)

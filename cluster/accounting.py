@@ -14,11 +14,10 @@ prints the script (or, with --settings, the slurm.conf lines) for a spec.
 
 from __future__ import annotations
 
-import argparse
 import shlex
 
 from spec.accounting import AccountingSpec, FairShareSpec, QosSpec
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
 from spec.errors import UserError
 from spec.load import load_spec
 
@@ -127,7 +126,7 @@ def sacctmgr_script(accounting: AccountingSpec) -> str:
 
 @user_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m cluster.accounting", description="The sacctmgr script (or slurm.conf lines) for a spec."
     )
     parser.add_argument("spec", nargs="?", help="deployment spec YAML (default: spec/default.yaml)")

@@ -15,7 +15,6 @@ nodes still booting keep finding what they were told to read.
 
 from __future__ import annotations
 
-import argparse
 import shlex
 import subprocess
 import sys
@@ -24,7 +23,8 @@ from pathlib import Path
 
 from spec import DEFAULT_SPEC_PATH, DeploymentSpec, SpecError, load_spec
 from spec.artifacts import OBSERVABILITY_FOLDER, S3Folder, artifact_locations
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
+from spec.cli_types import output_directory
 from spec.errors import UserError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -120,10 +120,12 @@ def _run(command: list[str], dry_run: bool) -> None:
 
 @user_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="llm-upload-artifacts", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="llm-upload-artifacts", description=__doc__.splitlines()[0])
     parser.add_argument("spec", nargs="?", type=Path, help="deployment spec (default: the embedded default spec)")
     parser.add_argument("--profile", help="AWS CLI profile of the compute account (default: the environment's)")
-    parser.add_argument("--build-dir", type=Path, default=REPO_ROOT / "build", help="where the builds go (build/)")
+    parser.add_argument(
+        "--build-dir", type=output_directory, default=REPO_ROOT / "build", help="where the builds go (build/)"
+    )
     parser.add_argument("--no-build", action="store_true", help="upload what --build-dir already holds")
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     args = parser.parse_args(argv)

@@ -11,7 +11,6 @@ prints the config for a spec with example references (what the cluster stack wou
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ import yaml
 from cluster.accounting import slurm_conf_settings
 from policies.cluster_nodes import payload_parameter_name
 from spec.artifacts import artifact_locations
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
 from spec.cluster import ClusterSpec, QueueSpec
 from spec.errors import SpecError
 from spec.load import load_spec
@@ -388,7 +387,7 @@ def _fsx(cluster: ClusterSpec) -> dict[str, Any]:
 
 @user_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Print the ParallelCluster config of a spec (example references).")
+    parser = OneLineParser(description="Print the ParallelCluster config of a spec (example references).")
     parser.add_argument("spec", nargs="?", help="spec YAML (default: the embedded default spec)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of YAML")
     args = parser.parse_args(argv)

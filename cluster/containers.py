@@ -11,7 +11,6 @@ system that pyxis runs on every node (docs/containers.md).
 
 from __future__ import annotations
 
-import argparse
 import os
 import shlex
 import subprocess
@@ -20,7 +19,7 @@ from pathlib import Path
 
 from slurm.submission import SPEC_ENV
 from spec import DeploymentSpec, SpecError, load_spec
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
 from spec.containers import EcrImage
 from spec.errors import UserError
 
@@ -109,7 +108,7 @@ def _gpu_partition(spec: DeploymentSpec) -> str:
 
 @user_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cluster.containers", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python -m cluster.containers", description=__doc__.splitlines()[0])
     parser.add_argument("step", choices=("push", "import"))
     parser.add_argument(
         "--spec",

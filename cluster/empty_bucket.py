@@ -10,13 +10,12 @@ README, Tearing down, names it for the dataset, artifacts and access-log buckets
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
 from spec.errors import UserError
 
 DELETE_BATCH = 1000  # DeleteObjects takes at most 1,000 keys per request
@@ -76,7 +75,7 @@ def summary(found: list[Version]) -> str:
 
 @user_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="llm-empty-bucket", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="llm-empty-bucket", description=__doc__.splitlines()[0])
     parser.add_argument("bucket", help="the bucket's name (not an s3:// URI)")
     parser.add_argument("--profile", help="AWS CLI profile of the bucket's account (default: the environment's)")
     parser.add_argument("--region", help="the bucket's region (default: the profile's)")

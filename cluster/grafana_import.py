@@ -13,7 +13,6 @@ workspace service-account token, read from an environment variable (never an arg
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -24,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
 from spec.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -174,7 +173,7 @@ def http_sender(grafana_url: str, token: str, timeout: float = 30.0) -> Send:
 
 @user_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = OneLineParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--grafana-url", required=True, help="the workspace URL (stack output GrafanaUrl)")
     parser.add_argument("--prometheus-url", required=True, help="the workspace's query URL (PrometheusQueryUrl)")
     parser.add_argument("--region", required=True, help="the Prometheus workspace's region (SigV4)")

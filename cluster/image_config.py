@@ -15,7 +15,6 @@ output for spec/examples/trn1-neuron.yaml (a test keeps them equal).
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from pathlib import Path
@@ -23,7 +22,8 @@ from typing import Any
 
 import yaml
 
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
+from spec.cli_types import ami_id, s3_uri
 from spec.errors import UserError
 from spec.load import load_spec
 from spec.model import DeploymentSpec
@@ -100,13 +100,16 @@ def render_component(spec: DeploymentSpec, nxdt_wheelhouse: str | None = None) -
 
 @user_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Print the Neuron AMI build-image config (or its component).")
+    parser = OneLineParser(description="Print the Neuron AMI build-image config (or its component).")
     parser.add_argument("spec", help="a spec with a cluster.neuron section")
-    parser.add_argument("--parent-image", default=PLACEHOLDER_PARENT_IMAGE, help="ParallelCluster AMI id to start from")
-    parser.add_argument("--component-uri", default=PLACEHOLDER_COMPONENT_URI, help="S3 URI of the rendered component")
+    # The placeholders stay defaults (not run through the types): they are meant to be replaced.
+    parser.add_argument("--parent-image", type=ami_id, help="ParallelCluster AMI id to start from")
+    parser.add_argument("--component-uri", type=s3_uri, help="S3 URI of the rendered component")
     parser.add_argument("--build-instance-type", default="trn1.2xlarge")
     parser.add_argument("--component", action="store_true", help="print the install script component instead")
-    parser.add_argument("--nxdt-wheelhouse", help="S3 prefix of make nxdt-wheelhouse; the component installs it")
+    parser.add_argument(
+        "--nxdt-wheelhouse", type=s3_uri, help="S3 prefix of make nxdt-wheelhouse; the component installs it"
+    )
     args = parser.parse_args(argv)
     try:
         spec = load_spec(args.spec)
@@ -115,8 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             config = build_image_config(
                 spec,
-                parent_image=args.parent_image,
-                component_uri=args.component_uri,
+                parent_image=args.parent_image or PLACEHOLDER_PARENT_IMAGE,
+                component_uri=args.component_uri or PLACEHOLDER_COMPONENT_URI,
                 build_instance_type=args.build_instance_type,
             )
             print(yaml.safe_dump(config, sort_keys=False), end="")

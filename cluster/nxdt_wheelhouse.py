@@ -13,14 +13,13 @@ the tests (it downloads several GB); they exercise the rendered commands and fil
 
 from __future__ import annotations
 
-import argparse
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 from spec.artifacts import NXDT_EXAMPLES
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
 from spec.errors import UserError
 from spec.load import load_spec
 from spec.platform.neuron import NXDT_SOURCE_COMMIT, NxdtStack, SourceBuild, nxdt_requirements, nxdt_stack
@@ -142,7 +141,7 @@ def build(spec_path: str, out: Path, python: str) -> None:
 
 @user_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Build the NxDT wheelhouse of the spec's Neuron SDK.")
+    parser = OneLineParser(description="Build the NxDT wheelhouse of the spec's Neuron SDK.")
     parser.add_argument("spec", help="a spec with a cluster.neuron section")
     parser.add_argument("--out", type=Path, default=Path("build/nxdt-wheelhouse"))
     parser.add_argument("--python", default=sys.executable, help="the nodes' Python version's interpreter")

@@ -12,7 +12,6 @@ prints the partition, node and GRES lines for a spec.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from cluster.config_builder import build_cluster_config, example_refs
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
 from spec.load import load_spec
 from spec.model import DeploymentSpec
 from spec.platform.instances import instance_facts
@@ -238,7 +237,7 @@ def gres_conf_lines(parts: Sequence[Partition]) -> list[str]:
 
 @user_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cluster.slurm_names", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python -m cluster.slurm_names", description=__doc__.splitlines()[0])
     parser.add_argument("spec", nargs="?", help="deployment spec YAML (default: spec/default.yaml)")
     args = parser.parse_args(argv)
     parts = spec_partitions(load_spec(args.spec))

@@ -15,7 +15,6 @@ never updates: a new cluster.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -28,7 +27,7 @@ from typing import Any
 from cluster.config_builder import ClusterRefs, build_cluster_config, cluster_name, example_refs
 from cluster.payload import build_payload, deployment_yaml
 from cluster.update_policy import Action, Change, Classified, classify, diff_configs
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
 from spec.errors import UserError
 from spec.load import load_spec
 from spec.model import DeploymentSpec
@@ -223,7 +222,7 @@ def _short(value: object) -> str:
 
 @user_errors
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Classify the cluster changes between two specs.")
+    parser = OneLineParser(description="Classify the cluster changes between two specs.")
     parser.add_argument("old", help="the deployed spec")
     parser.add_argument("new", help="the spec to deploy")
     parser.add_argument("--json", action="store_true", help="machine-readable output")

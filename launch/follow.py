@@ -10,7 +10,6 @@ COMPLETED. Uses the SLURM clients of $SLURM_CONF.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import statistics
@@ -21,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
+from spec.cli_types import output_directory
 
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
 _FIELD_RE = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:/]*)=(.*?)(?=\s+[A-Za-z][A-Za-z0-9_:/]*=|$)")
@@ -202,9 +202,9 @@ def follow(job_id: str, run_dir: Path, timeout_s: float, out: TextIO = sys.stdou
 
 @user_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m launch.follow", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python -m launch.follow", description=__doc__.splitlines()[0])
     parser.add_argument("--job", required=True, help="the job id that launch.submit printed")
-    parser.add_argument("--run-dir", required=True, type=Path)
+    parser.add_argument("--run-dir", required=True, type=output_directory)
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds to follow before giving up")
     args = parser.parse_args(argv)
     if not args.job.isdigit():

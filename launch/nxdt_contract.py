@@ -7,7 +7,6 @@ keys of that checkout's Megatron example configs, to refresh `example_keys` for 
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
 
 RECORD = Path(__file__).with_name("nxdt-contract.yaml")
 
@@ -60,7 +59,7 @@ def example_keys(source: Path) -> list[str]:
 
 @user_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Print NxDT's example-config keys (for nxdt-contract.yaml).")
+    parser = OneLineParser(description="Print NxDT's example-config keys (for nxdt-contract.yaml).")
     parser.add_argument("--source", required=True, type=Path, help="a neuronx-distributed-training checkout")
     args = parser.parse_args(argv)
     print(yaml.safe_dump({"example_keys": example_keys(args.source)}, sort_keys=False), end="")

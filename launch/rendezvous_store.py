@@ -10,7 +10,6 @@ them logs a c10d TCPStore C++ stack trace at the end of a successful job. With t
 
 from __future__ import annotations
 
-import argparse
 import signal
 import sys
 from datetime import timedelta
@@ -18,12 +17,12 @@ from pathlib import Path
 
 from torch.distributed import TCPStore
 
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
 
 
 @user_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m launch.rendezvous_store", description=__doc__)
+    parser = OneLineParser(prog="python -m launch.rendezvous_store", description=__doc__)
     parser.add_argument("--host", required=True, help="the address the agents connect to (the first node's)")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--ready-file", type=Path, required=True, help="created once the store accepts connections")

@@ -22,6 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from launch.data_fit import check_data_fills_splits
 from launch.fit import check_fits, check_global_batch, check_planner_fit, planned_cost
 from launch.options import SubmitOptions
@@ -34,7 +36,12 @@ from slurm.errors import SubmitError
 from slurm.submission import REPO_ROOT, SPEC_ENV, parse_time, sbatch, submit_env
 from slurm.target import BACKENDS, local_target, resolve_target
 from spec import SpecError, load_spec
-from spec.cli import user_errors
+from spec.checks import container_problems
+from spec.cli import OneLineParser, user_errors
+from spec.cli_types import existing_directory, existing_file, output_directory
+from spec.containers import ContainersSpec
+from spec.errors import problems_from_pydantic
+from spec.model import DeploymentSpec
 from training.config import ConfigError, JobConfig, check_sequence_fits, load_job_config, resolve_model_args
 from training.models.args import ModelArgs
 
@@ -42,15 +49,22 @@ _JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m launch.submit",
         description="Render an sbatch script for a training job from the deployment spec and submit it.",
     )
     parser.add_argument("--backend", required=True, choices=BACKENDS)
-    parser.add_argument("--model", required=True, type=Path, help="the job config YAML (model, data, schedule)")
+    parser.add_argument(
+        "--model",
+        required=True,
+        type=lambda text: Path(existing_file(text)),
+        help="the job config YAML (model, data, schedule)",
+    )
     parser.add_argument("--nodes", required=True, type=int)
     parser.add_argument("--data-prefix", required=True, help="dataset prefix: PREFIX.bin and PREFIX.idx")
-    parser.add_argument("--run-dir", required=True, type=Path, help="checkpoints, metrics and logs (shared storage)")
+    parser.add_argument(
+        "--run-dir", required=True, type=output_directory, help="checkpoints, metrics and logs (shared storage)"
+    )
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--queue", help="queue from the spec's cluster section (default: the first that fits)")
     where.add_argument(
@@ -85,7 +99,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--pipeline-parallel", type=int, help="nemo/neuron")
     parser.add_argument("--context-parallel", type=int, help="nemo: context-parallel size (default 1)")
     parser.add_argument("--expert-parallel", type=int, help="nemo: expert-parallel size (default 1; MoE models only)")
-    parser.add_argument("--tokenizer", help="nemo/neuron: Hugging Face tokenizer directory (default: the dataset's)")
+    parser.add_argument(
+        "--tokenizer",
+        type=lambda text: str(existing_directory(text)),
+        help="nemo/neuron: Hugging Face tokenizer directory (default: the dataset's)",
+    )
     parser.add_argument("--container-image", help="nemo: image (default: the spec's cluster.containers.nemo_image)")
     parser.add_argument("--neuron-venv", default="/opt/neuron-venv", help="neuron: the Neuron python env on nodes")
     parser.add_argument(
@@ -114,6 +132,27 @@ def build_parser() -> argparse.ArgumentParser:
 def _positive(value: int | None, option: str) -> None:
     if value is not None and value < 1:
         raise SubmitError(f"{option}: {value} must be at least 1")
+
+
+def _check_nodes_fit_the_queue(spec: DeploymentSpec, queue_name: str, nodes: int) -> None:
+    queue = spec.cluster.queue(queue_name) if spec.cluster is not None else None
+    if queue is not None and nodes > queue.max_count:
+        raise SubmitError(f"--nodes: {nodes} is more than queue {queue.name!r} can start (max_count {queue.max_count})")
+
+
+def _check_container_image(spec: DeploymentSpec, image: str) -> None:
+    """The spec's own rules for cluster.containers.nemo_image, applied to the flag that overrides it."""
+    if spec.cluster is None:
+        return
+    containers = spec.cluster.containers
+    try:
+        checked = ContainersSpec.model_validate({**containers.model_dump(), "nemo_image": image})
+    except ValidationError as error:
+        problem = next(p for p in problems_from_pydantic(error))
+        raise SubmitError(f"--container-image: {image!r} {problem.message}") from None
+    cluster = spec.cluster.model_copy(update={"containers": checked})
+    for problem in container_problems(spec.model_copy(update={"cluster": cluster})):
+        raise SubmitError(f"--container-image: {image!r} {problem.message}")
 
 
 def parse_options(argv: list[str] | None = None) -> SubmitOptions:
@@ -202,6 +241,9 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
         except SpecError as error:
             raise SubmitError(f"--spec: {str(error).splitlines()[0]}") from None
         target = resolve_target(spec, options.backend, options.queue, options.partition)
+        _check_nodes_fit_the_queue(spec, target.queue, options.nodes)
+        if options.container_image is not None:
+            _check_container_image(spec, options.container_image)
         observability = spec.observability
         metrics_port = observability.ports.trainer if observability.enabled else None
     if options.partition and options.local:

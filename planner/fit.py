@@ -11,7 +11,6 @@ byte counts) so every trial is physical.
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from collections.abc import Callable, Sequence
@@ -19,7 +18,7 @@ from collections.abc import Callable, Sequence
 from planner.calibration import CALIBRATED, Efficiency
 from planner.compare import compare_all, predicted_metrics
 from planner.published import TABLES, PublishedRow
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
 
 # name -> (lower, upper) bounds of the physical value
 FREE_PARAMETERS: dict[str, tuple[float, float]] = {
@@ -145,7 +144,7 @@ def report(efficiency: Efficiency) -> str:
 
 @user_errors
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m planner.fit", description=__doc__.split("\n")[0])
+    parser = OneLineParser(prog="python -m planner.fit", description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true", help="fail unless CALIBRATED is the fitted optimum")
     options = parser.parse_args(argv)
     fitted = rounded(fit())

@@ -19,7 +19,7 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from planner.calibration import CALIBRATED, LOCAL_LINK_EFFICIENCY
 from planner.cost import CostEstimate, job_cost
@@ -34,7 +34,8 @@ from planner.memory import MemoryEstimate, fits_message, job_memory
 from planner.model_source import is_job_yaml, resolve_model
 from planner.published import PLANNER_MODELS
 from planner.step_time import StepEstimate, estimate_step
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
+from spec.cli_types import non_negative_float
 from training.config import ConfigError, check_sequence_fits
 from training.models.args import ModelArgs
 from training.models.params import count_parameters
@@ -60,11 +61,6 @@ FLAGS: dict[str, str] = {
 }
 COMPARE_ROWS_SHOWN = 12  # --compare's table: the best dozen layouts; --json has them all
 _SUFFIXES = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, not usage + message
-        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def parse_tokens(text: str) -> float:
@@ -93,7 +89,7 @@ def _named(error: PlanError, options: argparse.Namespace) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m planner.plan", description=__doc__.split("\n")[0])
+    parser = OneLineParser(prog="python -m planner.plan", description=__doc__.split("\n")[0])
     parser.add_argument(
         "--model",
         required=True,
@@ -153,7 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="sequences per optimizer step (default: a job YAML's, else one micro-batch per data-parallel rank)",
     )
     parser.add_argument("--tokens", type=parse_tokens, default=None, help="tokens to train on (2e12, 2T, 300B)")
-    parser.add_argument("--price-per-hour", type=float, default=None, help="USD per node-hour (default: on-demand)")
+    parser.add_argument(
+        "--price-per-hour", type=non_negative_float, default=None, help="USD per node-hour (default: on-demand)"
+    )
     parser.add_argument(
         "--spec", default=None, help="deployment spec whose cluster.prices overrides the on-demand price table"
     )

@@ -5,13 +5,12 @@ python -m planner.plot [--png PATH] [--doc PATH]
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from planner.compare import Comparison, compare_all
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
 
 TABLE_START = "<!-- predicted-vs-published:start (python -m planner.plot) -->"
 TABLE_END = "<!-- predicted-vs-published:end -->"
@@ -151,7 +150,7 @@ def plot(path: Path, comparisons: Sequence[Comparison] | None = None) -> Path:
 
 @user_errors
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m planner.plot", description=__doc__.split("\n")[1])
+    parser = OneLineParser(prog="python -m planner.plot", description=__doc__.split("\n")[1])
     parser.add_argument("--png", type=Path, default=DEFAULT_PNG)
     parser.add_argument("--doc", type=Path, default=DEFAULT_DOC)
     options = parser.parse_args(argv)

@@ -22,11 +22,12 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from planner.comment import Plan, parse_plan
 from slurm.submission import SPEC_ENV
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
+from spec.cli_types import finite_float
 from spec.errors import UserError
 
 # The fields the report reads; Comment last, since a free-text comment may itself hold '|'.
@@ -245,21 +246,16 @@ def render_table(rows: Sequence[Row], by: str) -> str:
 def _price_override(text: str) -> tuple[str, float]:
     partition, _, value = text.partition("=")
     try:
-        price = float(value)
-    except ValueError:
+        price = finite_float(value)
+    except argparse.ArgumentTypeError:
         raise ReportError(f"--price: {text!r} must be PARTITION=USD_PER_NODE_HOUR, such as local=0.50") from None
     if not partition or price < 0:
         raise ReportError(f"--price: {text!r} must be PARTITION=USD_PER_NODE_HOUR with a price of 0 or more")
     return partition, price
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, not usage + message
-        self.exit(2, f"error: {message}\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = OneLineParser(
         prog="llm-report",
         description="Planned dollars next to measured job hours from Slurm accounting (sacct), per job, user or month.",
     )
@@ -293,9 +289,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             text = sys.stdin.read()
         else:
             try:
-                text = args.sacct_file.read_text()
+                text = args.sacct_file.read_text(encoding="utf-8")
             except OSError as error:
                 raise ReportError(f"--sacct-file: {str(args.sacct_file)!r}: {error.strerror}") from None
+            except UnicodeDecodeError as error:
+                raise ReportError(
+                    f"--sacct-file: {str(args.sacct_file)!r} is not UTF-8 text (byte {error.start})"
+                ) from None
     else:
         text = run_sacct(args.start, args.end)
     records = parse_sacct(text)

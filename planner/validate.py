@@ -14,7 +14,6 @@ Sources whose rows are all held out (Megatron-Bridge, torchtitan) are predicted 
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from planner.calibration import CALIBRATED, Efficiency
 from planner.compare import Comparison, compare_table
 from planner.fit import constrained_parameters, fit, fitted_rows, rounded
 from planner.published import ALL_ROWS, SOURCES, TABLES
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
 
 TARGET = 0.15
 REPORT_START = "<!-- leave-one-source-out:start (python -m planner.validate --write) -->"
@@ -178,7 +177,7 @@ def write_report(doc: Path, report: str) -> None:
 
 @user_errors
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m planner.validate", description=__doc__.split("\n")[0])
+    parser = OneLineParser(prog="python -m planner.validate", description=__doc__.split("\n")[0])
     parser.add_argument("--write", action="store_true", help=f"replace the report in {DEFAULT_DOC}")
     parser.add_argument("--doc", type=Path, default=DEFAULT_DOC)
     options = parser.parse_args(argv)

@@ -14,13 +14,12 @@ administrators, and the access matrix evaluates them as its `scp` layer (spec pe
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
 from policies.documents import PolicyDocument, Statement, document, one_or_list, statement
 from spec import DeploymentSpec, load_spec
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
 from spec.phase_two import example_warning
 
 GUARDRAIL_POLICY_ID = "scp:guardrails"
@@ -85,7 +84,7 @@ def notes(spec: DeploymentSpec) -> list[str]:
 
 @user_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Print the guardrail SCP of a deployment spec (JSON).")
+    parser = OneLineParser(description="Print the guardrail SCP of a deployment spec (JSON).")
     parser.add_argument("--spec", default=None, help="spec file (default: the embedded default spec)")
     args = parser.parse_args(argv)
     spec = load_spec(args.spec)

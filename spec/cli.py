@@ -4,10 +4,11 @@ exit status 2, the status argparse gives a bad option. Every `main` of the repo 
 
 from __future__ import annotations
 
+import argparse
 import functools
 import sys
 from collections.abc import Callable
-from typing import ParamSpec
+from typing import NoReturn, ParamSpec
 
 from spec.errors import UserError
 
@@ -33,3 +34,11 @@ def user_errors(main: Callable[_P, int | None]) -> Callable[_P, int]:
             return report(error)
 
     return wrapped
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose errors are one line (`<prog>: error: <message>`, exit 2) instead of the whole usage block:
+    every command's parser, so a mistyped option reads like any other bad input. Subparsers inherit it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")

@@ -29,7 +29,17 @@ def parse_spec(data: Any, source: str = "spec") -> DeploymentSpec:
     return spec
 
 
+# Top-level keys only a job config (training/configs/) has: one given as a spec is named as such.
+_JOB_CONFIG_ONLY_KEYS = frozenset({"train", "model"})
+
+
 def load_spec(path: str | Path | None = None) -> DeploymentSpec:
     """Load `path`, or the embedded default spec when no path is given."""
     spec_path = Path(path) if path else DEFAULT_SPEC_PATH
-    return parse_spec(read_yaml(spec_path, "<file>", SpecError), source=str(spec_path))
+    data = read_yaml(spec_path, "<file>", SpecError)
+    if isinstance(data, dict) and _JOB_CONFIG_ONLY_KEYS & set(data) and "accounts" not in data:
+        problem = SpecProblem(
+            "<file>", "is a job config (llm-submit --model takes it), not a deployment spec", str(spec_path)
+        )
+        raise SpecError([problem], source=str(spec_path))
+    return parse_spec(data, source=str(spec_path))

@@ -13,7 +13,6 @@ The output names are defined here and used by stacks.network_stack, so the stack
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import json
 import sys
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
 from spec.errors import SpecError, SpecProblem, UserError, not_utf8_text
 from spec.load import parse_spec
 from spec.model import DeploymentSpec
@@ -152,7 +151,7 @@ def show_diff(old: str, new: str, path: str) -> str:
 
 @user_errors
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="llm-phase-two", description="Write the network stack's outputs (phase two of a deploy) into a spec."
     )
     parser.add_argument("spec", type=Path, help="the deployment spec to update in place")

@@ -6,7 +6,6 @@ accounts and resource counts, the access points, and who may read and write what
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections import Counter
@@ -14,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from spec import DeploymentSpec, load_spec
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
 from spec.errors import UserError
 
 
@@ -65,7 +64,7 @@ def _who(spec: DeploymentSpec, ref: str) -> str:
 
 @user_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = OneLineParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("cdk_out", nargs="?", default="cdk.out", type=Path)
     parser.add_argument("--spec", default=None, help="spec file (default: the embedded default spec)")
     args = parser.parse_args(argv)

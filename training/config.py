@@ -206,9 +206,16 @@ def parse_job_config(data: Any, source: str = "config") -> JobConfig:
         raise ConfigError(problems_from_pydantic(error), source) from None
 
 
+# Top-level keys only a deployment spec has: a spec given as a job config is named as such, not as 16 misfits.
+_SPEC_ONLY_KEYS = frozenset({"accounts", "network", "region"})
+
+
 def load_job_config(path: str | Path) -> JobConfig:
     config_path = Path(path)
-    return parse_job_config(read_yaml(config_path, "--config", ConfigError), source=str(config_path))
+    data = read_yaml(config_path, "--config", ConfigError)
+    if isinstance(data, dict) and _SPEC_ONLY_KEYS & set(data) and "train" not in data:
+        raise ConfigError(["is a deployment spec, not a job config (job configs: training/configs/)"], str(config_path))
+    return parse_job_config(data, source=str(config_path))
 
 
 def resolve_deterministic(setting: bool | None, device_type: str) -> bool:

@@ -7,7 +7,6 @@ LlamaForCausalLM or GPTNeoXForCausalLM layout) and OUT/config.json. A job config
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import sys
@@ -18,7 +17,8 @@ import torch
 import torch.distributed.checkpoint as dcp
 from safetensors.torch import save_file
 
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
+from spec.cli_types import existing_directory, output_directory
 from training.checkpoint.errors import CheckpointError
 from training.checkpoint.layout import TRAINER_STATE, complete_checkpoints, latest_complete, step_dir
 from training.checkpoint.storage import TensorFileReader
@@ -73,10 +73,12 @@ def export_checkpoint(checkpoint: Path, output: Path, dtype: torch.dtype, tokeni
 
 @user_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m training.export", description=__doc__.splitlines()[0])
-    parser.add_argument("--run-dir", required=True, help="the training run directory")
-    parser.add_argument("--output", required=True, help="directory to write model.safetensors and config.json to")
-    parser.add_argument("--checkpoint-dir", help="checkpoint root if not RUN_DIR/checkpoints")
+    parser = OneLineParser(prog="python -m training.export", description=__doc__.splitlines()[0])
+    parser.add_argument("--run-dir", required=True, type=existing_directory, help="the training run directory")
+    parser.add_argument(
+        "--output", required=True, type=output_directory, help="directory to write model.safetensors and config.json to"
+    )
+    parser.add_argument("--checkpoint-dir", type=existing_directory, help="checkpoint root if not RUN_DIR/checkpoints")
     parser.add_argument("--step", type=int, help="export this step instead of the latest")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
     parser.add_argument("--tokenizer", help="tokenizer.json to copy alongside (e.g. the dataset's)")

@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tokenizers import Tokenizer
 from tqdm import tqdm
 
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
+from spec.cli_types import existing_file, output_prefix
 from spec.errors import UserError
 from training.corpus import demo_corpus_path
 from training.data.errors import DataError
@@ -70,26 +72,59 @@ def prepare_dataset(
     files = resolve_inputs(inputs)
     output_prefix = Path(output_prefix)
     output_prefix.parent.mkdir(parents=True, exist_ok=True)
+    # A trained tokenizer is written beside its final name and renamed only once the dataset is written: a run
+    # refused on the way (an unknown --eod-token, malformed input) leaves the old tokenizer matching the old data.
+    trained_path: Path | None = None
     if tokenizer_path is None:
         tokenizer_path = Path(f"{output_prefix}_tokenizer.json")
         _require_documents(files, text_field)
         tokenizer = train_byte_level_bpe(
             (text for _, text in iter_documents(files, text_field) if text), vocab_size_to_train
         )
-        tokenizer.save(str(tokenizer_path))
+        eod_name, eod_id = find_eod(tokenizer, eod_token, source="--eod-token")
+        trained_path = tokenizer_path.with_name(tokenizer_path.name + ".partial")
+        tokenizer.save(str(trained_path))
         tokenizer_file: str | None = tokenizer_path.name
     else:
         tokenizer_path = Path(tokenizer_path)
         tokenizer = load_tokenizer(tokenizer_path)
         tokenizer_file = None
-    eod_name, eod_id = find_eod(tokenizer, eod_token, source=str(tokenizer_path))
-    info = TokenizerInfo(
-        sha256=sha256_file(tokenizer_path),
-        vocab_size=vocab_size(tokenizer),
-        eod_id=eod_id,
-        eod_token=eod_name,
-        file_name=tokenizer_file,
-    )
+        eod_name, eod_id = find_eod(tokenizer, eod_token, source=str(tokenizer_path))
+    try:
+        manifest = _write(
+            files,
+            output_prefix,
+            tokenizer,
+            text_field,
+            workers,
+            show_progress,
+            TokenizerInfo(
+                sha256=sha256_file(trained_path or tokenizer_path),
+                vocab_size=vocab_size(tokenizer),
+                eod_id=eod_id,
+                eod_token=eod_name,
+                file_name=tokenizer_file,
+            ),
+        )
+    except BaseException:
+        if trained_path is not None:
+            trained_path.unlink(missing_ok=True)
+        raise
+    if trained_path is not None:
+        os.replace(trained_path, tokenizer_path)
+    return PreparedDataset(data_prefix=data_prefix_of(output_prefix), tokenizer_path=tokenizer_path, manifest=manifest)
+
+
+def _write(
+    files: list[Path],
+    output_prefix: Path,
+    tokenizer: Tokenizer,
+    text_field: str,
+    workers: int,
+    show_progress: bool | None,
+    info: TokenizerInfo,
+) -> DatasetManifest:
+    """Tokenize every document and write the dataset and its manifest (training/data/writer.py)."""
     if show_progress is None:
         show_progress = sys.stderr.isatty()
     chunks = _chunks(iter_documents(files, text_field))
@@ -98,8 +133,7 @@ def prepare_dataset(
     )
     data_prefix = data_prefix_of(output_prefix)
     with tqdm(desc="tokenizing", unit="doc", disable=not show_progress) as progress:
-        manifest = write_dataset(data_prefix, _counted(encoded, progress), info, files)
-    return PreparedDataset(data_prefix=data_prefix, tokenizer_path=tokenizer_path, manifest=manifest)
+        return write_dataset(data_prefix, _counted(encoded, progress), info, files)
 
 
 Chunk = tuple[list[int], list[str]]
@@ -151,14 +185,22 @@ def _counted(documents: Iterator[tuple[int, np.ndarray]], progress: tqdm) -> Ite
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m training.prepare", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="python -m training.prepare", description=__doc__.split("\n\n")[0])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--input", nargs="+", metavar="PATH", help=".jsonl/.json/.txt files or directories")
     source.add_argument(
         "--demo-corpus", action="store_true", help="use the standard-library docstring corpus (built on first use)"
     )
-    parser.add_argument("--output-prefix", required=True, metavar="OUT", help="writes OUT_text_document.{bin,idx}")
-    parser.add_argument("--tokenizer", metavar="tokenizer.json", help="HF tokenizer.json (Llama, NeoX, ...)")
+    parser.add_argument(
+        "--output-prefix",
+        required=True,
+        type=output_prefix,
+        metavar="OUT",
+        help="writes OUT_text_document.{bin,idx}",
+    )
+    parser.add_argument(
+        "--tokenizer", type=existing_file, metavar="tokenizer.json", help="HF tokenizer.json (Llama, NeoX, ...)"
+    )
     parser.add_argument(
         "--vocab-size", type=int, help=f"BPE vocabulary to train without --tokenizer (default {DEFAULT_VOCAB_SIZE})"
     )

@@ -26,7 +26,8 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from tqdm import tqdm
 
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
+from spec.cli_types import output_directory
 from training.data.errors import DataError
 from training.data.manifest import FileRecord, read_manifest, sha256_file
 from training.data.verify import verify_dataset
@@ -271,10 +272,12 @@ def _client_error(error: ClientError) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m training.stage", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="python -m training.stage", description=__doc__.split("\n\n")[0])
     parser.add_argument("--access-point-arn", required=True, help="S3 access point ARN (a bucket name also works)")
     parser.add_argument("--prefix", required=True, help="key prefix of the dataset, e.g. datasets/demo/")
-    parser.add_argument("--dest", required=True, help="local or FSx directory")
+    parser.add_argument(
+        "--dest", required=True, type=lambda text: str(output_directory(text)), help="local or FSx directory"
+    )
     parser.add_argument("--region", help="defaults to the ARN's region")
     parser.add_argument("--endpoint-url", help="S3 endpoint (an interface endpoint, or a test server)")
     parser.add_argument("--max-concurrency", type=int, default=16, help="parallel ranged GETs")

@@ -13,6 +13,7 @@ import os
 import sys
 from pathlib import Path
 
+from spec.cli import OneLineParser
 from training.checkpoint.errors import CheckpointError
 from training.config import ConfigError, JobConfig, load_job_config, resolve_deterministic
 from training.data.errors import DataError
@@ -32,7 +33,7 @@ log = logging.getLogger("training")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m training.train", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python -m training.train", description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True, help="job config YAML (see training/configs/)")
     parser.add_argument("--run-dir", required=True, help="run directory: checkpoints, metrics, plots, traces")
     parser.add_argument("--max-steps", type=int, help="override train.max_steps")

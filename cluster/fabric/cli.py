@@ -20,22 +20,27 @@ from cluster.fabric.check import CheckInputs, evaluate, read_transports
 from cluster.fabric.counters import NodeSample, SampleError, read_samples
 from cluster.fabric.parsers import NCCL_TESTS, NCCOM_TEST, PARSERS
 from cluster.fabric.render import SRUN_MPI_PLUGINS, FabricJob, render_script
-from cluster.fabric.thresholds import FabricError, busbw_threshold, check_nodes
+from cluster.fabric.thresholds import NVLINK_GB_PER_S_PER_GPU, FabricError, busbw_threshold, check_nodes
 from slurm import netenv
 from slurm.errors import SubmitError
 from slurm.submission import REPO_ROOT, SPEC_ENV, parse_time, sbatch
 from slurm.target import Target, resolve_target
 from spec import SpecError, load_spec
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
+from spec.cli_types import output_directory
 from spec.platform.instances import UnknownInstanceType, instance_facts
 
 RESULTS_SUBDIR = "fabric-checks"
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+# What check_nodes enforces, on both subcommands: two or more over EFA, or one GPU node's NVLink on its own.
+NODES_HELP = (
+    f"nodes tested together: at least 2 (EFA between them); 1 checks the NVLink of {', '.join(NVLINK_GB_PER_S_PER_GPU)}"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m cluster.fabric",
         description="EFA fabric check: an all-reduce benchmark across nodes, judged by bus bandwidth and counters.",
     )
@@ -43,12 +48,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     render = commands.add_parser("render", help="render the check's sbatch script for a queue and submit it")
     render.add_argument("--queue", required=True, help="queue from the spec's cluster section")
-    render.add_argument("--nodes", required=True, type=int, help="nodes to test together (at least 2)")
+    render.add_argument("--nodes", required=True, type=int, help=NODES_HELP)
     render.add_argument(
         "--spec", type=Path, help=f"deployment spec YAML (default: ${SPEC_ENV}, else spec/default.yaml)"
     )
     render.add_argument(
-        "--output", type=Path, help=f"script, logs and results, on shared storage (default: <fsx>/{RESULTS_SUBDIR})"
+        "--output",
+        type=output_directory,
+        help=f"script, logs and results, on shared storage (default: <fsx>/{RESULTS_SUBDIR})",
     )
     render.add_argument("--partition", help="send the script to this partition instead of the queue's")
     render.add_argument("--time", help="time limit [D-]HH:MM:SS (default: the partition's)")
@@ -67,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check", help="judge a finished test: busbw, EFA counters, error counters")
     check.add_argument("--tool", required=True, choices=tuple(PARSERS))
     check.add_argument("--instance-type", required=True)
-    check.add_argument("--nodes", required=True, type=int)
+    check.add_argument("--nodes", required=True, type=int, help=NODES_HELP)
     check.add_argument("--output", required=True, type=Path, help="the test's output")
     check.add_argument("--before", required=True, type=Path, help="counter samples taken before the test")
     check.add_argument("--after", required=True, type=Path, help="counter samples taken after the test")

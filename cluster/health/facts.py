@@ -11,7 +11,7 @@ import dataclasses
 import sys
 from dataclasses import dataclass
 
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
 from spec.errors import UserError
 from spec.platform.instances import InstanceFacts, UnknownInstanceType, instance_facts
 
@@ -70,7 +70,7 @@ def _non_negative(text: str) -> int:
 
 @user_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cluster.health.facts", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python -m cluster.health.facts", description=__doc__.splitlines()[0])
     parser.add_argument("--instance-type", required=True, help="an instance type from spec/platform/instances.py")
     parser.add_argument("--fsx-path", default="/fsx", help="shared file system to check ('' skips)")
     parser.add_argument("--min-fsx-free-gib", type=_non_negative, default=DEFAULT_MIN_FSX_FREE_GIB)

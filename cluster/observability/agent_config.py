@@ -8,7 +8,6 @@ in a full Prometheus server without remote_write, so PromQL can be asked of it.
 
 from __future__ import annotations
 
-import argparse
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 import yaml
 
 from cluster.observability.targets import TARGET_FILES
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
 from spec.observability import ObservabilitySpec
 
 RULES_FILE = Path(__file__).with_name("alerts.yaml")
@@ -106,7 +105,7 @@ def dump(document: dict[str, Any]) -> str:
 def main(argv: Sequence[str] | None = None) -> None:
     from spec import load_spec
 
-    parser = argparse.ArgumentParser(prog="python -m cluster.observability.agent_config", description=__doc__)
+    parser = OneLineParser(prog="python -m cluster.observability.agent_config", description=__doc__)
     parser.add_argument("--spec", type=Path, required=True)
     parser.add_argument("--targets-dir", type=Path, required=True)
     parser.add_argument("--remote-write-url", help="the workspace's remote-write URL (from the SSM parameter)")

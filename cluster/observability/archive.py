@@ -9,14 +9,13 @@ checked by the caller (cluster/bootstrap/observability.sh) before this runs.
 
 from __future__ import annotations
 
-import argparse
 import io
 import shutil
 import tarfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
 from spec.errors import UserError
 
 _AR_MAGIC = b"!<arch>\n"
@@ -71,7 +70,7 @@ def extract(archive: Path, member: str, dest_dir: Path) -> Path:
 
 @user_errors
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cluster.observability.archive", description=__doc__)
+    parser = OneLineParser(prog="python -m cluster.observability.archive", description=__doc__)
     parser.add_argument("archive", type=Path)
     parser.add_argument("member", help="path of the file inside the archive (for a .deb, inside its data.tar)")
     parser.add_argument("dest_dir", type=Path)

@@ -6,7 +6,6 @@ the same way: `kind="error"` counters growing means something broke, `kind="retr
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from cluster.fabric.counters import ERROR_COUNTERS, RETRANSMIT_COUNTERS, RX_BYTES, TX_BYTES, read_sysfs
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
 
 
 def counter_kind(name: str) -> str:
@@ -51,7 +50,7 @@ class EfaCollector(Collector):
 def main(argv: Sequence[str] | None = None) -> None:
     from cluster.observability.serve import serve_forever
 
-    parser = argparse.ArgumentParser(prog="python -m cluster.observability.efa_exporter", description=__doc__)
+    parser = OneLineParser(prog="python -m cluster.observability.efa_exporter", description=__doc__)
     parser.add_argument("--port", type=int, default=9101)
     parser.add_argument("--address", default="0.0.0.0")
     parser.add_argument("--sysfs-root", type=Path, default=Path("/sys"))

@@ -9,7 +9,6 @@ for a person to check against the upstream release page and pin, and is not stag
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import shutil
 import sys
@@ -18,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cluster.observability.units import MANIFEST, manifest
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
 
 
 def stage(out: Path, manifest_path: Path = MANIFEST) -> tuple[list[str], list[str]]:
@@ -47,7 +46,7 @@ def stage(out: Path, manifest_path: Path = MANIFEST) -> tuple[list[str], list[st
 
 @user_errors
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cluster.observability.fetch_binaries", description=__doc__)
+    parser = OneLineParser(prog="python -m cluster.observability.fetch_binaries", description=__doc__)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     staged, problems = stage(args.out)

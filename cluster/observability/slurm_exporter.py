@@ -7,7 +7,6 @@ or cannot hold the separator.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import subprocess
 import time
@@ -18,7 +17,7 @@ from dataclasses import dataclass
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
 
 log = logging.getLogger("slurm_exporter")
 
@@ -248,7 +247,7 @@ class SlurmCollector(Collector):
 def main(argv: Sequence[str] | None = None) -> None:
     from cluster.observability.serve import serve_forever
 
-    parser = argparse.ArgumentParser(prog="python -m cluster.observability.slurm_exporter", description=__doc__)
+    parser = OneLineParser(prog="python -m cluster.observability.slurm_exporter", description=__doc__)
     parser.add_argument("--port", type=int, default=9341)
     parser.add_argument("--address", default="0.0.0.0")
     args = parser.parse_args(argv)

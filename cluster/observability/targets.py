@@ -7,7 +7,6 @@ there). The trainer's target is the first node of each running job, where rank 0
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -27,7 +26,7 @@ from cluster.observability.slurm_exporter import (
     query_nodes,
     run_command,
 )
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
 from spec.observability import ExporterPorts
 from spec.platform.instances import instance_facts
 
@@ -145,7 +144,7 @@ def refresh(directory: Path, roles: Mapping[str, Roles], ports: ExporterPorts, r
 
 @user_errors
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m cluster.observability.targets", description=__doc__)
+    parser = OneLineParser(prog="python -m cluster.observability.targets", description=__doc__)
     parser.add_argument("--out", type=Path, required=True, help="directory of the file_sd JSON files")
     parser.add_argument("--spec", type=Path, help="deployment spec (queues -> exporters, ports)")
     parser.add_argument("--roles", nargs="*", default=[], help="PARTITION=gpu,efa,neuron (added to the spec's)")

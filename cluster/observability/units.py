@@ -6,14 +6,13 @@ run from the release's env on shared storage (built by head_node.sh), so a node 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
 from spec.observability import ObservabilitySpec, remote_write_parameter
 
 MANIFEST = Path(__file__).with_name("binaries.json")
@@ -111,7 +110,7 @@ def render_units(
 def main(argv: Sequence[str] | None = None) -> None:
     from spec import load_spec
 
-    parser = argparse.ArgumentParser(prog="python -m cluster.observability.units", description=__doc__)
+    parser = OneLineParser(prog="python -m cluster.observability.units", description=__doc__)
     parser.add_argument("--spec", type=Path, required=True)
     parser.add_argument("--role", required=True, choices=ROLES)
     parser.add_argument("--release", required=True, help="the training package on shared storage")

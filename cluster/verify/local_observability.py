@@ -26,7 +26,7 @@ from cluster.observability.agent_config import RULES_FILE, dump, render
 from cluster.observability.slurm_exporter import SlurmQueryError, run_command
 from cluster.observability.targets import Roles, discover, write_targets
 from cluster.verify.local_slurm.install import InstallError, apt_install
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
 from spec.errors import UserError
 from spec.observability import ExporterPorts, ObservabilitySpec
 
@@ -349,7 +349,7 @@ def check_slurm_conf(value: str | None) -> None:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m cluster.verify.local_observability", description=__doc__)
+    parser = OneLineParser(prog="python -m cluster.verify.local_observability", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     watch = sub.add_parser("watch", help="run COMMAND (a job through the local SLURM) under a local Prometheus")
     watch.add_argument("--dir", type=Path, required=True, help="Prometheus config, TSDB and logs (emptied first)")

@@ -8,7 +8,6 @@ templates drift from the policy builders.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -22,7 +21,7 @@ from policies.verify.matrix import Case, CaseResult, build_cases, evaluate, matr
 from policies.verify.mutations import MutationReport
 from policies.verify.mutations import run as run_mutations
 from spec import DeploymentSpec, load_spec
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
 from spec.errors import UserError
 
 GROUP_TITLES = {
@@ -178,7 +177,7 @@ def render(
 
 @user_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser = OneLineParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--cdk-out", type=Path, default=Path("cdk.out"), help="the synthesized cloud assembly")
     parser.add_argument("--spec", default=None, help="spec file (default: the embedded default spec)")
     parser.add_argument("--output", type=Path, default=None, help="markdown file to write (default: stdout)")

@@ -149,11 +149,12 @@ def test_an_output_directory_it_cannot_write_is_one_line(tmp_path: Path, capsys:
     """A user's render on a head node where --output (default <fsx>/fabric-checks) is not theirs to write."""
     blocked = tmp_path / "a-file"
     blocked.write_text("")
-    code, out, err = run_main(["render", "--queue", "gpu", "--nodes", "2", "--output", str(blocked / "checks")], capsys)
-    assert (code, out) == (2, "")
-    assert err == (
-        f"error: --output: cannot write {str(blocked / 'checks')!r} (Not a directory); pass --output a directory "
-        "of yours on shared storage\n"
+    with pytest.raises(SystemExit) as exit_:  # a file in the way is refused as the option is parsed
+        run_main(["render", "--queue", "gpu", "--nodes", "2", "--output", str(blocked / "checks")], capsys)
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == (
+        f"python -m cluster.fabric render: error: argument --output: {str(blocked / 'checks')!r} is not a directory "
+        f"({str(blocked)!r} is a file)\n"
     )
 
 

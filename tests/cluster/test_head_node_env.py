@@ -128,7 +128,7 @@ def test_release_env_and_login_profile(deployed: Deployed) -> None:
     assert guardrails.returncode == 0, guardrails.stderr
     assert json.loads(guardrails.stdout)["Statement"]
     usage = subprocess.run([release / "bin" / "llm-guardrails", "--bad"], capture_output=True, text=True, cwd="/")
-    assert usage.returncode == 2 and usage.stderr.startswith("usage: llm-guardrails "), usage.stderr
+    assert usage.returncode == 2 and usage.stderr.startswith("llm-guardrails: error: "), usage.stderr
     assert (deployed.root / "slurm-etc" / "scripts" / "prolog.d" / "90-llm-health.sh").is_file()
 
 

@@ -101,7 +101,10 @@ def test_cli_reads_recorded_output_and_prints_json() -> None:
         (["--price", "local"], "error: --price: 'local' must be PARTITION=USD_PER_NODE_HOUR, such as local=0.50\n"),
         (["--start", "yesterday"], "error: --start: 'yesterday' must be YYYY-MM-DD[THH:MM[:SS]] or now-<N>days\n"),
         (["--sacct-file", "/nonexistent"], "error: --sacct-file: '/nonexistent': No such file or directory\n"),
-        (["--by", "team"], "error: argument --by: invalid choice: 'team' (choose from 'job', 'user', 'month')\n"),
+        (
+            ["--by", "team"],
+            "llm-report: error: argument --by: invalid choice: 'team' (choose from 'job', 'user', 'month')\n",
+        ),
     ],
 )
 def test_cli_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:

@@ -1,16 +1,15 @@
 """python -m training.corpus --output FILE.jsonl: write the standard-library docstring corpus."""
 
-import argparse
 import sys
 from collections.abc import Sequence
 
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
 from training.corpus import build_corpus
 
 
 @user_errors
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m training.corpus", description=__doc__)
+    parser = OneLineParser(prog="python -m training.corpus", description=__doc__)
     parser.add_argument("--output", required=True, metavar="FILE.jsonl", help="where to write the corpus")
     args = parser.parse_args(argv)
     path = build_corpus(args.output)

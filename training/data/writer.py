@@ -59,7 +59,6 @@ def write_dataset(
     final_bin, final_idx = bin_path(prefix), idx_path(prefix)
     partial_bin = final_bin.with_name(final_bin.name + ".partial")
     partial_idx = final_idx.with_name(final_idx.name + ".partial")
-    manifest_path(prefix).unlink(missing_ok=True)
     stats = WriteStats(documents_per_source=[0] * len(sources))
     builder = _indexed_dataset_builder()(str(partial_bin), dtype=dtype)
     try:
@@ -85,6 +84,8 @@ def write_dataset(
         partial_bin.unlink(missing_ok=True)
         partial_idx.unlink(missing_ok=True)
         raise DataError(f"--input: empty corpus: no document in {[str(s) for s in sources]} produced any tokens")
+    # Every input is read: only now do the old manifest (stale once the data is replaced) and data go.
+    manifest_path(prefix).unlink(missing_ok=True)
     os.replace(partial_bin, final_bin)
     os.replace(partial_idx, final_idx)
     index = read_index(final_idx)

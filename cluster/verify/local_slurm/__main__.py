@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -13,7 +12,7 @@ from cluster.accounting import sacctmgr_script
 from cluster.verify.local_slurm.harness import DEFAULT_STATE_DIR, LocalSlurm, LocalSlurmError
 from cluster.verify.local_slurm.install import InstallError
 from spec.accounting import AccountingSpec
-from spec.cli import user_errors
+from spec.cli import OneLineParser, user_errors
 
 
 def _accounting(path: Path) -> AccountingSpec:
@@ -30,7 +29,7 @@ def _accounting(path: Path) -> AccountingSpec:
 
 @user_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m cluster.verify.local_slurm",
         description="A real SLURM cluster (slurmctld + two slurmd) on this host, for tests and the demo.",
     )

@@ -18,6 +18,14 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
+from tests.bad_input_checks import (
+    Outcome,
+    assert_clear_refusal,
+    assert_sentinels_survive,
+    plant_sentinels,
+    run_main,
+)
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS: dict[str, str] = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
 TINY_JOB = REPO / "training" / "configs" / "tiny.yaml"
@@ -26,33 +34,14 @@ SENTINEL = b"sentinel: must survive a refused command\n"
 NOT_UTF8 = b"\xff\xfe\x00n\x00a\x00m\x00e\xe9\x80"
 
 
-@dataclass(frozen=True)
-class Outcome:
-    code: int
-    stdout: str
-    stderr: str
-
-
-def run_command(name: str, argv: list[str]) -> Outcome:
-    """The entry point's main, in this process; an exception escaping it is a traceback the user would see."""
+def run_script(name: str, argv: list[str]) -> Outcome:
+    """The console script's main, in this process (tests/bad_input_checks.run_main)."""
     module, function = SCRIPTS[name].split(":")
-    main = getattr(importlib.import_module(module), function)
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(argv)
-        except SystemExit as exit_:
-            code = exit_.code if isinstance(exit_.code, int) else 1
-    return Outcome(int(code or 0), out.getvalue(), err.getvalue())
+    return run_main(getattr(importlib.import_module(module), function), argv)
 
 
 def assert_refused(outcome: Outcome, *names: str) -> None:
-    lines = outcome.stderr.strip().splitlines()
-    assert outcome.code != 0, f"accepted: {outcome.stdout[:300]}"
-    assert lines, "refused without a word"
-    assert len(lines) <= 3, outcome.stderr
-    assert "Traceback" not in outcome.stderr
-    assert any(name in outcome.stderr for name in names), f"names none of {names}: {outcome.stderr}"
+    assert_clear_refusal(outcome, names)
 
 
 @contextlib.contextmanager
@@ -61,9 +50,9 @@ def sentinels_survive(*paths: Path) -> Iterator[None]:
     for path in paths:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(SENTINEL)
+    kept = plant_sentinels(paths)
     yield
-    for path in paths:
-        assert path.read_bytes() == SENTINEL, f"{path} was changed"
+    assert_sentinels_survive(kept)
 
 
 # ----- every parser: one line -----
@@ -71,7 +60,7 @@ def sentinels_survive(*paths: Path) -> Iterator[None]:
 
 @pytest.mark.parametrize("name", sorted(SCRIPTS))
 def test_an_unknown_option_is_one_line_naming_it(name: str) -> None:
-    assert_refused(run_command(name, ["--no-such-option"]), "--no-such-option", "arguments are required")
+    assert_refused(run_script(name, ["--no-such-option"]), "--no-such-option", "arguments are required")
 
 
 # ----- the property-based search: each option of each command, given values of the kinds it must refuse -----
@@ -205,7 +194,7 @@ def test_every_option_refuses_bad_values_in_one_line_and_loses_nothing(
     else:
         value, sentinels = _bad_path(kind, tmp, data.draw(st.integers(0, 1), label="variant"))
     with contextlib.chdir(tmp), sentinels_survive(*sentinels):
-        outcome = run_command(option.command, _with(option, value))
+        outcome = run_script(option.command, _with(option, value))
     assert_refused(outcome, option.option, value)
 
 
@@ -228,15 +217,15 @@ def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def _dataset(tmp: Path) -> Path:
     prefix = tmp / "data" / "corpus"
     (tmp / "docs.jsonl").write_text("".join(json.dumps({"text": f"document {i} " * 40}) + "\n" for i in range(400)))
-    outcome = run_command("llm-prepare", ["--input", str(tmp / "docs.jsonl"), "--output-prefix", str(prefix)])
-    assert outcome.code == 0, outcome.stderr
+    outcome = run_script("llm-prepare", ["--input", str(tmp / "docs.jsonl"), "--output-prefix", str(prefix)])
+    assert outcome.status == 0, outcome.stderr
     return Path(f"{prefix}_text_document")
 
 
 def test_submit_refuses_more_nodes_than_the_queue_can_start(in_tmp: Path) -> None:
     data = _dataset(in_tmp)
     argv = ["--backend", "fsdp", "--model", str(TINY_JOB), "--data-prefix", str(data), "--run-dir", "r", "--dry-run"]
-    assert_refused(run_command("llm-submit", [*argv, "--nodes", "100000"]), "--nodes")
+    assert_refused(run_script("llm-submit", [*argv, "--nodes", "100000"]), "--nodes")
     assert not (in_tmp / "r").exists()
 
 
@@ -249,7 +238,7 @@ def test_submit_refuses_a_container_image_the_spec_refuses(in_tmp: Path) -> None
         "/tmp/elsewhere.sqsh",
         "999999999999.dkr.ecr.eu-west-1.amazonaws.com/x:1",
     ):
-        assert_refused(run_command("llm-submit", [*argv, image]), "--container-image")
+        assert_refused(run_script("llm-submit", [*argv, image]), "--container-image")
 
 
 def test_train_given_a_deployment_spec_says_it_is_not_a_job_config(in_tmp: Path) -> None:
@@ -259,7 +248,7 @@ def test_train_given_a_deployment_spec_says_it_is_not_a_job_config(in_tmp: Path)
 
 
 def test_a_job_config_given_as_a_spec_says_it_is_not_a_spec(in_tmp: Path) -> None:
-    outcome = run_command("llm-guardrails", ["--spec", str(TINY_JOB)])
+    outcome = run_script("llm-guardrails", ["--spec", str(TINY_JOB)])
     assert_refused(outcome, str(TINY_JOB))
     assert "job config" in outcome.stderr
 
@@ -297,7 +286,7 @@ def test_prepare_with_an_unknown_eod_token_keeps_the_old_dataset_and_tokenizer(i
         "--vocab-size",
         "300",
     ]
-    assert_refused(run_command("llm-prepare", [*argv, "--eod-token", "<nope>"]), "--eod-token", "<nope>")
+    assert_refused(run_script("llm-prepare", [*argv, "--eod-token", "<nope>"]), "--eod-token", "<nope>")
     assert {path: path.read_bytes() for path in files} == before
     assert sorted(p.name for p in (in_tmp / "data").iterdir()) == sorted(p.name for p in files)
 
@@ -315,5 +304,5 @@ def test_prepare_on_malformed_input_keeps_the_old_manifest(in_tmp: Path) -> None
     bad = in_tmp / "bad.jsonl"
     bad.write_text(json.dumps({"text": "fine"}) + "\n" * 3 + "{not json\n")
     argv = ["--input", str(bad), "--output-prefix", str(in_tmp / "data/corpus"), "--tokenizer", str(tokenizer)]
-    assert_refused(run_command("llm-prepare", argv), str(bad))
+    assert_refused(run_script("llm-prepare", argv), str(bad))
     assert {path: path.read_bytes() for path in files} == before

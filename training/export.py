@@ -89,9 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         out = export_checkpoint(
             checkpoint, Path(args.output), DTYPES[args.dtype], Path(args.tokenizer) if args.tokenizer else None
         )
-    except (CheckpointError, OSError) as error:
-        print(f"export: {error}", file=sys.stderr)
-        return 1
+    except (CheckpointError, OSError) as error:  # what to export, or where: the caller's to fix (exit 2, as usage)
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     print(f"exported {checkpoint} -> {out / WEIGHTS_FILE} and {out / CONFIG_FILE}")
     return 0
 

@@ -59,5 +59,5 @@ def test_export_of_an_earlier_step_in_bf16_with_the_tokenizer(
 
 
 def test_export_names_a_missing_step(trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--run-dir", str(trained_run), "--output", str(tmp_path / "x"), "--step", "3"]) == 1
-    assert "export: --step: 3 has no committed checkpoint under" in capsys.readouterr().err
+    assert main(["--run-dir", str(trained_run), "--output", str(tmp_path / "x"), "--step", "3"]) == 2
+    assert capsys.readouterr().err.startswith("error: --step: 3 has no committed checkpoint under")

@@ -147,15 +147,20 @@ def plan_update(
     return UpdatePlan(classified, runbook(plan.action, new, bool(classified), old=old))
 
 
-def runbook(action: Action, spec: DeploymentSpec, any_change: bool, old: DeploymentSpec | None = None) -> list[str]:
-    """The steps for `spec` (NEW.yaml); `old` (OLD.yaml, default: the same) names the stack a replacement deletes."""
+def runbook(
+    action: Action, spec: DeploymentSpec, any_change: bool, old: DeploymentSpec | None = None, profile: str = "compute"
+) -> list[str]:
+    """The steps for `spec` (NEW.yaml); `old` (OLD.yaml, default: the same) names the stack a replacement deletes.
+    Every AWS-facing step names the compute account's profile (pcluster takes it from AWS_PROFILE only)."""
     name, region, stack = cluster_name(spec), spec.region, spec.stack_names["cluster"]
     old_stack = (old or spec).stack_names["cluster"]
-    fleet = f"pcluster update-compute-fleet --cluster-name {name} --region {region}"
+    pcluster = f"AWS_PROFILE={profile} pcluster"
+    fleet = f"{pcluster} update-compute-fleet --cluster-name {name} --region {region}"
     deploy = (
-        f"npx cdk deploy -c spec=NEW.yaml {stack}   (CloudFormation updates the cluster through its custom resource)"
+        f"npx cdk deploy -c spec=NEW.yaml {stack} --profile {profile}   (CloudFormation updates the cluster through "
+        "its custom resource)"
     )
-    watch = f"pcluster describe-cluster --cluster-name {name} --region {region}   (wait for UPDATE_COMPLETE)"
+    watch = f"{pcluster} describe-cluster --cluster-name {name} --region {region}   (wait for UPDATE_COMPLETE)"
     if not any_change:
         return ["No cluster change: nothing to do."]
     if action == Action.LIVE:
@@ -177,7 +182,7 @@ def runbook(action: Action, spec: DeploymentSpec, any_change: bool, old: Deploym
         return [
             "Let running jobs finish or requeue them (scontrol requeue <jobid>); stopping ends them.",
             f"{fleet} --status STOP_REQUESTED",
-            f"pcluster describe-compute-fleet --cluster-name {name} --region {region}   (wait for STOPPED)",
+            f"{pcluster} describe-compute-fleet --cluster-name {name} --region {region}   (wait for STOPPED)",
             deploy,
             watch,
             f"{fleet} --status START_REQUESTED",
@@ -190,8 +195,8 @@ def runbook(action: Action, spec: DeploymentSpec, any_change: bool, old: Deploym
             "DeletionPolicy is Retain (mount it in the new cluster by fsx.file_system_id).",
             "Delete the old cluster, lifting its stack's termination protection first (README, Tearing down): "
             f"aws cloudformation update-termination-protection --no-enable-termination-protection "
-            f"--stack-name {old_stack} --region {(old or spec).region}",
-            f"npx cdk destroy -c spec=OLD.yaml {old_stack}",
+            f"--stack-name {old_stack} --region {(old or spec).region} --profile {profile}",
+            f"npx cdk destroy -c spec=OLD.yaml {old_stack} --profile {profile}",
         ]
     return [
         "Refused: revert the changes marked 'unsupported' (they would lose data or ParallelCluster never "

@@ -46,7 +46,7 @@ def test_a_replace_plan_destroys_the_old_deployments_cluster_stack(tmp_path: Pat
     plan = plan_update(load_spec(), parse_spec(doc), build_dir=tmp_path)
     assert plan.action == Action.REPLACE
     (destroy,) = [step for step in plan.steps if "cdk destroy" in step]
-    assert destroy == "npx cdk destroy -c spec=OLD.yaml llm-demo-cluster"
+    assert destroy == "npx cdk destroy -c spec=OLD.yaml llm-demo-cluster --profile compute"
     (lift,) = [step for step in plan.steps if "update-termination-protection" in step]
-    assert lift.endswith("--no-enable-termination-protection --stack-name llm-demo-cluster --region us-east-1")
+    assert lift.endswith("--stack-name llm-demo-cluster --region us-east-1 --profile compute")
     assert plan.steps.index(lift) < plan.steps.index(destroy)

@@ -65,7 +65,7 @@ def test_live_raise_max_count_and_health_checks() -> None:
         f"{RESOURCE}.HealthChecks.Gpu.Enabled": Action.LIVE,
     }
     assert plan.action == Action.LIVE
-    assert plan.steps[0].startswith("npx cdk deploy -c spec=NEW.yaml llm-demo-cluster")
+    assert plan.steps[0].startswith("npx cdk deploy -c spec=NEW.yaml llm-demo-cluster --profile compute")
 
 
 def test_added_queue_is_live() -> None:
@@ -101,7 +101,7 @@ def test_same_change_needs_a_stop_without_a_queue_update_strategy() -> None:
     plan = plan_update(old, edited(edit))
     assert plan.action == Action.STOP
     assert plan.steps[1] == (
-        "pcluster update-compute-fleet --cluster-name llm-demo --region us-east-1 --status STOP_REQUESTED"
+        "AWS_PROFILE=compute pcluster update-compute-fleet --cluster-name llm-demo --region us-east-1 --status STOP_REQUESTED"
     )
     assert plan.steps[-1].endswith("--status START_REQUESTED")
 

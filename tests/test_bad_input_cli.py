@@ -269,14 +269,15 @@ def run_command_module(module: str, argv: list[str]) -> Outcome:
     return Outcome(int(code or 0), "", out.getvalue())
 
 
-def test_prepare_with_an_unknown_eod_token_keeps_the_old_dataset_and_tokenizer(in_tmp: Path) -> None:
-    data = _dataset(in_tmp)
-    files = [
-        Path(f"{data}.bin"),
-        Path(f"{data}.idx"),
-        Path(f"{data}.manifest.json"),
-        in_tmp / "data/corpus_tokenizer.json",
+def _dataset_files(data: Path, tmp: Path) -> list[Path]:
+    """What llm-prepare wrote for `data`: a refused rerun must leave each as it was."""
+    return [Path(f"{data}.{suffix}") for suffix in ("bin", "idx", "manifest.json")] + [
+        tmp / "data/corpus_tokenizer.json"
     ]
+
+
+def test_prepare_with_an_unknown_eod_token_keeps_the_old_dataset_and_tokenizer(in_tmp: Path) -> None:
+    files = _dataset_files(_dataset(in_tmp), in_tmp)
     before = {path: path.read_bytes() for path in files}
     argv = [
         "--input",
@@ -292,13 +293,7 @@ def test_prepare_with_an_unknown_eod_token_keeps_the_old_dataset_and_tokenizer(i
 
 
 def test_prepare_on_malformed_input_keeps_the_old_manifest(in_tmp: Path) -> None:
-    data = _dataset(in_tmp)
-    files = [
-        Path(f"{data}.bin"),
-        Path(f"{data}.idx"),
-        Path(f"{data}.manifest.json"),
-        in_tmp / "data/corpus_tokenizer.json",
-    ]
+    files = _dataset_files(_dataset(in_tmp), in_tmp)
     before = {path: path.read_bytes() for path in files}
     tokenizer = in_tmp / "data/corpus_tokenizer.json"
     bad = in_tmp / "bad.jsonl"

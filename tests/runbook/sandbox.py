@@ -11,6 +11,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+from cluster.payload import PACKAGES
 from tests.runbook.blocks import REPO, Block
 from tests.runbook.shim import SLURM_TOOLS
 
@@ -185,7 +186,7 @@ def _head_node_home(root: Path, repo: Path) -> Path:
     home = root / "fsx" / "llm-training"
     if not home.exists():
         home.mkdir(parents=True)
-        for part in ("training", "slurm", "spec", "cluster", "policies", "pyproject.toml"):
+        for part in (*PACKAGES, "pyproject.toml"):  # what the payload carries (cluster/payload.py)
             (home / part).symlink_to(repo / part)
         shutil.copy(repo / "spec" / "default.yaml", home / "deployment.yaml")
         _shims(home / "bin", [*launchers(), "aws", *SLURM_TOOLS, *HEAD_NODE_PROGRAMS])

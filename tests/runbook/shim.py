@@ -274,7 +274,7 @@ def python(name: str, argv: list[str]) -> int:
     return record(name, argv, "a python call the runbook test does not know how to check")
 
 
-REPO_RELATIVE = re.compile(r"^(training|spec|cluster|slurm|policies)/")
+REPO_RELATIVE = re.compile(r"^(training|launch|planner|spec|cluster|slurm|policies)/")  # cluster/payload.py PACKAGES
 
 
 def launcher(name: str, argv: list[str]) -> int:

@@ -24,7 +24,7 @@ from pathlib import Path
 from spec import DEFAULT_SPEC_PATH, DeploymentSpec, SpecError, load_spec
 from spec.artifacts import OBSERVABILITY_FOLDER, S3Folder, artifact_locations
 from spec.cli import OneLineParser, user_errors
-from spec.cli_types import output_directory
+from spec.cli_types import output_directory, profile_name
 from spec.errors import UserError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -122,7 +122,9 @@ def _run(command: list[str], dry_run: bool) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(prog="llm-upload-artifacts", description=__doc__.splitlines()[0])
     parser.add_argument("spec", nargs="?", type=Path, help="deployment spec (default: the embedded default spec)")
-    parser.add_argument("--profile", help="AWS CLI profile of the compute account (default: the environment's)")
+    parser.add_argument(
+        "--profile", type=profile_name, help="AWS CLI profile of the compute account (default: the environment's)"
+    )
     parser.add_argument(
         "--build-dir", type=output_directory, default=REPO_ROOT / "build", help="where the builds go (build/)"
     )

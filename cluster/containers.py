@@ -20,6 +20,7 @@ from pathlib import Path
 from slurm.submission import SPEC_ENV
 from spec import DeploymentSpec, SpecError, load_spec
 from spec.cli import OneLineParser, user_errors
+from spec.cli_types import profile_name
 from spec.containers import EcrImage
 from spec.errors import UserError
 
@@ -115,7 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="deployment spec (default: $LLM_TRAINING_SPEC, set on the head node, else spec/default.yaml)",
     )
-    parser.add_argument("--profile", help="push: the compute account's AWS CLI profile (default: the environment's)")
+    parser.add_argument(
+        "--profile", type=profile_name, help="push: the compute account's AWS CLI profile (default: the environment's)"
+    )
     parser.add_argument("--partition", help="import: the GPU partition (default: the spec's first GPU queue)")
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     args = parser.parse_args(argv)

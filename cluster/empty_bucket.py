@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spec.cli import OneLineParser, user_errors
+from spec.cli_types import profile_name
 from spec.errors import UserError
 
 DELETE_BATCH = 1000  # DeleteObjects takes at most 1,000 keys per request
@@ -77,7 +78,9 @@ def summary(found: list[Version]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(prog="llm-empty-bucket", description=__doc__.splitlines()[0])
     parser.add_argument("bucket", help="the bucket's name (not an s3:// URI)")
-    parser.add_argument("--profile", help="AWS CLI profile of the bucket's account (default: the environment's)")
+    parser.add_argument(
+        "--profile", type=profile_name, help="AWS CLI profile of the bucket's account (default: the environment's)"
+    )
     parser.add_argument("--region", help="the bucket's region (default: the profile's)")
     parser.add_argument("--yes", action="store_true", help="delete them (without it: count only)")
     args = parser.parse_args(argv)

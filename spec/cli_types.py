@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+import urllib.parse
 from pathlib import Path
 
 # EC2's image ids (8 or 17 hex digits) and S3's bucket-name grammar; the spec's own fields use the same rules.
@@ -80,4 +81,26 @@ def ami_id(text: str) -> str:
 def s3_uri(text: str) -> str:
     if not _S3_URI_RE.match(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not an S3 URI (s3://BUCKET/KEY, a lowercase bucket name)")
+    return text
+
+
+# An AWS CLI profile name: what the CLI's config file takes in `[profile NAME]` (no spaces, brackets or empty name).
+_PROFILE_RE = re.compile(r"^[A-Za-z0-9_.@+-]{1,64}$")
+
+
+def http_url(text: str) -> str:
+    """An endpoint URL: http(s)://host[:port][/path], as boto3 takes it (a bare host fails only at the first call)."""
+    parsed = urllib.parse.urlsplit(text)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an http(s):// URL with a host")
+    try:
+        parsed.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} has a port that is not a number") from None
+    return text
+
+
+def profile_name(text: str) -> str:
+    if not _PROFILE_RE.match(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an AWS CLI profile name")
     return text

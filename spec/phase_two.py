@@ -22,6 +22,7 @@ from pathlib import Path
 import yaml
 
 from spec.cli import OneLineParser, user_errors
+from spec.cli_types import profile_name
 from spec.errors import SpecError, SpecProblem, UserError, not_utf8_text
 from spec.load import parse_spec
 from spec.model import DeploymentSpec
@@ -160,7 +161,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=Path,
         help="the JSON `npx cdk deploy --outputs-file` wrote; without it the stack is read from CloudFormation",
     )
-    parser.add_argument("--profile", help="AWS profile of the compute account (without --outputs-file)")
+    parser.add_argument(
+        "--profile", type=profile_name, help="AWS profile of the compute account (without --outputs-file)"
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the diff, leave the file as it is")
     args = parser.parse_args(argv)
     path: Path = args.spec

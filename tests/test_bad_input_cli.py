@@ -66,7 +66,7 @@ def test_an_unknown_option_is_one_line_naming_it(name: str) -> None:
 # ----- the property-based search: each option of each command, given values of the kinds it must refuse -----
 
 # The kinds of bad value; each option below lists the kinds it refuses at once (before reading or writing anything).
-POSITIVE_INT, NON_NEGATIVE_INT, PRICE, OUT_DIR, OUT_PREFIX, IN_DIR, IN_FILE, AMI, S3_URI, TEXT_FILE = (
+POSITIVE_INT, NON_NEGATIVE_INT, PRICE, OUT_DIR, OUT_PREFIX, IN_DIR, IN_FILE, AMI, S3_URI, TEXT_FILE, URL, PROFILE = (
     "positive int",
     "non-negative int",
     "price",
@@ -77,6 +77,8 @@ POSITIVE_INT, NON_NEGATIVE_INT, PRICE, OUT_DIR, OUT_PREFIX, IN_DIR, IN_FILE, AMI
     "ami",
     "s3 uri",
     "text file",
+    "url",
+    "profile",
 )
 
 
@@ -113,6 +115,11 @@ def _options() -> list[Option]:
         ("llm-prepare", ("--demo-corpus", "--output-prefix", "o"), "--tokenizer", (IN_FILE,)),
         ("llm-stage", stage, "--dest", (OUT_DIR,)),
         ("llm-stage", stage, "--max-concurrency", (POSITIVE_INT,)),
+        ("llm-stage", stage, "--endpoint-url", (URL,)),
+        ("llm-containers", ("push", "--spec", str(DEFAULT_SPEC), "--dry-run"), "--profile", (PROFILE,)),
+        ("llm-upload-artifacts", ("--dry-run",), "--profile", (PROFILE,)),
+        ("llm-empty-bucket", ("some-bucket",), "--profile", (PROFILE,)),
+        ("llm-phase-two", (str(DEFAULT_SPEC), "--dry-run"), "--profile", (PROFILE,)),
         ("llm-export", ("--run-dir", "r", "--output", "o"), "--run-dir", (IN_DIR,)),
         ("llm-export", ("--run-dir", "r", "--output", "o"), "--output", (OUT_DIR,)),
         ("llm-report", ("--sacct-file", "s"), "--price", (PRICE,)),
@@ -143,6 +150,8 @@ _BAD_VALUES: dict[str, st.SearchStrategy[str]] = {
     PRICE: st.sampled_from(["nan", "NaN", "inf", "-inf", "-1", "abc", ""]),
     AMI: st.sampled_from(["ami-123", "AMI-0123456789abcdef0", "ami-0123456789abcdefg", "image", "ami-"]),
     S3_URI: st.sampled_from(["bucket/key", "s3://", "s3://UPPER/key", "http://bucket/key", "s3://a/k", "s3:/b/k"]),
+    URL: st.sampled_from(["127.0.0.1:9", "ftp://host", "http://", "https://host:port", "s3.amazonaws.com", ""]),
+    PROFILE: st.sampled_from(["", "two words", "[compute]", "a/b"]),
 }
 
 

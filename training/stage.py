@@ -27,7 +27,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from tqdm import tqdm
 
 from spec.cli import OneLineParser, user_errors
-from spec.cli_types import output_directory
+from spec.cli_types import http_url, output_directory
 from training.data.errors import DataError
 from training.data.manifest import FileRecord, read_manifest, sha256_file
 from training.data.verify import verify_dataset
@@ -279,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--dest", required=True, type=lambda text: str(output_directory(text)), help="local or FSx directory"
     )
     parser.add_argument("--region", help="defaults to the ARN's region")
-    parser.add_argument("--endpoint-url", help="S3 endpoint (an interface endpoint, or a test server)")
+    parser.add_argument("--endpoint-url", type=http_url, help="S3 endpoint (an interface endpoint, or a test server)")
     parser.add_argument("--max-concurrency", type=int, default=16, help="parallel ranged GETs")
     parser.add_argument("--multipart-chunksize-mib", type=int, default=64, help="size of each ranged GET")
     return parser

@@ -194,14 +194,17 @@ $(NCCL_TESTS_TARBALL):
 	mv $@.part $@
 
 # Wheels for `python bench/gpu_vs_torchtitan.py --wheels build/gpu-bench-wheels` on a GPU machine without internet:
-# torchtitan 0.3.0 and the trainer's runtime packages (not torch: the machine's own is used), for that machine's
-# Python (GPU_BENCH_PYTHON). About 150 MB. Never run by the tests.
+# torchtitan 0.3.0 and 0.2.2 (the script takes the newest the machine's torch runs) and the trainer's runtime packages
+# (not torch: the machine's own is used), for that machine's Python (GPU_BENCH_PYTHON). About 160 MB. Never run by
+# the tests.
 GPU_BENCH_PYTHON ?= 3.12
 
 gpu-bench-wheels: setup
-	$(PY) -m pip download --quiet --no-deps --only-binary=:all: --implementation cp --python-version $(GPU_BENCH_PYTHON) \
-		--platform $(WHEELHOUSE_PLATFORM) --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-		-r bench/gpu-bench-requirements.txt -d build/gpu-bench-wheels
+	for release in 0.3.0 0.2.2; do \
+		$(PY) -m pip download --quiet --no-deps --only-binary=:all: --implementation cp --python-version $(GPU_BENCH_PYTHON) \
+			--platform $(WHEELHOUSE_PLATFORM) --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+			-r bench/gpu-bench-requirements-torchtitan-$$release.txt -d build/gpu-bench-wheels || exit 1; \
+	done
 
 # The trn1 nodes' NxDT stack (NxDT, NxD, torch-neuronx, neuronx-cc, NeMo, Lightning, hydra, megatron-core and
 # the slim apex built from git) for the spec's cluster.neuron.sdk_version, from Neuron's pip index and PyPI.

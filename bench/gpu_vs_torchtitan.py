@@ -1,9 +1,10 @@
-"""Our trainer against torchtitan 0.3.0 on one GPU (or FSDP2 over --gpus of a node): Llama 3.2 1B shape, seq 4096,
-bf16, each with and without torch.compile; tokens/s per GPU, MFU and peak memory side by side.
+"""Our trainer against torchtitan on one GPU (or FSDP2 over --gpus of a node): Llama 3.2 1B shape, seq 4096, bf16,
+each with and without torch.compile; tokens/s per GPU, MFU and peak memory side by side.
 
-On a bare GPU machine with its own torch and no internet, one command, with the wheels made here by
-`make gpu-bench-wheels` (GPU_BENCH_PYTHON=3.12 for the machine's Python) copied alongside the repository. Our trainer
-runs on torch 2.11; torchtitan 0.3.0 needs 2.12 or later (see TORCHTITAN_TORCH_API); `--only ours` runs ours alone:
+The torchtitan release is the newest one the machine's torch runs (bench/torchtitan_releases.py): 0.3.0 from torch
+2.12, 0.2.2 on 2.10 and 2.11; --torchtitan names one. On a bare GPU machine with its own torch and no internet, one
+command, with the wheels made here by `make gpu-bench-wheels` (GPU_BENCH_PYTHON=3.12 for the machine's Python)
+copied alongside the repository; `--only ours` runs ours alone:
 
     python bench/gpu_vs_torchtitan.py --wheels build/gpu-bench-wheels --steps 50
 
@@ -13,9 +14,12 @@ there. Where torchtitan is already installed, leave out --wheels.
 
 Both sides get the same corpus (the demo corpus, tokenized by a BPE that `training.prepare` trains; its ids fit the
 128,256-entry embedding both models keep), the same micro-batch of --micro-batch x --seq-len tokens per GPU, AdamW,
-bf16 parameters with fp32 reductions, chunked cross-entropy, the same activation checkpointing (--ac) and compile
-setting, and no checkpoint during the timed steps. Attention differs by necessity: torchtitan 0.3.0 refuses SDPA
-for language models (flex or varlen, per-document masks: --attention); ours is SDPA (cuDNN, then flash). Throughput
+bf16 parameters with fp32 reductions, the same activation checkpointing (--ac) and compile setting, and no checkpoint
+during the timed steps. Where the releases differ: torchtitan 0.3.0 refuses SDPA for language models (flex or varlen,
+per-document masks: --attention) and ties the embedding like ours; 0.2.2 runs SDPA with a causal mask, as ours does,
+but has no 1B flavor and no tied head, so bench/torchtitan_v0_2_spec.py adds the shape and ours runs untied. Each
+side's loss is its own (ours chunked, torchtitan's full cross-entropy). On one GPU torchtitan 0.2.2 does not shard
+(it autocasts to bf16 over fp32 weights); ours runs FSDP2 over the one rank with bf16 parameters. Throughput
 is the median over the steps after --warmup. MFU is recomputed for both with one formula (6 N + 12 l h s per token,
 N the matmul parameters, causal mask not discounted) and one peak (--peak-tflops, default: the GPU's dense bf16
 figure from spec/platform/instances.py); each framework's own MFU is printed beside it. Peak memory is the CUDA caching
@@ -38,14 +42,21 @@ from dataclasses import asdict, dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+if __package__ in (None, ""):  # run as a file (python bench/gpu_vs_torchtitan.py): the repository's packages
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.torchtitan_releases import (
+    RELEASES,
+    TorchtitanRelease,
+    newest_release_for,
+    release_named,
+    release_problem,
+)
+from bench.torchtitan_v0_2_job import TorchtitanV02Job, job_toml
+
 REPO = Path(__file__).resolve().parents[1]
-TORCHTITAN_VERSION = "0.3.0"
 TORCHTITAN_MODULE = "bench.torchtitan_config"
-GPU_REQUIREMENTS = REPO / "bench" / "gpu-bench-requirements.txt"
-# torchtitan 0.3.0's torchtitan/distributed/full_dtensor.py imports this at start-up; torch 2.11 lacks it (seen on an
-# H100 with torch 2.11.0+cu130: ImportError before the first step), torch 2.12 added it. Checked before any run.
-TORCHTITAN_TORCH_API = ("torch.distributed.fsdp", "DataParallelMeshDims")
-# torchtitan's per-step log line (rank 0, components/metrics.py of 0.3.0):
+# torchtitan's per-step log line (rank 0, components/metrics.py of 0.3.0 and 0.2.2):
 # "step: 12  loss: ...  grad_norm: ...  memory: 30.10GiB(38.00%)  tps: 45,678  tflops: ...  mfu: 41.23%".
 _TORCHTITAN_STEP = re.compile(r"step:\s*(\d+)\b.*?memory:\s*([\d.]+)GiB.*?tps:\s*([\d,]+).*?mfu:\s*([\d.]+|N/A)%?")
 StepRow = tuple[int, float, float | None, float | None]  # step, tokens/s per GPU, MFU, peak GiB
@@ -145,6 +156,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--output", type=Path, help="write the results here as JSON")
     parser.add_argument("--rows", type=Path, default=REPO / "docs" / "benchmarks-gpu.jsonl", help="append a dated row")
     parser.add_argument("--only", choices=("ours", "torchtitan"), help="run one framework only")
+    parser.add_argument(
+        "--torchtitan",
+        choices=[release.version for release in RELEASES],
+        help="torchtitan release to compare with (default: the newest this machine's torch runs)",
+    )
     parser.add_argument("--wheels", type=Path, help="bootstrap a venv from these wheels first (a bare GPU machine)")
     args = parser.parse_args(argv)
     for name in ("gpus", "steps", "micro_batch", "seq_len"):
@@ -155,18 +171,29 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def torchtitan_torch_problem(torch_version: str, fsdp_module: object) -> str | None:
-    """Why this torch cannot run torchtitan 0.3.0, in one line, or None when it can."""
-    module, name = TORCHTITAN_TORCH_API
-    if hasattr(fsdp_module, name):
-        return None
-    return (
-        f"torch: {torch_version} has no {module}.{name}, which torchtitan {TORCHTITAN_VERSION} imports at start-up "
-        "(torch 2.12 or later); use --only ours on this machine"
-    )
+def choose_release(wanted: str | None, torch_version: str, fsdp_module: object) -> TorchtitanRelease:
+    """--torchtitan's release if this torch runs it, else the newest it runs; one line when none fits."""
+    if wanted is not None:
+        release = release_named(wanted)
+        problem = release_problem(release, torch_version, fsdp_module)
+        if problem is not None:
+            raise SystemExit(f"{problem}; leave out --torchtitan to take the newest release it runs, or --only ours")
+        return release
+    newest = newest_release_for(torch_version, fsdp_module)
+    if newest is None:
+        known = ", ".join(release.version for release in RELEASES)
+        raise SystemExit(f"torch: {torch_version} runs none of the torchtitan releases {known}; use --only ours")
+    return newest
 
 
-def preflight(args: argparse.Namespace) -> float:
+def machine_release(wanted: str | None) -> TorchtitanRelease:
+    import torch
+    import torch.distributed.fsdp
+
+    return choose_release(wanted, torch.__version__, torch.distributed.fsdp)
+
+
+def preflight(args: argparse.Namespace, release: TorchtitanRelease) -> float:
     """Check the GPUs and torchtitan; return the peak FLOP/s per GPU."""
     import torch
 
@@ -180,17 +207,15 @@ def preflight(args: argparse.Namespace) -> float:
     if torch.cuda.device_count() < args.gpus:
         raise SystemExit(f"--gpus: {args.gpus} but this node has {torch.cuda.device_count()} CUDA devices")
     if args.only != "ours":
-        import torch.distributed.fsdp
-
-        problem = torchtitan_torch_problem(torch.__version__, torch.distributed.fsdp)
-        if problem is not None:
-            raise SystemExit(problem)
         try:
             found = version("torchtitan")
         except PackageNotFoundError:
-            raise SystemExit(f"torchtitan: not installed; pip install torchtitan=={TORCHTITAN_VERSION}") from None
-        if found != TORCHTITAN_VERSION:
-            raise SystemExit(f"torchtitan: {found} installed, this comparison is written for {TORCHTITAN_VERSION}")
+            raise SystemExit(f"torchtitan: not installed; pip install torchtitan=={release.version}") from None
+        if found != release.version:
+            raise SystemExit(
+                f"torchtitan: {found} installed, but torch {torch.__version__} takes {release.version} here "
+                f"(--torchtitan {found} to insist)"
+            )
     if args.peak_tflops is not None:
         return args.peak_tflops * 1e12
     name = torch.cuda.get_device_name(0)
@@ -257,7 +282,9 @@ def _torchrun(gpus: int, module_args: list[str], env: dict[str, str], log: Path)
     return text
 
 
-def run_ours(args: argparse.Namespace, data_prefix: Path, compiled: bool, env: dict[str, str]) -> str:
+def run_ours(
+    args: argparse.Namespace, data_prefix: Path, compiled: bool, env: dict[str, str], release: TorchtitanRelease
+) -> str:
     import yaml
 
     run_dir = args.workdir / f"ours-compile-{str(compiled).lower()}"
@@ -270,6 +297,7 @@ def run_ours(args: argparse.Namespace, data_prefix: Path, compiled: bool, env: d
         micro_batch_size=args.micro_batch,
         global_batch_size=args.micro_batch * args.gpus,  # one micro-batch per GPU per step, like torchtitan's
     )
+    job["model"]["tie_embeddings"] = release.tied_embeddings  # the model torchtitan's release trains
     job["train"].update(max_steps=args.steps, log_every=1, eval_every=0)
     job["parallel"]["compile"] = compiled
     job["parallel"]["activation_checkpoint"] = {"mode": args.ac}
@@ -285,15 +313,35 @@ def run_ours(args: argparse.Namespace, data_prefix: Path, compiled: bool, env: d
 
 
 def run_torchtitan(
-    args: argparse.Namespace, corpus_dir: Path, tokenizer_dir: Path, compiled: bool, env: dict[str, str]
+    args: argparse.Namespace,
+    corpus_dir: Path,
+    tokenizer_dir: Path,
+    compiled: bool,
+    env: dict[str, str],
+    release: TorchtitanRelease,
 ) -> str:
     run_dir = args.workdir / f"torchtitan-compile-{str(compiled).lower()}"
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
+    offline = {**env, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
+    if release.config_style == "toml":
+        job = TorchtitanV02Job(
+            corpus_dir=corpus_dir,
+            tokenizer_dir=tokenizer_dir,
+            dump_folder=run_dir,
+            seq_len=args.seq_len,
+            micro_batch=args.micro_batch,
+            steps=args.steps,
+            ac=args.ac,
+            compiled=compiled,
+        )
+        config_file = run_dir / "job.toml"
+        config_file.write_text(job_toml(job), encoding="utf-8")
+        return _torchrun(
+            args.gpus, ["-m", "torchtitan.train", "--job.config_file", str(config_file)], offline, run_dir / "log"
+        )
     tt_env = {
-        **env,
-        "HF_DATASETS_OFFLINE": "1",
-        "HF_HUB_OFFLINE": "1",
+        **offline,
         **torchtitan_env(
             corpus_dir=corpus_dir,
             tokenizer_dir=tokenizer_dir,
@@ -310,7 +358,7 @@ def run_torchtitan(
     return _torchrun(args.gpus, module_args, tt_env, run_dir / "log")
 
 
-def bootstrap_venv(wheels: Path, venv: Path) -> Path:
+def bootstrap_venv(wheels: Path, venv: Path, requirements: Path) -> Path:
     """A venv over this interpreter that sees its packages (the machine's torch and triton) through a .pth file
     and gets torchtitan and the trainer's other dependencies from `wheels`, with no index. Returns its python."""
     if not wheels.is_dir():
@@ -325,7 +373,7 @@ def bootstrap_venv(wheels: Path, venv: Path) -> Path:
         here = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
         Path(site, "machine_site.pth").write_text("\n".join(sorted(here)) + "\n", encoding="utf-8")
     command = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-index"]
-    command += ["--find-links", str(wheels), "--no-deps", "-r", str(GPU_REQUIREMENTS)]
+    command += ["--find-links", str(wheels), "--no-deps", "-r", str(requirements)]
     subprocess.run(command, check=True)
     return python
 
@@ -344,16 +392,21 @@ def append_row(path: Path, row: dict[str, object]) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.wheels is not None:
-        python = bootstrap_venv(args.wheels, args.workdir / "venv")
+        release = machine_release(args.torchtitan)
+        python = bootstrap_venv(args.wheels, args.workdir / "venv", release.requirements)
         rest = list(sys.argv[1:] if argv is None else argv)
         index = rest.index("--wheels")
         del rest[index : index + 2]
         os.execv(str(python), [str(python), str(Path(__file__).resolve()), *rest])
-    peak = preflight(args)
+    release = machine_release(args.torchtitan)
+    peak = preflight(args, release)
+    import dataclasses
+
     from training.metrics.flops import model_flops_per_token
     from training.models.registry import get_model_args
 
-    flops_per_token = model_flops_per_token(get_model_args("1b"), args.seq_len)
+    model_args = dataclasses.replace(get_model_args("1b"), tie_embeddings=release.tied_embeddings)
+    flops_per_token = model_flops_per_token(model_args, args.seq_len)
     args.workdir.mkdir(parents=True, exist_ok=True)
     corpus_dir, tokenizer_dir, data_prefix = prepare_data(args.workdir)
     env = {
@@ -364,10 +417,10 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for compiled in (False, True):
         if args.only != "torchtitan":
-            steps = parse_our_metrics(run_ours(args, data_prefix, compiled, env))
+            steps = parse_our_metrics(run_ours(args, data_prefix, compiled, env, release))
             results.append(summarize("ours", compiled, steps, args.warmup, flops_per_token, peak))
         if args.only != "ours":
-            steps = parse_torchtitan_log(run_torchtitan(args, corpus_dir, tokenizer_dir, compiled, env))
+            steps = parse_torchtitan_log(run_torchtitan(args, corpus_dir, tokenizer_dir, compiled, env, release))
             results.append(summarize("torchtitan", compiled, steps, args.warmup, flops_per_token, peak))
         print(render_table(results), flush=True)
     print(
@@ -381,7 +434,8 @@ def main(argv: list[str] | None = None) -> int:
         "gpus": args.gpus,
         "commit": git_commit(),
         "torch": torch.__version__,
-        "torchtitan": TORCHTITAN_VERSION,
+        "torchtitan": release.version,
+        "tied_embeddings": release.tied_embeddings,
         "micro_batch": args.micro_batch,
         "seq_len": args.seq_len,
         "ac": args.ac,
@@ -401,5 +455,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(REPO))
     sys.exit(main())

@@ -5,18 +5,17 @@ from pathlib import Path
 import pytest
 
 from bench.gpu_vs_torchtitan import (
-    GPU_REQUIREMENTS,
-    TORCHTITAN_VERSION,
     append_row,
     bootstrap_venv,
+    choose_release,
     parse_args,
     parse_our_metrics,
     parse_torchtitan_log,
     render_table,
     summarize,
     torchtitan_env,
-    torchtitan_torch_problem,
 )
+from bench.torchtitan_releases import RELEASES, release_problem
 
 TORCHTITAN_LOG = """\
 [rank0]:[titan] 2026-09-01 10:00:00,000 - root - INFO - Training starts at step 1
@@ -94,23 +93,53 @@ def test_rows_are_appended_one_json_object_per_run(tmp_path: Path) -> None:
     ]
 
 
-def test_the_gpu_requirements_pin_everything_but_the_machines_torch() -> None:
-    lines = [line for line in GPU_REQUIREMENTS.read_text().splitlines() if line and not line.startswith("#")]
+@pytest.mark.parametrize("release", RELEASES, ids=lambda release: release.version)
+def test_each_releases_requirements_pin_everything_but_the_machines_torch(release: object) -> None:
+    from bench.torchtitan_releases import TorchtitanRelease
+
+    assert isinstance(release, TorchtitanRelease)
+    lines = [line for line in release.requirements.read_text().splitlines() if line and not line.startswith("#")]
     assert all(re.fullmatch(r"[A-Za-z0-9_.-]+==[^=\s]+", line) for line in lines), lines
-    names = {line.split("==")[0].lower() for line in lines}
-    assert "torchtitan" in names and not names & {"torch", "triton"}
-    assert f"torchtitan=={TORCHTITAN_VERSION}" in lines
+    names = [line.split("==")[0].lower() for line in lines]
+    assert len(names) == len(set(names)) and not set(names) & {"torch", "triton"}
+    assert f"torchtitan=={release.version}" in lines
 
 
 def test_wheels_that_are_not_there_are_a_one_line_error(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match=r"--wheels: .* is not a directory"):
-        bootstrap_venv(tmp_path / "missing", tmp_path / "venv")
+        bootstrap_venv(tmp_path / "missing", tmp_path / "venv", RELEASES[0].requirements)
 
 
-def test_a_torch_without_the_fsdp_api_torchtitan_imports_is_refused_in_one_line() -> None:
+def test_the_newest_release_the_machines_torch_runs_is_taken() -> None:
     from types import SimpleNamespace
 
-    problem = torchtitan_torch_problem("2.11.0+cu130", SimpleNamespace())
-    assert problem is not None and "\n" not in problem
-    assert "2.11.0+cu130" in problem and "DataParallelMeshDims" in problem and "--only ours" in problem
-    assert torchtitan_torch_problem("2.12.0", SimpleNamespace(DataParallelMeshDims=object)) is None
+    with_api, without_api = SimpleNamespace(DataParallelMeshDims=object), SimpleNamespace()
+    # the lent GPU machines: torch 2.11 has no DataParallelMeshDims, so 0.3.0 cannot start and 0.2.2 is taken
+    assert choose_release(None, "2.11.0+cu130", without_api).version == "0.2.2"
+    assert choose_release(None, "2.12.0", with_api).version == "0.3.0"
+    assert choose_release("0.2.2", "2.12.0", with_api).version == "0.2.2"
+
+
+@pytest.mark.parametrize(
+    ("wanted", "torch_version", "message"),
+    [
+        ("0.3.0", "2.11.0+cu130", "torch: 2.11.0+cu130 is older than 2.12, which torchtitan 0.3.0 needs; leave out"),
+        ("0.3.0", "2.12.0", "torch: 2.12.0 has no torch.distributed.fsdp.DataParallelMeshDims, which torchtitan"),
+        (None, "2.9.1", "torch: 2.9.1 runs none of the torchtitan releases 0.3.0, 0.2.2; use --only ours"),
+    ],
+)
+def test_a_torch_that_cannot_run_the_release_is_refused_in_one_line(
+    wanted: str | None, torch_version: str, message: str
+) -> None:
+    from types import SimpleNamespace
+
+    with pytest.raises(SystemExit) as refused:
+        choose_release(wanted, torch_version, SimpleNamespace())
+    assert message in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_release_too_new_for_the_torch_version_says_which_torch_it_needs() -> None:
+    from types import SimpleNamespace
+
+    problem = release_problem(RELEASES[-1], "2.9.0", SimpleNamespace())
+    assert problem == "torch: 2.9.0 is older than 2.10, which torchtitan 0.2.2 needs"

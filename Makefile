@@ -146,7 +146,14 @@ nemo-image: setup
 # torchtitan 0.3.0, the GPU comparison's peer, for the test that loads bench/torchtitan_config.py through torchtitan's
 # own ConfigManager. Its own venv (its pins, datasets and wandb, stay out of .venv); torch is .venv's 2.13.0 CPU build,
 # seen through a .pth file so no second torch is fetched. About 1.4 GB (triton 1 GB of it), 3 minutes to build.
-torchtitan-venv: $(TORCHTITAN_VENV)/.installed
+torchtitan-venv: $(TORCHTITAN_VENV)/.installed $(TORCHTITAN_VENV)/torchtitan-0.2.2/.installed
+
+# torchtitan 0.2.2 (the release the lent GPU machines' torch 2.11 runs) beside it, not installed into it: the test of
+# bench/torchtitan_v0_2_*.py puts this folder first on PYTHONPATH. 0.2.2 needs nothing 0.3.0's closure lacks. 1 MB.
+$(TORCHTITAN_VENV)/torchtitan-0.2.2/.installed: | $(TORCHTITAN_VENV)/.installed
+	rm -rf $(@D)
+	$(TORCHTITAN_VENV)/bin/pip install --quiet --no-deps --no-compile --target $(@D) torchtitan==0.2.2
+	touch $@
 
 $(TORCHTITAN_VENV)/.installed: bench/torchtitan-requirements.txt | $(VENV)/.installed
 	rm -rf $(TORCHTITAN_VENV)

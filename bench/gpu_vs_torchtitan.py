@@ -439,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
         "micro_batch": args.micro_batch,
         "seq_len": args.seq_len,
         "ac": args.ac,
-        "torchtitan_attention": args.attention,
+        "torchtitan_attention": args.attention if release.config_style == "registry" else "sdpa",
         "steps": args.steps,
         "warmup": args.warmup,
         "flops_per_token": flops_per_token,

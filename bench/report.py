@@ -10,15 +10,25 @@ from typing import Any
 from bench.machine import Machine
 from bench.result import BenchResult
 
-GPU_METHOD = """`bench/gpu_vs_torchtitan.py` trains the Llama 3.2 1B shape (tied 128k embeddings, GQA 32/8, SwiGLU 8192) with
-our trainer and with torchtitan 0.3.0 (the PyPI wheel) on the same corpus and tokenizer, the same micro-batch
-(`--micro-batch` x `--seq-len`, default 4 x 4096 per GPU), bf16 parameters with fp32 reductions, chunked
-cross-entropy, the same activation checkpointing (`--ac none|selective`) and compile setting, each with and
-without `torch.compile`. It prints tokens/s per GPU, MFU (recomputed for both with one formula and one peak, each
-framework's own beside it) and peak reserved memory, and appends a dated row (GPU, commit, torch) to
-`docs/benchmarks-gpu.jsonl`, from which the table below is made. Attention cannot match exactly: torchtitan 0.3.0
-refuses SDPA for language models and masks per document (`--attention flex|varlen`); ours is SDPA (cuDNN first),
-causal over the packed sequence.
+GPU_METHOD = """`bench/gpu_vs_torchtitan.py` trains the Llama 3.2 1B shape (128k embeddings, GQA 32/8, SwiGLU 8192) with
+our trainer and with torchtitan (the PyPI wheel) on the same corpus and tokenizer, the same micro-batch
+(`--micro-batch` x `--seq-len`, default 4 x 4096 per GPU), AdamW, bf16 compute over fp32 weights with fp32
+reductions, the same activation checkpointing (`--ac none|selective`) and compile setting, each with and without
+`torch.compile`. It prints tokens/s per GPU, MFU (recomputed for both with one formula and one peak, each
+framework's own beside it) and peak reserved memory, and appends a dated row (GPU, commit, torch, torchtitan
+release) to `docs/benchmarks-gpu.jsonl`, from which the table below is made.
+
+The torchtitan release is the newest the machine's torch runs (`bench/torchtitan_releases.py`; `--torchtitan`
+names one): 0.3.0 needs torch 2.12 or later (it imports `torch.distributed.fsdp.DataParallelMeshDims` at
+start-up); 0.2.2 runs on torch 2.10 and 2.11, which the lent GPU machines carry. What differs between the two:
+- 0.3.0 refuses SDPA for language models and masks per document (`--attention flex|varlen`), and ties the
+  embedding like our `1b`; ours is SDPA (cuDNN first), causal over the packed sequence.
+- 0.2.2 runs SDPA with a causal mask, as ours does, but has no 1B flavor and no tied head:
+  `bench/torchtitan_v0_2_spec.py` registers Llama 3's own train spec with the 1B shape added, and ours then runs
+  untied (1,498,482,688 parameters on both sides; `tests/bench/test_torchtitan_v0_2.py` builds torchtitan's model
+  through its own ConfigManager and counts them). On one GPU 0.2.2 does not shard: it autocasts to bf16 over fp32
+  weights (its log: "Mixed precision training is handled by AMP"), where ours runs FSDP2 over the one rank with
+  bf16 parameters. Each side keeps its own loss (ours chunked, 0.2.2 a full cross-entropy).
 
 On a bare GPU machine (no internet), with the repository and `build/gpu-bench-wheels` (made here by
 `make gpu-bench-wheels GPU_BENCH_PYTHON=3.12`, about 160 MB) copied over, one command:
@@ -28,12 +38,11 @@ python bench/gpu_vs_torchtitan.py --wheels build/gpu-bench-wheels --steps 50
 ```
 
 It builds `build/gpu-bench/venv` over the machine's Python, sees the machine's torch and triton through a `.pth`
-file, installs torchtitan and the trainer's other dependencies from the wheels (no index), and re-runs itself
-there. Our trainer runs on torch 2.11 or later; torchtitan 0.3.0 needs torch 2.12 or later (it imports
-`torch.distributed.fsdp.DataParallelMeshDims` at start-up), and the script says so in one line before any run;
-`--only ours` runs our side alone. `tests/bench/test_torchtitan_config.py` loads `bench/torchtitan_config.py`
-through torchtitan 0.3.0's own ConfigManager and reads the corpus directory with its `c4_test` loader (in
-`.torchtitan-venv`, built by `make test`), so the torchtitan side cannot silently rot."""
+file, installs the chosen release and the trainer's other dependencies from the wheels (no index), and re-runs
+itself there. A torch that runs no release is one line before any run; `--only ours` runs our side alone.
+`tests/bench/test_torchtitan_config.py` loads `bench/torchtitan_config.py` through torchtitan 0.3.0's own
+ConfigManager and reads the corpus directory with its `c4_test` loader (in `.torchtitan-venv`, built by
+`make test`), so the torchtitan side cannot silently rot."""
 
 GPU_ROWS_NAME = "benchmarks-gpu.jsonl"  # beside benchmarks.md; bench/gpu_vs_torchtitan.py --rows appends to it
 GPU_NOT_RUN = "No row yet: no GPU figures here."
@@ -46,12 +55,20 @@ def read_gpu_rows(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+def _framework(row: dict[str, Any], result: dict[str, Any]) -> str:
+    if result["framework"] == "torchtitan":
+        return f"torchtitan {row['torchtitan']}"
+    if row.get("tied_embeddings") is False:
+        return "ours (untied)"
+    return "ours"
+
+
 def _gpu_result_row(row: dict[str, Any], result: dict[str, Any]) -> str:
     memory = result.get("peak_memory_gib")
     own = result.get("own_mfu")
     return (
         f"| {row['date'][:10]} | {row['gpu']} x{row['gpus']} | {row['commit']} | {row['torch']} | "
-        f"{result['framework']} | {str(result['compiled']).lower()} | {result['tokens_per_s_per_gpu']:,.0f} | "
+        f"{_framework(row, result)} | {str(result['compiled']).lower()} | {result['tokens_per_s_per_gpu']:,.0f} | "
         f"{result['mfu']:.1%} | {'-' if own is None else f'{own:.1%}'} | "
         f"{'-' if memory is None else f'{memory:.1f}'} | {result['steps_timed']} |"
     )
@@ -59,7 +76,7 @@ def _gpu_result_row(row: dict[str, Any], result: dict[str, Any]) -> str:
 
 def gpu_section(rows: Sequence[dict[str, Any]]) -> str:
     """The GPU comparison's section of docs/benchmarks.md: its method, then every recorded run's figures."""
-    lines = ["## GPU: our trainer against torchtitan 0.3.0", "", GPU_METHOD, "", "### Runs", ""]
+    lines = ["## GPU: our trainer against torchtitan", "", GPU_METHOD, "", "### Runs", ""]
     if not rows:
         return "\n".join([*lines, GPU_NOT_RUN, ""])
     lines += [

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.gpu_vs_torchtitan import TORCHTITAN_VERSION, torchtitan_corpus_dir, torchtitan_env
+from bench.gpu_vs_torchtitan import torchtitan_corpus_dir, torchtitan_env
+from bench.torchtitan_releases import release_named
 
 REPO = Path(__file__).resolve().parents[2]
 TORCHTITAN_VENV = REPO / ".torchtitan-venv"
@@ -110,7 +111,7 @@ def test_torchtitans_config_manager_builds_our_config(
 ) -> None:
     args = ["--module", "bench.torchtitan_config", "--config", config_name]
     found = _run(torchtitan_python, CONFIG_PROBE, args, _settings(tmp_path, ac, attention), tmp_path)
-    assert found["torchtitan"] == TORCHTITAN_VERSION
+    assert found["torchtitan"] == release_named("0.3.0").version
     assert (found["flavor"], found["vocab_size"], found["weight_tying"], found["n_layers"]) == ("1B", 128256, True, 16)
     assert found["attention"] == {"flex": "FlexAttention.Config", "varlen": "VarlenAttention.Config"}[attention]
     assert (found["local_batch_size"], found["seq_len"], found["steps"]) == (2, 4096, 30)

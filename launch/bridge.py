@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from launch.bridge_finetune import finetune_settings
 from launch.nemo import Layout, check_megatron_job, optimizer_overrides, validation_split
 from slurm.target import Target
 from training.config import JobConfig
@@ -114,10 +115,16 @@ def bridge_config(
         "logger.tensorboard_dir": str(run_dir / "tensorboard"),
         "rng.seed": job.train.seed,
     }
+    recipe = BRIDGE_RECIPE
+    config: dict[str, Any] = {}
+    if job.finetune is not None:  # Bridge's own SFT/PEFT recipe, the same contract (launch/bridge_finetune.py)
+        recipe, extra, config["finetune"] = finetune_settings(job, model, layout, run_dir, hf_llama_config(model))
+        overrides.update(extra)
     return {
+        **config,
         "framework": target.nemo_framework,
         "recipe_module": BRIDGE_RECIPE_MODULE,
-        "recipe": BRIDGE_RECIPE,
+        "recipe": recipe,
         "hf_model_id": RECIPE_HF_MODEL_ID,
         "hf_model_root": str(run_dir / "hf"),
         "name": run_dir.name,

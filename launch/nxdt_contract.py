@@ -50,6 +50,27 @@ def contract_problems(config: dict[str, Any], record: dict[str, Any] | None = No
     return problems
 
 
+def finetune_refusal(mode: str, record: dict[str, Any] | None = None) -> str | None:
+    """Why `llm-submit --backend neuron` cannot render a finetune: section from the recorded contract, or None once
+    the record holds what rendering it needs: LoRA keys for lora; for full fine-tuning, what NxDT's SFT data module
+    reads and how it loads a base checkpoint (required or read_with_default keys, not example-config names alone)."""
+    record = record or load_record()
+    release = record["source"]["release"].split(" (")[0]
+    read = set(record["required"]) | set(record["read_with_default"])
+    if mode == "lora" and not any("lora" in key or "peft" in key for key in record["example_keys"]):
+        return (
+            f"finetune.mode: 'lora' is not supported on --backend neuron: the recorded NxDT contract ({release}, "
+            "launch/nxdt-contract.yaml) has no LoRA/PEFT keys; fine-tune with LoRA on --backend fsdp or nemo"
+        )
+    if not any(key.startswith("data.") and ("sft" in key or "train_dir" in key) for key in read):
+        return (
+            f"finetune.mode: {mode!r} is not supported on --backend neuron: the recorded NxDT contract ({release}, "
+            "launch/nxdt-contract.yaml) names SFT keys only from NxDT's example configs, not what its SFT data module "
+            "reads or how it loads a base checkpoint; fine-tune on --backend fsdp or nemo"
+        )
+    return None
+
+
 def example_keys(source: Path) -> list[str]:
     keys: set[str] = set()
     for path in sorted((source / "examples" / "conf").glob("megatron_*.yaml")):

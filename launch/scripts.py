@@ -222,6 +222,11 @@ def nemo_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered) 
         # The recipe's model comes from the rendered config directory; nothing may try the Hub (no route to it).
         env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
     else:
+        if inputs.job.finetune is not None:
+            raise SubmitError(
+                f"finetune: needs Megatron Bridge's SFT/PEFT recipes (cluster.containers.nemo_framework "
+                f"megatron-bridge-*); the spec's {framework_name} has no fine-tuning path here"
+            )
         config = nemo_config(inputs.job, inputs.model, target, options.nodes, run_dir, tokenizer, layout)
         config_path = run_dir / "nemo-config.yaml"
     rendered.files[config_path] = _yaml(config)

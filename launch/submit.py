@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from launch.data_fit import check_data_fills_splits
 from launch.fit import check_fits, check_global_batch, check_planner_fit, planned_cost
+from launch.nxdt_contract import finetune_refusal
 from launch.options import SubmitOptions
 from launch.scripts import JobInputs, Rendered, fsdp_scripts, nemo_scripts, neuron_scripts
 from launch.signal_lead import job_stop_window, resolve_signal_lead
@@ -261,7 +262,11 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
     model_name = job.model.name or str(job.model.hf_checkpoint)
     if options.backend == "fsdp":  # nemo and neuron check it with their model-parallel layout
         check_global_batch(job, target.devices_per_node * options.nodes)
-    check_data_fills_splits(options.backend, job, data_prefix, target.devices_per_node * options.nodes)
+    refusal = finetune_refusal(job.finetune.mode) if job.finetune and options.backend == "neuron" else None
+    if refusal:
+        raise SubmitError(refusal)
+    if job.finetune is None or options.backend == "fsdp":  # Bridge's SFT reads its JSONL (launch.bridge_finetune)
+        check_data_fills_splits(options.backend, job, data_prefix, target.devices_per_node * options.nodes)
     fit = check_fits(model, target, options.nodes, model_name=model_name)
     notes = [f"fits: {fit.summary()}"]
     plan = None

@@ -87,6 +87,8 @@ class Job:
     shard_group: int | None = None  # hsdp: DP ranks one replica is sharded over (dp_shard); None: one node's
     # Context parallel: each sequence split over this many ranks (ring attention passes K and V around them).
     context_parallel: int = 1
+    # LoRA of this rank on every linear of each block, the base frozen (planner/finetune.py); None: all trained.
+    lora_rank: int | None = None
 
     def __post_init__(self) -> None:
         problems = self.problems()
@@ -112,6 +114,8 @@ class Job:
             out.append(
                 PlanError("activation_checkpointing", self.checkpointing, f"is not one of {CHECKPOINTING_MODES}")
             )
+        if self.lora_rank is not None and not _positive_int(self.lora_rank):
+            out.append(PlanError("lora_rank", self.lora_rank, "must be an integer >= 1"))
         if self.global_batch is not None and not _positive_int(self.global_batch):
             out.append(PlanError("global_batch", self.global_batch, "must be an integer >= 1"))
         if self.shard_group is not None and not _positive_int(self.shard_group):

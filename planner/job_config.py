@@ -93,7 +93,14 @@ def planner_job(
         global_batch=config.data.global_batch_size,
         software=chosen,
         shard_group=shard_group(parallel, data_parallel) if chosen.sharding == "hsdp" else None,
+        lora_rank=lora_rank(config),
     )
+
+
+def lora_rank(config: JobConfig) -> int | None:
+    """The finetune: section's LoRA rank (the base frozen), or None: every parameter trains (pretraining, full)."""
+    finetune = config.finetune
+    return finetune.lora.rank if finetune is not None and finetune.mode == "lora" else None
 
 
 def read_job(path: Path, argument: str = "--model") -> tuple[JobConfig, ModelArgs]:

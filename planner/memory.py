@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.calibration import FRAGMENTATION_FRACTION, RUNTIME_RESERVED_GIB
+from planner.finetune import ADAPTED_LINEARS, lora_parameters
 from planner.flops import Checkpointing
 from planner.hardware import Hardware, hardware
 from planner.job import Job, Sharding, Software
@@ -122,13 +123,21 @@ def job_memory(job: Job) -> MemoryEstimate:
     weights = BF16 * params / shard
     gradients = BF16 * params / shard
     optimizer = 12 * params / optimizer_shard
+    # LoRA: the frozen base keeps its bf16 weights only; the adapters train with the full state (planner/finetune).
+    adapters = 0.0 if job.lora_rank is None else lora_parameters(args, job.lora_rank) / model_parallel
+    if job.lora_rank is not None:
+        weights = BF16 * (params + adapters) / shard
+        gradients = BF16 * adapters / shard
+        optimizer = 12 * adapters / optimizer_shard
+    # Gradients of a gathered block go back through the wire dtype; a frozen block has none.
+    reduce_bytes = job.software.grad_reduce_bytes if job.lora_rank is None else 0
 
     gathered = 0.0
     block = counts.per_layer / job.tensor_parallel
     if job.software.sharding in ("fsdp", "hsdp") and shard > 1:
-        gathered = block * (2 * BF16 + job.software.grad_reduce_bytes)
+        gathered = block * (2 * BF16 + reduce_bytes)
         if job.pipeline_parallel > 1:  # the stage stays gathered across micro-batches (see step_time)
-            gathered = params * (BF16 + job.software.grad_reduce_bytes)
+            gathered = params * (BF16 + reduce_bytes)
     if job.software.precision == "fp8":
         # FP8 GEMMs read an e4m3 copy of each weight and, on Hopper, of its transpose (TransformerEngine caches
         # both): 2 bytes per block parameter, for the gathered blocks under FSDP, for every local block otherwise.
@@ -150,6 +159,8 @@ def job_memory(job: Job) -> MemoryEstimate:
         ) * block_activation_bytes_per_token(args, "none", attention, job.seq_len)
     else:
         per_token_layer = block_activation_bytes_per_token(args, job.checkpointing, attention, job.seq_len)
+    if job.lora_rank is not None:  # each adapter's rank-r intermediate
+        per_token_layer += BF16 * ADAPTED_LINEARS * job.lora_rank
     activations = layers * in_flight * tokens * per_token_layer / job.tensor_parallel
     if job.checkpointing in ("full", "every_n"):  # one block recomputed at a time holds its full activations
         recomputed = block_activation_bytes_per_token(args, "none", attention, job.seq_len)

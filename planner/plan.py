@@ -23,6 +23,7 @@ from typing import Any
 
 from planner.calibration import CALIBRATED, LOCAL_LINK_EFFICIENCY
 from planner.cost import CostEstimate, job_cost
+from planner.finetune import DEFAULT_LORA_RANK, FINETUNE_MODES
 from planner.flops import CHECKPOINTING_MODES
 from planner.hardware import Hardware, HardwareError, hardware
 from planner.job import ATTENTIONS, PRECISIONS, SHARDINGS, Job, PlanError, Sharding, Software
@@ -148,6 +149,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="sequences per optimizer step (default: a job YAML's, else one micro-batch per data-parallel rank)",
     )
+    parser.add_argument(
+        "--finetune",
+        choices=FINETUNE_MODES,
+        help="full: every parameter trains (the default plan); lora: the base frozen in bf16, adapters on every linear",
+    )
+    parser.add_argument("--lora-rank", type=int, help=f"with --finetune lora (default {DEFAULT_LORA_RANK})")
     parser.add_argument("--tokens", type=parse_tokens, default=None, help="tokens to train on (2e12, 2T, 300B)")
     parser.add_argument(
         "--price-per-hour", type=non_negative_float, default=None, help="USD per node-hour (default: on-demand)"
@@ -205,7 +212,22 @@ def _job_from_yaml(options: argparse.Namespace, node: Hardware) -> Job:
     return job if options.shard_group is None else dataclasses.replace(job, shard_group=options.shard_group)
 
 
+def _finetuned(job: Job, options: argparse.Namespace) -> Job:
+    """--finetune / --lora-rank over what the job (or its YAML's finetune: section) says."""
+    if options.lora_rank is not None and options.finetune != "lora" and job.lora_rank is None:
+        raise PlanError("--lora-rank", options.lora_rank, "applies only with --finetune lora")
+    if options.finetune == "full":
+        return dataclasses.replace(job, lora_rank=None)
+    if options.finetune == "lora" or options.lora_rank is not None:
+        return dataclasses.replace(job, lora_rank=options.lora_rank or job.lora_rank or DEFAULT_LORA_RANK)
+    return job
+
+
 def job_from_args(options: argparse.Namespace) -> Job:
+    return _finetuned(_job_from_options(options), options)
+
+
+def _job_from_options(options: argparse.Namespace) -> Job:
     node = hardware(options.instance, usd_per_hour=_price(options))
     if is_job_yaml(options.model):
         return _job_from_yaml(options, node)

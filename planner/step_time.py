@@ -32,6 +32,7 @@ from planner.calibration import (
     Efficiency,
 )
 from planner.comms import Group, Transfer, collective, point_to_point
+from planner.finetune import frozen_weight_gradient_flops_per_token, lora_parameters
 from planner.flops import hardware_flops_per_token, megatron_flops_per_token, model_flops_per_token
 from planner.job import Job
 from planner.memory import BF16, LOGIT_BYTES_PER_ELEMENT
@@ -185,8 +186,14 @@ def matmul_flops_by_rate(job: Job) -> tuple[float, float]:
     total = hardware_flops_per_token(args, job.seq_len, recomputed)
     linear = args.n_layers * count_parameters(args).per_layer * (6.0 + 2.0 * recomputed)
     head = 6.0 * args.dim * args.vocab_size
+    other = total - linear - head
+    if job.lora_rank is not None:  # frozen base: no weight gradients; the adapters train (planner/finetune.py)
+        per_layer = count_parameters(args).per_layer
+        linear -= frozen_weight_gradient_flops_per_token(args, per_layer) - 2.0 * args.dim * args.vocab_size
+        linear += lora_parameters(args, job.lora_rank) * (6.0 + 2.0 * recomputed)
+        head = 4.0 * args.dim * args.vocab_size
     # The output head runs on the last pipeline stage only, so with PP that stage is the slowest and sets the pace.
-    return linear / pp, (total - linear - head) / pp + head
+    return linear / pp, other / pp + head
 
 
 def _context_parallel(job: Job, efficiency: Efficiency) -> Transfer:
@@ -272,7 +279,8 @@ def estimate_step(job: Job, efficiency: Efficiency = CALIBRATED) -> StepEstimate
     breakdown |= {"gradient_all_reduce": 0.0, "optimizer_shards": 0.0}
     breakdown[traffic.per_step_kind] = per_step.seconds
 
-    params = count_parameters(args).total / (tp * pp * job.optimizer_shard_size)
+    trained = count_parameters(args).total if job.lora_rank is None else lora_parameters(args, job.lora_rank)
+    params = trained / (tp * pp * job.optimizer_shard_size)
     optimizer_s = params * OPTIMIZER_BYTES_PER_PARAM / hw.hbm_bytes_per_s_per_device
 
     step_s = pipeline_s + dp_exposed + optimizer_s

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from spec.errors import SpecProblem, UserError, not_utf8_text, problems_from_pydantic
 from spec.yaml_file import read_yaml
+from training.finetune.config import FinetuneSection
 from training.models.args import ModelArgs, ModelArgsError
 from training.models.registry import get_model_args
 
@@ -178,6 +179,7 @@ class JobConfig(_Section):
     guards: GuardsSection = GuardsSection()
     metrics: MetricsSection = MetricsSection()
     profile: ProfileSection = ProfileSection()
+    finetune: FinetuneSection | None = None  # None: pretraining
 
     @model_validator(mode="after")
     def _cross_field(self) -> JobConfig:

@@ -38,6 +38,7 @@ if __package__:  # imported as launch.jobs.bridge_pretrain (the tests)
 else:  # run by path in the container: sys.path[0] is launch/jobs, the repo's packages are not importable
     import job_contract  # type: ignore[import-not-found,no-redef]  # mypy checks the package import above
 
+# A finetune: block (launch/bridge_finetune.py) makes it Bridge's SFT/PEFT recipe on {"input","output"} JSONL.
 REQUIRED_KEYS = ("recipe_module", "recipe", "hf_model_id", "hf_model_root", "overrides", "data")
 
 
@@ -61,15 +62,18 @@ def build_config(config: dict[str, Any]) -> Any:
     model_dir = Path(config["hf_model_root"]) / config["hf_model_id"]
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(f"hf_model_root: no {model_dir / 'config.json'} (rendered by launch.submit)")
+    finetune = config.get("finetune")
     with working_directory(config["hf_model_root"]):
-        container = getattr(recipes, config["recipe"])()
+        if finetune is not None and finetune["lora"] is not None:
+            container = getattr(recipes, config["recipe"])(peft_scheme=canonical_lora(finetune["lora"]))
+        else:
+            container = getattr(recipes, config["recipe"])()
     job_contract.apply_overrides(container, config["overrides"], "config")
     data = config["data"]
-    # Our .bin/.idx prefixes, unweighted; train,validation,test split in thousandths.
-    container.dataset.blend = ([str(Path(p).resolve()) for p in data["paths"]], None)
-    container.dataset.split = data["split"]
-    container.dataset.seq_length = data["seq_length"]
-    container.dataset.random_seed = data["seed"]
+    if finetune is not None:
+        sft_dataset(container, finetune, data)
+    else:
+        gpt_dataset(container, data)
     container.tokenizer.tokenizer_type = "HuggingFaceTokenizer"
     container.tokenizer.tokenizer_model = data["tokenizer"]
     container.tokenizer.vocab_size = None
@@ -80,6 +84,54 @@ def build_config(config: dict[str, Any]) -> Any:
     # The signal our batch script forwards before the time limit.
     container.train.exit_signal = job_contract.STOP_SIGNAL
     return container
+
+
+def gpt_dataset(container: Any, data: dict[str, Any]) -> None:
+    # Our .bin/.idx prefixes, unweighted; train,validation,test split in thousandths.
+    container.dataset.blend = ([str(Path(p).resolve()) for p in data["paths"]], None)
+    container.dataset.split = data["split"]
+    container.dataset.seq_length = data["seq_length"]
+    container.dataset.random_seed = data["seed"]
+
+
+def canonical_lora(lora: dict[str, Any]) -> Any:
+    """Bridge's CanonicalLoRA: q, k, v and gate, up adapted separately, as Hugging Face's PEFT does."""
+    from megatron.bridge.peft.canonical_lora import CanonicalLoRA
+
+    return CanonicalLoRA(
+        target_modules=list(lora["target_modules"]), dim=lora["dim"], alpha=lora["alpha"], dropout=lora["dropout"]
+    )
+
+
+def link_sft_splits(dataset_root: str | Path, work_dir: str | Path) -> Path:
+    """The staged JSONL linked into the run directory: Bridge writes its index and packed files beside the JSONL it
+    reads, and the dataset directory is the data perimeter's, not the job's. Idempotent (a requeue finds them)."""
+    work = Path(work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    for name in ("training.jsonl", "validation.jsonl"):
+        link = work / name
+        with contextlib.suppress(FileExistsError):  # every rank links; the first one wins
+            link.symlink_to(Path(dataset_root).resolve() / name)
+    return work
+
+
+def sft_dataset(container: Any, finetune: dict[str, Any], data: dict[str, Any]) -> None:
+    """The recipe's GPTSFTDataset config (SQuAD from the Hub by default) pointed at our JSONL: local source, loss on
+    the output only (Bridge's answer_only_loss), packed offline into one sequence per micro-batch whose cu_seqlens
+    keep each sample's attention to itself."""
+    from megatron.bridge.data.packing import PackedSequenceSpecs
+
+    dataset = container.dataset
+    dataset.dataset_root = str(link_sft_splits(finetune["dataset_root"], finetune["work_dir"]))
+    dataset.hf_dataset = None
+    dataset.hf_validation_proportion = None
+    dataset.do_test = False
+    dataset.seq_length = data["seq_length"]
+    dataset.seed = data["seed"]
+    dataset.enable_offline_packing = True
+    dataset.offline_packing_specs = PackedSequenceSpecs(
+        packed_sequence_size=data["seq_length"], pad_seq_to_mult=finetune["pad_seq_to_mult"]
+    )
 
 
 def run_job(config_path: str, configure: job_contract.Configure) -> int:
@@ -96,10 +148,12 @@ def stop_of(exit_: SystemExit) -> Exception:
 
 def _configure(config: dict[str, Any]) -> Callable[[], None]:
     from megatron.bridge.training.config import runtime_config_update
+    from megatron.bridge.training.finetune import finetune
     from megatron.bridge.training.gpt_step import forward_step
     from megatron.bridge.training.pretrain import pretrain
 
     container = build_config(config)
+    run = finetune if config.get("finetune") is not None else pretrain  # finetune(): pretrain() from an init
     # What pretrain() does first (mixed precision, data-parallel size, ConfigContainer.validate(): the parallel
     # layout against the world size, batch sizes, scheduler steps, checkpoint settings), now, before any GPU work,
     # on a copy: pretrain() runs it again on the container itself.
@@ -107,7 +161,7 @@ def _configure(config: dict[str, Any]) -> Callable[[], None]:
 
     def train() -> None:
         try:
-            pretrain(container, forward_step)
+            run(container, forward_step)
         except SystemExit as exit_:
             raise stop_of(exit_) from None
 

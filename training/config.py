@@ -168,6 +168,48 @@ class ProfileSection(_Section):
     warmup: NonNegativeInt = 1  # profiled but not traced, just before start_step (the profiler's own start-up)
 
 
+# Hugging Face Llama names of the linear layers LoRA can wrap (ours: training/finetune/lora.py maps them).
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+class LoraSection(_Section):
+    """Low-rank adapters on the named linear layers: W x + (alpha / rank) B A dropout(x), A and B trained."""
+
+    rank: PositiveInt = 16
+    alpha: float = Field(default=32.0, gt=0.0)
+    dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
+    target_modules: tuple[str, ...] = LORA_TARGETS  # HF names; the model refuses one it does not have
+
+    @model_validator(mode="after")
+    def _targets(self) -> LoraSection:
+        if not self.target_modules:
+            raise ValueError("finetune.lora.target_modules: is empty; name at least one linear layer")
+        repeated = sorted({name for name in self.target_modules if self.target_modules.count(name) > 1})
+        if repeated:
+            raise ValueError(f"finetune.lora.target_modules: {repeated} named more than once")
+        return self
+
+
+class FinetuneSection(_Section):
+    """Start from trained weights: `init` is an HF directory (config.json + *.safetensors) or a run directory of
+    ours (its latest committed checkpoint, weights only); the optimizer and the step start fresh."""
+
+    mode: Literal["full", "lora"]
+    init: str | None = None  # None: model.hf_checkpoint
+    lora: LoraSection | None = None  # mode lora: these settings (defaults when absent)
+
+    @model_validator(mode="after")
+    def _lora_only_for_lora(self) -> FinetuneSection:
+        if self.mode == "full" and self.lora is not None:
+            raise ValueError("finetune.lora: is for finetune.mode 'lora', not 'full'; remove it or change the mode")
+        return self
+
+    @property
+    def lora_settings(self) -> LoraSection | None:
+        """The adapters' settings, or None for full fine-tuning."""
+        return (self.lora or LoraSection()) if self.mode == "lora" else None
+
+
 class JobConfig(_Section):
     model: ModelSection
     data: DataSection
@@ -178,6 +220,7 @@ class JobConfig(_Section):
     guards: GuardsSection = GuardsSection()
     metrics: MetricsSection = MetricsSection()
     profile: ProfileSection = ProfileSection()
+    finetune: FinetuneSection | None = None  # None: pretraining (or model.hf_checkpoint's full fine-tuning)
 
     @model_validator(mode="after")
     def _cross_field(self) -> JobConfig:
@@ -186,7 +229,23 @@ class JobConfig(_Section):
                 f"data.global_batch_size {self.data.global_batch_size} is not a multiple of "
                 f"data.micro_batch_size {self.data.micro_batch_size}"
             )
+        finetune, hf_dir = self.finetune, self.model.hf_checkpoint
+        if finetune is not None and finetune.init is None and hf_dir is None:
+            raise ValueError(
+                "finetune.init: is required with model.name (an HF directory or a run directory to start from)"
+            )
+        if finetune is not None and finetune.init is not None and hf_dir is not None and finetune.init != hf_dir:
+            raise ValueError(
+                f"finetune.init: {finetune.init!r} differs from model.hf_checkpoint {hf_dir!r}; give one of them"
+            )
         return self
+
+    @property
+    def init_from(self) -> str | None:
+        """Where the weights of a new run come from: finetune.init or model.hf_checkpoint; None: fresh weights."""
+        if self.finetune is not None and self.finetune.init is not None:
+            return self.finetune.init
+        return self.model.hf_checkpoint
 
     def with_overrides(self, **dotted: Any) -> JobConfig:
         """Copy with `section.field=value` overrides (from the command line), validated like the file."""

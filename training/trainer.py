@@ -467,7 +467,7 @@ class Trainer:
 
     def _save(self) -> None:
         self.guard.raise_if_stopped()  # never a checkpoint after a step the guard refused
-        trainer_state = {
+        trainer_state: dict[str, Any] = {
             "step": self.step,
             "loader": self.train_loader.state_dict(),
             "guard": self.guard.state_dict(),
@@ -477,8 +477,8 @@ class Trainer:
             "tokens_seen": self.step * self.config.data.global_batch_size * self.config.data.seq_len,
         }
         if self.config.finetune is not None:  # the export rebuilds the adapters from this
-            trainer_state["finetune"] = self.config.finetune.model_dump(mode="json")
-            trainer_state["finetune"]["lora"] = self.lora.model_dump(mode="json") if self.lora else None
+            lora = self.lora.model_dump(mode="json") if self.lora else None
+            trainer_state["finetune"] = {**self.config.finetune.model_dump(mode="json"), "lora": lora}
         self.checkpoints.save(
             self.step, training_state(self.model, self.optimizer), trainer_state, _rng_state(self.device)
         )

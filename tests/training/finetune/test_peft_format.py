@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from peft import PeftModel
+from peft import LoraConfig, PeftModel
 from safetensors.torch import load_file, save_file
 from transformers import LlamaForCausalLM
 
@@ -70,7 +70,8 @@ def test_peft_loads_our_adapter_onto_the_hf_base_with_our_logits(trained_lora: t
     assert "base_model.model.model.layers.1.self_attn.q_proj.lora_A.weight" in load_file(adapter / ADAPTER_WEIGHTS)
 
     peft_model = PeftModel.from_pretrained(LlamaForCausalLM.from_pretrained(base), adapter).eval()
-    assert peft_model.peft_config["default"].r == 4 and peft_model.peft_config["default"].lora_alpha == 12.0
+    loaded = peft_model.peft_config["default"]
+    assert isinstance(loaded, LoraConfig) and (loaded.r, loaded.lora_alpha, loaded.lora_dropout) == (4, 12.0, 0.1)
     with torch.no_grad():
         theirs = peft_model(input_ids=IDS).logits
         ours = trained_lora(IDS)

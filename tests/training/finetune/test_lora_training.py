@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 import torch
 import torch.distributed.checkpoint as dcp
+from peft import PeftModel
 from safetensors.torch import load_file
+from transformers import LlamaForCausalLM
 
 from tests.training.jobs import (
     kill_training,
@@ -175,3 +177,36 @@ def test_a_bad_start_or_target_stops_the_run_in_one_line(
     assert line in result.stdout + result.stderr, result.stdout[-2000:] + result.stderr[-2000:]
     assert "Traceback" not in result.stdout + result.stderr
     assert not (tmp_path / "run" / "checkpoints").exists() or not any((tmp_path / "run" / "checkpoints").iterdir())
+
+
+@pytest.mark.distributed
+def test_export_of_a_lora_run_loads_in_peft_and_merges_into_a_full_checkpoint(
+    lora_run: tuple[Path, Path], tmp_path: Path
+) -> None:
+    _, run_dir = lora_run
+    base, merged = tmp_path / "base", tmp_path / "merged"
+    assert export.main(["--run-dir", str(run_dir), "--output", str(base)]) == 0
+    assert export.main(["--run-dir", str(run_dir), "--output", str(merged), "--merge-lora"]) == 0
+    assert not (merged / "adapter").exists()
+
+    ids = torch.randint(0, 500, (2, 32), generator=torch.Generator().manual_seed(0))
+    ours = export.load_checkpoint_model(_checkpoint(run_dir)).eval()
+    peft_model = PeftModel.from_pretrained(LlamaForCausalLM.from_pretrained(base), base / "adapter").eval()
+    with torch.no_grad():
+        expected = ours(ids)
+        # fp32 on CPU, as in test_peft_format.py
+        torch.testing.assert_close(peft_model(input_ids=ids).logits, expected, rtol=0, atol=1e-5)
+        merged_logits = LlamaForCausalLM.from_pretrained(merged).eval()(input_ids=ids).logits
+        torch.testing.assert_close(
+            merged_logits, peft_model.merge_and_unload()(input_ids=ids).logits, rtol=0, atol=1e-5
+        )
+
+
+def test_merge_lora_of_a_run_without_adapters_is_one_line(
+    pretrained: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run, _ = pretrained
+    assert export.main(["--run-dir", str(run), "--output", str(tmp_path / "out"), "--merge-lora"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --merge-lora: ") and "is not of a LoRA run" in err and err.count("\n") == 1
+    assert not (tmp_path / "out" / export.WEIGHTS_FILE).exists()

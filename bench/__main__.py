@@ -14,7 +14,7 @@ from bench.report import text_table, write_reports
 from bench.result import BenchResult
 from spec.cli import user_errors
 
-GROUPS = ("loader", "checkpoint", "trainer_step", "prepare", "synth")
+GROUPS = ("loader", "checkpoint", "trainer_step", "finetune", "prepare", "synth")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -32,7 +32,7 @@ def _progress(message: str) -> None:
 
 def run(groups: tuple[str, ...], workdir: Path) -> list[BenchResult]:
     # Imported here: `--help` and argument errors should not pay for torch and the CDK toolchain.
-    from bench import checkpoint, data, synth, trainer_step
+    from bench import checkpoint, data, finetune_step, synth, trainer_step
 
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
@@ -44,6 +44,7 @@ def run(groups: tuple[str, ...], workdir: Path) -> list[BenchResult]:
         ),
         "checkpoint": lambda: checkpoint.checkpoint_benchmarks(workdir, demo_prefix),
         "trainer_step": lambda: [trainer_step.trainer_step_benchmark(workdir, demo_prefix)],
+        "finetune": lambda: [finetune_step.lora_vs_full_benchmark(workdir, demo_prefix)],
         "prepare": lambda: [data.prepare_benchmark(corpus, tokenizer, workdir)],
         "synth": lambda: [synth.run()],
     }

@@ -22,7 +22,6 @@ from typing import Any
 from launch.nemo import Layout
 from slurm.errors import SubmitError
 from training.config import JobConfig
-from training.finetune.config import FinetuneSection
 from training.models.args import ModelArgs
 
 RECIPES = {"full": "llama3_8b_sft_config", "lora": "llama3_8b_peft_config"}
@@ -89,9 +88,9 @@ def _check_hf_shape(init: Path, rendered: dict[str, Any]) -> None:
             )
 
 
-def pretrained_checkpoint(section: FinetuneSection, hf_config: dict[str, Any]) -> str:
+def pretrained_checkpoint(init_from: str, hf_config: dict[str, Any]) -> str:
     """What Bridge initializes from: the HF directory itself, or a Bridge run's checkpoints/."""
-    init = Path(section.init).resolve()
+    init = Path(init_from).resolve()
     if _is_hf_dir(init):
         _check_hf_shape(init, hf_config)
         return str(init)
@@ -99,7 +98,7 @@ def pretrained_checkpoint(section: FinetuneSection, hf_config: dict[str, Any]) -
     if (init / "bridge-config.yaml").is_file() and (checkpoints / "latest_checkpointed_iteration.txt").is_file():
         return str(checkpoints)
     raise SubmitError(
-        f"finetune.init: {section.init!r} is neither a Hugging Face directory (config.json and *.safetensors) nor "
+        f"finetune.init: {init_from!r} is neither a Hugging Face directory (config.json and *.safetensors) nor "
         "a Megatron Bridge run directory with a committed checkpoint; export an FSDP run to Hugging Face first "
         "(llm-export)"
     )
@@ -116,19 +115,21 @@ def finetune_settings(
             f"data.micro_batch_size: {job.data.micro_batch_size} must be 1 for a finetune job on --backend nemo "
             "(Megatron Bridge packs SFT samples into one sequence per micro-batch: raise data.seq_len instead)"
         )
-    overrides: dict[str, Any] = {"checkpoint.pretrained_checkpoint": pretrained_checkpoint(section, hf_config)}
+    init_from = job.init_from
+    assert init_from is not None  # JobConfig refuses a finetune: section with neither init nor model.hf_checkpoint
+    overrides: dict[str, Any] = {"checkpoint.pretrained_checkpoint": pretrained_checkpoint(init_from, hf_config)}
     if layout.context > 1:
         # Bridge's rule for SFT with CP > 1: a rank whose tokens are all masked must not divide by zero.
         overrides["model.calculate_per_token_loss"] = True
         overrides["ddp.average_in_collective"] = False
-    lora = section.lora
+    lora = section.lora_settings
     block: dict[str, Any] = {
         "mode": section.mode,
         "dataset_root": str(check_sft_dataset(job.data.prefix)),
         "work_dir": str(run_dir / "sft-data"),  # packed sequences and index files: the dataset dir stays read-only
         "pad_seq_to_mult": 2 * layout.context if layout.context > 1 else 1,
         "lora": None
-        if section.mode == "full"
+        if lora is None
         else {
             "target_modules": [CANONICAL_LORA_TARGETS[name] for name in lora.target_modules],
             "dim": lora.rank,

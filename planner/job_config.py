@@ -100,7 +100,8 @@ def planner_job(
 def lora_rank(config: JobConfig) -> int | None:
     """The finetune: section's LoRA rank (the base frozen), or None: every parameter trains (pretraining, full)."""
     finetune = config.finetune
-    return finetune.lora.rank if finetune is not None and finetune.mode == "lora" else None
+    lora = finetune.lora_settings if finetune is not None else None
+    return lora.rank if lora is not None else None
 
 
 def read_job(path: Path, argument: str = "--model") -> tuple[JobConfig, ModelArgs]:

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pydantic import ValidationError
+
+# A problem whose value is not worth showing: a rule over the whole document, whose "value" is all of it.
+NO_VALUE: Any = object()
+# A whole-document rule's message that starts by naming its field ("finetune.init: is required ...").
+_NAMED_FIELD = re.compile(r"^([A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)+): (.+)$")
 
 
 def field_path(loc: Sequence[str | int]) -> str:
@@ -32,6 +38,8 @@ class SpecProblem:
         self.value = value
 
     def __str__(self) -> str:
+        if self.value is NO_VALUE:
+            return f"{self.path}: {self.message}"
         return f"{self.path}: {_show(self.value)} {self.message}"
 
 
@@ -65,6 +73,14 @@ def problems_from_pydantic(error: ValidationError) -> list[SpecProblem]:
             continue
         if message and message[0].isupper():
             message = message[0].lower() + message[1:]
+        named = _NAMED_FIELD.match(message)
+        if named and named.group(1).startswith(field_path(loc) if loc else ""):
+            # a section's own rule that names the field it is about: that field, not the section's whole value
+            problems.append(SpecProblem(named.group(1), named.group(2), NO_VALUE))
+            continue
+        if not loc:  # a rule over the whole document: its "value" is all of it
+            problems.append(SpecProblem("<spec>", message, NO_VALUE))
+            continue
         problems.append(SpecProblem(field_path(loc), message, item.get("input")))
     return problems
 

@@ -179,7 +179,7 @@ class JobConfig(_Section):
     guards: GuardsSection = GuardsSection()
     metrics: MetricsSection = MetricsSection()
     profile: ProfileSection = ProfileSection()
-    finetune: FinetuneSection | None = None  # None: pretraining
+    finetune: FinetuneSection | None = None  # None: pretraining (or model.hf_checkpoint's full fine-tuning)
 
     @model_validator(mode="after")
     def _cross_field(self) -> JobConfig:
@@ -188,7 +188,23 @@ class JobConfig(_Section):
                 f"data.global_batch_size {self.data.global_batch_size} is not a multiple of "
                 f"data.micro_batch_size {self.data.micro_batch_size}"
             )
+        finetune, hf_dir = self.finetune, self.model.hf_checkpoint
+        if finetune is not None and finetune.init is None and hf_dir is None:
+            raise ValueError(
+                "finetune.init: is required with model.name (an HF directory or a run directory to start from)"
+            )
+        if finetune is not None and finetune.init is not None and hf_dir is not None and finetune.init != hf_dir:
+            raise ValueError(
+                f"finetune.init: {finetune.init!r} differs from model.hf_checkpoint {hf_dir!r}; give one of them"
+            )
         return self
+
+    @property
+    def init_from(self) -> str | None:
+        """Where the weights of a new run come from: finetune.init or model.hf_checkpoint; None: fresh weights."""
+        if self.finetune is not None and self.finetune.init is not None:
+            return self.finetune.init
+        return self.model.hf_checkpoint
 
     def with_overrides(self, **dotted: Any) -> JobConfig:
         """Copy with `section.field=value` overrides (from the command line), validated like the file."""

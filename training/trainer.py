@@ -16,7 +16,6 @@ import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
-from training.checkpoint.hf_load import load_hf_weights
 from training.checkpoint.layout import MARKER, latest_complete
 from training.checkpoint.manager import CheckpointManager
 from training.checkpoint.state import training_state
@@ -29,6 +28,9 @@ from training.config import (
     resolve_model_args,
 )
 from training.data.loader import LoaderConfig, PackedTokenLoader
+from training.finetune.init import load_initial_weights, resolve_init
+from training.finetune.lora import apply_lora, base_parameters, init_adapters
+from training.finetune.peft_format import adapter_tensors, write_adapter
 from training.guards import LossGuard
 from training.metrics.flops import (
     device_peak_flops,
@@ -49,7 +51,7 @@ from training.parallel.dist import DistContext
 from training.parallel.fsdp import mixed_precision_policy, replicas_reduce_on_last
 from training.parallel.mesh import build_mesh, data_parallel_shape
 from training.parallel.parallelize import parallelize
-from training.parallel.precision import unsharded_autocast
+from training.parallel.precision import unsharded_autocast, uses_bf16
 from training.parallel.state_memory import DeviceMemory, check_state_fits, device_memory, local_world_size
 from training.profiling import StepProfiler
 from training.signals import StopRequest
@@ -159,9 +161,17 @@ class Trainer:
         self.mesh = build_mesh(self.dp_shape, self.device.type) if self.dp_shape.size > 1 else None
         self.mp_policy = mixed_precision_policy(config.parallel.mixed_precision, self.device)
         self.model = build_model(self.model_args, device="meta")
+        self.lora = config.finetune.lora_settings if config.finetune is not None else None
+        if self.lora is not None:  # a converter on the meta model: the model code knows nothing of adapters
+            frozen_dtype = torch.bfloat16 if uses_bf16(config.parallel.mixed_precision, self.device) else torch.float32
+            trainable = apply_lora(self.model, self.model_args, self.lora, frozen_dtype)
+            log.info("LoRA: %s trainable parameters (%.3f%% of %s)", f"{trainable:,}",
+                     100 * trainable / self.params.total, f"{self.params.total:,}")  # fmt: skip
         parallelize(self.model, config.parallel, self.mesh, self.mp_policy)
         self.model.to_empty(device=self.device)
         self.model.init_weights(seed=config.train.seed)  # the same weights at any world size (models/init.py)
+        if self.lora is not None:
+            init_adapters(self.model, seed=config.train.seed)
         self.optimizer = build_optimizer(self.model, config.optim, self.device)
         self.guard = LossGuard(config.guards, self.device)
 
@@ -206,9 +216,14 @@ class Trainer:
     def _restore(self) -> Path | None:
         latest = self.checkpoints.prepare()
         if latest is None:
-            if self.config.model.hf_checkpoint is not None:
-                count = load_hf_weights(self.model, self.model_args, Path(self.config.model.hf_checkpoint))
-                log.info("fine-tuning: loaded %d tensors from %s", count, self.config.model.hf_checkpoint)
+            init = self.config.init_from
+            if init is not None:
+                field = "model.hf_checkpoint" if self.config.finetune is None else "finetune.init"
+                source = resolve_init(init, field)
+                # LoRA: the start checkpoint holds the base; the adapters keep their initial values.
+                parameters = base_parameters(self.model) if self.lora else self.model.named_parameters()
+                count = load_initial_weights(self.model, self.model_args, source, parameters)
+                log.info("fine-tuning: loaded %d tensors from %s", count, source.path)
             return None
         step, path = latest
         state, rng = self.checkpoints.load(path, training_state(self.model, self.optimizer))
@@ -270,6 +285,7 @@ class Trainer:
                     self._save()
             self._save()
             self.checkpoints.wait()
+            self._export_adapter()
         finally:
             batches.close()  # the loader's generator: stops its prefetch thread
             self.stop_request.uninstall()
@@ -451,7 +467,7 @@ class Trainer:
 
     def _save(self) -> None:
         self.guard.raise_if_stopped()  # never a checkpoint after a step the guard refused
-        trainer_state = {
+        trainer_state: dict[str, Any] = {
             "step": self.step,
             "loader": self.train_loader.state_dict(),
             "guard": self.guard.state_dict(),
@@ -460,10 +476,22 @@ class Trainer:
             "model_args": self.model_args.to_dict(),
             "tokens_seen": self.step * self.config.data.global_batch_size * self.config.data.seq_len,
         }
+        if self.config.finetune is not None:  # the export rebuilds the adapters from this
+            lora = self.lora.model_dump(mode="json") if self.lora else None
+            trainer_state["finetune"] = {**self.config.finetune.model_dump(mode="json"), "lora": lora}
         self.checkpoints.save(
             self.step, training_state(self.model, self.optimizer), trainer_state, _rng_state(self.device)
         )
         self._note_checkpoint()
+
+    def _export_adapter(self) -> None:
+        """A LoRA run's adapters in PEFT's format in RUN/export/adapter (finetune/peft_format.py)."""
+        if self.lora is None:
+            return
+        tensors = adapter_tensors(self.model, self.model_args)  # every rank: gathering the shards is collective
+        if self.ctx.is_main:
+            out = write_adapter(tensors, self.lora, self.config.init_from, self.run_dir / "export" / "adapter")
+            log.info("LoRA adapter (PEFT format): %s", out)
 
     def _note_checkpoint(self) -> None:
         """The newest committed checkpoint for the metrics endpoint: read at checkpoint time, never per step (an

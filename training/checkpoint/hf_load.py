@@ -5,6 +5,7 @@ the rows of its own shard (whole attention heads for NeoX's permuted query_key_v
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -76,13 +77,16 @@ def _read_rows(handle: Any, args: ModelArgs, name: str, key: str, start: int, en
 
 
 @torch.no_grad()
-def load_hf_weights(model: nn.Module, args: ModelArgs, directory: Path) -> int:
-    """Copy HF weights into `model` in place; returns the number of tensors loaded."""
+def load_hf_weights(
+    model: nn.Module, args: ModelArgs, directory: Path, parameters: Iterable[tuple[str, nn.Parameter]] | None = None
+) -> int:
+    """Copy HF weights into `model` in place (into `parameters` only when given: a LoRA model's base, say); returns
+    the number of tensors loaded."""
     files = weight_map(directory)
     loaded = 0
     with ExitStack() as stack:
         handles: dict[Path, Any] = {}
-        for raw_name, param in model.named_parameters():
+        for raw_name, param in model.named_parameters() if parameters is None else parameters:
             name = plain_name(raw_name)
             key = hf_name(args, name)
             if key not in files:

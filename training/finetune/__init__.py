@@ -1,2 +1,3 @@
-"""Fine-tuning after pretraining: the job config's finetune: section (config). Torch-free at import: the planner
-and llm-submit read the section on the head node."""
+"""Fine-tuning after pretraining: the job config's finetune: section (`config`, torch-free: the planner and
+llm-submit read it on the head node), where a run's first weights come from (`init`), LoRA as a model converter
+(`lora`), the PEFT adapter format and the merge into a full checkpoint (`peft_format`)."""

@@ -43,5 +43,16 @@ class WeightInit:
     def normal_(self, param: Tensor, std: float) -> None:
         full = torch.empty(param.shape, dtype=param.dtype, device=param.device)
         full.normal_(mean=0.0, std=std, generator=self.generator(param))
+        self._keep_local(param, full)
+
+    @torch.no_grad()
+    def uniform_(self, param: Tensor, bound: float) -> None:
+        """U(-bound, bound), drawn whole like normal_."""
+        full = torch.empty(param.shape, dtype=param.dtype, device=param.device)
+        full.uniform_(-bound, bound, generator=self.generator(param))
+        self._keep_local(param, full)
+
+    @staticmethod
+    def _keep_local(param: Tensor, full: Tensor) -> None:
         local = param.to_local() if isinstance(param, DTensor) else param
         local.copy_(_local_part(param, full))

@@ -27,19 +27,20 @@ def test_a_job_without_finetune_is_pretraining() -> None:
 def test_lora_defaults_target_every_linear_layer_by_hugging_face_name() -> None:
     section = _job({"mode": "lora", "init": "/fsx/models/base"}).finetune
     assert section is not None and section.mode == "lora" and section.init == "/fsx/models/base"
-    assert (section.lora.rank, section.lora.alpha, section.lora.dropout) == (16, 32, 0.0)
-    assert section.lora.target_modules == list(HF_LINEAR_MODULES)
+    lora = section.lora_settings
+    assert lora is not None and (lora.rank, lora.alpha, lora.dropout) == (16, 32, 0.0)
+    assert lora.target_modules == HF_LINEAR_MODULES
 
 
 @pytest.mark.parametrize(
     ("finetune", "line"),
     [
         ({"mode": "qlora", "init": "x"}, "config: finetune.mode: 'qlora' input should be 'full' or 'lora'"),
-        ({"mode": "lora"}, "config: finetune.init: None is required but missing"),
+        ({"mode": "lora"}, "config: finetune.init: is required with model.name"),
         ({"mode": "lora", "init": "x", "lora": {"rank": 0}}, "config: finetune.lora.rank: "),
         (
             {"mode": "lora", "init": "x", "lora": {"target_modules": ["q_proj", "qkv"]}},
-            "config: finetune.lora.target_modules: ['q_proj', 'qkv'] 'qkv' names no linear layer of a Llama block",
+            "config: finetune.lora.target_modules: 'qkv' names no linear layer of a Llama block",
         ),
         ({"mode": "lora", "init": "x", "lora": {"target_modules": []}}, "config: finetune.lora.target_modules: "),
         ({"mode": "lora", "init": "x", "lora": {"dropout": 1.0}}, "config: finetune.lora.dropout: "),

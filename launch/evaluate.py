@@ -24,7 +24,6 @@ from slurm.submission import REPO_ROOT, SPEC_ENV, sbatch, submit_env
 from slurm.target import Target, local_target, resolve_target
 from spec import SpecError, load_spec
 from spec.cli import OneLineParser, user_errors
-from spec.cli_types import existing_directory, existing_file
 from training.evaluate.errors import EvalError
 from training.evaluate.task_files import check_tasks
 
@@ -35,16 +34,17 @@ JOB_CONFIG = "job-config.yaml"  # what llm-submit writes into the run directory
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="llm-eval", description=__doc__.splitlines()[0])
-    parser.add_argument("--run-dir", required=True, type=existing_directory, help="the training run directory")
-    parser.add_argument("--tasks-dir", required=True, type=existing_directory, help="task YAMLs and their data")
+    # Directories are checked after parsing (render), as the run's and the tasks' own problems.
+    parser.add_argument("--run-dir", required=True, type=Path, help="the training run directory")
+    parser.add_argument("--tasks-dir", required=True, type=Path, help="task YAMLs and their data")
     parser.add_argument("--tasks", default=DEFAULT_TASKS, help=f"comma-separated task names (default {DEFAULT_TASKS})")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--step", type=int, help="score this committed step (default: the latest)")
     which.add_argument("--all", action="store_true", help="score every committed step")
     which.add_argument("--every", type=int, help="with --after: every N-th checkpoint while the job trains")
-    which.add_argument("--hf-dir", type=existing_directory, help="score this HF directory (e.g. Bridge's export)")
+    which.add_argument("--hf-dir", type=Path, help="score this HF directory (e.g. Bridge's export)")
     parser.add_argument("--after", help="the training job's id (--every)")
-    parser.add_argument("--tokenizer", type=existing_file, help="tokenizer.json (default: the run's dataset's)")
+    parser.add_argument("--tokenizer", type=Path, help="tokenizer.json (default: the run's dataset's)")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--queue", help="queue from the spec's cluster section (default: the first GPU queue)")
     where.add_argument("--local", action="store_true", help="the local CPU cluster (cluster.verify.local_slurm)")
@@ -112,6 +112,11 @@ def render(args: argparse.Namespace, command_line: str) -> tuple[Path, str]:
         raise SubmitError("--after: --every and --after go together (the training job whose checkpoints to score)")
     if args.after is not None and not args.after.isdigit():
         raise SubmitError(f"--after: {args.after!r} is not a SLURM job id")
+    for path, option in ((args.run_dir, "--run-dir"), (args.tasks_dir, "--tasks-dir"), (args.hf_dir, "--hf-dir")):
+        if path is not None and not path.is_dir():
+            raise SubmitError(f"--{option.lstrip('-')}: {str(path)!r} is not a directory")
+    if args.tokenizer is not None and not args.tokenizer.is_file():
+        raise SubmitError(f"--tokenizer: {str(args.tokenizer)!r} is not a file")
     run_dir = Path(args.run_dir).resolve()
     tasks_dir = Path(args.tasks_dir).resolve()
     tasks = [task for task in args.tasks.split(",") if task]

@@ -172,9 +172,15 @@ WHEELHOUSE_DIR ?= build/wheelhouse
 OBSERVABILITY_DIR ?= $(WHEELHOUSE_DIR)/observability
 NXDT_WHEELHOUSE_DIR ?= build/nxdt-wheelhouse
 
+# lm-eval's pure-Python dependencies that PyPI serves only as source: built here into py3-none-any wheels first, so
+# the wheelhouse stays wheels only (the nodes install with --no-index) and the download below finds them.
+SDIST_ONLY_WHEELS := rouge_score==0.1.2 sqlitedict==2.1.0 word2number==1.1
+
 wheelhouse: setup
+	$(PY) -m pip wheel --quiet --no-deps $(SDIST_ONLY_WHEELS) -w $(WHEELHOUSE_DIR)
 	$(PY) -m pip download --quiet --only-binary=:all: --implementation cp --python-version $(WHEELHOUSE_PYTHON) \
-		--platform $(WHEELHOUSE_PLATFORM) -r requirements-node.txt -c constraints.txt -d $(WHEELHOUSE_DIR)
+		--platform $(WHEELHOUSE_PLATFORM) --find-links $(WHEELHOUSE_DIR) -r requirements-node.txt -c constraints.txt \
+		-d $(WHEELHOUSE_DIR)
 
 # The pinned upstream binaries of the metrics stack (node exporter, Prometheus agent, DCGM exporter;
 # cluster/observability/binaries.json), sha256-checked, into the wheelhouse's observability/ prefix, which
@@ -246,7 +252,9 @@ wheelhouse-node-cpu: build/wheelhouse-node-cpu/.complete
 
 build/wheelhouse-node-cpu/.complete: requirements-node.txt constraints.txt | $(VENV)/.installed
 	rm -rf build/wheelhouse-node-cpu
-	$(PY) -m pip download --quiet --only-binary=:all: -r requirements-node.txt -c constraints.txt -d build/wheelhouse-node-cpu
+	$(PY) -m pip wheel --quiet --no-deps $(SDIST_ONLY_WHEELS) -w build/wheelhouse-node-cpu
+	$(PY) -m pip download --quiet --only-binary=:all: --find-links build/wheelhouse-node-cpu -r requirements-node.txt \
+		-c constraints.txt -d build/wheelhouse-node-cpu
 	touch $@
 
 test: setup lint pcluster-venv checkov-venv nemo-venv bridge-venv torchtitan-venv awscli-venv wheelhouse-test \

@@ -1,7 +1,7 @@
 """llm-report: planned dollars next to what the jobs really used, from Slurm accounting (sacct).
 
     python -m planner.report [--spec SPEC] [--by job|user|month] [--start 2026-01-01] [--end ...]
-                              [--sacct-file FILE] [--price PARTITION=USD] [--json]
+                              [--sacct-file FILE] [--price PARTITION=USD] [--json] [--run-dir RUN ...]
 
 Spent: each job's allocated nodes x elapsed hours (sacct's AllocNodes, ElapsedRaw) x the hourly price of its
 partition's instance type (a queue of the spec's cluster; the spec's cluster.prices, else the on-demand
@@ -9,6 +9,7 @@ facts table; --price for partitions outside the spec, such as the local cluster'
 launch.submit records in the job's comment (`llm-plan:v1,usd=...,hours=...,steps=...`, stored by
 AccountingStoreFlags=job_comment, read back as sacct's Comment). A job without a plan shows its spend only.
 Reads `sacct --parsable2` itself on the head node, or a file of its output (--sacct-file, `-` for stdin).
+With --run-dir, a line per run with its latest llm-eval scores (planner.eval_scores).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.comment import Plan, parse_plan
+from planner.eval_scores import latest_scores_line
 from slurm.submission import SPEC_ENV
 from spec.cli import OneLineParser, user_errors
 from spec.cli_types import finite_float
@@ -268,6 +270,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--price", action="append", default=[], metavar="PARTITION=USD", help="USD per node-hour for a partition"
     )
     parser.add_argument("--json", action="store_true", help="rows as JSON")
+    parser.add_argument(
+        "--run-dir",
+        dest="run_dirs",
+        action="append",
+        default=[],
+        type=Path,
+        help="also print the run's latest llm-eval scores (repeatable)",
+    )
     return parser
 
 
@@ -308,6 +318,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         unpriced = sorted({r.partition for r in records if r.partition not in prices})
         if unpriced:
             print(f"no price for partition {', '.join(unpriced)}: pass --price PARTITION=USD", file=sys.stderr)
+        for run_dir in args.run_dirs:
+            print(latest_scores_line(run_dir))
     return 0
 
 

@@ -160,3 +160,15 @@ def test_push_runs_every_aws_call_with_the_profile_it_is_given() -> None:
         check=True,
     ).stdout
     assert "-m cluster.containers push --spec my.yaml --profile compute" in dry
+
+
+def test_the_image_carries_lm_eval_at_the_nodes_pin_without_moving_the_frameworks_packages() -> None:
+    dockerfile = (REPO / "containers" / "nemo-efa" / "Dockerfile").read_text()
+    node_pin = next(
+        line for line in (REPO / "requirements-node.txt").read_text().splitlines() if line.startswith("lm-eval==")
+    )
+    assert f"ARG LM_EVAL_VERSION={node_pin.split('==')[1]}" in dockerfile
+    # The image's own packages constrain the install: lm-eval joins NeMo's stack, it never upgrades it.
+    assert "pip list --format=freeze > /tmp/image-packages.txt" in dockerfile  # name==version only
+    assert '"lm-eval==${LM_EVAL_VERSION}" -c /tmp/image-packages.txt' in dockerfile
+    assert "import lm_eval" in dockerfile

@@ -110,3 +110,18 @@ def test_cli_reads_recorded_output_and_prints_json() -> None:
 def test_cli_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
     result = cli(*args)
     assert (result.returncode, result.stderr) == (2, message)
+
+
+def test_a_runs_latest_llm_eval_scores_are_a_line_of_the_report(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    for step, acc in ((50, 0.25), (100, 0.3125)):
+        (run / "eval" / f"step-{step}").mkdir(parents=True)
+        results = {"demo_choice": {"alias": "demo_choice", "acc,none": acc, "acc_stderr,none": 0.04}}
+        (run / "eval" / f"step-{step}" / "results.json").write_text(json.dumps({"results": results}))
+    result = cli(
+        "--sacct-file", str(RECORDED), "--price", "local=3600", "--run-dir", str(run), "--run-dir", str(tmp_path)
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[-2] == f"scores {run} step 100: demo_choice acc 0.3125"
+    assert lines[-1].startswith(f"scores {tmp_path}: none yet")

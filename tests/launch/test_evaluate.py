@@ -1,0 +1,68 @@
+"""llm-eval's rendering and its refusals, without a cluster (the SLURM journey is tests/launch/test_eval_slurm.py)."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cluster.verify.local_slurm.install import ensure_shellcheck
+from launch.evaluate import main
+from training.evaluate.task_data import build_task_data
+
+
+@pytest.fixture(scope="module")
+def tasks(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("tasks")
+    build_task_data(directory)
+    return directory
+
+
+def _argv(run_dir: Path, tasks: Path, *extra: str) -> list[str]:
+    tokenizer = Path(__file__)  # any existing file: rendering does not read it
+    return ["--run-dir", str(run_dir), "--tasks-dir", str(tasks), "--tokenizer", str(tokenizer), "--local", *extra]
+
+
+def test_the_rendered_watcher_script_is_valid_bash_and_scores_every_nth_checkpoint(
+    tmp_path: Path, tasks: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "job-config.yaml").write_text("checkpoint: {every: 50}\n")
+    assert main(_argv(run_dir, tasks, "--every", "4", "--after", "123", "--dry-run")) == 0
+    script = capsys.readouterr().out
+    assert "--every-steps 200" in script and "TRAIN_JOB=123" in script and "#SBATCH --no-requeue" in script
+    path = tmp_path / "eval.sbatch"
+    path.write_text(script)
+    assert subprocess.run(["bash", "-n", str(path)], check=False).returncode == 0
+    shellcheck = subprocess.run([ensure_shellcheck(), str(path)], capture_output=True, text=True, check=False)
+    assert shellcheck.returncode == 0, shellcheck.stdout
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--every", "2"], "error: --after: --every and --after go together"),
+        (["--every", "2", "--after", "12"], "error: --every: "),  # the run has no job-config.yaml yet
+        (["--step", "0"], "error: --step: 0 must be at least 1"),
+        (["--tasks", "hellaswag"], "error: --tasks: 'hellaswag' is in no task YAML under "),
+    ],
+)
+def test_bad_options_are_one_line(
+    tmp_path: Path, tasks: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    assert main(_argv(tmp_path, tasks, *extra, "--dry-run")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message) and err.count("\n") == 1, err
+
+
+def test_a_task_file_that_does_not_parse_is_named(
+    tmp_path: Path, tasks: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = tmp_path / "tasks"
+    broken.mkdir()
+    (broken / "bad.yaml").write_text("task: [bad\n")
+    assert main(_argv(tmp_path, broken, "--tasks", "bad", "--dry-run")) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith(f"error: {broken / 'bad.yaml'}: does not parse as a task YAML at line") and err.count("\n") == 1
+    )

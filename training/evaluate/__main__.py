@@ -1,0 +1,5 @@
+import sys
+
+from training.evaluate.run import main
+
+sys.exit(main())

@@ -118,7 +118,12 @@ def prepare_sft(
     for name, partial in bridge_parts.items():
         os.replace(partial, bridge_dir / f"{name}.jsonl")
     manifest = writer.commit(
-        {"template": template.source, "validation_fraction": validation_fraction, "seed": seed, "samples": writer.samples}
+        {
+            "template": template.source,
+            "validation_fraction": validation_fraction,
+            "seed": seed,
+            "samples": writer.samples,
+        }
     )
     return PreparedSFT(tokens_prefix(output_prefix), bridge_dir, manifest)
 
@@ -139,9 +144,7 @@ def _write_samples(
         bridge.write(json.dumps(bridge_row(pieces, last_response), ensure_ascii=False) + "\n")  # type: ignore[attr-defined]
 
 
-def _split_bridge(
-    all_rows: Path, parts: dict[str, Path], samples: int, validation_fraction: float, seed: int
-) -> None:
+def _split_bridge(all_rows: Path, parts: dict[str, Path], samples: int, validation_fraction: float, seed: int) -> None:
     """The trainer's split (training.data.splits) of the rows, so Bridge holds out the same samples."""
     _, validation = split_documents(samples, validation_fraction, seed)
     held_out = np.zeros(samples, dtype=bool)

@@ -115,7 +115,9 @@ def load_chat_template(tokenizer_dir: Path) -> ChatTemplate:
             raise DataError(f"{config_path}: must be a JSON object, found {type(loaded).__name__}")
         config = loaded
     special = {
-        key: text for key, value in config.items() if key.endswith("_token") and (text := _token_text(value)) is not None
+        key: text
+        for key, value in config.items()
+        if key.endswith("_token") and (text := _token_text(value)) is not None
     }
     jinja_file = tokenizer_dir / "chat_template.jinja"
     if jinja_file.is_file():

@@ -45,7 +45,10 @@ def test_tokens_and_loss_mask_read_back_with_megatron_core_and_mask_only_the_pro
         assert ids.shape == mask.shape and ids[-1] == prepared.manifest.eod_id and mask[-1] == 1
         trained = tokenizer.decode(ids[mask == 1][:-1].tolist())
         prompt = tokenizer.decode(ids[mask == 0].tolist())
-        assert trained in ("Return the absolute value of the argument.\n\n", "Serialize obj to a JSON formatted str.\n\n")
+        assert trained in (
+            "Return the absolute value of the argument.\n\n",
+            "Serialize obj to a JSON formatted str.\n\n",
+        )
         assert prompt.startswith("### User:\n") and prompt.endswith("### Assistant:\n")
         assert np.all(np.diff(mask.astype(int)) >= 0)  # one prompt, then one response
     assert prepared.manifest.extra["template"] == "plain"
@@ -91,7 +94,9 @@ def test_a_bad_row_is_refused_with_its_line_and_the_old_dataset_survives(
     assert after == before
 
 
-def test_the_cli_refuses_a_bad_row_in_one_line(tokenizer_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_the_cli_refuses_a_bad_row_in_one_line(
+    tokenizer_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     rows = write_rows(tmp_path / "rows.jsonl", [ROWS[0], {"prompt": "q"}])
     argv = ["--sft", "--input", str(rows), "--output-prefix", str(tmp_path / "sft")]
     assert main([*argv, "--tokenizer", str(tokenizer_dir / "tokenizer.json")]) == 2
@@ -104,6 +109,8 @@ def test_the_cli_refuses_a_bad_row_in_one_line(tokenizer_dir: Path, tmp_path: Pa
 def test_the_cli_writes_the_sft_dataset(tokenizer_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     rows = write_rows(tmp_path / "rows.jsonl", ROWS)
     tokenizer = str(tokenizer_dir / "tokenizer.json")
-    assert main(["--sft", "--input", str(rows), "--output-prefix", str(tmp_path / "sft"), "--tokenizer", tokenizer]) == 0
+    assert (
+        main(["--sft", "--input", str(rows), "--output-prefix", str(tmp_path / "sft"), "--tokenizer", tokenizer]) == 0
+    )
     assert "20 samples" in capsys.readouterr().out
     assert (tmp_path / "sft_sft_tokens.manifest.json").is_file()

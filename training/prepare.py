@@ -214,13 +214,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--eod-token", help="end-of-document token (default: the first of the usual ones present)")
     parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 1) - 1), help="tokenizer processes")
     sft = parser.add_argument_group("supervised fine-tuning data (--sft)")
-    sft.add_argument("--sft", action="store_true", help="instruction/chat JSONL -> OUT_sft_tokens and OUT_sft_loss_mask")
+    sft.add_argument(
+        "--sft", action="store_true", help="instruction/chat JSONL -> OUT_sft_tokens and OUT_sft_loss_mask"
+    )
     sft.add_argument(
         "--validation-fraction",
         type=float,
         help=f"--sft: rows held out for validation (default {DEFAULT_VALIDATION_FRACTION}; the job's data.validation_fraction)",
     )
-    sft.add_argument("--seed", type=int, help=f"--sft: the held-out split's seed (default {DEFAULT_SEED}; the job's data.seed)")
+    sft.add_argument(
+        "--seed", type=int, help=f"--sft: the held-out split's seed (default {DEFAULT_SEED}; the job's data.seed)"
+    )
     return parser
 
 
@@ -281,7 +285,9 @@ def _main_sft(args: argparse.Namespace) -> int:
         args.output_prefix,
         tokenizer_path=args.tokenizer,
         eod_token=args.eod_token,
-        validation_fraction=DEFAULT_VALIDATION_FRACTION if args.validation_fraction is None else args.validation_fraction,
+        validation_fraction=DEFAULT_VALIDATION_FRACTION
+        if args.validation_fraction is None
+        else args.validation_fraction,
         seed=DEFAULT_SEED if args.seed is None else args.seed,
     )
     manifest = prepared.manifest

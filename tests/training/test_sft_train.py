@@ -37,6 +37,6 @@ def test_held_out_sft_loss_goes_down_on_two_ranks(sft_prefix: str, tmp_path: Pat
 
 def test_data_kind_is_pretrain_or_sft() -> None:
     job = tiny_job("x_sft_tokens", data={"kind": "chat"})
-    with pytest.raises(ConfigError, match="data.kind"):
+    with pytest.raises(ConfigError, match=r"data\.kind"):
         parse_job_config(job)
     assert parse_job_config(tiny_job("x_text_document")).data.kind == "pretrain"

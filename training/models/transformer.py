@@ -12,11 +12,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from training.models.args import ModelArgs
+from training.models.attention import document_mask
 from training.models.init import WeightInit
 from training.models.llama import LlamaBlock
 from training.models.loss import chunked_cross_entropy
 from training.models.neox import NeoXBlock
-from training.models.attention import document_mask
 from training.models.rope import model_inverse_frequencies, rotary_cos_sin, rotary_cos_sin_at
 
 

@@ -56,7 +56,8 @@ class SampleWriter:
             raise DataError(f"{where}: token id {int(ids.max())} outside the vocabulary of {self.tokenizer.vocab_size}")
         sequence = np.append(ids, self.tokenizer.eod_id).astype(TOKEN_DTYPE)
         trained = np.append(mask, 1).astype(MASK_DTYPE)
-        for builder, array in zip(self._builders, (sequence, trained), strict=True):
+        arrays: tuple[np.ndarray, np.ndarray] = (sequence, trained)
+        for builder, array in zip(self._builders, arrays, strict=True):
             builder.add_document(array, [array.size])
         self.samples += 1
         self.tokens += sequence.size

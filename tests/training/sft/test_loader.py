@@ -15,7 +15,7 @@ from training.sft.prepare import loss_mask_prefix, prepare_sft
 def test_first_fit_packs_whole_samples_into_the_first_row_with_room() -> None:
     rows = first_fit(np.array([5, 4, 3, 2, 6, 1]), capacity=8)
     assert [list(row) for row in rows] == [[0, 2], [1, 3, 5], [4]]
-    with pytest.raises(DataError, match="9 positions.*seq_len 8"):
+    with pytest.raises(DataError, match=r"9 positions.*seq_len 8"):
         first_fit(np.array([3, 9]), capacity=8)
 
 

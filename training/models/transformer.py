@@ -68,9 +68,10 @@ class Transformer(nn.Module):
             cos, sin = rotary_cos_sin(inv_freq, seq_len)
         else:
             cos, sin = rotary_cos_sin_at(inv_freq, position_ids)
-        mask = None if document_ids is None else document_mask(document_ids)
+        # Pretraining calls the blocks as before (causal kernels); packed rows add the block-diagonal mask.
+        extra = () if document_ids is None else (document_mask(document_ids),)
         for layer in self.layers:
-            h = layer(h, cos, sin, mask)
+            h = layer(h, cos, sin, *extra)
         h = self.norm(h)
         if self.output is not None:
             return self.output(h, labels)

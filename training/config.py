@@ -70,7 +70,10 @@ class ModelSection(_Section):
 
 
 class DataSection(_Section):
-    prefix: str  # the loader's data_prefix: <output-prefix>_text_document
+    prefix: str  # the loader's data_prefix: <output-prefix>_text_document, or <output-prefix>_sft_tokens for sft
+    # pretrain: one token stream cut into samples; sft: whole samples packed per row, loss on the response only
+    # (training/sft/loader.py; the data comes from `llm-prepare --sft`).
+    kind: Literal["pretrain", "sft"] = "pretrain"
     seq_len: PositiveInt
     micro_batch_size: PositiveInt
     global_batch_size: PositiveInt  # samples per optimizer step; gradient accumulation makes up the rest

@@ -2,6 +2,10 @@
 
     python -m training.prepare --input data/*.jsonl --output-prefix build/data/corpus [--tokenizer tokenizer.json]
     python -m training.prepare --demo-corpus --output-prefix build/data/demo
+    python -m training.prepare --sft --input rows.jsonl --tokenizer tokenizer.json --output-prefix build/data/sft
+
+With --sft the inputs are instruction or chat rows, written as tokens and a loss mask (training/sft/prepare.py);
+--sft --demo-corpus takes the demo instruction set built from the demo corpus (training/sft/demo_instructions.py).
 
 Without --tokenizer a byte-level BPE is trained on the inputs and saved as `<prefix>_tokenizer.json`.
 Every document is followed by exactly one end-of-document token; the tokenizer adds nothing of its own.
@@ -38,6 +42,8 @@ from training.data.tokenizer import (
     vocab_size,
 )
 from training.data.writer import TokenizerInfo, write_dataset
+from training.sft.demo_instructions import demo_instructions_path
+from training.sft.prepare import DEFAULT_SEED, DEFAULT_VALIDATION_FRACTION, prepare_sft
 
 DEFAULT_VOCAB_SIZE = 8192
 DOCUMENTS_PER_CHUNK = 64
@@ -207,13 +213,29 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--text-field", default="text", help="JSONL field holding the document text")
     parser.add_argument("--eod-token", help="end-of-document token (default: the first of the usual ones present)")
     parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 1) - 1), help="tokenizer processes")
+    sft = parser.add_argument_group("supervised fine-tuning data (--sft)")
+    sft.add_argument(
+        "--sft", action="store_true", help="instruction/chat JSONL -> OUT_sft_tokens and OUT_sft_loss_mask"
+    )
+    sft.add_argument(
+        "--validation-fraction",
+        type=float,
+        help=f"--sft: rows held out for validation (default {DEFAULT_VALIDATION_FRACTION}; the job's data.validation_fraction)",
+    )
+    sft.add_argument(
+        "--seed", type=int, help=f"--sft: the held-out split's seed (default {DEFAULT_SEED}; the job's data.seed)"
+    )
     return parser
 
 
 @user_errors
-@user_errors
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.sft:
+        return _main_sft(args)
+    for option in ("validation_fraction", "seed"):
+        if getattr(args, option) is not None:
+            raise UserError(f"--{option.replace('_', '-')}: only applies with --sft")
     if args.tokenizer is not None and args.vocab_size is not None:
         raise UserError("--vocab-size: only applies when no --tokenizer is given")
     if args.demo_corpus:
@@ -238,6 +260,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"wrote {prepared.data_prefix}.{{bin,idx,manifest.json}}: {manifest.document_count} documents, "
         f"{manifest.token_count} tokens ({manifest.dtype}), vocab {manifest.vocab_size}, "
         f"EOD {manifest.eod_token!r} = {manifest.eod_id}; tokenizer {prepared.tokenizer_path}"
+    )
+    return 0
+
+
+def _main_sft(args: argparse.Namespace) -> int:
+    if args.tokenizer is None:
+        raise UserError("--tokenizer: --sft needs the base model's tokenizer.json (its data must use the same ids)")
+    for option in ("vocab_size",):
+        if getattr(args, option) is not None:
+            raise UserError(f"--{option.replace('_', '-')}: does not apply with --sft")
+    if args.text_field != "text":
+        raise UserError("--text-field: does not apply with --sft (rows hold prompt/response or messages)")
+    if args.demo_corpus:
+        try:
+            inputs = [demo_instructions_path()]
+        except OSError as error:
+            where = error.filename or "the demo corpus cache"
+            raise UserError(f"--demo-corpus: cannot write the instruction set {where}: {error.strerror}") from None
+    else:
+        inputs = args.input
+    prepared = prepare_sft(
+        inputs,
+        args.output_prefix,
+        tokenizer_path=args.tokenizer,
+        eod_token=args.eod_token,
+        validation_fraction=DEFAULT_VALIDATION_FRACTION
+        if args.validation_fraction is None
+        else args.validation_fraction,
+        seed=DEFAULT_SEED if args.seed is None else args.seed,
+    )
+    manifest = prepared.manifest
+    print(
+        f"wrote {prepared.tokens_prefix}.{{bin,idx,manifest.json}} and its loss mask: {manifest.document_count} "
+        f"samples, {manifest.token_count} tokens, {manifest.extra['trained_tokens']} trained; template "
+        f"{manifest.extra['template']}; Bridge rows in {prepared.bridge_dir}"
     )
     return 0
 

@@ -54,6 +54,7 @@ from training.parallel.parallelize import parallelize
 from training.parallel.precision import unsharded_autocast, uses_bf16
 from training.parallel.state_memory import DeviceMemory, check_state_fits, device_memory, local_world_size
 from training.profiling import StepProfiler
+from training.sft.loader import SFTLoader
 from training.signals import StopRequest
 
 log = logging.getLogger("training")
@@ -139,9 +140,10 @@ class Trainer:
             verify_checksums=data.verify_checksums,
             pin_memory=self.device.type == "cuda",
         )
-        self.train_loader = PackedTokenLoader(loader_config, ctx.rank, ctx.world_size, split="train")
+        loader_class = SFTLoader if data.kind == "sft" else PackedTokenLoader
+        self.train_loader = loader_class(loader_config, ctx.rank, ctx.world_size, split="train")
         self.val_loader = (
-            PackedTokenLoader(loader_config, ctx.rank, ctx.world_size, split="validation")
+            loader_class(loader_config, ctx.rank, ctx.world_size, split="validation")
             if config.train.eval_every
             else None
         )
@@ -353,9 +355,8 @@ class Trainer:
 
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         for micro in replicas_reduce_on_last(self.model, micro_batches):
-            tokens = self._to_device(micro["tokens"])  # one copy; inputs and labels are views
             with self._compute_precision():
-                summed = self.model(tokens[:, :-1], labels=tokens[:, 1:])  # fp32 sum, no full logits kept
+                summed = self._summed_loss(micro)  # fp32 sum, no full logits kept
             # FSDP averages gradients over ranks, so scale by world / global tokens for a per-token mean overall.
             (summed * (world / global_tokens)).backward()
             loss_sum += summed.detach()
@@ -381,6 +382,15 @@ class Trainer:
             self._log_step(step, loss, lr, grad_norm, counts)
         self.profiler.after_step(step)
         return stop
+
+    def _summed_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The fp32 loss summed over the batch's trained tokens: a pretraining batch is one token window per row,
+        an SFT batch packed samples with their own positions and attention blocks (training/sft/loader.py)."""
+        if "document_ids" not in batch:
+            tokens = self._to_device(batch["tokens"])  # one copy; inputs and labels are views
+            return self.model(tokens[:, :-1], labels=tokens[:, 1:])
+        inputs = {key: self._to_device(batch[key]) for key in ("input_ids", "labels", "position_ids", "document_ids")}
+        return self.model(**inputs)
 
     def _to_device(self, tensor: torch.Tensor) -> torch.Tensor:
         """Host tensor to the device without making the host wait: pinned, then an asynchronous copy."""
@@ -452,11 +462,10 @@ class Trainer:
         for batch in iterator:
             if batches == self.config.train.eval_batches:
                 break
-            tokens = self._to_device(batch["tokens"])
-            labels = tokens[:, 1:]
             with self._compute_precision():
-                sums[0] += self.model(tokens[:, :-1], labels=labels)
-            sums[1] += (labels != IGNORE_INDEX).sum()
+                sums[0] += self._summed_loss(batch)
+            # Host labels: counted without a device sync (SFT labels are IGNORE_INDEX where the mask trains nothing).
+            sums[1] += int(np.count_nonzero(batch["labels"].numpy() != IGNORE_INDEX))
             batches += 1
         iterator.close()  # stops the loader's prefetch thread now rather than at garbage collection
         dist.all_reduce(sums)

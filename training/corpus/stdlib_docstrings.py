@@ -72,3 +72,13 @@ def iter_module_documents(root: Path | None = None) -> Iterator[ModuleDocument]:
             sections.append(f"{name}\n\n{docstring}")
         if sections:
             yield ModuleDocument(module=module, text="\n\n".join(sections) + "\n")
+
+
+def iter_docstrings(root: Path | None = None) -> Iterator[tuple[str, str]]:
+    """(qualified name, docstring) of every module, class and function the corpus reads, in corpus order."""
+    for module, path in module_sources(root or stdlib_root()):
+        try:
+            tree = ast.parse(path.read_bytes(), filename=str(path))
+        except (SyntaxError, ValueError):
+            continue
+        yield from _docstrings(tree, module)

@@ -22,11 +22,11 @@ class NeoXAttention(nn.Module):
         self.query_key_value = nn.Linear(args.dim, 3 * args.dim, bias=True)
         self.dense = nn.Linear(args.dim, args.dim, bias=True)
 
-    def forward(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None = None) -> Tensor:
         batch, seq, _ = x.shape
         qkv = self.query_key_value(x).view(batch, seq, self.n_heads, 3 * self.head_dim).transpose(1, 2)
         q, k, v = qkv.split(self.head_dim, dim=-1)
-        out = causal_attention(apply_rotary(q, cos, sin), apply_rotary(k, cos, sin), v)
+        out = causal_attention(apply_rotary(q, cos, sin), apply_rotary(k, cos, sin), v, mask)
         return self.dense(out.transpose(1, 2).reshape(batch, seq, -1))
 
 
@@ -48,9 +48,9 @@ class NeoXBlock(nn.Module):
         self.attention = NeoXAttention(args)
         self.mlp = NeoXMLP(args.dim, args.ffn_dim)
 
-    def forward(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None = None) -> Tensor:
         # Parallel residual: both branches read the block input.
-        return x + self.attention(self.input_layernorm(x), cos, sin) + self.mlp(self.post_attention_layernorm(x))
+        return x + self.attention(self.input_layernorm(x), cos, sin, mask) + self.mlp(self.post_attention_layernorm(x))
 
     @torch.no_grad()
     def init_weights(self, init: WeightInit, std: float, n_layers: int) -> None:

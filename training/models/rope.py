@@ -58,6 +58,13 @@ def rotary_cos_sin(inv_freq: Tensor, seq_len: int) -> tuple[Tensor, Tensor]:
     return angles.cos(), angles.sin()
 
 
+def rotary_cos_sin_at(inv_freq: Tensor, position_ids: Tensor) -> tuple[Tensor, Tensor]:
+    """cos and sin at given positions: position_ids [B, S] -> [B, 1, S, head_dim] float32 (broadcast over heads)."""
+    angles = position_ids.to(torch.float32).unsqueeze(-1) * inv_freq
+    angles = torch.cat([angles, angles], dim=-1).unsqueeze(1)
+    return angles.cos(), angles.sin()
+
+
 def rotate_half(x: Tensor) -> Tensor:
     first, second = x.chunk(2, dim=-1)
     return torch.cat([-second, first], dim=-1)

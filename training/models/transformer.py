@@ -12,11 +12,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from training.models.args import ModelArgs
+from training.models.attention import document_mask
 from training.models.init import WeightInit
 from training.models.llama import LlamaBlock
 from training.models.loss import chunked_cross_entropy
 from training.models.neox import NeoXBlock
-from training.models.rope import model_inverse_frequencies, rotary_cos_sin
+from training.models.rope import model_inverse_frequencies, rotary_cos_sin, rotary_cos_sin_at
 
 
 def _final_norm(args: ModelArgs) -> nn.RMSNorm | nn.LayerNorm:
@@ -45,18 +46,32 @@ class Transformer(nn.Module):
         self.norm = _final_norm(args)
         self.output = None if args.tie_embeddings else OutputHead(args.dim, args.vocab_size, bias=False)
 
-    def forward(self, input_ids: Tensor, labels: Tensor | None = None) -> Tensor:
+    def forward(
+        self,
+        input_ids: Tensor,
+        labels: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        document_ids: Tensor | None = None,
+    ) -> Tensor:
         """input_ids [B, S] -> logits [B, S, vocab]; with labels [B, S]: the fp32 cross-entropy summed over the
-        tokens whose label is not IGNORE_INDEX, computed without the full logits (models/loss.py)."""
+        tokens whose label is not IGNORE_INDEX, computed without the full logits (models/loss.py).
+
+        Packed rows of several samples (SFT) give position_ids [B, S] (restarting at 0 with each sample, for RoPE)
+        and document_ids [B, S] (attention stays among tokens of the same id)."""
         seq_len = input_ids.shape[1]
         if seq_len > self.args.max_seq_len:
             raise ValueError(f"input_ids: sequence length {seq_len} exceeds model.max_seq_len {self.args.max_seq_len}")
         h = self.tok_embeddings(input_ids)
         # Recomputed per call (head_dim/2 numbers): no buffer to rebuild after meta-device init or sharding.
         inv_freq = model_inverse_frequencies(self.args, h.device)
-        cos, sin = rotary_cos_sin(inv_freq, seq_len)
+        if position_ids is None:
+            cos, sin = rotary_cos_sin(inv_freq, seq_len)
+        else:
+            cos, sin = rotary_cos_sin_at(inv_freq, position_ids)
+        # Pretraining calls the blocks as before (causal kernels); packed rows add the block-diagonal mask.
+        extra = () if document_ids is None else (document_mask(document_ids),)
         for layer in self.layers:
-            h = layer(h, cos, sin)
+            h = layer(h, cos, sin, *extra)
         h = self.norm(h)
         if self.output is not None:
             return self.output(h, labels)

@@ -154,7 +154,7 @@ def test_full_fine_tuning_from_our_run_dir_starts_from_its_model_at_step_zero(
     [
         (
             {"mode": "lora", "init": "HF", "lora": {"target_modules": ["q_proj", "query"]}},
-            "finetune.lora.target_modules: 'query' names no module of the model; its linear layers are q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj",
+            "job.yaml: finetune.lora.target_modules: 'query' names no linear layer of a Llama block (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)",
         ),
         (
             {"mode": "full", "init": "MISSING"},

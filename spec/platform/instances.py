@@ -52,6 +52,12 @@ class GpuFacts:
     compute_capability: tuple[int, int] = (0, 0)  # CUDA's sm_XY: what a container's torch must be built for
 
 
+# The oldest CUDA toolkit with kernels for a compute capability (NVIDIA's CUDA toolkit release notes: 11.0 Ampere
+# sm_80, 11.1 sm_86, 11.8 Ada sm_89 and Hopper sm_90, 12.8 Blackwell sm_100, 12.9 Blackwell Ultra sm_103).
+MIN_CUDA: dict[tuple[int, int], tuple[int, int]] = {
+    (8, 0): (11, 0), (8, 6): (11, 1), (8, 9): (11, 8), (9, 0): (11, 8), (10, 0): (12, 8), (10, 3): (12, 9),
+}  # fmt: skip
+
 GPUS: dict[str, GpuFacts] = {
     gpu.device_name: gpu
     for gpu in (

@@ -23,6 +23,14 @@ NEURON_RELEASES: dict[str, dict[str, str]] = {
     },
 }
 
+# Neuron 2.28 is the last release with NxD Training (NxDT): 2.29 announced its end, 2.30 put it in maintenance
+# (security fixes only), 2.31 dropped it from the DLAMIs, and training moved to native PyTorch on Neuron (TorchNeuron
+# with TorchTitan), on Trn2/Trn3 only. Source: aws-neuron/aws-neuron-sdk at 81ce03ae261e12925e53437a0f690478e6366155,
+# about-neuron/announcements/neuron2.x/announce-maintenance-nxdt-nxd-core-training.rst,
+# announce-no-longer-include-nxdt-dlami.rst and frameworks/torch/pytorch-native-overview.rst. trn1 therefore stays
+# on NxDT and at most this release (spec.platform.validators refuses a newer sdk_version for a trn1 queue).
+LAST_NXDT_RELEASE: tuple[int, int] = (2, 28)
+
 SYSTEM_PACKAGES: tuple[str, ...] = NEURON_PACKAGES[:4]  # from Neuron's apt/yum repository
 PYTHON_PACKAGES: tuple[str, ...] = NEURON_PACKAGES[4:]  # from Neuron's pip index
 

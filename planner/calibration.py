@@ -11,10 +11,13 @@ from dataclasses import dataclass, field
 class Efficiency:
     """Free parameters. Each is a physical rate, so it carries to configurations no table covers."""
 
-    # Fraction of dense bf16 peak that large matmuls reach, per compute die.
+    # Fraction of dense bf16 peak that large matmuls reach, per compute die. Blackwell and Trainium2 have no
+    # published table here to fit on: they carry Hopper's and Trainium1's fitted values, assumed, not fitted.
     matmul_fraction: dict[str, float] = field(
-        default_factory=lambda: {"A100": 0.753, "H100": 0.498, "Trainium1": 0.601}
-    )
+        default_factory=lambda: {
+            "A100": 0.753, "H100": 0.498, "Trainium1": 0.601, "Blackwell": 0.498, "Trainium2": 0.601,
+        }
+    )  # fmt: skip
     # Bytes of memory-bound (elementwise) HBM traffic per token, per layer, per hidden unit, forward + backward:
     # norms, residual adds, activation functions, rotary, casts. Divided by HBM bandwidth, it is the part of a
     # layer's time that does not shrink with peak FLOP/s, which is why small hidden sizes and H100s (3x the FLOP/s

@@ -7,6 +7,12 @@ Bandwidths are vendor figures (HBM: A100 40 GB 1.555 TB/s, A100 80 GB 2.039 TB/s
 4.8 TB/s, Trainium1 820 GB/s per chip; NVLink 3/4: 300/450 GB/s per GPU per direction). NeuronLink-v2's per-chip
 figure is not published in one place; 384 GB/s per chip is an assumption (Trainium's matmul fraction is fitted on
 top of it, so an error here moves into that parameter).
+
+Blackwell (HGX B200 and B300, https://www.nvidia.com/en-us/data-center/hgx/, read 2026-11-28): 8 TB/s HBM3e per
+GPU and NVLink 5 at 1.8 TB/s per GPU (900 GB/s each way). Trainium2 (Neuron's trn2 architecture page): 46.4 TB/s
+HBM for 16 chips, 2.9 TB/s per chip; NeuronLink-v3's per-chip rate one way, 640 GB/s, is an assumption of the same
+kind as Trainium1's. Neither die has a published table the planner is fitted on yet, so each borrows the nearest
+fitted matmul fraction (planner.calibration says which).
 """
 
 from __future__ import annotations
@@ -32,6 +38,9 @@ ACCELERATORS: dict[str, Accelerator] = {
     "H100": Accelerator("H100", "H100", 3.35e12, 450e9),
     "H200": Accelerator("H200", "H100", 4.8e12, 450e9),
     "Trainium1": Accelerator("Trainium1", "Trainium1", 820e9, 384e9),
+    "B200": Accelerator("B200", "Blackwell", 8e12, 900e9),
+    "B300": Accelerator("B300", "Blackwell", 8e12, 900e9),
+    "Trainium2": Accelerator("Trainium2", "Trainium2", 2.9e12, 640e9),
 }
 
 # Instance family -> accelerator (spec.platform.instances names the families; this adds the chip behind them).
@@ -43,6 +52,9 @@ ACCELERATOR_BY_FAMILY: dict[str, str] = {
     "p5en": "H200",
     "trn1": "Trainium1",
     "trn1n": "Trainium1",
+    "p6-b200": "B200",
+    "p6-b300": "B300",
+    "trn2": "Trainium2",
 }
 
 

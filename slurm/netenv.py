@@ -58,7 +58,9 @@ def gpu_env(
     }
     if not target.efa:
         return env
-    if target.instance.family in {"p5", "p5e", "p5en"} and ofi_v < (1, 7, 3):
+    # p5's floor (its 3200 Gbps over many EFA devices) holds for Blackwell's p6 too, which also has a tuner of its
+    # own in later aws-ofi-nccl releases (platform-aws); ParallelCluster 3.16's AMIs ship a release far above both.
+    if target.instance.family in {"p5", "p5e", "p5en", "p6-b200", "p6-b300"} and ofi_v < (1, 7, 3):
         raise SubmitError(
             f"--aws-ofi-nccl-version: {aws_ofi_nccl} is too old for {target.instance.name} (needs 1.7.3 or newer)"
         )

@@ -12,6 +12,7 @@ from slurm.errors import SubmitError
 from spec import DeploymentSpec
 from spec.cluster import NeuronSpec
 from spec.platform.instances import InstanceFacts, UnknownInstanceType, instance_facts
+from spec.platform.neuron import TORCHNEURON_FAMILIES, TRN2_STACK_REFUSAL
 
 Backend = Literal["fsdp", "nemo", "neuron"]
 BACKENDS: tuple[str, ...] = ("fsdp", "nemo", "neuron")
@@ -105,6 +106,8 @@ def resolve_target(spec: DeploymentSpec, backend: str, queue_name: str | None, p
         raise SubmitError(
             "--backend nemo: the spec's cluster.containers.pyxis is false; NeMo runs in a pyxis container"
         )
+    if backend == "neuron" and facts.family in TORCHNEURON_FAMILIES:
+        raise SubmitError(f"--queue: {queue.name!r} runs {facts.name}, {TRN2_STACK_REFUSAL}")
     if backend == "neuron" and cluster.neuron is None:
         raise SubmitError("--backend neuron: the spec has no cluster.neuron section (SDK version, compile cache)")
     return Target(

@@ -9,6 +9,11 @@ The compute nodes' role may pull from `ecr_repository` only (policies.cluster_no
 `nemo_framework` picks NVIDIA's NeMo Framework container the image is built FROM, and with it the job's entry
 point (FRAMEWORKS): Megatron Bridge in the current container (the default), or NeMo 2.4 in nemo:25.07, kept as a
 pinned choice. `image_tag` and `nemo_image` default to that framework's build.
+
+CUDA per container (NVIDIA's NeMo Framework and PyTorch container release notes, read 2026-11-28): nemo:25.07 is
+built on the PyTorch 25.06 container, CUDA 12.9 (its TORCH_CUDA_ARCH_LIST names 10.0, so B200 and B300 run its
+sm_100 kernels); nemo:26.08 is a CUDA 13.0 image. Blackwell needs CUDA 12.8 or newer (B200, sm_100) and 12.9 or
+newer (B300, sm_103); PyTorch's first wheels with sm_100 were 2.7's cu128 builds.
 """
 
 from __future__ import annotations
@@ -46,6 +51,9 @@ class Framework:
     entry_point: str  # launch/jobs/<entry_point>, run in the container by nemo.sh
     check_import: str  # the module the image build imports to prove the framework is there
     versions: str  # what the container carries, for docs and notes
+    # The CUDA toolkit the image's PyTorch and libraries are built with: a GPU newer than it has no kernels there
+    # (spec.platform.validators refuses such a queue; spec.platform.instances.MIN_CUDA says what each GPU needs).
+    cuda: tuple[int, int] = (0, 0)
 
 
 # Megatron Bridge 0.6.0 is NeMo Framework 26.08's LLM training library (its GitHub release v0.6.0 is titled
@@ -58,14 +66,16 @@ FRAMEWORKS: dict[str, Framework] = {
         tag=f"26.08-efa{EFA_INSTALLER_VERSION}",
         entry_point="bridge_pretrain.py",
         check_import="megatron.bridge",
-        versions="NeMo Framework 26.08: Megatron Bridge 0.6.0, Megatron Core (main, 2026-07), PyTorch 2.13.0",
+        versions="NeMo Framework 26.08: Megatron Bridge 0.6.0, Megatron Core (main, 2026-07), PyTorch 2.13.0, CUDA 13.0",
+        cuda=(13, 0),
     ),
     "nemo-25.07": Framework(
         base_image="nvcr.io/nvidia/nemo:25.07.00",
         tag=f"25.07.00-efa{EFA_INSTALLER_VERSION}",
         entry_point="nemo_pretrain.py",
         check_import="nemo.collections.llm",
-        versions="NeMo Framework 25.07: NeMo 2.4.0 (NeMo 2 recipes, Lightning), NeMo-Run",
+        versions="NeMo Framework 25.07: NeMo 2.4.0 (NeMo 2 recipes, Lightning), NeMo-Run, CUDA 12.9",
+        cuda=(12, 9),
     ),
 }
 DEFAULT_FRAMEWORK: FrameworkName = "megatron-bridge-26.08"

@@ -25,7 +25,9 @@ Both can be overridden (--min-fraction, a share of the line rate) once a site kn
 
 One GPU node (--nodes 1) checks NVLink instead: all eight GPUs all-reduce through NVSwitch, and busbw must reach
 60 % of one GPU's NVLink bandwidth in one direction (A100: 12 NVLink 3 links, 300 GB/s each way; H100 and H200:
-18 NVLink 4 links, 450 GB/s each way). A healthy node reaches 75 % or more (NVLS on H100 more still); a GPU with
+18 NVLink 4 links, 450 GB/s each way; B200 and B300: NVLink 5, 1.8 TB/s per GPU, 900 GB/s each way, NVIDIA's HGX
+page https://www.nvidia.com/en-us/data-center/hgx/, read 2026-11-28). No published nccl-tests baseline exists for
+p6-b200, p6-b300 or trn2 in the source above, so they take the line-rate rule. A healthy node reaches 75 % or more (NVLS on H100 more still); a GPU with
 NVLink errors or a link down falls far below. --min-fraction then is a share of that NVLink bandwidth.
 """
 
@@ -41,13 +43,15 @@ MIN_FRACTION_BY_ACCELERATOR: dict[str, float] = {"gpu": 0.70, "neuron": 0.40}
 GIB = 1 << 30
 BASELINE_FRACTION = 0.80
 NVLINK_FRACTION = 0.60
-# One GPU's NVLink bandwidth in one direction (GB/s), from NVIDIA's A100 / H100 / H200 SXM specifications.
+# One GPU's NVLink bandwidth in one direction (GB/s), from NVIDIA's A100 / H100 / H200 SXM and HGX B200/B300 specifications.
 NVLINK_GB_PER_S_PER_GPU: dict[str, float] = {
     "p4d.24xlarge": 300.0,
     "p4de.24xlarge": 300.0,
     "p5.48xlarge": 450.0,
     "p5e.48xlarge": 450.0,
     "p5en.48xlarge": 450.0,
+    "p6-b200.48xlarge": 900.0,
+    "p6-b300.48xlarge": 900.0,
 }
 _BASELINE_SOURCE = "awsome-distributed-training micro-benchmarks/nccl-tests: all_reduce_perf busbw at 16 GiB, 2 nodes"
 

@@ -10,10 +10,26 @@ training planner all read it. Figures are published ones:
   (H100 SXM and H200 SXM 1979 T, H100 PCIe 1513 T, H100 NVL and H200 NVL 1671 T, B200 4500 T: half the "with
   sparsity" figures); A100 has no FP8 tensor cores, and Trainium1's FP8 rate is not cited above its bf16 rate
   here, so neither has one.
-- EFA interfaces count one per network card (p4d/p4de 4, p5/p5e 32, p5en 16, trn1 8, trn1n 16).
+- EFA interfaces count one per network card (p4d/p4de 4, p5/p5e 32, p5en 16, trn1 8, trn1n 16, p6-b200 8,
+  p6-b300 16: its card 0 is ENA only, cards 1-16 carry EFA, which ParallelCluster 3.16.1 handles itself,
+  pcluster/constants.py INSTANCE_TYPES_WITH_FIRST_INTERFACE_ENA; trn2 16).
+- Blackwell (issue 35; read 2026-11-28): p6-b200.48xlarge and p6-b300.48xlarge from the EC2 P6 page,
+  https://aws.amazon.com/ec2/instance-types/p6/ (8 GPUs; B200 1,440 GB HBM3e in all, B300 2,144 GB; 192 vCPUs;
+  2 TiB and 4 TiB host memory; 8 x 400 and 16 x 400 Gbps EFAv4), the peaks from NVIDIA's HGX page,
+  https://www.nvidia.com/en-us/data-center/hgx/ (B200 and B300 alike: 2.25 PFLOP/s dense bf16 and 4.5 dense FP8
+  per GPU, half the "with sparsity" figures; B300's gain is FP4, which no trainer here uses). The device name
+  "NVIDIA B300 SXM6 AC" and compute capability 10.3 are what nvidia-smi reports on a p6-b300; B200 is 10.0
+  (CUDA's sm_100). MXFP8 (Blackwell's block-scaled FP8) runs at the FP8 rate; the planner models FP8 only.
+- Trainium2 (trn2.48xlarge), Neuron's trn2 architecture page,
+  https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/arch/neuron-hardware/trn2-arch.html
+  (read 2026-11-28): 16 chips, 96 GiB each, 192 vCPUs, 2 TiB, 10.7 PFLOP/s dense bf16 and 20.8 FP8 per
+  instance (667 and 1,300 TFLOP/s per chip), 16 x 200 Gbps EFAv3. A chip has 8 physical NeuronCore-v3s grouped
+  by the logical-core setting LNC=2 (Neuron's default on trn2) into 4 workers.
 - network_gbps is the instance's rated bandwidth ("up to" figures for the small head-node types).
 - on_demand_usd_per_hour is a default only (Linux, us-east-1, rounded; the accelerated types after
-  AWS's mid-2025 price reduction). Prices change: the spec's `cluster.prices` overrides them.
+  AWS's mid-2025 price reduction; p6-b200 113.93, p6-b300 142.42 (us-west-2, where it is listed on demand) and
+  trn2 44.70 (us-east-2) from the EC2 on-demand pricing page, https://aws.amazon.com/ec2/pricing/on-demand/,
+  read 2026-11-28; Capacity Blocks are priced apart). Prices change: the spec's `cluster.prices` overrides them.
 """
 
 from __future__ import annotations
@@ -33,24 +49,32 @@ class GpuFacts:
     peak_bf16_flops: float  # dense, FLOP/s
     memory_gib: float
     peak_fp8_flops: float | None = None  # dense, FLOP/s; None: no FP8 tensor cores or no cited figure
+    compute_capability: tuple[int, int] = (0, 0)  # CUDA's sm_XY: what a container's torch must be built for
 
+
+# The oldest CUDA toolkit with kernels for a compute capability (NVIDIA's CUDA toolkit release notes: 11.0 Ampere
+# sm_80, 11.1 sm_86, 11.8 Ada sm_89 and Hopper sm_90, 12.8 Blackwell sm_100, 12.9 Blackwell Ultra sm_103).
+MIN_CUDA: dict[tuple[int, int], tuple[int, int]] = {
+    (8, 0): (11, 0), (8, 6): (11, 1), (8, 9): (11, 8), (9, 0): (11, 8), (10, 0): (12, 8), (10, 3): (12, 9),
+}  # fmt: skip
 
 GPUS: dict[str, GpuFacts] = {
     gpu.device_name: gpu
     for gpu in (
-        GpuFacts("NVIDIA A100-SXM4-40GB", "A100 SXM4 40GB", 312 * _T, 40.0),
-        GpuFacts("NVIDIA A100-SXM4-80GB", "A100 SXM4 80GB", 312 * _T, 80.0),
-        GpuFacts("NVIDIA A100-PCIE-40GB", "A100 PCIe 40GB", 312 * _T, 40.0),
-        GpuFacts("NVIDIA A100 80GB PCIe", "A100 PCIe 80GB", 312 * _T, 80.0),
-        GpuFacts("NVIDIA H100 80GB HBM3", "H100 SXM", 989 * _T, 80.0, 1979 * _T),
-        GpuFacts("NVIDIA H100 PCIe", "H100 PCIe", 756 * _T, 80.0, 1513 * _T),
-        GpuFacts("NVIDIA H100 NVL", "H100 NVL", 835 * _T, 94.0, 1671 * _T),
-        GpuFacts("NVIDIA H200", "H200 SXM", 989 * _T, 141.0, 1979 * _T),
-        GpuFacts("NVIDIA H200 NVL", "H200 NVL", 835 * _T, 141.0, 1671 * _T),
-        GpuFacts("NVIDIA B200", "B200", 2250 * _T, 180.0, 4500 * _T),
-        GpuFacts("NVIDIA A10G", "A10G", 70 * _T, 24.0),
-        GpuFacts("NVIDIA L4", "L4", 121 * _T, 24.0),
-        GpuFacts("NVIDIA L40S", "L40S", 362 * _T, 48.0),
+        GpuFacts("NVIDIA A100-SXM4-40GB", "A100 SXM4 40GB", 312 * _T, 40.0, compute_capability=(8, 0)),
+        GpuFacts("NVIDIA A100-SXM4-80GB", "A100 SXM4 80GB", 312 * _T, 80.0, compute_capability=(8, 0)),
+        GpuFacts("NVIDIA A100-PCIE-40GB", "A100 PCIe 40GB", 312 * _T, 40.0, compute_capability=(8, 0)),
+        GpuFacts("NVIDIA A100 80GB PCIe", "A100 PCIe 80GB", 312 * _T, 80.0, compute_capability=(8, 0)),
+        GpuFacts("NVIDIA H100 80GB HBM3", "H100 SXM", 989 * _T, 80.0, 1979 * _T, (9, 0)),
+        GpuFacts("NVIDIA H100 PCIe", "H100 PCIe", 756 * _T, 80.0, 1513 * _T, (9, 0)),
+        GpuFacts("NVIDIA H100 NVL", "H100 NVL", 835 * _T, 94.0, 1671 * _T, (9, 0)),
+        GpuFacts("NVIDIA H200", "H200 SXM", 989 * _T, 141.0, 1979 * _T, (9, 0)),
+        GpuFacts("NVIDIA H200 NVL", "H200 NVL", 835 * _T, 141.0, 1671 * _T, (9, 0)),
+        GpuFacts("NVIDIA B200", "B200", 2250 * _T, 180.0, 4500 * _T, (10, 0)),
+        GpuFacts("NVIDIA B300 SXM6 AC", "B300", 2250 * _T, 268.0, 4500 * _T, (10, 3)),
+        GpuFacts("NVIDIA A10G", "A10G", 70 * _T, 24.0, compute_capability=(8, 6)),
+        GpuFacts("NVIDIA L4", "L4", 121 * _T, 24.0, compute_capability=(8, 9)),
+        GpuFacts("NVIDIA L40S", "L40S", 362 * _T, 48.0, compute_capability=(8, 9)),
     )
 }
 
@@ -67,7 +91,7 @@ class InstanceFacts:
     on_demand_usd_per_hour: float
     vcpus: int
     memory_gib: float
-    # NeuronCores per Trainium chip (2); 1 for GPUs. Frameworks start one worker per core.
+    # NeuronCores per Trainium chip (trn1: 2; trn2: 4 logical cores at LNC=2); 1 for GPUs. One worker per core.
     cores_per_accelerator: int = 1
     gpu_device: str | None = None  # the GPUS entry of a GPU instance's accelerator
     peak_fp8_flops_per_accelerator: float | None = None  # dense, FLOP/s; None where GPUS gives none
@@ -102,6 +126,13 @@ def _trainium(name: str, efa: int, gbps: float, usd: float) -> InstanceFacts:
     return InstanceFacts(name, "neuron", 16, 32.0, efa, gbps, 190 * _T, usd, 128, 512.0, cores_per_accelerator=2)
 
 
+def _trainium2(name: str, efa: int, gbps: float, usd: float) -> InstanceFacts:
+    return InstanceFacts(
+        name, "neuron", 16, 96.0, efa, gbps, 10.7e15 / 16, usd, 192, 2048.0, cores_per_accelerator=4,
+        peak_fp8_flops_per_accelerator=20.8e15 / 16,
+    )  # fmt: skip
+
+
 def _cpu(name: str, vcpus: int, mem: float, gbps: float, usd: float) -> InstanceFacts:
     return InstanceFacts(name, "none", 0, 0.0, 0, gbps, 0.0, usd, vcpus, mem)
 
@@ -113,8 +144,11 @@ _ALL: tuple[InstanceFacts, ...] = (
     _gpu("p5.48xlarge", 8, "NVIDIA H100 80GB HBM3", 32, 3200, 55.04, 192, 2048),
     _gpu("p5e.48xlarge", 8, "NVIDIA H200", 32, 3200, 63.30, 192, 2048),
     _gpu("p5en.48xlarge", 8, "NVIDIA H200", 16, 3200, 63.30, 192, 2048),
+    _gpu("p6-b200.48xlarge", 8, "NVIDIA B200", 8, 3200, 113.93, 192, 2048),
+    _gpu("p6-b300.48xlarge", 8, "NVIDIA B300 SXM6 AC", 16, 6400, 142.42, 192, 4096),
     _trainium("trn1.32xlarge", 8, 800, 21.50),
     _trainium("trn1n.32xlarge", 16, 1600, 24.78),
+    _trainium2("trn2.48xlarge", 16, 3200, 44.70),
     # head nodes
     _cpu("c5.xlarge", 4, 8, 10, 0.17),
     _cpu("c5.2xlarge", 8, 16, 10, 0.34),

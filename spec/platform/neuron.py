@@ -23,6 +23,25 @@ NEURON_RELEASES: dict[str, dict[str, str]] = {
     },
 }
 
+# Neuron 2.28 is the last release with NxD Training (NxDT): 2.29 announced its end, 2.30 put it in maintenance
+# (security fixes only), 2.31 dropped it from the DLAMIs, and training moved to native PyTorch on Neuron (TorchNeuron
+# with TorchTitan), on Trn2/Trn3 only. Source: aws-neuron/aws-neuron-sdk at 81ce03ae261e12925e53437a0f690478e6366155,
+# about-neuron/announcements/neuron2.x/announce-maintenance-nxdt-nxd-core-training.rst,
+# announce-no-longer-include-nxdt-dlami.rst and frameworks/torch/pytorch-native-overview.rst. trn1 therefore stays
+# on NxDT and at most this release (spec.platform.validators refuses a newer sdk_version for a trn1 queue).
+LAST_NXDT_RELEASE: tuple[int, int] = (2, 28)
+
+# Why a trn2 queue runs no job here yet (the same sources; docs/cluster.md has the whole account): TorchNeuron's
+# packages come only from Neuron's own pip index (a closed beta when the sources above were written, beta in 2.33),
+# its source is not published where this repo can read it, and it compiles only on Trn2/Trn3 hardware, so no
+# renderer can be checked against it as launch/nxdt-contract.yaml checks NxDT's.
+TRN2_STACK_REFUSAL = (
+    "whose supported training stack is native PyTorch on Neuron (TorchNeuron) with TorchTitan, not the NxDT this "
+    "backend renders; TorchNeuron comes only from Neuron's own pip index and compiles only on Trn2/Trn3, so no job "
+    "for it is rendered or checked here yet (docs/cluster.md, Trainium)"
+)
+TORCHNEURON_FAMILIES: tuple[str, ...] = ("trn2",)
+
 SYSTEM_PACKAGES: tuple[str, ...] = NEURON_PACKAGES[:4]  # from Neuron's apt/yum repository
 PYTHON_PACKAGES: tuple[str, ...] = NEURON_PACKAGES[4:]  # from Neuron's pip index
 

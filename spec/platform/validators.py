@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from spec.cluster import ClusterSpec, FsxSpec, QueueSpec, parse_version
+from spec.cluster import ClusterSpec, ContainersSpec, FsxSpec, QueueSpec, parse_version
 from spec.errors import SpecProblem
-from spec.platform.instances import HEAD_NODE_TYPES, INSTANCE_TYPES, InstanceFacts
-from spec.platform.neuron import NEURON_RELEASES
+from spec.platform.instances import GPUS, HEAD_NODE_TYPES, INSTANCE_TYPES, MIN_CUDA, InstanceFacts
+from spec.platform.neuron import LAST_NXDT_RELEASE, NEURON_RELEASES
 
 CAPACITY_BLOCK_MINIMUM_VERSION = (3, 8, 0)
 FSX_THROUGHPUTS: dict[str, tuple[int, ...]] = {
@@ -39,6 +39,7 @@ def spec_problems(
         *_head_node_python(cluster, prefix),
         *_queues(cluster, availability_zone, prefix),
         *_neuron(cluster, internet_egress, prefix),
+        *_containers(cluster, prefix),
         *_fsx(cluster.fsx, f"{prefix}.fsx"),
         *_prices(cluster, prefix),
     ]
@@ -192,6 +193,17 @@ def _neuron(cluster: ClusterSpec, internet_egress: str, prefix: str) -> Iterator
             None,
         )
         return
+    trn1 = [q for q in trainium if INSTANCE_TYPES[q.instance_type].family in ("trn1", "trn1n")]
+    if trn1 and parse_version(neuron.sdk_version)[:2] > LAST_NXDT_RELEASE:
+        last = ".".join(map(str, LAST_NXDT_RELEASE))
+        yield SpecProblem(
+            f"{prefix}.neuron.sdk_version",
+            f"is newer than Neuron {last}, the last release that ships NxD Training (NxDT), which trn1 queues train "
+            f"with (queue '{trn1[0].name}'): Neuron moved training to native PyTorch (TorchNeuron) on trn2/trn3 "
+            f"only; keep trn1 on {last} or older",
+            neuron.sdk_version,
+        )
+        return
     if neuron.packages is None and neuron.sdk_version not in NEURON_RELEASES:
         yield SpecProblem(
             f"{prefix}.neuron.sdk_version",
@@ -217,6 +229,32 @@ def _neuron(cluster: ClusterSpec, internet_egress: str, prefix: str) -> Iterator
             f"must lie under the FSx mount ({cluster.fsx.mount_dir}) so every node reuses compiled graphs",
             neuron.compile_cache_dir,
         )
+
+
+def _containers(cluster: ClusterSpec, prefix: str) -> Iterator[SpecProblem]:
+    """The NeMo container's CUDA must have kernels for every GPU queue's compute capability."""
+    framework = cluster.containers.framework
+    for queue in cluster.queues:
+        facts = INSTANCE_TYPES.get(queue.instance_type)
+        if facts is None or facts.gpu_device is None:
+            continue
+        gpu = GPUS[facts.gpu_device]
+        needed = MIN_CUDA.get(gpu.compute_capability, (0, 0))
+        if framework.cuda >= needed:
+            continue
+        default = ContainersSpec()  # the default framework is the newest the spec offers
+        major, minor = gpu.compute_capability
+        yield SpecProblem(
+            f"{prefix}.containers.nemo_framework",
+            f"carries CUDA {_dotted(framework.cuda)}, too old for queue '{queue.name}' ({facts.name}, {gpu.label}, "
+            f"sm_{major}{minor} needs CUDA {_dotted(needed)} or newer); use {default.nemo_framework} "
+            f"(CUDA {_dotted(default.framework.cuda)})",
+            cluster.containers.nemo_framework,
+        )
+
+
+def _dotted(version: tuple[int, int]) -> str:
+    return ".".join(map(str, version))
 
 
 def _is_under(path: str, directory: str) -> bool:

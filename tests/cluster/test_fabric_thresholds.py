@@ -31,6 +31,9 @@ def test_p5_floor_is_80_percent_of_the_published_16_gib_busbw() -> None:
         ("p5en.48xlarge", 280.0),
         ("trn1.32xlarge", 40.0),
         ("trn1n.32xlarge", 80.0),
+        ("p6-b200.48xlarge", 280.0),  # 70 % of 8 x 400 Gbps
+        ("p6-b300.48xlarge", 560.0),  # 70 % of 16 x 400 Gbps
+        ("trn2.48xlarge", 160.0),  # 40 % of 16 x 200 Gbps
     ],
 )
 def test_floors_follow_the_baseline_or_line_rate_and_the_accelerators_fraction(instance: str, expected: float) -> None:
@@ -88,7 +91,7 @@ def test_bytes_each_node_must_exchange() -> None:
 
 
 def test_the_docs_table_matches_the_rule() -> None:
-    rows = re.findall(r"^\| `([a-z0-9.]+)` \| (\d+) \| (\d+) \| ([\d.]+) \| ([\d.]+) \|$", DOC.read_text(), re.M)
+    rows = re.findall(r"^\| `([a-z0-9.-]+)` \| (\d+) \| (\d+) \| ([\d.]+) \| ([\d.]+) \|$", DOC.read_text(), re.M)
     assert {row[0] for row in rows} == set(ACCELERATED_TYPES)
     for instance, gbps, efa, fraction, floor in rows:
         facts = instance_facts(instance)
@@ -98,7 +101,14 @@ def test_the_docs_table_matches_the_rule() -> None:
 
 
 @pytest.mark.parametrize(
-    ("instance", "floor"), [("p4d.24xlarge", 180.0), ("p5.48xlarge", 270.0), ("p5en.48xlarge", 270.0)]
+    ("instance", "floor"),
+    [
+        ("p4d.24xlarge", 180.0),
+        ("p5.48xlarge", 270.0),
+        ("p5en.48xlarge", 270.0),
+        ("p6-b200.48xlarge", 540.0),  # NVLink 5: 900 GB/s per GPU each way
+        ("p6-b300.48xlarge", 540.0),
+    ],
 )
 def test_one_gpu_node_is_held_to_its_nvlink_bandwidth(instance: str, floor: float) -> None:
     threshold = busbw_threshold(instance_facts(instance), nodes=1)

@@ -333,7 +333,15 @@ def test_epilog_drains_a_node_that_broke_during_the_job(node: Node) -> None:
 
 @pytest.mark.parametrize(
     ("instance_type", "gpus", "neuron", "efa"),
-    [("p5.48xlarge", 8, 0, 32), ("p4d.24xlarge", 8, 0, 4), ("trn1.32xlarge", 0, 16, 8), ("m6i.2xlarge", 0, 0, 0)],
+    [
+        ("p5.48xlarge", 8, 0, 32),
+        ("p4d.24xlarge", 8, 0, 4),
+        ("trn1.32xlarge", 0, 16, 8),
+        ("m6i.2xlarge", 0, 0, 0),
+        ("p6-b200.48xlarge", 8, 0, 8),
+        ("p6-b300.48xlarge", 8, 0, 16),  # card 0 is ENA only: 16 EFA devices on 17 cards
+        ("trn2.48xlarge", 0, 16, 16),
+    ],
 )
 def test_settings_follow_the_instance_facts(instance_type: str, gpus: int, neuron: int, efa: int) -> None:
     settings = HealthSettings.for_instance(instance_facts(instance_type))

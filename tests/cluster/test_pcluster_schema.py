@@ -42,7 +42,7 @@ def variant_configs() -> dict[str, dict[str, Any]]:
 
 def test_every_variant_passes_parallelclusters_schema(pcluster_venv: Path) -> None:
     configs = variant_configs()
-    assert len(configs) == 7
+    assert len(configs) == 8
     errors = schema_errors(configs)
     assert errors == dict.fromkeys(configs)
 
@@ -166,3 +166,37 @@ def test_the_deny_list_check_runs_parallelclusters_own_validators(pcluster_venv:
             ]
         }
     }
+
+
+def _with_queue_type(path_name: str, instance_type: str) -> dict[str, Any]:
+    def edit(cluster: dict[str, Any]) -> None:
+        cluster["queues"][0]["instance_type"] = instance_type
+
+    spec = parse_spec(with_cluster(edit, next(p for p in ALL_SPECS if p.name == path_name)))
+    return build_cluster_config(spec, example_refs(spec))
+
+
+def test_parallelcluster_accepts_blackwell_and_trn2_queues(pcluster_venv: Path) -> None:
+    """Issue 35: ParallelCluster 3.16.1's schema and its offline instance-type/OS check accept each new queue type
+    (its own code names p6-b300: card 0 ENA only, every OS supported; p6-b200 and trn2 need no special case)."""
+    configs = {
+        "p6-b200": _with_queue_type("default.yaml", "p6-b200.48xlarge"),
+        "p6-b300": _with_queue_type("default.yaml", "p6-b300.48xlarge"),
+        "trn2": _with_queue_type("trn1-neuron.yaml", "trn2.48xlarge"),
+    }
+    for config in configs.values():
+        (queue,) = config["Scheduling"]["SlurmQueues"]
+        (resource,) = queue["ComputeResources"]
+        assert resource["Efa"] == {"Enabled": True}  # ParallelCluster puts EFA on every card that has it
+    assert schema_errors(configs) == dict.fromkeys(configs)
+
+
+def test_parallelclusters_instance_type_os_check_runs_and_can_refuse(pcluster_venv: Path) -> None:
+    """The same check refuses what ParallelCluster 3.16.1 refuses: p6e-gb200 on RHEL 9 (out of scope here)."""
+    config = _with_queue_type("default.yaml", "p6-b200.48xlarge")
+    config["Image"]["Os"] = "rhel9"
+    config["Scheduling"]["SlurmQueues"][0]["ComputeResources"][0]["InstanceType"] = "p6e-gb200.36xlarge"
+    errors = schema_errors({"gb200": config})["gb200"]
+    assert errors is not None
+    (message,) = errors["Scheduling"]["SlurmQueues"]
+    assert message.startswith("InstanceTypeOSCompatibleValidator: The instance type p6e-gb200.36xlarge is not")

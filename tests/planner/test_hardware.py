@@ -44,3 +44,23 @@ def test_bad_hardware_is_one_line_naming_the_value(kwargs: dict, needle: str) ->
     with pytest.raises(HardwareError) as caught:
         hardware(**kwargs)
     assert needle in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_blackwell_nodes_have_hgx_bandwidths_and_an_unfitted_die() -> None:
+    from planner.calibration import CALIBRATED
+
+    b200, b300 = hardware("p6-b200.48xlarge"), hardware("p6-b300.48xlarge")
+    assert b200.accelerator.compute_die == b300.accelerator.compute_die == "Blackwell"
+    assert b200.hbm_bytes_per_s_per_device == b300.hbm_bytes_per_s_per_device == 8e12
+    assert b200.local_link_bytes_per_s_per_device == 900e9  # NVLink 5: 1.8 TB/s per GPU, both directions
+    assert b200.peak_fp8_flops_per_device == 4500e12
+    # No published Blackwell table is fitted yet: the die borrows Hopper's fraction, stated as such.
+    assert CALIBRATED.matmul_fraction["Blackwell"] == CALIBRATED.matmul_fraction["H100"]
+
+
+def test_trainium2_devices_are_logical_neuroncores() -> None:
+    node = hardware("trn2.48xlarge")
+    assert node.devices_per_node == 64
+    assert node.peak_flops_per_device == pytest.approx(10.7e15 / 64)
+    assert node.memory_gib_per_device == 24.0
+    assert node.accelerator.compute_die == "Trainium2"

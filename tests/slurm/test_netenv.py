@@ -63,3 +63,15 @@ def test_nemo_and_neuron_extras() -> None:
 def test_versions_must_be_numeric(text: str) -> None:
     with pytest.raises(SubmitError, match="--opt: "):
         parse_version(text, "--opt")
+
+
+@pytest.mark.parametrize("instance", ["p6-b200.48xlarge", "p6-b300.48xlarge"])
+def test_blackwell_gets_the_efa_settings_and_the_p5_floor_on_aws_ofi_nccl(instance: str) -> None:
+    from spec.platform.instances import instance_facts
+
+    blackwell = dataclasses.replace(P5, instance=instance_facts(instance))
+    env = gpu_env(blackwell)
+    assert env["FI_PROVIDER"] == "efa" and env["NCCL_NET"] == "AWS Libfabric"
+    assert "FI_EFA_USE_DEVICE_RDMA" not in env
+    with pytest.raises(SubmitError, match=rf"--aws-ofi-nccl-version: 1.7.2 is too old for {instance}"):
+        gpu_env(blackwell, aws_ofi_nccl="1.7.2")

@@ -61,3 +61,24 @@ def test_a_spec_without_a_cluster_section_is_refused() -> None:
     bare = DEFAULT.model_copy(update={"cluster": None})
     with pytest.raises(SubmitError, match=r"^--spec: spec 'llm-demo' has no cluster section"):
         resolve_target(bare, "fsdp", None, None)
+
+
+def test_a_trn2_queue_job_is_refused_in_one_line_saying_why() -> None:
+    """trn2's supported training stack is TorchNeuron + TorchTitan, which cannot be installed or checked here."""
+    from pathlib import Path
+
+    import yaml
+
+    from spec import parse_spec
+
+    doc = yaml.safe_load(Path("spec/examples/trn1-neuron.yaml").read_text())
+    doc["cluster"]["queues"][0].update(name="trn2", instance_type="trn2.48xlarge")
+    with pytest.raises(SubmitError) as raised:
+        resolve_target(parse_spec(doc), "neuron", "trn2", None)
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith(
+        "--queue: 'trn2' runs trn2.48xlarge, whose supported training stack is native PyTorch on Neuron "
+        "(TorchNeuron) with TorchTitan, not the NxDT this backend renders;"
+    )
+    assert "docs/cluster.md" in message

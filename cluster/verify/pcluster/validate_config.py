@@ -5,7 +5,8 @@ stdout: JSON list, one {"name": str, "errors": {...} | null} per input (errors a
 Exit status 0 even when configs are invalid; non-zero only when this script itself fails.
 
 Offline (tests/cluster/test_pcluster_schema.py runs it in a network namespace with no interface): the schema
-checks every key, type and allowed value; of ParallelCluster's validators only OFFLINE_VALIDATORS run. The others
+checks every key, type and allowed value; of ParallelCluster's validators only OFFLINE_VALIDATORS and the
+instance-type/OS check (queue_failures) run. The others
 it registers are skipped: most ask AWS (instance types, AMIs, subnets, security groups, capacity reservations,
 IAM, S3, key pairs, FSx), and the repo's own rules (spec.platform.validators) cover the ones that matter offline.
 """
@@ -26,6 +27,7 @@ from marshmallow import ValidationError
 from pcluster.schemas.cluster_schema import ClusterSchema
 from pcluster.schemas.imagebuilder_schema import ImageBuilderSchema
 from pcluster.validators.common import FailureLevel, ValidatorContext
+from pcluster.validators.ec2_validators import InstanceTypeOSCompatibleValidator
 
 # ParallelCluster's own validators that need no AWS call, by the resource that registers them: the custom
 # Slurm settings deny-lists (global, and accounting ones when a Database is set) and the database URI check.
@@ -56,6 +58,21 @@ def slurm_settings_failures(config: Any) -> dict[str, Any] | None:
     return {"Scheduling": {"SlurmSettings": messages}} if messages else None
 
 
+def queue_failures(config: Any) -> dict[str, Any] | None:
+    """ParallelCluster's instance-type/OS check (offline: it reads only its own tables, e.g. p6e-gb200 and p6-b300's
+    supported OSes), run on every compute resource's instance types as SlurmClusterConfig registers it."""
+    messages: list[str] = []
+    for queue in config.scheduling.queues:
+        for resource in queue.compute_resources:
+            for instance_type in resource.instance_types:
+                for failure in InstanceTypeOSCompatibleValidator().execute(
+                    instance_type=instance_type, os=config.image.os
+                ):
+                    if failure.level == FailureLevel.ERROR:
+                        messages.append(f"InstanceTypeOSCompatibleValidator: {failure.message}")
+    return {"Scheduling": {"SlurmQueues": messages}} if messages else None
+
+
 def validate(item: dict[str, Any]) -> dict[str, Any]:
     kind = item.get("kind", "cluster")
     schema = ClusterSchema(cluster_name=item["name"]) if kind == "cluster" else ImageBuilderSchema()
@@ -63,7 +80,9 @@ def validate(item: dict[str, Any]) -> dict[str, Any]:
         loaded = schema.load(item["config"])
     except ValidationError as error:
         return {"name": item["name"], "errors": error.messages}
-    return {"name": item["name"], "errors": slurm_settings_failures(loaded) if kind == "cluster" else None}
+    if kind != "cluster":
+        return {"name": item["name"], "errors": None}
+    return {"name": item["name"], "errors": slurm_settings_failures(loaded) or queue_failures(loaded)}
 
 
 def main() -> None:

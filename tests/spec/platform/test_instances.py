@@ -98,3 +98,45 @@ def test_price_overrides_win_over_the_table() -> None:
     assert on_demand_usd_per_hour("p5.48xlarge") == instance_facts("p5.48xlarge").on_demand_usd_per_hour
     assert on_demand_usd_per_hour("p5.48xlarge", {"p5.48xlarge": 40.0}) == 40.0
     assert on_demand_usd_per_hour("trn1.32xlarge", {"p5.48xlarge": 40.0}) == 21.50
+
+
+# Issue 35: Blackwell and Trainium2 queue types, with the figures their vendors publish.
+@pytest.mark.parametrize(
+    ("name", "gpus", "device", "memory", "efa", "gbps", "vcpus", "host_gib"),
+    [
+        ("p6-b200.48xlarge", 8, "NVIDIA B200", 180, 8, 3200, 192, 2048),
+        ("p6-b300.48xlarge", 8, "NVIDIA B300 SXM6 AC", 268, 16, 6400, 192, 4096),
+    ],
+)
+def test_blackwell_instances(
+    name: str, gpus: int, device: str, memory: float, efa: int, gbps: float, vcpus: int, host_gib: float
+) -> None:
+    facts = instance_facts(name)
+    assert (facts.accelerator, facts.accelerators_per_node, facts.gpu_device) == ("gpu", gpus, device)
+    assert (facts.accelerator_memory_gib, facts.efa_interfaces, facts.network_gbps) == (memory, efa, gbps)
+    assert (facts.vcpus, facts.memory_gib, facts.workers_per_node) == (vcpus, host_gib, gpus)
+    # HGX B200 / B300: 2.25 PFLOP/s dense bf16 and 4.5 PFLOP/s dense FP8 per GPU (half the sparse figures)
+    assert facts.peak_bf16_flops_per_accelerator == 2250e12
+    assert facts.peak_fp8_flops_per_accelerator == 4500e12
+    assert facts.on_demand_usd_per_hour > 0
+
+
+def test_blackwell_gpus_carry_their_compute_capability() -> None:
+    from spec.platform.instances import GPUS
+
+    assert GPUS["NVIDIA B200"].compute_capability == (10, 0)
+    assert GPUS["NVIDIA B300 SXM6 AC"].compute_capability == (10, 3)
+    assert GPUS["NVIDIA H100 80GB HBM3"].compute_capability == (9, 0)
+    assert GPUS["NVIDIA A100-SXM4-80GB"].compute_capability == (8, 0)
+
+
+def test_trn2_counts_logical_neuron_cores_and_its_published_peak() -> None:
+    trn2 = instance_facts("trn2.48xlarge")
+    assert (trn2.accelerator, trn2.accelerators_per_node, trn2.accelerator_memory_gib) == ("neuron", 16, 96)
+    assert (trn2.efa_interfaces, trn2.network_gbps, trn2.vcpus, trn2.memory_gib) == (16, 3200, 192, 2048)
+    # Neuron's trn2 page: 10.7 PFLOP/s dense bf16 and 20.8 FP8 per instance; LNC=2 (the default): 4 logical
+    # NeuronCores per chip, 64 workers per node
+    assert trn2.peak_bf16_flops_per_node == pytest.approx(10.7e15, rel=0.01)
+    assert trn2.peak_fp8_flops_per_accelerator is not None
+    assert trn2.peak_fp8_flops_per_accelerator * 16 == pytest.approx(20.8e15, rel=0.01)
+    assert trn2.workers_per_node == 64

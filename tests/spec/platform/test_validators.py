@@ -34,7 +34,8 @@ def test_unknown_queue_instance_type() -> None:
     data = with_cluster(lambda c: queue0(c).update(instance_type="p9.96xlarge"))
     assert problems_of(data) == [
         "cluster.queues[0].instance_type: 'p9.96xlarge' is not in the facts table (spec/platform/instances.py); "
-        "known: p4d.24xlarge, p4de.24xlarge, p5.48xlarge, p5e.48xlarge, p5en.48xlarge, trn1.32xlarge, trn1n.32xlarge"
+        "known: p4d.24xlarge, p4de.24xlarge, p5.48xlarge, p5e.48xlarge, p5en.48xlarge, p6-b200.48xlarge, "
+        "p6-b300.48xlarge, trn1.32xlarge, trn1n.32xlarge, trn2.48xlarge"
     ]
 
 
@@ -187,9 +188,9 @@ def test_trn1_queue_needs_a_neuron_version() -> None:
 
 def test_unknown_neuron_release_needs_explicit_pins() -> None:
     data = trn1_spec()
-    data["cluster"]["neuron"]["sdk_version"] = "2.99.0"
+    data["cluster"]["neuron"]["sdk_version"] = "2.28.0"
     assert problems_of(data) == [
-        "cluster.neuron.sdk_version: '2.99.0' has no pins in spec/platform/neuron.py (known: 2.26.1); "
+        "cluster.neuron.sdk_version: '2.28.0' has no pins in spec/platform/neuron.py (known: 2.26.1); "
         "set cluster.neuron.packages"
     ]
     data["cluster"]["neuron"]["packages"] = {
@@ -403,3 +404,56 @@ def test_head_node_os_must_offer_the_python_its_bootstrap_asks_for() -> None:
     data = trn1_spec()
     data["cluster"].update(os="ubuntu2404", python_version="3.12")
     assert parse(data).cluster is not None
+
+
+# ---------------------------------------------------------------- issue 35: which stack each accelerator runs
+
+
+def test_trn1_refuses_a_neuron_release_after_the_last_one_with_nxdt() -> None:
+    """trn1 trains with NxDT, and Neuron 2.28 is the last release that ships it (2.29 ends it, 2.30 maintenance)."""
+    data = trn1_spec()
+    data["cluster"]["neuron"]["sdk_version"] = "2.29.0"
+    data["cluster"]["neuron"]["packages"] = {
+        "aws-neuronx-dkms": "2.30.0.0",
+        "aws-neuronx-runtime-lib": "2.34.0.0",
+        "aws-neuronx-collectives": "2.34.0.0",
+        "aws-neuronx-tools": "2.32.0.0",
+        "torch-neuronx": "2.9.0.2.14.1",
+        "neuronx-cc": "2.27.1.0",
+    }
+    assert problems_of(data) == [
+        "cluster.neuron.sdk_version: '2.29.0' is newer than Neuron 2.28, the last release that ships NxD Training "
+        "(NxDT), which trn1 queues train with (queue 'trn1'): Neuron moved training to native PyTorch "
+        "(TorchNeuron) on trn2/trn3 only; keep trn1 on 2.28 or older"
+    ]
+
+
+def test_a_trn2_queue_is_a_valid_cluster() -> None:
+    data = trn1_spec()
+    queue0(data["cluster"]).update(name="trn2", instance_type="trn2.48xlarge")
+    assert parse(data).cluster is not None
+
+
+def blackwell_spec(instance_type: str, framework: str) -> dict[str, Any]:
+    def edit(cluster: dict[str, Any]) -> None:
+        queue0(cluster).update(name="b200", instance_type=instance_type)
+        cluster["containers"] = {"nemo_framework": framework}
+
+    return with_cluster(edit)
+
+
+@pytest.mark.parametrize("instance_type", ["p6-b200.48xlarge", "p6-b300.48xlarge"])
+@pytest.mark.parametrize("framework", ["megatron-bridge-26.08", "nemo-25.07"])
+def test_both_nemo_containers_carry_a_cuda_with_blackwell_kernels(instance_type: str, framework: str) -> None:
+    assert parse(blackwell_spec(instance_type, framework)).cluster is not None
+
+
+def test_a_container_whose_cuda_predates_the_queues_gpu_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from spec.containers import FRAMEWORKS
+
+    # A NeMo release on CUDA 12.6 (as nemo:24.12 was): no sm_100 kernels in its CUDA libraries.
+    monkeypatch.setitem(FRAMEWORKS, "nemo-25.07", replace(FRAMEWORKS["nemo-25.07"], cuda=(12, 6)))
+    assert problems_of(blackwell_spec("p6-b200.48xlarge", "nemo-25.07")) == [
+        "cluster.containers.nemo_framework: 'nemo-25.07' carries CUDA 12.6, too old for queue 'b200' "
+        "(p6-b200.48xlarge, B200, sm_100 needs CUDA 12.8 or newer); use megatron-bridge-26.08 (CUDA 13.0)"
+    ]

@@ -26,7 +26,7 @@ from training.evaluate.errors import EvalError
 from training.evaluate.harness import score, write_results
 from training.evaluate.scores import EVAL_DIR, evaluated_steps, write_summary
 from training.evaluate.task_files import check_tasks, render_tasks
-from training.export import DTYPES, export_checkpoint, find_checkpoint
+from training.export import DTYPES, checkpoint_lora, export_checkpoint, find_checkpoint
 
 EXPORT_DIR = "export"
 
@@ -47,7 +47,9 @@ def export_for_eval(checkpoint: Path, step: int, run_dir: Path, tokenizer: Path)
         return final
     partial = final.with_name(final.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
-    export_checkpoint(checkpoint, partial, torch.float32, tokenizer)
+    # A LoRA run's checkpoint is scored as trained: its adapters merged into the base (the frozen base alone is what
+    # the run started from)
+    export_checkpoint(checkpoint, partial, torch.float32, tokenizer, merge_lora=checkpoint_lora(checkpoint) is not None)
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": eos_token(tokenizer)}
     (partial / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     partial.rename(final)

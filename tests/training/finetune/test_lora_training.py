@@ -210,3 +210,20 @@ def test_merge_lora_of_a_run_without_adapters_is_one_line(
     err = capsys.readouterr().err
     assert err.startswith("error: --merge-lora: ") and "is not of a LoRA run" in err and err.count("\n") == 1
     assert not (tmp_path / "out" / export.WEIGHTS_FILE).exists()
+
+
+def test_the_evaluation_export_of_a_lora_checkpoint_is_the_fine_tuned_model(
+    demo_data_prefix: str, lora_run: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """llm-eval scores what the run trained: the base with its adapters merged, not the frozen base alone."""
+    from training.evaluate.run import export_for_eval
+
+    _, run_dir = lora_run
+    checkpoint = _checkpoint(run_dir)
+    tokenizer = Path(demo_data_prefix.removesuffix("_text_document") + "_tokenizer.json")
+    exported = export_for_eval(checkpoint, int(checkpoint.name.split("-")[1]), tmp_path, tokenizer)
+    ids = torch.randint(0, 500, (2, 32), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        ours = export.load_checkpoint_model(checkpoint).eval()(ids)
+        theirs = LlamaForCausalLM.from_pretrained(exported).eval()(input_ids=ids).logits
+    torch.testing.assert_close(theirs, ours, rtol=0, atol=1e-5)

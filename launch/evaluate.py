@@ -1,6 +1,6 @@
 """`llm-eval`: render and submit an sbatch job that scores a run's checkpoints with lm-evaluation-harness.
 
-    llm-eval --run-dir RUN --tasks-dir DIR [--tasks a,b] [--step N | --all | --every N --after JOB]
+    llm-eval --run-dir RUN [--tasks-dir DIR] [--tasks a,b] [--step N | --all | --every N --after JOB]
         [--queue Q | --local] [--spec SPEC.yaml] [--hf-dir DIR] [--time HH:MM:SS] [--dry-run] ...
 
 The job (launch/jobs/eval.sh, training.evaluate) runs on one node: GPUs when the queue has them. `--every N`
@@ -25,7 +25,8 @@ from slurm.target import Target, local_target, resolve_target
 from spec import SpecError, load_spec
 from spec.cli import OneLineParser, user_errors
 from training.evaluate.errors import EvalError
-from training.evaluate.task_files import check_tasks
+from training.evaluate.task_data import TASKS_DIR, build_task_data
+from training.evaluate.task_files import check_tasks, task_index
 
 JOBS_DIR = Path(__file__).resolve().parent / "jobs"
 DEFAULT_TASKS = "demo_heldout,demo_choice"
@@ -36,7 +37,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="llm-eval", description=__doc__.splitlines()[0])
     # Directories are checked after parsing (render), as the run's and the tasks' own problems.
     parser.add_argument("--run-dir", required=True, type=Path, help="the training run directory")
-    parser.add_argument("--tasks-dir", required=True, type=Path, help="task YAMLs and their data")
+    parser.add_argument(
+        "--tasks-dir",
+        type=Path,
+        help="task YAMLs and their data (default: the shipped demo tasks, built into RUN/eval/demo-tasks)",
+    )
     parser.add_argument("--tasks", default=DEFAULT_TASKS, help=f"comma-separated task names (default {DEFAULT_TASKS})")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--step", type=int, help="score this committed step (default: the latest)")
@@ -103,6 +108,26 @@ def _target(args: argparse.Namespace) -> Target:
     return resolve_target(spec, "fsdp", args.queue, args.partition)
 
 
+SHIPPED_TASKS = "demo-tasks"  # under RUN/eval: the shipped demo tasks, built from the demo corpus on first use
+
+
+def shipped_tasks(run_dir: Path, tasks: list[str], dry_run: bool) -> Path:
+    """The shipped demo tasks (YAMLs and data, the same bytes every time) in RUN/eval/demo-tasks, built once; a dry
+    run builds nothing and checks the names against the shipped YAMLs."""
+    target = run_dir / "eval" / SHIPPED_TASKS
+    shipped = task_index(TASKS_DIR)
+    unknown = [task for task in tasks if task not in shipped]
+    if unknown:
+        raise SubmitError(
+            f"--tasks: {unknown[0]!r} is not a shipped task ({', '.join(sorted(shipped))}); give --tasks-dir with "
+            "its YAML (docs/evaluation.md)"
+        )
+    if not dry_run and not (target / ".complete").is_file():
+        build_task_data(target)
+        (target / ".complete").touch()
+    return target
+
+
 def render(args: argparse.Namespace, command_line: str) -> tuple[Path, str]:
     for value, option in ((args.step, "--step"), (args.every, "--every"), (args.batch_size, "--batch-size"),
                           (args.limit, "--limit"), (args.poll_s, "--poll-s")):  # fmt: skip
@@ -118,10 +143,11 @@ def render(args: argparse.Namespace, command_line: str) -> tuple[Path, str]:
     if args.tokenizer is not None and not args.tokenizer.is_file():
         raise SubmitError(f"--tokenizer: {str(args.tokenizer)!r} is not a file")
     run_dir = Path(args.run_dir).resolve()
-    tasks_dir = Path(args.tasks_dir).resolve()
     tasks = [task for task in args.tasks.split(",") if task]
+    tasks_dir = Path(args.tasks_dir).resolve() if args.tasks_dir else shipped_tasks(run_dir, tasks, args.dry_run)
     try:
-        check_tasks(tasks_dir, tasks)
+        if args.tasks_dir or not args.dry_run:
+            check_tasks(tasks_dir, tasks)
     except EvalError as error:
         raise SubmitError(str(error)) from None
     target = _target(args)

@@ -66,3 +66,20 @@ def test_a_task_file_that_does_not_parse_is_named(
     assert (
         err.startswith(f"error: {broken / 'bad.yaml'}: does not parse as a task YAML at line") and err.count("\n") == 1
     )
+
+
+def test_without_tasks_dir_the_shipped_demo_tasks_are_built_into_the_run_dir(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    argv = ["--run-dir", str(run_dir), "--tokenizer", str(Path(__file__)), "--local"]
+    assert main([*argv, "--dry-run"]) == 0  # a dry run builds nothing
+    assert f"--tasks-dir {run_dir}/eval/demo-tasks" in capsys.readouterr().out
+    assert not (run_dir / "eval").exists()
+    assert main([*argv, "--tasks", "hellaswag", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "error: --tasks: 'hellaswag' is not a shipped task (demo_choice, demo_heldout); give --tasks-dir"
+    )
+    assert err.count("\n") == 1

@@ -152,7 +152,8 @@ def render(args: argparse.Namespace, command_line: str) -> tuple[Path, str]:
         raise SubmitError(str(error)) from None
     target = _target(args)
     gpus = target.devices_per_node if target.instance.accelerator == "gpu" else 1
-    device = "cuda" if target.instance.accelerator == "gpu" else "cpu"
+    # auto: CUDA where the node has it, as the trainer chooses (training/parallel/dist.py)
+    device = "auto" if target.instance.accelerator == "gpu" else "cpu"
     if target.instance.accelerator == "neuron":
         raise SubmitError(f"--queue: {target.queue} has Trainium nodes; lm-eval's HF model scores on GPU or CPU")
     eval_args = ["--run-dir", str(run_dir), "--tasks-dir", str(tasks_dir),

@@ -83,3 +83,12 @@ def test_without_tasks_dir_the_shipped_demo_tasks_are_built_into_the_run_dir(
         "error: --tasks: 'hellaswag' is not a shipped task (demo_choice, demo_heldout); give --tasks-dir"
     )
     assert err.count("\n") == 1
+
+
+def test_a_gpu_queue_job_takes_cuda_where_the_node_has_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    argv = ["--run-dir", str(run_dir), "--tokenizer", str(Path(__file__)), "--queue", "gpu", "--dry-run"]
+    assert main(argv) == 0
+    script = capsys.readouterr().out
+    assert "--device auto --gpus 8" in script, script

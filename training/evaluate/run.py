@@ -40,6 +40,17 @@ def eos_token(tokenizer: Path) -> str | None:
     return next((token["content"] for token in added if token.get("special")), None)
 
 
+def resolve_device(device: str, gpus: int) -> tuple[str, int]:
+    """(device, GPUs to spread the model over): `auto` takes CUDA when the node has it and the CPU otherwise (one
+    process, no device map), said in the log."""
+    if device != "auto":
+        return device, gpus
+    if torch.cuda.is_available():
+        return "cuda", min(gpus, torch.cuda.device_count())
+    print("device: cpu (--device auto found no CUDA device on this node)", flush=True)
+    return "cpu", 1
+
+
 def export_for_eval(checkpoint: Path, step: int, run_dir: Path, tokenizer: Path) -> Path:
     """RUN/export/step-N as transformers loads it (config, weights, tokenizer); written beside, then renamed."""
     final = run_dir / EXPORT_DIR / f"step-{step}"
@@ -83,7 +94,9 @@ def build_parser() -> OneLineParser:
     which.add_argument("--every-steps", type=int, help="committed steps that are multiples of this")
     parser.add_argument("--final", action="store_true", help="with --every-steps: the latest step too")
     parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    parser.add_argument(
+        "--device", default="cpu", help="cpu, cuda, cuda:N or auto (CUDA when the node has it, as the trainer does)"
+    )
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32", help="what lm-eval loads the model in")
     parser.add_argument("--gpus", type=int, default=1, help="GPUs to spread the model over (one process)")
     parser.add_argument("--limit", type=int, help="score only this many documents per task (smoke tests)")
@@ -104,14 +117,15 @@ def main(argv: list[str] | None = None) -> int:
     ):
         if value is not None and value < 1:
             raise EvalError(f"{option}: {value} must be at least 1")
+    device, gpus = resolve_device(args.device, args.gpus)
     tasks_dir = Path(args.tasks_dir).resolve()
     check_tasks(tasks_dir, tasks)
     include = render_tasks(tasks_dir, run_dir / EVAL_DIR / "tasks")
 
     def run(export: Path, label: str) -> None:
         results = score(
-            export, include, tasks, batch_size=args.batch_size, device=args.device, dtype=args.dtype,
-            gpus=args.gpus, limit=args.limit,
+            export, include, tasks, batch_size=args.batch_size, device=device, dtype=args.dtype,
+            gpus=gpus, limit=args.limit,
         )  # fmt: skip
         print(f"scored {export} -> {write_results(results, run_dir / EVAL_DIR / label)}", flush=True)
 

@@ -72,3 +72,11 @@ def test_a_missing_checkpoint_is_one_line(trained: tuple[Path, Path, Path], caps
     assert main(_argv(trained, "--step", "4")) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --step: 4 has no committed checkpoint under ") and err.count("\n") == 1
+
+
+def test_auto_takes_the_cpu_on_a_node_without_cuda_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    from training.evaluate.run import resolve_device
+
+    assert resolve_device("auto", 8) == ("cpu", 1)  # this host has no CUDA device: one process, no device map
+    assert "device: cpu (--device auto found no CUDA device on this node)" in capsys.readouterr().out
+    assert resolve_device("cuda", 8) == ("cuda", 8)  # named, it is taken as given

@@ -5,7 +5,7 @@ launch/jobs/bridge_pretrain.py, which runs them through Bridge's finetune() unde
 
 - init: a Hugging Face directory (config.json and *.safetensors), which Bridge loads itself as
   checkpoint.pretrained_checkpoint, or a Megatron Bridge run directory of ours (its checkpoints/). An FSDP run's
-  checkpoint is not Megatron's: it is exported to Hugging Face first (docs/finetuning-nemo.md).
+  checkpoint is not Megatron's: it is exported to Hugging Face first (docs/finetuning.md).
 - LoRA: Bridge's CanonicalLoRA, which adapts q, k, v and gate, up separately as Hugging Face's PEFT does (Bridge's
   plain LoRA adapts the fused QKV and FC1 with one pair of matrices each): our target names map one to one.
 - Data: the {"input","output"} JSONL that `llm-prepare --sft` writes beside the dataset (<dir>/bridge/), read by

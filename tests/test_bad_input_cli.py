@@ -97,6 +97,7 @@ def _options() -> list[Option]:
     check += ("--output", "out.txt", "--before", "b", "--after", "a")
     stage = ("--access-point-arn", "bucket", "--prefix", "p/", "--dest", "d", "--endpoint-url", "http://127.0.0.1:9")
     image = (str(DEFAULT_SPEC),)
+    evaluate = ("--run-dir", "r", "--local", "--dry-run")
     table = [
         ("llm-submit", submit, "--nodes", (POSITIVE_INT,)),
         ("llm-submit", submit, "--max-steps", (POSITIVE_INT,)),
@@ -120,6 +121,11 @@ def _options() -> list[Option]:
         ("llm-upload-artifacts", ("--dry-run",), "--profile", (PROFILE,)),
         ("llm-empty-bucket", ("some-bucket",), "--profile", (PROFILE,)),
         ("llm-phase-two", (str(DEFAULT_SPEC), "--dry-run"), "--profile", (PROFILE,)),
+        ("llm-eval", evaluate, "--run-dir", (IN_DIR,)),
+        ("llm-eval", evaluate, "--tasks-dir", (IN_DIR,)),
+        ("llm-eval", evaluate, "--tokenizer", (IN_FILE,)),
+        ("llm-eval", evaluate, "--step", (POSITIVE_INT,)),
+        ("llm-eval", evaluate, "--batch-size", (POSITIVE_INT,)),
         ("llm-export", ("--run-dir", "r", "--output", "o"), "--run-dir", (IN_DIR,)),
         ("llm-export", ("--run-dir", "r", "--output", "o"), "--output", (OUT_DIR,)),
         ("llm-report", ("--sacct-file", "s"), "--price", (PRICE,)),

@@ -18,6 +18,7 @@ from spec import load_spec
 from tests.cluster.conftest import pcluster_venv  # noqa: F401  (the isolated ParallelCluster venv)
 from tests.stacks.conftest import Assembly
 from training.prepare import data_prefix_of
+from training.sft.prepare import tokens_prefix as sft_data_prefix_of
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -159,13 +160,14 @@ DATA_PREFIX = re.compile(r"--data-prefix[ =]+(?P<value>[^\s;|&)]+)")
 
 
 def test_every_data_prefix_is_a_dataset_llm_prepare_writes() -> None:
-    """A job reads `<output prefix>_text_document.{bin,idx}`: a --data-prefix without that ending names no file."""
-    suffix = data_prefix_of("x").name.removeprefix("x")
+    """A job reads `<output prefix>_text_document.{bin,idx}` (or, fine-tuning, `llm-prepare --sft`'s
+    `<output prefix>_sft_tokens.{bin,idx}`): a --data-prefix without one of those endings names no file."""
+    suffixes = tuple(prefix("x").name.removeprefix("x") for prefix in (data_prefix_of, sft_data_prefix_of))
     wrong = [
         (where, value)
         for where, text in shipped_commands()
         for value in (m["value"].strip("'\"") for m in DATA_PREFIX.finditer(text))
-        if not value.endswith(suffix)
+        if not value.endswith(suffixes)
     ]
     assert wrong == []
     assert [m["value"] for m in DATA_PREFIX.finditer("llm-submit --data-prefix /fsx/data/pretraining")] == [

@@ -9,6 +9,7 @@ A LoRA run's checkpoint gives its frozen base there and the adapters in PEFT's f
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import sys
@@ -96,7 +97,8 @@ def export_checkpoint(
 @user_errors
 def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(prog="python -m training.export", description=__doc__.splitlines()[0])
-    parser.add_argument("--run-dir", required=True, type=existing_directory, help="the training run directory")
+    # checked after parsing, so a command naming a run an earlier step makes parses on its own
+    parser.add_argument("--run-dir", required=True, help="the training run directory")
     parser.add_argument(
         "--output", required=True, type=output_directory, help="directory to write model.safetensors and config.json to"
     )
@@ -108,6 +110,10 @@ def main(argv: list[str] | None = None) -> int:
         "--merge-lora", action="store_true", help="a LoRA run: fold the adapters into the weights (a full checkpoint)"
     )
     args = parser.parse_args(argv)
+    try:
+        existing_directory(args.run_dir)
+    except argparse.ArgumentTypeError as error:
+        parser.error(f"argument --run-dir: {error}")
     root = Path(args.checkpoint_dir) if args.checkpoint_dir else Path(args.run_dir) / "checkpoints"
     try:
         checkpoint = find_checkpoint(root, args.step)

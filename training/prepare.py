@@ -205,7 +205,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="writes OUT_text_document.{bin,idx}",
     )
     parser.add_argument(
-        "--tokenizer", type=existing_file, metavar="tokenizer.json", help="HF tokenizer.json (Llama, NeoX, ...)"
+        # checked after parsing (main), so a command naming a file an earlier step writes parses on its own
+        "--tokenizer",
+        metavar="tokenizer.json",
+        help="HF tokenizer.json (Llama, NeoX, ...)",
     )
     parser.add_argument(
         "--vocab-size", type=int, help=f"BPE vocabulary to train without --tokenizer (default {DEFAULT_VOCAB_SIZE})"
@@ -230,7 +233,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 @user_errors
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.tokenizer is not None:
+        try:
+            existing_file(args.tokenizer)
+        except argparse.ArgumentTypeError as error:
+            parser.error(f"argument --tokenizer: {error}")
     if args.sft:
         return _main_sft(args)
     for option in ("validation_fraction", "seed"):

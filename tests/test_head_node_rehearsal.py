@@ -7,6 +7,10 @@ what). Every job the block submits must start; each ends where this host ends it
   CUDA build of nccl-tests, started through srun's pmix plugin, which Debian's slurm-wlm cannot load here);
 - llama3-8b passes its config and data checks and stops at the training-state memory check (GPU memory).
 
+Then README's "After pretraining" block, as written: first-tiny's checkpoints scored with lm-evaluation-harness on the
+shipped tasks, the demo instructions prepared with a loss mask, a LoRA fine-tune of first-tiny (40 steps on 8 CPU
+ranks) whose held-out SFT loss must go down, its adapters merged into a full checkpoint, and the result scored.
+
 About 10 minutes on 2 cores, most of it the tiny model's 100 steps on 8 ranks, and one minute building the
 release's env from build/wheelhouse-node-cpu (`make wheelhouse-node-cpu`, 284 MB)."""
 
@@ -21,7 +25,13 @@ from typing import Any
 
 import pytest
 
-from tests.rehearsal.head_node import WHEELHOUSE, first_job_block, split_at_placeholder
+from tests.rehearsal.head_node import (
+    WHEELHOUSE,
+    after_pretraining_block,
+    first_job_block,
+    split_at_placeholder,
+    split_at_placeholders,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -89,3 +99,37 @@ def test_llama3_8b_passes_config_and_data_and_stops_at_gpu_memory(report: dict[s
     assert (llama["state"], llama["exit_code"]) == ("FAILED", "2:0"), llama["log_tail"]
     assert llama["exit_status"]["reason"].startswith("config: model.name: 'llama3-8b' does not fit: its training")
     assert "sharded over 8 ranks" in llama["exit_status"]["reason"]
+
+
+def test_the_after_pretraining_block_waits_on_each_job_it_starts() -> None:
+    pieces = split_at_placeholders(after_pretraining_block().script())
+    assert len(pieces) == 4 and pieces[0].lstrip().startswith("llm-eval --run-dir /fsx/runs/first-tiny")
+    assert all(piece.startswith("JOB={job_id}") and 'llm-follow --job "$JOB"' in piece for piece in pieces[1:])
+
+
+def test_after_pretraining_runs_as_written_and_its_jobs_complete(report: dict[str, Any]) -> None:
+    after = report["after_pretraining"]
+    assert [piece["returncode"] for piece in after["pieces"]] == [0, 0, 0, 0], after["pieces"][-1]["stderr"][-3000:]
+    jobs = _jobs(report)
+    lora = jobs["fsdp-first-lora"]
+    assert (lora["state"], lora["exit_code"]) == ("COMPLETED", "0:0"), lora["log_tail"]
+    assert lora["exit_status"]["reason"] == "finished" and lora["last_step"] == 40
+    evaluations = [job for job in report["jobs"] if job["name"].startswith("eval-")]
+    assert len(evaluations) == 2 and all(job["state"] == "COMPLETED" for job in evaluations), evaluations
+
+
+def test_the_lora_fine_tune_lowers_the_held_out_sft_loss(report: dict[str, Any]) -> None:
+    losses = report["outcome"]["sft_validation_loss"]
+    steps = sorted(losses, key=int)
+    assert steps[0] == "0" and steps[-1] == "40", losses
+    assert losses[steps[-1]] < losses[steps[0]], losses
+    assert report["outcome"]["adapter"] == ["adapter_config.json", "adapter_model.safetensors"]
+    assert {"config.json", "model.safetensors"} <= set(report["outcome"]["merged"])
+
+
+def test_both_runs_are_scored_on_the_shipped_tasks(report: dict[str, Any]) -> None:
+    for run, step in (("first-tiny", "100"), ("first-lora", "40")):
+        table = report["outcome"]["scores"][run]
+        assert table is not None, run
+        rows = [line.split("|")[1:4] for line in table.splitlines() if line.startswith(f"| {step} ")]
+        assert {row[1].strip() for row in rows} == {"demo_heldout", "demo_choice"}, table

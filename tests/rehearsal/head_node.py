@@ -1,4 +1,4 @@
-"""README's "First job on the cluster", run as written the way the head node runs it.
+"""README's "First job on the cluster" and "After pretraining", run as written the way the head node runs them.
 
     python -m tests.rehearsal.head_node --work DIR     (root; the report lands in DIR/report.json)
 
@@ -15,8 +15,10 @@ it sees /fsx, the user or the mounts:
 - your corpus: README's real model reads /fsx/data/corpus_text_document, which a reader prepares and stages
   from S3; the rehearsal writes one there (random tokens, 20M, llama3's vocabulary) as that user.
 
-The block's placeholder (`JOB=12345   # the job id llm-submit printed`) gets the id the block's own `llm-submit`
-printed, as a reader would type it. Every job the block submits is waited for; the report holds each one's
+Each block's placeholders (`JOB=12345   # the job id llm-submit printed`, or llm-eval's) get the id the command
+before them printed, as a reader would type it: the block runs in pieces, one per placeholder. "After pretraining"
+runs once the first block's jobs have ended: it scores first-tiny, prepares the demo instructions, fine-tunes
+first-tiny with LoRA and scores the result. Every job the block submits is waited for; the report holds each one's
 Slurm state, exit code, the trainer's exit status and the tail of its log. What a CPU host cannot do is reached
 and named, not skipped: the fabric check's all_reduce_perf is a CUDA build (stops there), and llama3-8b's
 training state needs GPU memory (the trainer refuses it before materializing a weight, after its config and
@@ -51,7 +53,8 @@ from training.data.writer import TokenizerInfo, write_dataset
 
 WHEELHOUSE = REPO / "build" / "wheelhouse-node-cpu"
 SECTION = "## First job on the cluster"
-PLACEHOLDER = re.compile(r"^(?P<name>JOB)=\S+(?P<comment>\s+# the job id llm-submit printed.*)$", re.M)
+AFTER_SECTION = "## After pretraining: evaluate and fine-tune"
+PLACEHOLDER = re.compile(r"^(?P<name>JOB)=\S+(?P<comment>\s+# the job id llm-(?:submit|eval) printed.*)$", re.M)
 SUBMITTED = re.compile(r"^(?P<id>\d+) (?P<script>/\S+\.sbatch)$", re.M)
 USER = "ec2-user"
 GPUS_PER_NODE = 8  # a p5.48xlarge's: the ranks llm-submit starts per node
@@ -80,23 +83,63 @@ class User:
         }
 
 
-def first_job_block(readme: Path = REPO / "README.md") -> Block:
+def section_block(section: str, readme: Path = REPO / "README.md") -> Block:
+    """The one `bash head-node` block of README's `section`."""
     text = readme.read_text(encoding="utf-8")
-    start = text.index(SECTION)
-    end = text.find("\n## ", start + len(SECTION))
+    start = text.index(section)
+    end = text.find("\n## ", start + len(section))
     first, last = text.count("\n", 0, start) + 1, text.count("\n", 0, end if end > 0 else len(text)) + 1
     found = [block for block in blocks_in(readme, text) if block.tag == "head-node" and first < block.line < last]
     if len(found) != 1:
-        raise SystemExit(f"README.md: '{SECTION}' has {len(found)} bash head-node blocks; the rehearsal expects one")
+        raise SystemExit(f"README.md: '{section}' has {len(found)} bash head-node blocks; the rehearsal expects one")
     return found[0]
+
+
+def first_job_block(readme: Path = REPO / "README.md") -> Block:
+    return section_block(SECTION, readme)
+
+
+def after_pretraining_block(readme: Path = REPO / "README.md") -> Block:
+    return section_block(AFTER_SECTION, readme)
+
+
+def split_at_placeholders(script: str) -> list[str]:
+    """The block in pieces: what runs before the first placeholder, then each placeholder (`JOB={job_id}`, to fill
+    in with the id printed just before it) with what follows it up to the next."""
+    matches = list(PLACEHOLDER.finditer(script))
+    if not matches:
+        raise SystemExit("README.md: a block the rehearsal runs has no `JOB=...   # the job id llm-... printed` line")
+    pieces = [script[: matches[0].start()]]
+    for match, following in zip(matches, [*matches[1:], None], strict=True):
+        rest = script[match.end() : following.start() if following else len(script)]
+        pieces.append("JOB={job_id}" + match["comment"] + rest)
+    return pieces
 
 
 def split_at_placeholder(script: str) -> tuple[str, str]:
     """(what runs before the reader learns the job id, the rest with `JOB={id}` to fill in)."""
-    match = PLACEHOLDER.search(script)
-    if match is None:
-        raise SystemExit("README.md: the first job's block has no `JOB=...   # the job id llm-submit printed` line")
-    return script[: match.start()], "JOB={job_id}" + match["comment"] + script[match.end() :]
+    pieces = split_at_placeholders(script)
+    if len(pieces) != 2:
+        raise SystemExit(f"README.md: the first job's block has {len(pieces) - 1} job-id placeholders; it expects one")
+    return pieces[0], pieces[1]
+
+
+def run_in_pieces(
+    user: User, script: str, profile: Path, slurm: LocalSlurm, work: Path, name: str
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each piece in turn, its placeholder filled with the id the piece before printed; stops at a failing piece."""
+    results: list[dict[str, Any]] = []
+    submitted: list[str] = []
+    for index, piece in enumerate(split_at_placeholders(script)):
+        if index and not submitted:
+            break
+        text = piece.format(job_id=submitted[-1]) if index else piece
+        result = run_as(user, text, profile, slurm.conf_path, work / f"{name}-{index}.log")
+        results.append(result)
+        submitted += job_ids(result["stdout"])
+        if result["returncode"] != 0:
+            break
+    return results, submitted
 
 
 def mount(*args: str) -> None:
@@ -237,6 +280,24 @@ def job_record(job_id: str, fields: dict[str, str]) -> dict[str, Any]:
     return record
 
 
+def after_pretraining_outcome(runs: Path) -> dict[str, Any]:
+    """What README's "After pretraining" leaves: both runs' scores tables, the LoRA run's held-out SFT losses by step,
+    its PEFT adapter and the merged checkpoint's files."""
+    lora = runs / "first-lora"
+    metrics = lora / "metrics.jsonl"
+    rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()] if metrics.is_file() else []
+    scores = {
+        run: (runs / run / "eval" / "scores.md").read_text() if (runs / run / "eval" / "scores.md").is_file() else None
+        for run in ("first-tiny", "first-lora")
+    }
+    return {
+        "scores": scores,
+        "sft_validation_loss": {str(row["step"]): row["val_loss"] for row in rows if "val_loss" in row},
+        "adapter": sorted(path.name for path in (lora / "export" / "adapter").glob("*")),
+        "merged": sorted(path.name for path in (lora / "merged").glob("*")),
+    }
+
+
 def wait_for_jobs(slurm: LocalSlurm, ids: list[str], timeout_s: float = BLOCK_TIMEOUT_S) -> None:
     """Until none of `ids` is pending, running or completing (squeue lists them until then)."""
     deadline = time.monotonic() + timeout_s
@@ -287,9 +348,18 @@ def rehearse(work: Path, spec_path: Path) -> dict[str, Any]:
             report["rest"] = second
             submitted += job_ids(second["stdout"])
             wait_for_jobs(slurm, submitted)
+            if second["returncode"] == 0:
+                began = time.monotonic()
+                pieces, after_ids = run_in_pieces(
+                    user, after_pretraining_block().script(), profile, slurm, work, "after"
+                )
+                wait_for_jobs(slurm, after_ids)
+                report["after_pretraining"] = {"pieces": pieces, "seconds": round(time.monotonic() - began, 1)}
+                submitted += after_ids
         finally:
             watcher.stop()
         report["jobs"] = [job_record(job_id, watcher.seen.get(job_id, {})) for job_id in submitted]
+        report["outcome"] = after_pretraining_outcome(Path("/fsx/runs"))
         report["home_cache"] = sorted(str(p.relative_to(user.home)) for p in (user.home / ".cache").rglob("*.jsonl"))
         return report
     finally:

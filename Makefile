@@ -18,12 +18,13 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup synth demo test test-stress lint format clean pcluster-venv checkov-venv nemo-venv bridge-venv torchtitan-venv awscli-venv bench rehearse \
+.PHONY: help setup synth demo demo-finetune test test-stress lint format clean pcluster-venv checkov-venv nemo-venv bridge-venv torchtitan-venv awscli-venv bench rehearse \
 	wheelhouse wheelhouse-test wheelhouse-node-cpu gpu-bench-wheels policy-report nemo-image nxdt-wheelhouse \
 	observability-binaries nccl-tests-source upload-artifacts
 
 help:
 	@echo "make demo    synthesize the default deployment and run a training job (does all setup)"
+	@echo "make demo-finetune  after make demo: score its run, LoRA fine-tune it on the demo instructions, score again"
 	@echo "make test    run every test (does all setup)"
 	@echo "make test-stress  the SLURM/torchrun/Prometheus tests STRESS_ROUNDS times (3) with every core busy"
 	@echo "make synth   synthesize the stacks into cdk.out (SPEC=path.yaml picks a spec)"
@@ -67,6 +68,26 @@ demo: setup
 	  'set -eo pipefail; job=$$($(PY) -m launch.submit --backend fsdp --model training/configs/tiny.yaml --nodes 2 \
 	    --data-prefix build/data/demo_text_document --run-dir $(DEMO_RUN) --local | cut -d" " -f1); \
 	  $(PY) -m launch.follow --job $$job --run-dir $(DEMO_RUN)'
+
+# After `make demo` (run first when its run is missing): README's "After pretraining" on the local cluster. Scores the
+# demo run on the shipped tasks (lm-evaluation-harness), prepares the demo instructions with a loss mask, fine-tunes
+# the run with LoRA (training/configs/tiny-lora.yaml) and scores the result; prints both scores tables.
+demo-finetune: setup
+	test -d $(DEMO_RUN)/checkpoints || $(MAKE) demo
+	$(PY) -m training.prepare --sft --demo-corpus --tokenizer build/data/demo_tokenizer.json \
+		--validation-fraction 0.2 --output-prefix build/data/demo-sft
+	rm -rf $(DEMO_RUN)-lora
+	set -eo pipefail; export SLURM_CONF=$(CURDIR)/.local-slurm/slurm.conf; \
+	trap '$(PY) -m cluster.verify.local_slurm down' EXIT; \
+	$(PY) -m cluster.verify.local_slurm up; \
+	job=$$($(PY) -m launch.evaluate --run-dir $(DEMO_RUN) --all --local | cut -d" " -f1); \
+	$(PY) -m launch.follow --job $$job --run-dir $(DEMO_RUN); \
+	job=$$($(PY) -m launch.submit --backend fsdp --model training/configs/tiny-lora.yaml --nodes 2 \
+	  --data-prefix build/data/demo-sft_sft_tokens --run-dir $(DEMO_RUN)-lora --local | cut -d" " -f1); \
+	$(PY) -m launch.follow --job $$job --run-dir $(DEMO_RUN)-lora; \
+	job=$$($(PY) -m launch.evaluate --run-dir $(DEMO_RUN)-lora --all --local | cut -d" " -f1); \
+	$(PY) -m launch.follow --job $$job --run-dir $(DEMO_RUN)-lora
+	cat $(DEMO_RUN)/eval/scores.md $(DEMO_RUN)-lora/eval/scores.md
 
 # Evaluates the synthesized policies (IAM engine, every case and every mutant) for reviewers.
 policy-report: synth

@@ -10,7 +10,8 @@ The compute nodes' role may pull from `ecr_repository` only (policies.cluster_no
 point (FRAMEWORKS): Megatron Bridge in the current container (the default), or NeMo 2.4 in nemo:25.07, kept as a
 pinned choice. `image_tag` and `nemo_image` default to that framework's build.
 
-CUDA per container (NVIDIA's NeMo Framework and PyTorch container release notes, read 2026-11-28): nemo:25.07 is
+CUDA per container, as NVIDIA's NeMo Framework and PyTorch container release notes give it (recalled, not opened in
+this repo: confirm against the notes before relying on the refusal below for a new image): nemo:25.07 is
 built on the PyTorch 25.06 container, CUDA 12.9 (its TORCH_CUDA_ARCH_LIST names 10.0, so B200 and B300 run its
 sm_100 kernels); nemo:26.08 is a CUDA 13.0 image. Blackwell needs CUDA 12.8 or newer (B200, sm_100) and 12.9 or
 newer (B300, sm_103); PyTorch's first wheels with sm_100 were 2.7's cu128 builds.

@@ -13,23 +13,25 @@ training planner all read it. Figures are published ones:
 - EFA interfaces count one per network card (p4d/p4de 4, p5/p5e 32, p5en 16, trn1 8, trn1n 16, p6-b200 8,
   p6-b300 16: its card 0 is ENA only, cards 1-16 carry EFA, which ParallelCluster 3.16.1 handles itself,
   pcluster/constants.py INSTANCE_TYPES_WITH_FIRST_INTERFACE_ENA; trn2 16).
-- Blackwell (issue 35; read 2026-11-28): p6-b200.48xlarge and p6-b300.48xlarge from the EC2 P6 page,
+- Blackwell: p6-b200.48xlarge and p6-b300.48xlarge from the EC2 P6 page,
   https://aws.amazon.com/ec2/instance-types/p6/ (8 GPUs; B200 1,440 GB HBM3e in all, B300 2,144 GB; 192 vCPUs;
   2 TiB and 4 TiB host memory; 8 x 400 and 16 x 400 Gbps EFAv4), the peaks from NVIDIA's HGX page,
   https://www.nvidia.com/en-us/data-center/hgx/ (B200 and B300 alike: 2.25 PFLOP/s dense bf16 and 4.5 dense FP8
-  per GPU, half the "with sparsity" figures; B300's gain is FP4, which no trainer here uses). The device name
-  "NVIDIA B300 SXM6 AC" and compute capability 10.3 are what nvidia-smi reports on a p6-b300; B200 is 10.0
-  (CUDA's sm_100). MXFP8 (Blackwell's block-scaled FP8) runs at the FP8 rate; the planner models FP8 only.
+  per GPU, half the "with sparsity" figures; B300's gain is FP4, which no trainer here uses). Not read on a
+  machine here (no Blackwell GPU was lent): the device name "NVIDIA B300 SXM6 AC" and compute capability 10.3 for
+  a p6-b300, 10.0 (CUDA's sm_100) for B200, as public reports give them; a different name only costs the
+  peak-by-name lookup, which then asks for --peak-tflops. MXFP8 (Blackwell's block-scaled FP8) runs at the FP8 rate; the planner models FP8 only.
 - Trainium2 (trn2.48xlarge), Neuron's trn2 architecture page,
-  https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/arch/neuron-hardware/trn2-arch.html
-  (read 2026-11-28): 16 chips, 96 GiB each, 192 vCPUs, 2 TiB, 10.7 PFLOP/s dense bf16 and 20.8 FP8 per
+  https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/arch/neuron-hardware/trn2-arch.html:
+  16 chips, 96 GiB each, 192 vCPUs, 2 TiB, 10.7 PFLOP/s dense bf16 and 20.8 FP8 per
   instance (667 and 1,300 TFLOP/s per chip), 16 x 200 Gbps EFAv3. A chip has 8 physical NeuronCore-v3s grouped
   by the logical-core setting LNC=2 (Neuron's default on trn2) into 4 workers.
 - network_gbps is the instance's rated bandwidth ("up to" figures for the small head-node types).
 - on_demand_usd_per_hour is a default only (Linux, us-east-1, rounded; the accelerated types after
-  AWS's mid-2025 price reduction; p6-b200 113.93, p6-b300 142.42 (us-west-2, where it is listed on demand) and
-  trn2 44.70 (us-east-2) from the EC2 on-demand pricing page, https://aws.amazon.com/ec2/pricing/on-demand/,
-  read 2026-11-28; Capacity Blocks are priced apart). Prices change: the spec's `cluster.prices` overrides them.
+  AWS's mid-2025 price reduction). p6-b200 113.93, p6-b300 142.42 (us-west-2) and trn2 44.70 (us-east-2) are
+  third-party listings of the EC2 on-demand page (https://aws.amazon.com/ec2/pricing/on-demand/), NOT checked
+  against it here: confirm them before planning money on them. Capacity Blocks are priced apart. Prices change:
+  the spec's `cluster.prices` overrides them.
 """
 
 from __future__ import annotations

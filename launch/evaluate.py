@@ -150,8 +150,7 @@ def render(args: argparse.Namespace, command_line: str) -> tuple[Path, str]:
         ("nodes", "1"),
         ("ntasks-per-node", "1"),
     ]
-    if not target.local:
-        directives.append(("exclusive", None))
+    directives += target.whole_node_directives()
     if args.time:
         directives.append(("time", args.time))
     directives += [("output", str(run_dir / "logs" / "%x-%j.out")), ("open-mode", "append"), ("no-requeue", None)]

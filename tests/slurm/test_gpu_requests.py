@@ -75,7 +75,7 @@ def job_scripts(spec_path: Path, queue: str, data: str, tasks: Path, out: Path) 
     out.mkdir(parents=True, exist_ok=True)
     accelerator = instance_facts(spec.cluster.queue(queue).instance_type).accelerator
     scripts: dict[str, str] = {}
-    backends = ("fsdp", "nemo") if accelerator == "gpu" else ("neuron",)
+    backends: tuple[str, ...] = ("fsdp", "nemo") if accelerator == "gpu" else ("neuron",)
     if not spec.cluster.containers.pyxis:
         backends = tuple(backend for backend in backends if backend != "nemo")
     for backend in backends:
@@ -87,10 +87,9 @@ def job_scripts(spec_path: Path, queue: str, data: str, tasks: Path, out: Path) 
     if accelerator == "gpu":
         run_dir = out / f"{queue}-eval"
         run_dir.mkdir(parents=True, exist_ok=True)
-        args = evaluate.build_parser().parse_args(
-            ["--run-dir", str(run_dir), "--tasks-dir", str(tasks), "--tokenizer", __file__,
-             "--spec", str(spec_path), "--queue", queue]  # fmt: skip
-        )
+        eval_argv = ["--run-dir", str(run_dir), "--tasks-dir", str(tasks), "--tokenizer", __file__,
+                     "--spec", str(spec_path), "--queue", queue]  # fmt: skip
+        args = evaluate.build_parser().parse_args(eval_argv)
         scripts["eval"] = evaluate.render(args, "test")[1]
     target = resolve_target(spec, "fsdp" if accelerator == "gpu" else "neuron", queue, None)
     fabric = FabricJob(target=target, nodes=2, result_root=out / "fabric", python="python", workdir=REPO,

@@ -123,3 +123,41 @@ def test_the_record_names_the_request_slurm_understands_for_parallelclusters_gre
 def test_local_cpu_jobs_request_no_gpus() -> None:
     assert local_target().gpus_per_node == 0
     assert local_target().whole_node_directives() == []
+
+
+GPU_OVERRIDE = "--gres=gpu:h100:8"
+REFUSED = (
+    f"error: --sbatch-arg: '{GPU_OVERRIDE}': the script already requests every GPU of its nodes "
+    "(#SBATCH --gpus-per-node, whole nodes); leave GPU options out"
+)
+
+
+def test_llm_submit_refuses_a_gpu_option_in_sbatch_arg(
+    demo_data: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from launch.submit import main
+
+    config = write_job(tmp_path / "job.yaml", data={"global_batch_size": 64})
+    argv = ["--backend", "fsdp", "--model", str(config), "--nodes", "2", "--data-prefix", demo_data,
+            "--run-dir", str(tmp_path / "run"), "--dry-run", f"--sbatch-arg={GPU_OVERRIDE}"]  # fmt: skip
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip() == REFUSED
+
+
+def test_llm_eval_and_the_fabric_check_refuse_a_gpu_option_in_sbatch_arg(
+    tasks: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cluster.fabric.cli import main as fabric_main
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    eval_argv = ["--run-dir", str(run_dir), "--tasks-dir", str(tasks), "--tokenizer", __file__, "--dry-run",
+                 f"--sbatch-arg={GPU_OVERRIDE}"]  # fmt: skip
+    assert evaluate.main(eval_argv) == 2
+    assert capsys.readouterr().err.strip() == REFUSED
+    fabric_argv = ["render", "--queue", "gpu", "--nodes", "2", "--dry-run", f"--sbatch-arg={GPU_OVERRIDE}"]
+    assert fabric_main(fabric_argv) == 2
+    assert capsys.readouterr().err.strip() == REFUSED
+    for harmless in ("--qos=big", "--account=ml", "--gpu-bind=closest"):
+        assert fabric_main(["render", "--queue", "gpu", "--nodes", "2", "--dry-run", f"--sbatch-arg={harmless}"]) == 0
+    capsys.readouterr()

@@ -342,8 +342,8 @@ def test_the_cli_starts_accounting_from_a_spec_and_stops_it_without_one(tmp_path
     example = repo / "spec" / "examples" / "p5-on-demand.yaml"
     command = [sys.executable, "-m", "cluster.verify.local_slurm"]
     try:
-        up = subprocess.run([*command, "up", "--state-dir", str(state), "--accounting", str(example)], cwd=repo,
-                            capture_output=True, text=True, timeout=300)  # fmt: skip
+        up = subprocess.run([*command, "up", "--state-dir", str(state), "--accounting", str(example),
+                             "--gpus-per-node", "4"], cwd=repo, capture_output=True, text=True, timeout=300)  # fmt: skip
         assert up.returncode == 0, up.stderr
         assert "accounting: slurmdbd on its own MariaDB" in up.stdout
         cluster = LocalSlurm(state)  # no spec: found from its pid files
@@ -351,11 +351,18 @@ def test_the_cli_starts_accounting_from_a_spec_and_stops_it_without_one(tmp_path
         assert {"slurmdbd", "mariadbd"} <= set(pids)
         teams = cluster.run(["sacctmgr", "-n", "-P", "show", "account", "format=account"]).stdout.split()
         assert {"pretraining", "research"} <= set(teams)
+        assert cluster.run(["sinfo", "-N", "-h", "-o", "%N %G"]).stdout.splitlines() == ["n1 gpu:4", "n2 gpu:4"]
     finally:
         down = subprocess.run([*command, "down", "--state-dir", str(state)], cwd=repo, capture_output=True, text=True)
         shutil.rmtree(state, ignore_errors=True)
     assert down.returncode == 0, down.stderr
     assert [name for name, pid in pids.items() if _alive(pid)] == []
+    negative = subprocess.run([*command, "up", "--state-dir", str(tmp_path), "--gpus-per-node", "-1"], cwd=repo,
+                              capture_output=True, text=True)  # fmt: skip
+    assert (negative.returncode, negative.stderr.strip()) == (
+        2,
+        "python -m cluster.verify.local_slurm: error: --gpus-per-node: -1 must be 0 or more",
+    )
     bad = subprocess.run([*command, "up", "--state-dir", str(tmp_path), "--accounting", str(repo / "spec" / "default.yaml")],
                          cwd=repo, capture_output=True, text=True)  # fmt: skip
     assert (bad.returncode, bad.stderr.strip()) == (

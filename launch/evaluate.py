@@ -20,7 +20,7 @@ import yaml
 
 from slurm.errors import SubmitError
 from slurm.render import SettingValue, assemble
-from slurm.submission import REPO_ROOT, SPEC_ENV, sbatch, submit_env
+from slurm.submission import REPO_ROOT, SPEC_ENV, check_sbatch_args, sbatch, submit_env
 from slurm.target import Target, local_target, resolve_target
 from spec import SpecError, load_spec
 from spec.cli import OneLineParser, user_errors
@@ -133,6 +133,7 @@ def render(args: argparse.Namespace, command_line: str) -> tuple[Path, str]:
                           (args.limit, "--limit"), (args.poll_s, "--poll-s")):  # fmt: skip
         if value is not None and value < 1:
             raise SubmitError(f"{option}: {value} must be at least 1")
+    check_sbatch_args(args.sbatch_args)
     if (args.every is None) != (args.after is None):
         raise SubmitError("--after: --every and --after go together (the training job whose checkpoints to score)")
     if args.after is not None and not args.after.isdigit():
@@ -177,8 +178,7 @@ def render(args: argparse.Namespace, command_line: str) -> tuple[Path, str]:
         ("nodes", "1"),
         ("ntasks-per-node", "1"),
     ]
-    if not target.local:
-        directives.append(("exclusive", None))
+    directives += target.whole_node_directives()
     if args.time:
         directives.append(("time", args.time))
     directives += [("output", str(run_dir / "logs" / "%x-%j.out")), ("open-mode", "append"), ("no-requeue", None)]

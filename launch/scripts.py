@@ -84,8 +84,7 @@ def _directives(
         ("nodes", str(options.nodes)),
         ("ntasks-per-node", str(tasks_per_node)),
     ]
-    if not target.local:
-        directives.append(("exclusive", None))  # whole nodes: every accelerator and EFA interface
+    directives += target.whole_node_directives()
     if options.time:
         directives.append(("time", options.time))
     directives += [("output", str(run_dir / "logs" / "%x-%j.out")), ("open-mode", "append")]

@@ -34,7 +34,7 @@ from planner.comment import plan_comment
 from planner.job_config import Layout as PlanLayout
 from slurm import netenv
 from slurm.errors import SubmitError
-from slurm.submission import REPO_ROOT, SPEC_ENV, parse_time, sbatch, submit_env
+from slurm.submission import REPO_ROOT, SPEC_ENV, check_sbatch_args, parse_time, sbatch, submit_env
 from slurm.target import BACKENDS, local_target, resolve_target
 from spec import SpecError, load_spec
 from spec.checks import container_problems
@@ -124,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="ARG",
-        help="extra sbatch option, repeatable (e.g. --sbatch-arg=--account=ml --sbatch-arg=--gpus-per-node=8)",
+        help="extra sbatch option, repeatable (e.g. --sbatch-arg=--account=ml --sbatch-arg=--qos=big)",
     )
     parser.add_argument("--dry-run", action="store_true", help="print the script(s); write and submit nothing")
     return parser
@@ -217,9 +217,7 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
         (options.signal_lead, "--signal-lead"),
     ):
         _positive(value, option)
-    for extra in options.sbatch_args:
-        if not extra.startswith("-") or "\n" in extra:
-            raise SubmitError(f"--sbatch-arg: {extra!r} is not an sbatch option (write --sbatch-arg=--account=NAME)")
+    check_sbatch_args(options.sbatch_args)
     if options.max_requeues < 0:
         raise SubmitError(f"--max-requeues: {options.max_requeues} must be 0 or more")
     if not 1 <= options.master_port <= 65535:

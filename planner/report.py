@@ -3,6 +3,8 @@
     python -m planner.report [--spec SPEC] [--by job|user|month] [--start 2026-01-01] [--end ...]
                               [--sacct-file FILE] [--price PARTITION=USD] [--json] [--run-dir RUN ...]
 
+GPU-hours: each job's allocated GPUs (sacct's AllocTRES gres/gpu, with AccountingStorageTRES=gres/gpu) x elapsed
+hours; "-" where sacct reports no GPU count (a CPU job, or output without AllocTRES).
 Spent: each job's allocated nodes x elapsed hours (sacct's AllocNodes, ElapsedRaw) x the hourly price of its
 partition's instance type (a queue of the spec's cluster; the spec's cluster.prices, else the on-demand
 facts table; --price for partitions outside the spec, such as the local cluster's). Planned: the plan
@@ -45,8 +47,12 @@ SACCT_FIELDS: tuple[str, ...] = (
     "End",
     "State",
     "ExitCode",
+    "AllocTRES",
     "Comment",
 )
+# Older recordings (before GPU-hours) lack it: their jobs report no GPU-hours rather than failing.
+OPTIONAL_FIELDS: frozenset[str] = frozenset({"AllocTRES"})
+GPU_TRES = "gres/gpu"
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2})?)?$")
 
 
@@ -67,10 +73,15 @@ class JobRecord:
     state: str
     exit_code: str
     plan: Plan | None
+    gpus: int | None = None  # AllocTRES gres/gpu; None: sacct named no GPUs
 
     @property
     def node_hours(self) -> float:
         return self.nodes * self.elapsed_s / 3600
+
+    @property
+    def gpu_hours(self) -> float | None:
+        return None if self.gpus is None else self.gpus * self.elapsed_s / 3600
 
     @property
     def month(self) -> str:
@@ -83,7 +94,7 @@ def parse_sacct(text: str) -> list[JobRecord]:
     if not lines:
         return []
     header = lines[0].split("|")
-    missing = [name for name in SACCT_FIELDS if name not in header]
+    missing = [name for name in SACCT_FIELDS if name not in header and name not in OPTIONAL_FIELDS]
     if missing:
         raise ReportError(f"sacct output: header lacks {', '.join(missing)} (run sacct --parsable2 with the header)")
     comment_at = header.index("Comment")
@@ -116,9 +127,22 @@ def parse_sacct(text: str) -> list[JobRecord]:
                 state=row["State"].split()[0] if row["State"] else "",
                 exit_code=row["ExitCode"],
                 plan=parse_plan(row["Comment"]),
+                gpus=allocated_gpus(row.get("AllocTRES", ""), number),
             )
         )
     return records
+
+
+def allocated_gpus(tres: str, line_number: int) -> int | None:
+    """The untyped gres/gpu count of an AllocTRES value (`billing=2,cpu=2,gres/gpu=4,node=2`); None without one.
+    Typed entries (`gres/gpu:h100=8`) repeat the untyped count and are not added."""
+    for item in tres.split(","):
+        name, _, value = item.partition("=")
+        if name == GPU_TRES:
+            if not value.isdigit():
+                raise ReportError(f"sacct output line {line_number}: AllocTRES {GPU_TRES}={value!r} is not a count")
+            return int(value)
+    return None
 
 
 def run_sacct(start: str, end: str | None) -> str:
@@ -159,6 +183,7 @@ class Row:
     key: str  # job id, user or month
     jobs: int
     node_hours: float
+    gpu_hours: float | None  # None: no job of the row reported GPUs
     spent_usd: float | None  # None: a partition with no known price
     planned_usd: float | None  # None: no job of the row carries a plan
     planned_hours: float | None
@@ -188,6 +213,7 @@ def summarize(records: Sequence[JobRecord], prices: Mapping[str, float], by: str
                 key=r.job_id,
                 jobs=1,
                 node_hours=r.node_hours,
+                gpu_hours=r.gpu_hours,
                 spent_usd=_spent(r, prices),
                 planned_usd=r.plan.usd if r.plan else None,
                 planned_hours=r.plan.hours if r.plan else None,
@@ -203,6 +229,7 @@ def summarize(records: Sequence[JobRecord], prices: Mapping[str, float], by: str
             key=key,
             jobs=len(group),
             node_hours=sum(r.node_hours for r in group),
+            gpu_hours=_sum(r.gpu_hours for r in group),
             spent_usd=_sum(_spent(r, prices) for r in group),
             planned_usd=_sum(r.plan.usd for r in group if r.plan),
             planned_hours=_sum(r.plan.hours for r in group if r.plan),
@@ -215,8 +242,12 @@ def _money(value: float | None) -> str:
     return "-" if value is None else f"{value:,.2f}"
 
 
+def _hours(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.2f}"
+
+
 def render_table(rows: Sequence[Row], by: str) -> str:
-    header = [by, "jobs", "node-hours", "spent USD", "planned USD", "spent/planned"]
+    header = [by, "jobs", "node-hours", "GPU-hours", "spent USD", "planned USD", "spent/planned"]
     if by == "job":
         header.append("job")
     lines = [header]
@@ -226,6 +257,7 @@ def render_table(rows: Sequence[Row], by: str) -> str:
             row.key,
             str(row.jobs),
             f"{row.node_hours:,.2f}",
+            _hours(row.gpu_hours),
             _money(row.spent_usd),
             _money(row.planned_usd),
             "-" if ratio is None else f"{ratio:.0%}",
@@ -236,8 +268,9 @@ def render_table(rows: Sequence[Row], by: str) -> str:
     total_spent = _sum(row.spent_usd for row in rows)
     total_planned = _sum(row.planned_usd for row in rows)
     lines.append(
-        ["total", str(sum(r.jobs for r in rows)), f"{sum(r.node_hours for r in rows):,.2f}", _money(total_spent),
-         _money(total_planned), "", *([""] if by == "job" else [])]
+        ["total", str(sum(r.jobs for r in rows)), f"{sum(r.node_hours for r in rows):,.2f}",
+         _hours(_sum(r.gpu_hours for r in rows)), _money(total_spent), _money(total_planned), "",
+         *([""] if by == "job" else [])]
     )  # fmt: skip
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     return "\n".join(

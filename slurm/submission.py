@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from slurm.errors import SubmitError
@@ -30,6 +31,24 @@ def parse_time(text: str) -> int:
     if total < 60:
         raise SubmitError(f"--time: {text!r} is under a minute, SLURM's resolution")
     return total
+
+
+# sbatch options that set a job's GPUs: the rendered scripts already ask for every GPU of their nodes, and Slurm
+# refuses a typed --gres=gpu:<type>:N next to the script's untyped --gpus-per-node ("with and without type").
+GPU_OPTIONS: tuple[str, ...] = ("--gpus", "--gres", "--gpus-per-node", "--gpus-per-task", "--gpus-per-socket")
+
+
+def check_sbatch_args(extras: Sequence[str]) -> None:
+    """--sbatch-arg values: options, one line each, none that changes the GPU request."""
+    for extra in extras:
+        if not extra.startswith("-") or "\n" in extra:
+            raise SubmitError(f"--sbatch-arg: {extra!r} is not an sbatch option (write --sbatch-arg=--account=NAME)")
+        name = extra.split("=", 1)[0]
+        if name in GPU_OPTIONS or (name.startswith("-G") and not name.startswith("--")):
+            raise SubmitError(
+                f"--sbatch-arg: {extra!r}: the script already requests every GPU of its nodes "
+                "(#SBATCH --gpus-per-node, whole nodes); leave GPU options out"
+            )
 
 
 def sbatch(script: Path, dependency: str | None, env: dict[str, str], extra: list[str] | None = None) -> str:

@@ -60,6 +60,23 @@ class Target:
         return max(1, self.instance.accelerators_per_node)
 
     @property
+    def gpus_per_node(self) -> int:
+        """The GPUs a job asks Slurm for: every NVIDIA GPU of the node, the GRES ParallelCluster declares for it
+        (cluster/slurm_naming.json, gpu_request). None on Trainium (no GRES) and on the local CPU cluster."""
+        return self.instance.accelerators_per_node if self.instance.accelerator == "gpu" and not self.local else 0
+
+    def whole_node_directives(self) -> list[tuple[str, str | None]]:
+        """`--exclusive` (every CPU, accelerator and EFA interface) plus the node's GPUs, so that Slurm accounts
+        them (sacct's AllocTRES gres/gpu, QoS limits on gres/gpu): --exclusive alone allocates no GRES.
+        The local cluster's nodes are shared CPU slots: nothing."""
+        if self.local:
+            return []
+        directives: list[tuple[str, str | None]] = [("exclusive", None)]
+        if self.gpus_per_node:
+            directives.append(("gpus-per-node", str(self.gpus_per_node)))
+        return directives
+
+    @property
     def device_memory_gib(self) -> float:
         if self.instance.accelerator == "none":
             return self.instance.memory_gib

@@ -24,7 +24,9 @@ def local_slurm_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lo
 
     if os.geteuid() != 0:
         pytest.skip("the local SLURM cluster needs root (it installs slurm-wlm and runs slurmd)")
-    cluster = LocalSlurm(tmp_path_factory.mktemp("slurm"))
+    # Eight stand-in GPUs per node, as a p5 has: scripts rendered for a GPU queue request them (--gpus-per-node=8)
+    # and run on the local partition; CPU jobs request none and get none.
+    cluster = LocalSlurm(tmp_path_factory.mktemp("slurm"), gpus_per_node=8)
     try:
         cluster.up()
         yield cluster

@@ -23,7 +23,7 @@ from cluster.fabric.render import SRUN_MPI_PLUGINS, FabricJob, render_script
 from cluster.fabric.thresholds import NVLINK_GB_PER_S_PER_GPU, FabricError, busbw_threshold, check_nodes
 from slurm import netenv
 from slurm.errors import SubmitError
-from slurm.submission import REPO_ROOT, SPEC_ENV, parse_time, sbatch
+from slurm.submission import REPO_ROOT, SPEC_ENV, check_sbatch_args, parse_time, sbatch
 from slurm.target import Target, resolve_target
 from spec import SpecError, load_spec
 from spec.cli import OneLineParser, user_errors
@@ -118,9 +118,10 @@ def _job(args: argparse.Namespace, command_line: str) -> FabricJob:
     check_nodes(args.nodes, single_node=True)  # one node: NVLink, refused below for types without it
     if args.mpi not in SRUN_MPI_PLUGINS:
         raise FabricError(f"--mpi: {args.mpi!r} is not one of {', '.join(SRUN_MPI_PLUGINS)}")
-    for extra in args.sbatch_arg:
-        if not extra.startswith("-") or "\n" in extra:
-            raise FabricError(f"--sbatch-arg: {extra!r} is not an sbatch option (write --sbatch-arg=--account=NAME)")
+    try:
+        check_sbatch_args(args.sbatch_arg)
+    except SubmitError as error:
+        raise FabricError(str(error)) from None
     if args.time:
         try:
             parse_time(args.time)

@@ -79,7 +79,8 @@ def _directives(job: FabricJob) -> list[tuple[str, str | None]]:
         ("job-name", job.job_name),
         ("partition", job.target.partition),
         ("nodes", str(job.nodes)),
-        ("exclusive", None),  # whole nodes: every accelerator and EFA interface, no other job's traffic
+        # Whole nodes, every GPU requested: every accelerator and EFA interface, no other job's traffic.
+        *job.target.whole_node_directives(),
     ]
     if job.time:
         directives.append(("time", job.time))

@@ -1,5 +1,6 @@
 """Accounting on real parts: the local cluster's slurmdbd on its own MariaDB, the sacctmgr script rendered from
-the spec, QoS limits enforced by slurmctld, and sacct reading the jobs back (who, how long, where, how it ended)."""
+the spec, QoS limits enforced by slurmctld, and sacct reading the jobs back (who, how long, where, how it ended).
+Its nodes declare two stand-in GPUs each (GRES gpu), so GPU requests, AllocTRES gres/gpu and GPU QoS limits are real."""
 
 from __future__ import annotations
 
@@ -18,7 +19,10 @@ import pytest
 
 from cluster.accounting import sacctmgr_script
 from cluster.verify.local_slurm import LocalSlurm
+from slurm.render import sbatch_directives
+from slurm.target import LOCAL_PARTITION, Target
 from spec.accounting import AccountingSpec
+from spec.platform.instances import InstanceFacts
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slurm
@@ -30,14 +34,24 @@ ACCOUNTING = AccountingSpec.model_validate(
         "qos": [
             {"name": "small", "max_nodes_per_user": 1, "priority": 10},
             {"name": "big", "priority": 100, "max_wall_minutes": 60},
+            {"name": "gpu-user", "max_gpus_per_user": 2},
+            {"name": "gpu-group", "group_max_gpus": 2},
         ],
         "teams": [
             {"name": "research", "members": ["root", "nobody"], "qos": ["big", "small"], "fairshare": 3},
             {"name": "ops", "members": ["daemon"], "qos": ["small"]},
+            {"name": "training", "members": ["root"], "qos": ["normal", "gpu-user", "gpu-group"]},
         ],
     }
 )
-SACCT_FIELDS = "JobID,User,Account,QOS,AllocNodes,NodeList,ElapsedRaw,State,ExitCode,Comment"
+SACCT_FIELDS = "JobID,User,Account,QOS,AllocNodes,NodeList,ElapsedRaw,State,ExitCode,ReqTRES,AllocTRES,Comment"
+GPUS_PER_NODE = 2
+# A GPU queue's node as the local cluster stands it in: what our renderers read to request the node's GPUs.
+LOCAL_GPU_NODE = InstanceFacts(
+    name="local-gpu", accelerator="gpu", accelerators_per_node=GPUS_PER_NODE, accelerator_memory_gib=1.0,
+    efa_interfaces=0, network_gbps=0.0, peak_bf16_flops_per_accelerator=1.0, on_demand_usd_per_hour=0.0, vcpus=1,
+    memory_gib=4.0,
+)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +59,7 @@ def cluster() -> Iterator[LocalSlurm]:
     # Not under pytest's tmp dir (mode 700): the other users' sbatch must read slurm.conf.
     state = Path(tempfile.mkdtemp(prefix="local-slurm-accounting-"))
     state.chmod(0o755)
-    cluster = LocalSlurm(state, accounting=ACCOUNTING)
+    cluster = LocalSlurm(state, accounting=ACCOUNTING, gpus_per_node=GPUS_PER_NODE)
     try:
         cluster.up()
         apply(cluster)
@@ -97,7 +111,9 @@ def test_the_script_creates_accounts_users_and_qos_and_a_second_run_changes_noth
     assert "research||big,small|big|3" in associations
     assert "ops|daemon|small|small|1" in associations
     qos = cluster.run(["sacctmgr", "-n", "-P", "show", "qos", "format=name,priority,maxtrespu,maxwall"]).stdout
-    assert qos.splitlines() == ["normal|0||", "small|10|node=1|", "big|100||01:00:00"]
+    assert qos.splitlines() == [
+        "normal|0||", "small|10|node=1|", "big|100||01:00:00", "gpu-user|0|gres/gpu=2|", "gpu-group|0||"
+    ]  # fmt: skip
     again = apply(cluster)
     assert "adding" not in again.stderr  # nothing is missing the second time
     shares = cluster.run(["sshare", "-n", "-P", "-a", "-o", "Account,User,RawShares"]).stdout.splitlines()
@@ -124,6 +140,58 @@ def test_jobs_read_back_with_sacct_who_how_long_where_and_how_they_ended(cluster
     assert rows[ok]["Comment"] == "free text"
     assert (rows[failed]["User"], rows[failed]["Account"], rows[failed]["QOS"]) == ("daemon", "ops", "small")
     assert (rows[failed]["State"], rows[failed]["ExitCode"]) == ("FAILED", "3:0")
+
+
+def gpu_job(path: Path, nodes: int, body: str) -> Path:
+    """A script whose resource lines are what our renderers write for a whole-node GPU job (Target)."""
+    target = Target(LOCAL_PARTITION, LOCAL_PARTITION, LOCAL_GPU_NODE, efa=False, shared_dir=None)
+    directives = [("nodes", str(nodes)), *target.whole_node_directives()]
+    path.write_text("#!/bin/bash\n" + sbatch_directives(directives) + body + "\n")
+    return path
+
+
+def test_a_gpu_job_shows_its_gpus_in_sacct_and_llm_reports_its_gpu_hours(cluster: LocalSlurm, tmp_path: Path) -> None:
+    script = gpu_job(tmp_path / "gpus.sbatch", 2, "srun sleep 2")
+    assert f"#SBATCH --gpus-per-node={GPUS_PER_NODE}" in script.read_text().splitlines()
+    job = submit(cluster, "root", "-A", "training", "-J", "gpu-hours", str(script))
+    # slurmdbd completes a record over several messages (ReqTRES may come last): wait for the whole of it.
+    row = wait_for(lambda: (found := sacct(cluster, job).get(job)) and found["State"] == "COMPLETED"
+                   and found["ReqTRES"] and found["AllocTRES"] and found, "the GPU job's finished record")  # fmt: skip
+    gpus = 2 * GPUS_PER_NODE
+    assert f"gres/gpu={gpus}" in row["AllocTRES"].split(","), row["AllocTRES"]
+    assert f"gres/gpu={gpus}" in row["ReqTRES"].split(","), row["ReqTRES"]  # requested, not only --exclusive's
+    env = {**cluster.env(), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    report = subprocess.run([sys.executable, "-m", "planner.report", "--by", "job", "--start", "now-1days", "--json"],
+                            env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    (reported,) = [item for item in json.loads(report.stdout) if item["key"] == job]
+    assert reported["gpu_hours"] == pytest.approx(gpus * int(row["ElapsedRaw"]) / 3600)
+
+
+def test_a_job_asking_for_more_gpus_than_a_node_has_is_refused_by_slurm(cluster: LocalSlurm, tmp_path: Path) -> None:
+    script = gpu_job(tmp_path / "fits.sbatch", 1, "true")
+    refused = cluster.run(["sbatch", "--test-only", "-A", "training", f"--gpus-per-node={GPUS_PER_NODE + 1}",
+                           str(script)], check=False)  # fmt: skip
+    assert refused.returncode != 0
+    assert "Requested node configuration is not available" in refused.stderr, refused.stderr
+    fits = cluster.run(["sbatch", "--test-only", "-A", "training", str(script)], check=False)
+    assert fits.returncode == 0 and "to start at" in fits.stderr, fits.stderr
+
+
+@pytest.mark.parametrize(("qos", "reason"), [("gpu-user", "QOSMaxGRESPerUser"), ("gpu-group", "QOSGrpGRES")])
+def test_a_gpu_job_over_its_qos_gpu_limit_is_held_with_slurms_reason(
+    cluster: LocalSlurm, tmp_path: Path, qos: str, reason: str
+) -> None:
+    limits = cluster.run(["sacctmgr", "-n", "-P", "show", "qos", qos, "format=maxtrespu,grptres"]).stdout.strip()
+    assert limits == {"gpu-user": "gres/gpu=2|", "gpu-group": "|gres/gpu=2"}[qos]
+    script = gpu_job(tmp_path / "over.sbatch", 2, "true")  # 4 GPUs against a limit of 2
+    job = submit(cluster, "root", "-A", "training", f"--qos={qos}", str(script))
+    try:
+        held = wait_for(lambda: cluster.job(job).get("Reason", "").startswith("QOS") and cluster.job(job),
+                        "a QOS reason")  # fmt: skip
+        assert (held["JobState"], held["Reason"]) == ("PENDING", reason)
+    finally:
+        cluster.run(["scancel", job], check=False)
 
 
 def test_an_account_the_user_is_not_in_is_refused_at_submission(cluster: LocalSlurm) -> None:
@@ -274,8 +342,8 @@ def test_the_cli_starts_accounting_from_a_spec_and_stops_it_without_one(tmp_path
     example = repo / "spec" / "examples" / "p5-on-demand.yaml"
     command = [sys.executable, "-m", "cluster.verify.local_slurm"]
     try:
-        up = subprocess.run([*command, "up", "--state-dir", str(state), "--accounting", str(example)], cwd=repo,
-                            capture_output=True, text=True, timeout=300)  # fmt: skip
+        up = subprocess.run([*command, "up", "--state-dir", str(state), "--accounting", str(example),
+                             "--gpus-per-node", "4"], cwd=repo, capture_output=True, text=True, timeout=300)  # fmt: skip
         assert up.returncode == 0, up.stderr
         assert "accounting: slurmdbd on its own MariaDB" in up.stdout
         cluster = LocalSlurm(state)  # no spec: found from its pid files
@@ -283,11 +351,18 @@ def test_the_cli_starts_accounting_from_a_spec_and_stops_it_without_one(tmp_path
         assert {"slurmdbd", "mariadbd"} <= set(pids)
         teams = cluster.run(["sacctmgr", "-n", "-P", "show", "account", "format=account"]).stdout.split()
         assert {"pretraining", "research"} <= set(teams)
+        assert cluster.run(["sinfo", "-N", "-h", "-o", "%N %G"]).stdout.splitlines() == ["n1 gpu:4", "n2 gpu:4"]
     finally:
         down = subprocess.run([*command, "down", "--state-dir", str(state)], cwd=repo, capture_output=True, text=True)
         shutil.rmtree(state, ignore_errors=True)
     assert down.returncode == 0, down.stderr
     assert [name for name, pid in pids.items() if _alive(pid)] == []
+    negative = subprocess.run([*command, "up", "--state-dir", str(tmp_path), "--gpus-per-node", "-1"], cwd=repo,
+                              capture_output=True, text=True)  # fmt: skip
+    assert (negative.returncode, negative.stderr.strip()) == (
+        2,
+        "python -m cluster.verify.local_slurm: error: --gpus-per-node: -1 must be 0 or more",
+    )
     bad = subprocess.run([*command, "up", "--state-dir", str(tmp_path), "--accounting", str(repo / "spec" / "default.yaml")],
                          cwd=repo, capture_output=True, text=True)  # fmt: skip
     assert (bad.returncode, bad.stderr.strip()) == (

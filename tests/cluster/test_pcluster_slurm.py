@@ -97,6 +97,27 @@ def test_every_queue_and_backend_script_is_accepted_by_a_parallelcluster_shaped_
     assert {queue for queue, _, _ in checked} == {queue.name for queue in spec.cluster.queues}
 
 
+def test_the_eval_and_fabric_scripts_and_their_gpu_requests_are_accepted(
+    p5_controller: PclusterShapedSlurm, tmp_path: Path, demo_data: str
+) -> None:
+    """llm-eval's job and the fabric check ask for the node's GPUs too (tests/slurm/test_gpu_requests.py)."""
+    from tests.slurm.test_gpu_requests import job_scripts
+    from training.evaluate.task_data import build_task_data
+
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    build_task_data(tasks)
+    spec_path = REPO / "spec" / "examples" / "p5-on-demand.yaml"
+    scripts = job_scripts(spec_path, "gpu", demo_data, tasks, tmp_path / "jobs")
+    assert set(scripts) == {"fsdp", "nemo", "eval", "fabric"}
+    for name, text in scripts.items():
+        assert "#SBATCH --gpus-per-node=8" in text.splitlines(), name
+        path = tmp_path / f"{name}.sbatch"
+        path.write_text(text)
+        answer = p5_controller.test_only(path)
+        assert answer.returncode == 0 and _accepted(answer.stderr, "gpu"), f"{name}: {answer.stderr}"
+
+
 def test_a_wrong_partition_gres_or_node_count_is_refused(
     p5_controller: PclusterShapedSlurm, tmp_path: Path, demo_data: str
 ) -> None:
@@ -104,14 +125,18 @@ def test_a_wrong_partition_gres_or_node_count_is_refused(
     (script,) = _scripts(spec_path, "gpu", "fsdp", 2, demo_data, tmp_path)
     accepted = p5_controller.test_only(script)
     assert accepted.returncode == 0 and _accepted(accepted.stderr, "gpu"), accepted.stderr
-    # GRES is configured as ParallelCluster sets it: the node's 8 H100s are requestable, by type too.
-    for fits in ("--gres=gpu:h100:8", "--gpus-per-node=8", "--constraint=p5-48xlarge&efa&gpu"):
+    # GRES is configured as ParallelCluster sets it: the node's 8 H100s are requestable, by type too (a command-line
+    # --gpus-per-node replaces the script's own).
+    for fits in ("--gpus-per-node=h100:8", "--gpus-per-node=8", "--constraint=p5-48xlarge&efa&gpu"):
         answer = p5_controller.test_only(script, fits)
         assert answer.returncode == 0 and _accepted(answer.stderr, "gpu"), f"{fits}: {answer.stderr}"
     for wrong, why in (
         ("--partition=compute", "invalid partition"),
-        ("--gres=gpu:h100:9", "Requested node configuration is not available"),
-        ("--gres=gpu:a100:8", "Requested node configuration is not available"),
+        ("--gpus-per-node=h100:9", "Requested node configuration is not available"),
+        ("--gpus-per-node=9", "Requested node configuration is not available"),
+        ("--gpus-per-node=a100:8", "Requested node configuration is not available"),
+        # A typed --gres next to the script's untyped request: why --sbatch-arg refuses GPU options.
+        ("--gres=gpu:h100:8", "Invalid GRES specification (with and without type identification)"),
         ("--gres=neuron:1", "Invalid generic resource"),
         ("--nodes=5", "Node count specification invalid"),
         ("--constraint=trn1-32xlarge", "Invalid feature specification"),

@@ -16,6 +16,10 @@ from spec import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDED = REPO / "tests" / "planner" / "fixtures" / "sacct-local-slurmdbd.txt"
+# From the local cluster with two stand-in GPUs per node (LocalSlurm gpus_per_node=2, AccountingStorageTRES=gres/gpu):
+# a 2-node job with --exclusive --gpus-per-node=2, a CPU job, and a 1-node --exclusive job asking for 1 GPU (Slurm
+# allocates it both: --exclusive hands over every GRES of the node).
+RECORDED_GPUS = REPO / "tests" / "planner" / "fixtures" / "sacct-local-slurmdbd-gres.txt"
 
 
 def test_recorded_sacct_output_parses_to_one_record_per_job() -> None:
@@ -58,9 +62,33 @@ def test_prices_come_from_the_spec_queues_and_the_overrides() -> None:
 def test_table_has_totals_and_marks_what_is_unknown() -> None:
     rows = summarize(parse_sacct(RECORDED.read_text()), {}, "user")
     table = render_table(rows, "user").splitlines()
-    assert table[0].split() == ["user", "jobs", "node-hours", "spent", "USD", "planned", "USD", "spent/planned"]
+    assert table[0].split() == [
+        "user", "jobs", "node-hours", "GPU-hours", "spent", "USD", "planned", "USD", "spent/planned"
+    ]  # fmt: skip
     assert table[-1].split()[:3] == ["total", "4", "0.00"]
-    assert table[-1].split()[3:] == ["-", "0.01"]
+    assert table[-1].split()[3:] == ["-", "-", "0.01"]  # no AllocTRES in this recording: GPU-hours unknown
+
+
+def test_gpu_hours_are_the_gpus_sacct_allocated_times_elapsed() -> None:
+    records = parse_sacct(RECORDED_GPUS.read_text())
+    assert [(r.job_id, r.name, r.gpus, r.elapsed_s) for r in records] == [
+        ("1", "fsdp-gpus", 4, 3),  # 2 nodes x --gpus-per-node=2
+        ("2", "cpu-only", None, 1),  # AllocTRES names no gres/gpu
+        ("3", "one-gpu", 2, 2),
+    ]
+    assert records[0].plan == Plan(usd=0.02, hours=0.002, steps=5)
+    by_job = summarize(records, {}, "job")
+    assert [row.gpu_hours for row in by_job] == [4 * 3 / 3600, None, 2 * 2 / 3600]
+    by_user = {row.key: row.gpu_hours for row in summarize(records, {}, "user")}
+    assert by_user == {"root": 4 * 3 / 3600, "nobody": 2 * 2 / 3600}
+    table = render_table(summarize(records, {}, "job"), "job").splitlines()
+    assert [line.split()[3] for line in table[1:]] == ["0.00", "-", "0.00", "0.00"]
+
+
+def test_alloc_tres_without_a_gpu_count_is_one_line_naming_it() -> None:
+    header, first = RECORDED_GPUS.read_text().splitlines()[:2]
+    with pytest.raises(ReportError, match=r"^sacct output line 2: AllocTRES gres/gpu='x' is not a count$"):
+        parse_sacct(f"{header}\n{first.replace('gres/gpu=4', 'gres/gpu=x')}\n")
 
 
 def test_plan_comments_round_trip_and_bad_ones_are_no_plan() -> None:

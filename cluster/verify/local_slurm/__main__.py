@@ -48,12 +48,21 @@ def main(argv: list[str] | None = None) -> int:
         help="up: also run slurmdbd on a MariaDB of its own, with this spec's cluster.accounting (its sacctmgr "
         "script applied), so sacct, sacctmgr, sshare and llm-report answer",
     )
+    parser.add_argument(
+        "--gpus-per-node",
+        type=int,
+        default=0,
+        help="up: declare this many stand-in GPUs per node (GRES gpu, no devices), so jobs can request them and "
+        "accounting counts them (AllocTRES gres/gpu, llm-report's GPU-hours, QoS limits on gres/gpu)",
+    )
     args = parser.parse_args(argv)
     if args.timeout <= 0:
         parser.error(f"--timeout: {args.timeout} must be positive")
+    if args.gpus_per_node < 0:
+        parser.error(f"--gpus-per-node: {args.gpus_per_node} must be 0 or more")
     try:
         accounting = _accounting(args.accounting) if args.accounting is not None else None
-        cluster = LocalSlurm(args.state_dir, accounting=accounting)
+        cluster = LocalSlurm(args.state_dir, accounting=accounting, gpus_per_node=args.gpus_per_node)
         if args.command == "up":
             cluster.up(args.timeout)
             if accounting is not None:

@@ -102,13 +102,17 @@ class LocalSlurm:
         accounting: AccountingSpec | None = None,
         partition: str = PARTITION,
         cpus_per_node: int = 1,
+        gpus_per_node: int = 0,
     ) -> None:
         """partition and cpus_per_node shape the cluster like a spec's queue (its name; one CPU per GPU, so an
-        --exclusive job gets as many as the queue's instances have GPUs); Slurm takes the CPU count on trust."""
+        --exclusive job gets as many as the queue's instances have GPUs); Slurm takes the CPU count on trust.
+        gpus_per_node declares that many stand-in GPUs per node (GRES gpu, no real devices), so jobs can request
+        them and accounting counts them (gres/gpu) as on a GPU queue."""
         self.state_dir = Path(state_dir).resolve()
         self.nodes = tuple(nodes)
         self.partition = partition
         self.cpus_per_node = cpus_per_node
+        self.gpus_per_node = gpus_per_node
         self.accounting = accounting if accounting is not None and accounting.enabled else None
         if not self.nodes:
             raise LocalSlurmError("nodes: at least one node is needed")
@@ -460,8 +464,10 @@ class LocalSlurm:
         node_lines = "\n".join(
             f"NodeName={node} NodeHostname={hostname} NodeAddr=127.0.0.1 Port={ports[node]} "
             f"CPUs={self.cpus_per_node} RealMemory={memory_mib} State=UNKNOWN"
+            + (f" Gres=gpu:{self.gpus_per_node}" if self.gpus_per_node else "")
             for node in self.nodes
         )
+        self._write_gres_config()
         text = string.Template(TEMPLATE.read_text()).substitute(
             node_count=len(self.nodes),
             cluster_name="local",
@@ -473,8 +479,31 @@ class LocalSlurm:
             partition=self.partition,
             node_list=",".join(self.nodes),
             accounting=self._accounting_lines(ports),
+            gres_types="GresTypes=gpu" if self.gpus_per_node else "# no GRES: CPU nodes",
         )
         self.conf_path.write_text(text)
+
+    def _write_gres_config(self) -> None:
+        """gres.conf (beside slurm.conf, where slurmd and slurmctld look) declaring each node's GPUs.
+
+        Slurm 22.05's slurmd drops a GPU without File= ("Removing file-less GPU", also with AutoDetect=off or
+        Flags=CountOnly) and refuses a File= that is no character device; so each GPU is a link to /dev/null under
+        the state directory. With TaskPlugin=task/none nothing constrains or opens them."""
+        path = self.state_dir / "gres.conf"
+        if not self.gpus_per_node:
+            path.unlink(missing_ok=True)
+            return
+        lines = ["# Rendered by cluster.verify.local_slurm: stand-in GPUs (links to /dev/null), counted by Slurm."]
+        lines.append("AutoDetect=off")
+        for node in self.nodes:
+            devices = self.state_dir / "gpus" / node
+            devices.mkdir(parents=True, exist_ok=True)
+            for index in range(self.gpus_per_node):
+                link = devices / f"gpu{index}"
+                link.unlink(missing_ok=True)
+                link.symlink_to("/dev/null")
+            lines.append(f"NodeName={node} Name=gpu File={devices}/gpu[0-{self.gpus_per_node - 1}]")
+        path.write_text("\n".join(lines) + "\n")
 
     def _accounting_lines(self, ports: dict[str, int]) -> str:
         if not self.accounting:

@@ -11,7 +11,8 @@ it sees /fsx, the user or the mounts:
 - the user: `ec2-user`, added to a copy of /etc/passwd bind-mounted over the real one, with a home of its own.
   The block runs as that user (setpriv) in a login environment: the profile head_node.sh wrote, base PATH.
 - the cluster: a real slurmctld and two slurmd (Debian's slurm-wlm) shaped like the spec's first queue: its
-  partition name and node names, 8 CPUs a node for the 8 ranks `llm-submit` starts on a p5.
+  partition name and node names, 8 CPUs a node for the 8 ranks `llm-submit` starts on a p5, and 8 stand-in GPUs
+  (GRES) a node, which every GPU job requests.
 - your corpus: README's real model reads /fsx/data/corpus_text_document, which a reader prepares and stages
   from S3; the rehearsal writes one there (random tokens, 20M, llama3's vocabulary) as that user.
 
@@ -318,6 +319,7 @@ def rehearse(work: Path, spec_path: Path) -> dict[str, Any]:
         nodes=partition.node_names()[:2],
         partition=partition.name,
         cpus_per_node=GPUS_PER_NODE,
+        gpus_per_node=GPUS_PER_NODE,  # stand-ins for the p5's GPUs, which GPU jobs request (--gpus-per-node)
     )
     Path("/fsx").mkdir(exist_ok=True)  # the mount point, removed afterwards if made here; what is mounted stays private
     user = add_user(work)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,11 @@ BRIDGE_DIR = "bridge"
 def tokens_prefix(output_prefix: str | Path) -> Path:
     """What a job's data.prefix names for `data.kind: sft`."""
     return Path(f"{output_prefix}_sft_tokens")
+
+
+def tokenizer_beside(output_prefix: str | Path) -> Path:
+    """Where an SFT dataset keeps its tokenizer: `<out>_tokenizer.json`, the name a trained one gets."""
+    return Path(f"{output_prefix}_tokenizer.json")
 
 
 def loss_mask_prefix(output_prefix: str | Path) -> Path:
@@ -96,13 +102,20 @@ def prepare_sft(
     tokenizer = sft_tokenizer(tokenizer_path)
     template = load_chat_template(tokenizer_path.parent)
     eod_name, eod_id = find_eod(tokenizer, eod_token, source=str(tokenizer_path))
-    info = TokenizerInfo(sha256_file(tokenizer_path), vocab_size(tokenizer), eod_id, eod_name)
+    # The dataset carries its tokenizer (<out>_tokenizer.json, as a trained one is written): a run on it finds the
+    # tokenizer its export and evaluation need from the manifest alone. Copied under a temporary name, renamed with
+    # the dataset, so a refused run leaves the old pair as it was.
+    beside = tokenizer_beside(output_prefix)
+    info = TokenizerInfo(sha256_file(tokenizer_path), vocab_size(tokenizer), eod_id, eod_name, beside.name)
+    copied = beside.with_name(f"{beside.name}.{os.getpid()}.partial")
     bridge_dir = output_prefix.parent / BRIDGE_DIR
     writer = SampleWriter(tokens_prefix(output_prefix), loss_mask_prefix(output_prefix), info, files)
     bridge_all = bridge_dir / f".all.{os.getpid()}.partial"
     bridge_parts = {name: bridge_dir / f"{name}.jsonl.partial" for name in ("training", "validation")}
     try:
         bridge_dir.mkdir(parents=True, exist_ok=True)
+        if tokenizer_path.resolve() != beside.resolve():
+            shutil.copyfile(tokenizer_path, copied)
         with bridge_all.open("w", encoding="utf-8") as bridge:
             _write_samples(files, tokenizer, template, writer, bridge)
         if writer.samples == 0:
@@ -111,7 +124,7 @@ def prepare_sft(
         _split_bridge(bridge_all, bridge_parts, writer.samples, validation_fraction, seed)
     except BaseException:
         writer.discard()
-        for path in (bridge_all, *bridge_parts.values()):
+        for path in (bridge_all, *bridge_parts.values(), copied):
             path.unlink(missing_ok=True)
         raise
     bridge_all.unlink()
@@ -125,6 +138,8 @@ def prepare_sft(
             "samples": writer.samples,
         }
     )
+    if copied.exists():
+        os.replace(copied, beside)
     return PreparedSFT(tokens_prefix(output_prefix), bridge_dir, manifest)
 
 

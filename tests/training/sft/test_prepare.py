@@ -54,6 +54,16 @@ def test_tokens_and_loss_mask_read_back_with_megatron_core_and_mask_only_the_pro
     assert prepared.manifest.extra["template"] == "plain"
 
 
+def test_the_dataset_carries_its_tokenizer_so_a_run_on_it_finds_it(tokenizer_dir: Path, tmp_path: Path) -> None:
+    from training.data.manifest import sha256_file
+
+    prepared = prepare_sft([write_rows(tmp_path / "rows.jsonl", ROWS)], tmp_path / "out" / "sft",
+                           tokenizer_path=tokenizer_dir / "tokenizer.json")  # fmt: skip
+    beside = tmp_path / "out" / "sft_tokenizer.json"
+    assert prepared.manifest.tokenizer_file == beside.name
+    assert sha256_file(beside) == sha256_file(tokenizer_dir / "tokenizer.json") == prepared.manifest.tokenizer_sha256
+
+
 def test_bridge_jsonl_holds_a_seeded_held_out_split_of_input_output_rows(tokenizer_dir: Path, tmp_path: Path) -> None:
     source = write_rows(tmp_path / "rows.jsonl", ROWS)
     out = tmp_path / "out" / "sft"
@@ -86,7 +96,8 @@ def test_a_bad_row_is_refused_with_its_line_and_the_old_dataset_survives(
     prepare_sft([write_rows(tmp_path / "good.jsonl", ROWS)], out, tokenizer_path=tokenizer_dir / "tokenizer.json")
     (out.parent / "sentinel.txt").write_text("a file of the user's beside the dataset")
     before = {path: path.read_bytes() for path in sorted(out.parent.rglob("*")) if path.is_file()}
-    assert len(before) == 8  # 2 x (.bin, .idx), the manifest, 2 Bridge files, the sentinel: nothing partial
+    # 2 x (.bin, .idx), the manifest, its tokenizer, 2 Bridge files, the sentinel: nothing partial
+    assert len(before) == 9
     rows = write_rows(tmp_path / "rows.jsonl", [ROWS[0], ROWS[1], bad])
     with pytest.raises(DataError, match=message):
         prepare_sft([rows], out, tokenizer_path=tokenizer_dir / "tokenizer.json")

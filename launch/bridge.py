@@ -30,6 +30,13 @@ BRIDGE_RECIPE = "llama3_8b_pretrain_config"
 BRIDGE_RECIPE_MODULE = "megatron.bridge.recipes.llama"
 RECIPE_HF_MODEL_ID = "meta-llama/Meta-Llama-3-8B"
 CONFIG_NAME = "bridge-config.yaml"
+# Megatron Bridge's own Hugging Face export of a run's latest checkpoint, run in the NeMo container as
+# `python -c CODE HF_CONFIG_DIR CHECKPOINTS OUT` (docs/jobs.md shows it; llm-eval's job runs it for a Bridge run). The
+# bridge is made from the run's rendered HF config alone: from_hf_pretrained would look for HF weights there.
+BRIDGE_EXPORT_CODE = (
+    "import sys; from transformers import AutoConfig; from megatron.bridge import AutoBridge; "
+    "AutoBridge.from_hf_config(AutoConfig.from_pretrained(sys.argv[1])).export_ckpt(sys.argv[2], sys.argv[3])"
+)
 
 
 def hf_llama_config(model: ModelArgs) -> dict[str, Any]:

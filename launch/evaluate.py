@@ -18,12 +18,16 @@ from pathlib import Path
 
 import yaml
 
+from launch.bridge import BRIDGE_EXPORT_CODE, RECIPE_HF_MODEL_ID
+from launch.bridge import CONFIG_NAME as BRIDGE_CONFIG
+from launch.scripts import _container_mounts
 from slurm.errors import SubmitError
 from slurm.render import SettingValue, assemble
 from slurm.submission import REPO_ROOT, SPEC_ENV, check_sbatch_args, sbatch, submit_env
 from slurm.target import Target, local_target, resolve_target
 from spec import SpecError, load_spec
 from spec.cli import OneLineParser, user_errors
+from spec.containers import pyxis_image
 from training.evaluate.errors import EvalError
 from training.evaluate.task_data import TASKS_DIR, build_task_data
 from training.evaluate.task_files import check_tasks, task_index
@@ -98,14 +102,14 @@ def _every_steps(args: argparse.Namespace, run_dir: Path) -> int:
     return int(args.every) * every
 
 
-def _target(args: argparse.Namespace) -> Target:
+def _target(args: argparse.Namespace, backend: str = "fsdp") -> Target:
     if args.local:
         return local_target()
     try:
         spec = load_spec(args.spec or os.environ.get(SPEC_ENV) or None)
     except SpecError as error:
         raise SubmitError(f"--spec: {str(error).splitlines()[0]}") from None
-    return resolve_target(spec, "fsdp", args.queue, args.partition)
+    return resolve_target(spec, backend, args.queue, args.partition)
 
 
 SHIPPED_TASKS = "demo-tasks"  # under RUN/eval: the shipped demo tasks, built from the demo corpus on first use
@@ -126,6 +130,39 @@ def shipped_tasks(run_dir: Path, tasks: list[str], dry_run: bool) -> Path:
         build_task_data(target)
         (target / ".complete").touch()
     return target
+
+
+BRIDGE_EXPORT = "bridge-latest"  # under RUN/export: Megatron Bridge's export of the run's latest checkpoint
+
+
+def is_bridge_run(args: argparse.Namespace, run_dir: Path) -> bool:
+    """A Megatron Bridge run's checkpoints (its bridge-config.yaml beside them), scored through Bridge's export."""
+    return not args.hf_dir and (run_dir / BRIDGE_CONFIG).is_file()
+
+
+def bridge_export_settings(args: argparse.Namespace, run_dir: Path, target: Target) -> dict[str, SettingValue]:
+    """For a Megatron Bridge run (its bridge-config.yaml), what the job needs to export the latest checkpoint with
+    Bridge's own converter in the NeMo container before scoring it; {} for any other run."""
+    if not is_bridge_run(args, run_dir):
+        return {}
+    if args.step is not None or args.all or args.every is not None:
+        raise SubmitError(
+            "--step/--all/--every: a Megatron Bridge run is scored at its latest checkpoint (Bridge's export reads "
+            "the latest iter_*); leave them out, or export a step yourself and give --hf-dir (docs/jobs.md)"
+        )
+    hf_config = run_dir / "hf" / RECIPE_HF_MODEL_ID
+    if not (hf_config / "config.json").is_file():
+        raise SubmitError(f"--run-dir: {run_dir} is a Megatron Bridge run without its rendered HF config {hf_config}")
+    image = target.container_image
+    if not image:
+        raise SubmitError("--queue: the spec names no NeMo container image to run Megatron Bridge's export in")
+    return {
+        "BRIDGE_HF_CONFIG": str(hf_config),
+        "BRIDGE_EXPORT_DIR": str(run_dir / "export" / BRIDGE_EXPORT),
+        "BRIDGE_EXPORT_CODE": BRIDGE_EXPORT_CODE,
+        "CONTAINER_IMAGE": pyxis_image(image),
+        "CONTAINER_MOUNTS": _container_mounts(target.shared_dir, [run_dir]),
+    }
 
 
 def render(args: argparse.Namespace, command_line: str) -> tuple[Path, str]:
@@ -151,7 +188,7 @@ def render(args: argparse.Namespace, command_line: str) -> tuple[Path, str]:
             check_tasks(tasks_dir, tasks)
     except EvalError as error:
         raise SubmitError(str(error)) from None
-    target = _target(args)
+    target = _target(args, "nemo" if is_bridge_run(args, run_dir) else "fsdp")  # nemo: the spec's NeMo image
     gpus = target.devices_per_node if target.instance.accelerator == "gpu" else 1
     # auto: CUDA where the node has it, as the trainer chooses (training/parallel/dist.py)
     device = "auto" if target.instance.accelerator == "gpu" else "cpu"
@@ -159,7 +196,10 @@ def render(args: argparse.Namespace, command_line: str) -> tuple[Path, str]:
         raise SubmitError(f"--queue: {target.queue} has Trainium nodes; lm-eval's HF model scores on GPU or CPU")
     eval_args = ["--run-dir", str(run_dir), "--tasks-dir", str(tasks_dir),
                  "--batch-size", str(args.batch_size), "--device", device, "--gpus", str(gpus)]  # fmt: skip
-    if args.hf_dir:
+    bridge = bridge_export_settings(args, run_dir, target)
+    if bridge:
+        eval_args += ["--hf-dir", str(bridge["BRIDGE_EXPORT_DIR"])]
+    elif args.hf_dir:
         eval_args += ["--hf-dir", str(Path(args.hf_dir).resolve())]
     else:
         eval_args += ["--tokenizer", str(_tokenizer(args, run_dir))]
@@ -191,6 +231,8 @@ def render(args: argparse.Namespace, command_line: str) -> tuple[Path, str]:
         "EVAL_TASKS": ",".join(tasks),  # a string: a comma inside a bash array reads as a mistake
         "TRAIN_JOB": args.after or "",
         "POLL_S": args.poll_s,
+        "BRIDGE_HF_CONFIG": "",  # set for a Megatron Bridge run: its export comes first
+        **bridge,
     }
     text = assemble(directives, command_line, settings, {}, JOBS_DIR, ["common.sh", "eval.sh"])
     return run_dir.parent / f"{run_dir.name}.eval.sbatch", text

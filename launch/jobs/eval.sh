@@ -5,10 +5,24 @@
 # training has started): each pass scores the checkpoints now due (--every-steps; a scored step is skipped), and the
 # pass after the training job has left the queue also scores its last checkpoint (--final), then the job ends.
 # Training never waits for it: the two share only the run directory, which the trainer writes atomically.
-# Settings: WORKDIR, PYTHON, EVAL_ARGS, EVAL_TASKS, TRAIN_JOB ("" for one pass), POLL_S.
+# Settings: WORKDIR, PYTHON, EVAL_ARGS, EVAL_TASKS, TRAIN_JOB ("" for one pass), POLL_S; for a Megatron Bridge run
+# also BRIDGE_HF_CONFIG, BRIDGE_EXPORT_DIR, BRIDGE_EXPORT_CODE, CONTAINER_IMAGE and CONTAINER_MOUNTS: its latest
+# checkpoint is first exported with Megatron Bridge's own converter in the NeMo container (where Bridge and
+# Transformer Engine are), then scored like any HF directory.
 job_start
 export PYTHONPATH="$WORKDIR${PYTHONPATH:+:$PYTHONPATH}"
 cd "$WORKDIR" || exit 1
+
+if [[ -n "$BRIDGE_HF_CONFIG" ]]; then
+	job_log "exporting the latest checkpoint of $RUN_DIR with Megatron Bridge's converter"
+	rm -rf "$BRIDGE_EXPORT_DIR.partial"
+	run_step srun --nodes=1 --ntasks=1 --container-image="$CONTAINER_IMAGE" --container-mounts="$CONTAINER_MOUNTS" \
+		--no-container-mount-home python -c "$BRIDGE_EXPORT_CODE" \
+		"$BRIDGE_HF_CONFIG" "$RUN_DIR/checkpoints" "$BRIDGE_EXPORT_DIR.partial" || exit
+	cp "$RUN_DIR"/tokenizer/tokenizer*.json "$BRIDGE_EXPORT_DIR.partial/" || exit
+	rm -rf "$BRIDGE_EXPORT_DIR"
+	mv "$BRIDGE_EXPORT_DIR.partial" "$BRIDGE_EXPORT_DIR" || exit
+fi
 
 training_active() {
 	local state

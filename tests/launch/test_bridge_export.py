@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -120,3 +121,49 @@ def test_the_exported_vocabulary_is_the_declared_one(export: dict[str, Any]) -> 
     """The rendered HF config, the checkpoint and the transformers model agree on the rows, padding included."""
     assert export["declared_vocab"] in (512, 8256)
     assert export["compared"]["shape"][5] == export["declared_vocab"]
+
+
+def test_the_documented_export_is_the_code_the_evaluation_job_runs() -> None:
+    """docs/jobs.md's block (run above) and llm-eval's job for a Bridge run hand the container the same code."""
+    from launch.bridge import BRIDGE_EXPORT_CODE
+
+    (code,) = re.findall(r"python -c '(.*?)'", documented_export(), re.S)
+    assert re.sub(r"\s*\\\n\s*", " ", code) == BRIDGE_EXPORT_CODE
+
+
+def test_llm_evals_job_exports_a_bridge_run_with_bridges_converter_and_scores_it(
+    export: dict[str, Any], bridge_python: Path, tmp_path: Path
+) -> None:
+    """The job llm-eval renders for the run, run under bash: Megatron Bridge's export in the container step (srun
+    stands in, as above), the run's tokenizer beside it, then lm-evaluation-harness on the export."""
+    from launch import evaluate
+
+    run_dir = export["run_dir"]
+    shutil.rmtree(run_dir / "export", ignore_errors=True)
+    args = evaluate.build_parser().parse_args(["--run-dir", str(run_dir), "--queue", "gpu", "--limit", "4"])
+    path, script = evaluate.render(args, "llm-eval --run-dir RUN --queue gpu --limit 4")
+    assert "--container-image=" in script and "BRIDGE_HF_CONFIG=" in script
+    path.write_text(script)
+    result = subprocess.run(
+        ["bash", "-c", f"{SRUN}\nexport -f srun\nbash {path}"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        cwd=tmp_path,
+        env={**os.environ, "BRIDGE_PYTHON": str(bridge_python), "PROBE": str(PROBE)},
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    exported = run_dir / "export" / "bridge-latest"
+    assert (exported / "config.json").is_file() and (exported / "tokenizer.json").is_file()
+    results = json.loads((run_dir / "eval" / "bridge-latest" / "results.json").read_text())
+    assert set(results["results"]) == {"demo_heldout", "demo_choice"}
+
+
+def test_a_bridge_run_is_scored_at_its_latest_checkpoint_only(export: dict[str, Any]) -> None:
+    from launch import evaluate
+    from slurm.errors import SubmitError
+
+    args = evaluate.build_parser().parse_args(["--run-dir", str(export["run_dir"]), "--queue", "gpu", "--all"])
+    with pytest.raises(SubmitError, match=r"--step/--all/--every: a Megatron Bridge run is scored at its latest"):
+        evaluate.render(args, "llm-eval")

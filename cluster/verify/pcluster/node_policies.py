@@ -10,9 +10,10 @@ like ParallelCluster's cluster stack, and the stack is synthesized.
 stdout: JSON {"version", "bucket", "artifact_directory", "roles": {"head" | "compute:<queue>":
 {"managed_policy_arns": [...], "statements": [...]}}} with every intrinsic resolved to concrete values.
 
-Nothing calls AWS: the two config properties that would (the queues' AMIs, the compute subnets) are
-answered from the request, and the cluster bucket is ParallelCluster's own name for the account and
-region with an artifact directory of its own shape.
+Nothing calls AWS: the three config properties that would (the queues' AMIs, the compute subnets, the ARNs of the
+capacity reservations they name) are answered from the request, the capacity reservations an ODCR or Capacity Block queue names are answered with none
+and any other call is refused (offline.py: loading such a config prefetches them), and the cluster bucket is
+ParallelCluster's own name for the account and region with an artifact directory of its own shape.
 """
 
 import json
@@ -24,6 +25,7 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "offline-contract")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "offline-contract")
 
+import offline  # type: ignore[import-not-found]  # this folder's offline.py (sys.path[0] when run as a script)
 from aws_cdk import aws_iam as iam  # CDK v1, ParallelCluster's pin
 from aws_cdk import core
 from pcluster.config.common import SharedStorageType
@@ -62,8 +64,17 @@ def offline_config(request: dict[str, Any]) -> Any:
     config = ClusterSchema(cluster_name=request["cluster_name"]).load(without_iam(request["config"]))
     images = request["images"]
     subnets = sorted({s for q in request["config"]["Scheduling"]["SlurmQueues"] for s in q["Networking"]["SubnetIds"]})
+    account, region = request["account"], request["region"]
     answers = {
         "image_dict": property(lambda self: dict(images)),
+        # What DescribeCapacityReservations would give each reservation the queues name: its ARN in the compute
+        # account (the head node's RunInstances grant on an ODCR or Capacity Block names it)
+        "capacity_reservation_arns": property(
+            lambda self: [
+                f"arn:aws:ec2:{region}:{account}:capacity-reservation/{reservation}"
+                for reservation in sorted(self.capacity_reservation_ids)
+            ]
+        ),
         "compute_subnet_ids": property(lambda self: list(subnets)),
         "vpc_id": property(lambda self: request["vpc_id"]),
     }
@@ -113,6 +124,7 @@ class Resolver:
 
 
 def main() -> None:
+    offline.refuse_aws_calls()
     request = json.load(sys.stdin)
     name, account, region = request["cluster_name"], request["account"], request["region"]
     config = offline_config(request)

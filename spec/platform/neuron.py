@@ -30,6 +30,14 @@ NEURON_RELEASES: dict[str, dict[str, str]] = {
 # announce-no-longer-include-nxdt-dlami.rst and frameworks/torch/pytorch-native-overview.rst. trn1 therefore stays
 # on NxDT and at most this release (spec.platform.validators refuses a newer sdk_version for a trn1 queue).
 LAST_NXDT_RELEASE: tuple[int, int] = (2, 28)
+# Why trn1's pins stay at 2.26.1 and not 2.28.1, the last NxDT release: 2.28.1's package versions are public
+# (aws-neuron-sdk 3c46990d, src/helperscripts/n2-manifest.json: dkms 2.26.10.0, runtime-lib 2.30.51.0, collectives
+# 2.30.59.0, tools 2.28.23.0, neuronx-cc 2.23.6484.0, neuronx-distributed 0.17.26814, neuronx-distributed-training
+# 1.7.0, torch-neuronx 2.7/2.8/2.9.0.2.12.22436), but NxDT 1.7.0's source is not (the aws-neuron/
+# neuronx-distributed-training repository ends at 1.6.0, the 2.26.0 release): its own requirements, which torch-neuronx
+# build it takes and its config keys cannot be read, so no NxdtStack or contract (launch/nxdt-contract.yaml, 1.6.0)
+# can be written for it. The same repository's release-notes/components/nxd-training.rst names 2.31.0 as the last
+# release supporting NxDT; its package manifest lists NxDT only up to 2.28.1, which is what is refused above.
 
 # Why a trn2 queue runs no job here yet (the same sources; docs/cluster.md has the whole account): TorchNeuron's
 # packages come only from Neuron's own pip index (a closed beta when the sources above were written, beta in 2.33),

@@ -6,57 +6,29 @@ examples (tests/cluster/test_pcluster_schema.py, test_slurm_names.py, test_pclus
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from cluster.verify.pcluster.runner import node_policies
 from cluster.verify.runtime_contract import (
-    Deployment,
-    Verdict,
-    calls,
-    evaluate,
-    granted_from,
-    node_policies_request,
     omissions,
     omitted,
-    read_deployment,
 )
 from policies.verify.extract import extract_from_assembly
 from policies.verify.harness.engine import Engine
 from policies.verify.matrix import build_cases, matrix_context, policy_set
 from policies.verify.matrix import evaluate as evaluate_matrix
-from spec import DeploymentSpec, load_spec
-from tests.stacks.conftest import REPO, cdk_synth, read_assembly
+from tests.cluster.contract_example import Synthesized, synthesize_with_contract
+from tests.stacks.conftest import REPO
 
 pytestmark = [pytest.mark.pcluster, pytest.mark.synth]
 
 EXAMPLE = REPO / "spec" / "examples" / "p6-b200-capacity-block.yaml"
 
 
-@dataclasses.dataclass
-class Synthesized:
-    spec: DeploymentSpec
-    out: Path
-    deployment: Deployment
-    verdicts: list[Verdict]
-
-
 @pytest.fixture(scope="module")
-def synthesized(tmp_path_factory: pytest.TempPathFactory, pcluster_venv: Path) -> Iterator[Synthesized]:
-    out = tmp_path_factory.mktemp("cdk-out-b200")
-    result = cdk_synth(out, EXAMPLE)
-    assert result.returncode == 0, f"cdk synth failed:\n{result.stdout}\n{result.stderr}"
-    spec = load_spec(EXAMPLE)
-    assembly = read_assembly(out, spec)
-    nag = {r["pluginName"]: r for r in assembly.validation_report["pluginReports"]}["AwsSolutions"]
-    assert nag["violations"] == []
-    deployment = read_deployment(out, spec)
-    granted = granted_from(node_policies(node_policies_request(spec, deployment.config)))
-    verdicts = evaluate(calls(spec, granted), spec, deployment.identity, deployment.endpoints, Engine())
-    yield Synthesized(spec, out, deployment, verdicts)
+def synthesized(tmp_path_factory: pytest.TempPathFactory, pcluster_venv: Path) -> Synthesized:
+    return synthesize_with_contract(EXAMPLE, tmp_path_factory.mktemp("cdk-out-b200"))
 
 
 def test_the_example_deploys_a_b200_queue_on_a_capacity_block(synthesized: Synthesized) -> None:

@@ -6,56 +6,31 @@ policy allow exactly that call, and nothing else new passes that endpoint. The d
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from cluster.verify.pcluster.runner import node_policies
 from cluster.verify.runtime_contract import (
     EXAMPLE_SECRET_SUFFIX,
     Call,
-    Deployment,
-    Verdict,
-    calls,
     evaluate,
-    granted_from,
-    node_policies_request,
     omissions,
     omitted,
-    read_deployment,
 )
 from policies.accounting import accounting_secret_arn
 from policies.verify.harness.engine import Engine
-from spec import DeploymentSpec, load_spec
-from tests.stacks.conftest import REPO, cdk_synth, cfn_lint_errors, read_assembly
+from spec import DeploymentSpec
+from tests.cluster.contract_example import Synthesized, synthesize_with_contract
+from tests.stacks.conftest import REPO, cfn_lint_errors
 
 pytestmark = [pytest.mark.pcluster, pytest.mark.synth]
 
 EXAMPLE = REPO / "spec" / "examples" / "p5-on-demand.yaml"
 
 
-@dataclasses.dataclass
-class Synthesized:
-    spec: DeploymentSpec
-    out: Path
-    deployment: Deployment
-    verdicts: list[Verdict]
-
-
 @pytest.fixture(scope="module")
-def synthesized(tmp_path_factory: pytest.TempPathFactory, pcluster_venv: Path) -> Iterator[Synthesized]:
-    out = tmp_path_factory.mktemp("cdk-out-accounting")
-    result = cdk_synth(out, EXAMPLE)
-    assert result.returncode == 0, f"cdk synth failed:\n{result.stdout}\n{result.stderr}"
-    spec = load_spec(EXAMPLE)
-    assembly = read_assembly(out, spec)
-    nag = {r["pluginName"]: r for r in assembly.validation_report["pluginReports"]}["AwsSolutions"]
-    assert nag["violations"] == []
-    deployment = read_deployment(out, spec)
-    granted = granted_from(node_policies(node_policies_request(spec, deployment.config)))
-    verdicts = evaluate(calls(spec, granted), spec, deployment.identity, deployment.endpoints, Engine())
-    yield Synthesized(spec, out, deployment, verdicts)
+def synthesized(tmp_path_factory: pytest.TempPathFactory, pcluster_venv: Path) -> Synthesized:
+    return synthesize_with_contract(EXAMPLE, tmp_path_factory.mktemp("cdk-out-accounting"))
 
 
 def secret(spec: DeploymentSpec) -> str:

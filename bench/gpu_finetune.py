@@ -26,6 +26,7 @@ if __package__ in (None, ""):  # run as a file: the repository's packages
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.gpu_vs_torchtitan import _torchrun, append_row, git_commit, parse_our_metrics, prepare_data
+from spec.cli import user_errors
 
 REPO = Path(__file__).resolve().parents[1]
 LORA: dict[str, Any] = {"rank": 16, "alpha": 32.0}
@@ -96,6 +97,7 @@ def median_after(rows: list[tuple[int, float, float | None, float | None]], warm
     return statistics.median(row[1] for row in timed), (max(memory) if memory else None)
 
 
+@user_errors
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import torch

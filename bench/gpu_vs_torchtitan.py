@@ -324,35 +324,24 @@ def run_torchtitan(
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
     offline = {**env, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
+    # The run's shape, the same for every release: each takes it in its own form (a TOML job, or environment
+    # variables its Python config registry reads)
+    shape = {
+        "corpus_dir": corpus_dir,
+        "tokenizer_dir": tokenizer_dir,
+        "dump_folder": run_dir,
+        "seq_len": args.seq_len,
+        "micro_batch": args.micro_batch,
+        "steps": args.steps,
+        "ac": args.ac,
+    }
     if release.config_style == "toml":
-        job = TorchtitanV02Job(
-            corpus_dir=corpus_dir,
-            tokenizer_dir=tokenizer_dir,
-            dump_folder=run_dir,
-            seq_len=args.seq_len,
-            micro_batch=args.micro_batch,
-            steps=args.steps,
-            ac=args.ac,
-            compiled=compiled,
-        )
         config_file = run_dir / "job.toml"
-        config_file.write_text(job_toml(job), encoding="utf-8")
+        config_file.write_text(job_toml(TorchtitanV02Job(**shape, compiled=compiled)), encoding="utf-8")
         return _torchrun(
             args.gpus, ["-m", "torchtitan.train", "--job.config_file", str(config_file)], offline, run_dir / "log"
         )
-    tt_env = {
-        **offline,
-        **torchtitan_env(
-            corpus_dir=corpus_dir,
-            tokenizer_dir=tokenizer_dir,
-            dump_folder=run_dir,
-            seq_len=args.seq_len,
-            micro_batch=args.micro_batch,
-            steps=args.steps,
-            ac=args.ac,
-            attention=args.attention,
-        ),
-    }
+    tt_env = {**offline, **torchtitan_env(**shape, attention=args.attention)}
     config = "llama3_1b_bench_compile" if compiled else "llama3_1b_bench"
     module_args = ["-m", "torchtitan.train", "--module", TORCHTITAN_MODULE, "--config", config]
     return _torchrun(args.gpus, module_args, tt_env, run_dir / "log")

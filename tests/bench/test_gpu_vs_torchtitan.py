@@ -143,3 +143,30 @@ def test_a_release_too_new_for_the_torch_version_says_which_torch_it_needs() -> 
 
     problem = release_problem(RELEASES[-1], "2.9.0", SimpleNamespace())
     assert problem == "torch: 2.9.0 is older than 2.10, which torchtitan 0.2.2 needs"
+
+
+@pytest.mark.parametrize("release", RELEASES, ids=lambda release: release.version)
+def test_each_release_gets_the_same_run_shape_in_its_own_form(
+    release: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tomllib
+
+    from bench import gpu_vs_torchtitan
+    from bench.torchtitan_releases import TorchtitanRelease
+
+    assert isinstance(release, TorchtitanRelease)
+    started: list[tuple[list[str], dict[str, str]]] = []
+    monkeypatch.setattr(gpu_vs_torchtitan, "_torchrun", lambda gpus, argv, env, log: started.append((argv, env)) or "")
+    args = parse_args(
+        ["--micro-batch", "2", "--seq-len", "1024", "--steps", "9", "--warmup", "2", "--workdir", str(tmp_path)]
+    )
+    gpu_vs_torchtitan.run_torchtitan(args, tmp_path / "corpus", tmp_path / "tok", True, {}, release)
+    ((argv, env),) = started
+    assert env["HF_HUB_OFFLINE"] == "1"
+    if release.config_style == "toml":
+        job = tomllib.loads(Path(argv[argv.index("--job.config_file") + 1]).read_text())
+        shape = (job["training"]["seq_len"], job["training"]["local_batch_size"], job["training"]["steps"])
+        assert shape == (1024, 2, 9) and job["compile"]["enable"] is True
+    else:
+        assert (env["BENCH_TT_SEQ_LEN"], env["BENCH_TT_MICRO_BATCH"], env["BENCH_TT_STEPS"]) == ("1024", "2", "9")
+        assert argv[-1] == "llama3_1b_bench_compile"

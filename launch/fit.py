@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from planner.comment import Plan
 from planner.hardware import hardware
-from planner.job import PlanError
-from planner.job_config import planner_job, yaml_field
+from planner.job import Backend, PlanError, backend_software
+from planner.job_config import Layout, planner_job, yaml_field
 from planner.memory import fits
 from planner.step_time import estimate_step
 from slurm.errors import SubmitError
@@ -119,15 +119,26 @@ def check_planner_fit(model: ModelArgs, target: Target, nodes: int, job: JobConf
 
 
 def planned_cost(
-    model: ModelArgs, target: Target, nodes: int, job: JobConfig, usd_per_node_hour: float | None = None
+    model: ModelArgs,
+    target: Target,
+    nodes: int,
+    job: JobConfig,
+    usd_per_node_hour: float | None = None,
+    backend: Backend = "fsdp",
+    layout: Layout | None = None,
 ) -> Plan | None:
-    """The planner's hours and dollars for the whole run (train.max_steps steps), for the job's comment:
-    llm-report sets it next to what sacct measured. None when the planner cannot time the job's layout: that never
-    fails a submission (check_planner_fit refuses what cannot run)."""
+    """The planner's hours and dollars for the whole run (train.max_steps steps) on the job's backend and layout, for
+    the job's comment: llm-report sets it next to what sacct measured. None when the planner cannot time the job's
+    layout: that never fails a submission (check_planner_fit and each backend's own checks refuse what cannot run)."""
+    software = None
+    if backend != "fsdp":  # Megatron Bridge's recipe / NxDT: the distributed optimizer, their own kernels
+        software = backend_software(backend)
     try:
-        planned = planner_job(job, model, hardware(target.instance.name, usd_per_hour=usd_per_node_hour), nodes)
+        node = hardware(target.instance.name, usd_per_hour=usd_per_node_hour)
+        planned = planner_job(job, model, node, nodes, layout or Layout(), software)
     except PlanError:
         return None
     step = estimate_step(planned)
     hours = job.train.max_steps * step.step_s / 3600
-    return Plan(usd=hours * nodes * planned.hardware.usd_per_node_hour, hours=hours, steps=job.train.max_steps)
+    usd = hours * nodes * planned.hardware.usd_per_node_hour
+    return Plan(usd=usd, hours=hours, steps=job.train.max_steps, backend=backend)

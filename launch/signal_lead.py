@@ -6,7 +6,7 @@ Without a spec (the local cluster) or shared storage there is nothing to derive 
 from __future__ import annotations
 
 from planner.hardware import hardware
-from planner.job import PlanError
+from planner.job import Backend, PlanError, backend_software
 from planner.job_config import Layout, planner_job
 from planner.step_time import estimate_step
 from planner.stop_window import StopWindow, stop_window
@@ -19,10 +19,14 @@ from training.models.args import ModelArgs
 DEFAULT_SIGNAL_LEAD = 300
 
 
-def planned_step_s(job: JobConfig, model: ModelArgs, target: Target, nodes: int, layout: Layout) -> float:
-    """The planner's step time for the job's layout; 0 where the planner cannot time it (the save still counts)."""
+def planned_step_s(
+    job: JobConfig, model: ModelArgs, target: Target, nodes: int, layout: Layout, backend: Backend = "fsdp"
+) -> float:
+    """The planner's step time for the job's backend and layout; 0 where the planner cannot time it (the save still
+    counts)."""
+    software = backend_software(backend) if backend != "fsdp" else None
     try:
-        return estimate_step(planner_job(job, model, hardware(target.instance.name), nodes, layout)).step_s
+        return estimate_step(planner_job(job, model, hardware(target.instance.name), nodes, layout, software)).step_s
     except PlanError:
         return 0.0
 
@@ -45,4 +49,5 @@ def job_stop_window(
 ) -> StopWindow | None:
     if fsx is None or target.local:
         return None
-    return stop_window(model, backend, fsx, planned_step_s(job, model, target, nodes, layout))
+    step_s = planned_step_s(job, model, target, nodes, layout, backend)  # type: ignore[arg-type]
+    return stop_window(model, backend, fsx, step_s)

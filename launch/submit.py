@@ -268,14 +268,18 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
     fit = check_fits(model, target, options.nodes, model_name=model_name)
     notes = [f"fits: {fit.summary()}"]
     plan = None
-    if options.backend == "fsdp" and not target.local:
-        notes.append(f"planner: {check_planner_fit(model, target, options.nodes, job, model_name=model_name)}")
-        price = spec.cluster.prices.get(target.instance.name) if spec is not None and spec.cluster else None
-        plan = planned_cost(model, target, options.nodes, job, price)
-        if plan is not None:
-            notes.append(f"plan: {plan.hours:.1f} h, {plan.usd:,.0f} USD for {plan.steps} steps (llm-report compares)")
-
     layout = PlanLayout(options.tensor_parallel or 1, options.pipeline_parallel or 1, options.context_parallel or 1)
+    if not target.local:
+        if options.backend == "fsdp":  # nemo and neuron check memory with their own model-parallel rules
+            notes.append(f"planner: {check_planner_fit(model, target, options.nodes, job, model_name=model_name)}")
+        price = spec.cluster.prices.get(target.instance.name) if spec is not None and spec.cluster else None
+        plan = planned_cost(model, target, options.nodes, job, price, options.backend, layout)  # type: ignore[arg-type]
+        if plan is not None:
+            notes.append(
+                f"plan: {plan.hours:.1f} h, {plan.usd:,.0f} USD for {plan.steps} steps at --backend {plan.backend}'s "
+                "speed (llm-report compares)"
+            )
+
     fsx = spec.cluster.fsx if spec is not None and spec.cluster else None
     window = job_stop_window(job, model, target, options.nodes, options.backend, fsx, layout)
     lead = resolve_signal_lead(options.signal_lead, options.backend, window)

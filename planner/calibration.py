@@ -6,47 +6,67 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# Dies with no published table to fit on carry a fitted die's value, assumed, not fitted (planner/hardware.py).
+CARRIED_DIES: dict[str, str] = {"Blackwell": "H100", "Trainium2": "Trainium1"}
+
 
 @dataclass(frozen=True)
 class Efficiency:
-    """Free parameters. Each is a physical rate, so it carries to configurations no table covers."""
+    """Free parameters. Each is a physical rate of one software stack on one chip, so it carries to configurations no
+    table covers; each backend's come from sources about that stack (planner/published.py tags every row)."""
 
-    # Fraction of dense bf16 peak that large matmuls reach, per compute die. Blackwell and Trainium2 have no
-    # published table here to fit on: they carry Hopper's and Trainium1's fitted values, assumed, not fitted.
+    # Fraction of dense bf16 peak that large matmuls reach, per backend and compute die ("backend.die").
     matmul_fraction: dict[str, float] = field(
         default_factory=lambda: {
-            "A100": 0.753, "H100": 0.498, "Trainium1": 0.601, "Blackwell": 0.498, "Trainium2": 0.601,
+            "fsdp.A100": 0.799, "fsdp.H100": 0.541, "nemo.A100": 0.706, "nemo.H100": 0.544, "neuron.Trainium1": 0.639,
         }
     )  # fmt: skip
     # Bytes of memory-bound (elementwise) HBM traffic per token, per layer, per hidden unit, forward + backward:
     # norms, residual adds, activation functions, rotary, casts. Divided by HBM bandwidth, it is the part of a
     # layer's time that does not shrink with peak FLOP/s, which is why small hidden sizes and H100s (3x the FLOP/s
-    # of an A100, 1.6x the bandwidth) fall short of peak.
-    elementwise_bytes_per_hidden: float = 306.743
+    # of an A100, 1.6x the bandwidth) fall short of peak. Per kernel set (job.Kernels): PyTorch eager, torch.compile,
+    # Megatron Core / TransformerEngine's fused kernels (Neuron: eager's, see job.Kernels).
+    elementwise_bytes_per_hidden: dict[str, float] = field(
+        default_factory=lambda: {"eager": 495.292, "compiled": 176.08, "fused": 265.517}
+    )
     # Fraction of inter-node line rate (EFA or InfiniBand) that collectives reach.
-    network_efficiency: float = 0.747
-    # Fraction of compute time that data-parallel collectives can hide behind (FSDP prefetch, DDP buckets).
-    overlap_fraction: float = 0.458
+    network_efficiency: float = 0.9
+    # Fraction of the linear layers' time that tensor-parallel collectives hide behind where the stack pipelines them
+    # with the GEMMs (Software.tp_overlap: TransformerEngine's userbuffers, AsyncTP).
+    tp_overlap_fraction: float = 0.963
+    # Fraction of compute time that data-parallel collectives hide behind, per backend: how well the stack schedules
+    # them (FSDP's prefetch and DDP's buckets; Megatron's bucketed, overlapped distributed optimizer). Neuron jobs run
+    # without overlap (Software.dp_overlap) and take fsdp's value if asked for it.
+    overlap_fraction: dict[str, float] = field(default_factory=lambda: {"fsdp": 0.329, "nemo": 1.0})
+
+    def matmul(self, backend: str, die: str) -> float:
+        return self.matmul_fraction[f"{backend}.{CARRIED_DIES.get(die, die)}"]
+
+    def overlap(self, backend: str) -> float:
+        return self.overlap_fraction.get(backend, self.overlap_fraction["fsdp"])
 
     def replace(self, **changes: float) -> Efficiency:
-        values = {
+        values: dict[str, object] = {
             "matmul_fraction": dict(self.matmul_fraction),
-            "elementwise_bytes_per_hidden": self.elementwise_bytes_per_hidden,
+            "elementwise_bytes_per_hidden": dict(self.elementwise_bytes_per_hidden),
             "network_efficiency": self.network_efficiency,
-            "overlap_fraction": self.overlap_fraction,
+            "tp_overlap_fraction": self.tp_overlap_fraction,
+            "overlap_fraction": dict(self.overlap_fraction),
         }
         for name, value in changes.items():
-            if name.startswith("matmul_fraction."):
-                values["matmul_fraction"][name.split(".", 1)[1]] = value  # type: ignore[index]
+            field_name, _, key = name.partition(".")
+            if key:
+                values[field_name][key] = value  # type: ignore[index]
             else:
                 values[name] = value
         return Efficiency(**values)  # type: ignore[arg-type]
 
     def as_flat_dict(self) -> dict[str, float]:
-        flat = {f"matmul_fraction.{die}": value for die, value in self.matmul_fraction.items()}
-        flat["elementwise_bytes_per_hidden"] = self.elementwise_bytes_per_hidden
+        flat = {f"matmul_fraction.{key}": value for key, value in self.matmul_fraction.items()}
+        flat |= {f"elementwise_bytes_per_hidden.{key}": v for key, v in self.elementwise_bytes_per_hidden.items()}
         flat["network_efficiency"] = self.network_efficiency
-        flat["overlap_fraction"] = self.overlap_fraction
+        flat["tp_overlap_fraction"] = self.tp_overlap_fraction
+        flat |= {f"overlap_fraction.{key}": value for key, value in self.overlap_fraction.items()}
         return flat
 
 
@@ -60,6 +80,10 @@ TREE_BANDWIDTH_SHARE = 0.85
 # torch DDP's default gradient bucket (bucket_cap_mb=25); each bucket pays the all-reduce latency, and the last one
 # cannot hide behind backward. FSDP's unit is one transformer block instead.
 DDP_BUCKET_BYTES = 25 * 2**20
+# Megatron Core's default gradient bucket: max(40M, 1M x data-parallel size) parameters
+# (megatron/core/distributed/distributed_data_parallel_config.py, bucket_size).
+MEGATRON_BUCKET_PARAMS = 40_000_000
+MEGATRON_BUCKET_PARAMS_PER_DP_RANK = 1_000_000
 # Materialized attention (unfused softmax, dropout): bytes through HBM per score element. Forward: write the
 # scores, softmax read+write, dropout read+write and its mask, read for P.V (about 13 bytes); backward about twice.
 MATERIALIZED_SCORE_BYTES_FORWARD = 13.0

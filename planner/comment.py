@@ -1,6 +1,6 @@
 """The job-comment contract between submission and the report: what `llm-submit` planned, in the job's comment.
 
-`launch.submit` writes `llm-plan:v1,usd=...,hours=...,steps=...` as `#SBATCH --comment=`; Slurm stores it
+`launch.submit` writes `llm-plan:v1,backend=...,usd=...,hours=...,steps=...` as `#SBATCH --comment=`; Slurm stores it
 (AccountingStoreFlags=job_comment) and sacct returns it as Comment, where `llm-report` (planner.report) reads it back.
 A module of its own so the submitter need not import the report command.
 """
@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 PLAN_PREFIX = "llm-plan:v1"
-_PLAN_KEYS = ("usd", "hours", "steps")
+_PLAN_KEYS = ("backend", "usd", "hours", "steps")
 
 
 @dataclass(frozen=True)
@@ -19,14 +19,17 @@ class Plan:
     usd: float
     hours: float
     steps: int | None = None
+    backend: str | None = None  # the stack whose speed was planned (planner.job.BACKENDS); None in older comments
 
 
 def plan_comment(plan: Plan) -> str:
-    """The job comment launch.submit writes (and sacct returns): `llm-plan:v1,usd=12.5,hours=3.2,steps=1000`.
+    """The job comment launch.submit writes (and sacct returns):
+    `llm-plan:v1,backend=nemo,usd=12.5,hours=3.2,steps=1000`.
 
     No spaces, so it needs no quoting in an `#SBATCH --comment=` line."""
+    backend = f",backend={plan.backend}" if plan.backend is not None else ""
     steps = f",steps={plan.steps}" if plan.steps is not None else ""
-    return f"{PLAN_PREFIX},usd={plan.usd:.6g},hours={plan.hours:.6g}{steps}"
+    return f"{PLAN_PREFIX}{backend},usd={plan.usd:.6g},hours={plan.hours:.6g}{steps}"
 
 
 def parse_plan(comment: str) -> Plan | None:
@@ -39,6 +42,7 @@ def parse_plan(comment: str) -> Plan | None:
         if key in _PLAN_KEYS:
             values[key] = value
     try:
-        return Plan(float(values["usd"]), float(values["hours"]), int(values["steps"]) if "steps" in values else None)
+        steps = int(values["steps"]) if "steps" in values else None
+        return Plan(float(values["usd"]), float(values["hours"]), steps, values.get("backend") or None)
     except (KeyError, ValueError):
         return None

@@ -63,7 +63,8 @@ def compare_table(table: PublishedTable, efficiency: Efficiency = CALIBRATED) ->
         predicted = predicted_metrics(row, efficiency)
         for metric in table.compared:
             if metric in row.published:
-                out.append(Comparison(row, metric, row.published[metric], predicted[metric], table.tolerance))
+                tolerance = row.tolerance or table.tolerance
+                out.append(Comparison(row, metric, row.published[metric], predicted[metric], tolerance))
     return out
 
 

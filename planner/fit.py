@@ -22,13 +22,28 @@ from spec.cli import OneLineParser, user_errors
 
 # name -> (lower, upper) bounds of the physical value
 FREE_PARAMETERS: dict[str, tuple[float, float]] = {
-    "matmul_fraction.A100": (0.05, 1.0),
-    "matmul_fraction.H100": (0.05, 1.0),
-    "matmul_fraction.Trainium1": (0.05, 1.0),
-    "elementwise_bytes_per_hidden": (1.0, 5000.0),
-    "network_efficiency": (0.05, 1.0),
-    "overlap_fraction": (0.0, 1.0),
+    **{f"matmul_fraction.{key}": (0.05, 1.0) for key in CALIBRATED.matmul_fraction},
+    **{f"elementwise_bytes_per_hidden.{key}": (1.0, 5000.0) for key in CALIBRATED.elementwise_bytes_per_hidden},
+    # NCCL's bus bandwidth stays under line rate (protocol headers, flow control); the tables leave the value weakly
+    # determined (docs/planner.md), so the bound matters.
+    "network_efficiency": (0.05, 0.9),
+    "tp_overlap_fraction": (0.0, 1.0),
+    **{f"overlap_fraction.{key}": (0.0, 1.0) for key in CALIBRATED.overlap_fraction},
 }
+
+
+def row_parameters(row: PublishedRow) -> tuple[str, ...]:
+    """The stack's parameters a row depends on: its backend's matmul fraction on its die, its elementwise kernels,
+    its backend's data-parallel overlap where it has data-parallel peers, and the TP overlap where its stack overlaps
+    TP collectives."""
+    software = row.job.software
+    names: tuple[str, ...] = (
+        f"matmul_fraction.{software.backend}.{row.job.hardware.accelerator.compute_die}",
+        f"elementwise_bytes_per_hidden.{software.kernels}",
+    )
+    if software.dp_overlap and row.job.world_size > row.job.tensor_parallel:
+        names += (f"overlap_fraction.{software.backend}",)
+    return names + (("tp_overlap_fraction",) if software.tp_overlap and row.job.tensor_parallel > 1 else ())
 
 
 def _to_unbounded(value: float, bounds: tuple[float, float]) -> float:
@@ -100,9 +115,11 @@ def nelder_mead(
 
 
 def constrained_parameters(rows: Sequence[tuple[PublishedRow, tuple[str, ...]]]) -> list[str]:
-    """Free parameters the rows say something about: a die's matmul fraction needs a row on that die."""
-    dies = {row.job.hardware.accelerator.compute_die for row, _ in rows}
-    return [name for name in FREE_PARAMETERS if not name.startswith("matmul_fraction.") or name.split(".")[1] in dies]
+    """Free parameters the rows say something about: a backend's matmul fraction on a die needs a row of that
+    backend on that die, a kernel set's elementwise bytes a row running those kernels."""
+    used = {name for row, _ in rows for name in row_parameters(row)}
+    per_stack = ("matmul_fraction.", "elementwise_bytes_per_hidden.", "tp_overlap_fraction", "overlap_fraction.")
+    return [name for name in FREE_PARAMETERS if not name.startswith(per_stack) or name in used]
 
 
 def fit(

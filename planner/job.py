@@ -25,6 +25,15 @@ Loss = Literal["fused", "materialized"]
 LOSSES: tuple[str, ...] = ("fused", "materialized")
 Precision = Literal["bf16", "fp8"]
 PRECISIONS: tuple[str, ...] = ("bf16", "fp8")
+# The software stack a job runs on, as llm-submit's --backend names it: fsdp (PyTorch-native: this repo's FSDP2
+# trainer, torchtitan, FSDP1 stacks, DDP), nemo (Megatron Core with TransformerEngine, through Megatron Bridge or
+# NeMo; the Megatron-LM papers' code), neuron (Neuron NeMo / NxDT on Trainium). Each has its own fitted efficiency.
+Backend = Literal["fsdp", "nemo", "neuron"]
+BACKENDS: tuple[str, ...] = ("fsdp", "nemo", "neuron")
+# Which elementwise kernels a step runs (calibration.Efficiency.elementwise_bytes_per_hidden's keys): PyTorch eager,
+# torch.compile's fused (inductor) kernels, Megatron Core/TransformerEngine's hand-fused ones. The Neuron compiler's
+# traffic cannot be told apart from Trainium's matmul fraction on the one Trainium source: it is taken as eager's.
+Kernels = Literal["eager", "compiled", "fused"]
 
 
 class PlanError(UserError):
@@ -49,9 +58,24 @@ class Software:
     # fp8: the blocks' linear layers run FP8 GEMMs (TransformerEngine / torchao float8); attention scores, the
     # output head and the optimizer stay bf16/fp32.
     precision: Precision = "bf16"
+    backend: Backend = "fsdp"
+    compiled: bool = False  # fsdp: torch.compile over each block (its elementwise ops fused by inductor)
+    # Tensor-parallel collectives pipelined with the GEMMs they feed (TransformerEngine's userbuffers overlap, as
+    # Megatron Bridge's H100 recipes enable it; torchtitan's AsyncTP); False: each waits on the critical path.
+    tp_overlap: bool = False
+
+    @property
+    def kernels(self) -> Kernels:
+        if self.backend == "nemo":
+            return "fused"
+        return "compiled" if self.compiled else "eager"
 
     def problems(self) -> list[PlanError]:
         out: list[PlanError] = []
+        if self.backend not in BACKENDS:
+            out.append(PlanError("backend", self.backend, f"is not one of {', '.join(BACKENDS)}"))
+        if self.compiled and self.backend != "fsdp":
+            out.append(PlanError("compiled", self.compiled, f"applies to backend fsdp only, not {self.backend!r}"))
         if self.sharding not in SHARDINGS:
             out.append(PlanError("sharding", self.sharding, f"is not one of {', '.join(SHARDINGS)}"))
         if self.attention not in ATTENTIONS:
@@ -65,6 +89,19 @@ class Software:
         if self.precision not in PRECISIONS:
             out.append(PlanError("precision", self.precision, f"is not one of {', '.join(PRECISIONS)}"))
         return out
+
+
+def backend_software(backend: Backend, **changes: Any) -> Software:
+    """The stack's defaults as this repo runs it, with `changes` on top. fsdp: the trainer (FSDP2, fp32 gradient
+    reduction, fused loss). nemo: Megatron Bridge's pretraining recipe (the distributed optimizer, i.e. ZeRO-1 with
+    overlapped gradient reduce-scatter and parameter all-gather, fp32 gradient reduction, TE's TP overlap, fused
+    cross-entropy). neuron: NxDT (ZeRO-1, bf16 gradients, no overlap, scores materialized by the compiler)."""
+    defaults: dict[str, Any] = {
+        "fsdp": {},
+        "nemo": {"sharding": "zero1", "tp_overlap": True},
+        "neuron": {"sharding": "zero1", "attention": "materialized", "grad_reduce_bytes": 2, "dp_overlap": False},
+    }.get(backend, {})
+    return Software(**{**defaults, **changes, "backend": backend})
 
 
 def _positive_int(value: Any) -> bool:
@@ -133,6 +170,11 @@ class Job:
                     "and Trainium1's FP8 rate is not cited above its bf16 rate; plan it as bf16",
                 )
             )
+        trainium = self.hardware.accelerator.compute_die.startswith("Trainium")
+        if not out and trainium != (self.software.backend == "neuron"):
+            instance = self.hardware.instance.name
+            wanted = "neuron" if trainium else "fsdp or nemo"
+            out.append(PlanError("backend", self.software.backend, f"does not run on {instance}: use {wanted}"))
         if out:
             return out
         per_node = self.hardware.devices_per_node

@@ -78,7 +78,7 @@ def planner_job(
     checkpoint = parallel.activation_checkpoint
     devices = nodes * hardware.devices_per_node
     data_parallel = max(1, devices // (layout.tensor_parallel * layout.pipeline_parallel * layout.context_parallel))
-    chosen = software or Software(sharding=sharding(parallel))
+    chosen = software or Software(sharding=sharding(parallel), compiled=parallel.compile)
     return Job(
         model=model,
         hardware=hardware,

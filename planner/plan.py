@@ -26,7 +26,18 @@ from planner.cost import CostEstimate, job_cost
 from planner.finetune import DEFAULT_LORA_RANK, FINETUNE_MODES
 from planner.flops import CHECKPOINTING_MODES
 from planner.hardware import Hardware, HardwareError, hardware
-from planner.job import ATTENTIONS, PRECISIONS, SHARDINGS, Job, PlanError, Sharding, Software
+from planner.job import (
+    ATTENTIONS,
+    BACKENDS,
+    PRECISIONS,
+    SHARDINGS,
+    Backend,
+    Job,
+    PlanError,
+    Sharding,
+    Software,
+    backend_software,
+)
 from planner.job_config import YAML_FIELDS, Layout, planner_job, read_job
 from planner.job_config import sharding as sharding_of
 from planner.layouts import as_json as layouts_json
@@ -59,6 +70,8 @@ FLAGS: dict[str, str] = {
     "shard_group": "--shard-group",
     "context_parallel": "--context-parallel",
     "precision": "--precision",
+    "backend": "--backend",
+    "compiled": "--compile",
 }
 COMPARE_ROWS_SHOWN = 12  # --compare's table: the best dozen layouts; --json has them all
 _SUFFIXES = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
@@ -135,13 +148,34 @@ def build_parser() -> argparse.ArgumentParser:
         help="fp8: the blocks' linear layers at the instance's FP8 peak (H100/H200); the rest bf16",
     )
     parser.add_argument(
-        "--sharding", default=None, choices=SHARDINGS, help="default: a job YAML's (hsdp when it replicates), else fsdp"
+        "--backend",
+        default=None,
+        choices=BACKENDS,
+        help="the stack that runs the job, as llm-submit names it; each has its own fitted speed (default: neuron on "
+        "Trainium, else fsdp)",
+    )
+    parser.add_argument(
+        "--compile", action="store_true", help="fsdp: torch.compile each block (a job YAML's parallel.compile)"
+    )
+    parser.add_argument(
+        "--sharding",
+        default=None,
+        choices=SHARDINGS,
+        help="default: a job YAML's (hsdp when it replicates), else fsdp; zero1 (the distributed optimizer) on nemo "
+        "and neuron",
     )
     parser.add_argument(
         "--shard-group", type=int, default=None, help="hsdp: ranks one replica is sharded over (default: one node)"
     )
-    parser.add_argument("--attention", default="flash", choices=ATTENTIONS)
-    parser.add_argument("--grad-reduce", default="fp32", choices=("fp32", "bf16"), help="gradient dtype on the wire")
+    parser.add_argument(
+        "--attention", default=None, choices=ATTENTIONS, help="default: materialized on neuron, else flash"
+    )
+    parser.add_argument(
+        "--grad-reduce",
+        default=None,
+        choices=("fp32", "bf16"),
+        help="gradient dtype on the wire (default: bf16 on neuron, else fp32)",
+    )
     parser.add_argument("--no-overlap", action="store_true", help="data-parallel collectives do not overlap compute")
     parser.add_argument(
         "--global-batch",
@@ -167,15 +201,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _software(options: argparse.Namespace, sharding: Sharding) -> Software:
-    return Software(
-        sharding=sharding,
-        attention=options.attention,
-        grad_reduce_bytes=4 if options.grad_reduce == "fp32" else 2,
-        dp_overlap=not options.no_overlap,
-        pipeline_interleave=options.pipeline_interleave,
-        precision=options.precision,
-    )
+def backend_of(options: argparse.Namespace, node: Hardware) -> Backend:
+    if options.backend is not None:
+        return options.backend
+    return "neuron" if node.accelerator.compute_die.startswith("Trainium") else "fsdp"
+
+
+def _software(options: argparse.Namespace, node: Hardware, sharding: Sharding | None, compiled: bool) -> Software:
+    """--backend's defaults (planner.job.backend_software), each flag given over them."""
+    backend = backend_of(options, node)
+    changes: dict[str, Any] = {
+        "pipeline_interleave": options.pipeline_interleave,
+        "precision": options.precision,
+        "compiled": compiled,
+    }
+    if sharding is not None:
+        changes["sharding"] = sharding
+    if options.attention is not None:
+        changes["attention"] = options.attention
+    if options.grad_reduce is not None:
+        changes["grad_reduce_bytes"] = 4 if options.grad_reduce == "fp32" else 2
+    if options.no_overlap:
+        changes["dp_overlap"] = False
+    return backend_software(backend, **changes)
 
 
 # A job YAML's data fields that a flag overrides, and the flag's option name (checkpointing: below).
@@ -207,7 +255,10 @@ def _job_from_yaml(options: argparse.Namespace, node: Hardware) -> Job:
                 "--model", options.model, f"with the flags given: {str(error).splitlines()[0].removeprefix('config: ')}"
             ) from None
     layout = Layout(options.tensor_parallel, options.pipeline_parallel, options.context_parallel)
-    software = _software(options, options.sharding or sharding_of(config.parallel))
+    backend = backend_of(options, node)
+    yaml_sharding = sharding_of(config.parallel) if backend == "fsdp" else None
+    compiled = options.compile or (backend == "fsdp" and config.parallel.compile)
+    software = _software(options, node, options.sharding or yaml_sharding, compiled)
     job = planner_job(config, model, node, options.nodes, layout, software)
     return job if options.shard_group is None else dataclasses.replace(job, shard_group=options.shard_group)
 
@@ -243,7 +294,7 @@ def _job_from_options(options: argparse.Namespace) -> Job:
         tensor_parallel=options.tensor_parallel,
         pipeline_parallel=options.pipeline_parallel,
         global_batch=options.global_batch,
-        software=_software(options, options.sharding or "fsdp"),
+        software=_software(options, node, options.sharding, options.compile),
         shard_group=options.shard_group,
         context_parallel=options.context_parallel,
     )
@@ -301,12 +352,15 @@ def plan_report(job: Job, tokens: float | None = None) -> dict[str, Any]:
             "hardware_with_recompute": step.hardware_flops_per_token,
         },
         "precision": job.software.precision,
+        "backend": job.software.backend,
+        "kernels": job.software.kernels,
         "peak_flops_per_device": step.peak_flops_per_device,
         "peak_fp8_flops_per_device": hw.peak_fp8_flops_per_device,
         "time_s": {
             "matmul": step.matmul_s,
             "memory_bound": step.memory_bound_s,
             "tensor_parallel_comm": step.tensor_parallel.seconds,
+            "tensor_parallel_exposed": step.tensor_parallel_exposed_s,
             "context_parallel_comm": step.context_parallel.seconds,
             "context_parallel_exposed": step.context_parallel_exposed_s,
             "pipeline_p2p": step.pipeline_p2p.seconds,
@@ -327,7 +381,7 @@ def plan_report(job: Job, tokens: float | None = None) -> dict[str, Any]:
             "network_efficiency": CALIBRATED.network_efficiency,
             "local_link_gbytes_per_s_per_device": hw.local_link_bytes_per_s_per_device / 1e9,
             "local_link_efficiency": LOCAL_LINK_EFFICIENCY,
-            "overlap_fraction": CALIBRATED.overlap_fraction if job.software.dp_overlap else 0.0,
+            "overlap_fraction": CALIBRATED.overlap(job.software.backend) if job.software.dp_overlap else 0.0,
         },
         "step_time_s": step.step_s,
         "tokens_per_s": step.tokens_per_s,
@@ -341,6 +395,17 @@ def plan_report(job: Job, tokens: float | None = None) -> dict[str, Any]:
         "days": cost.days,
         "cost_usd": cost.usd,
     }
+
+
+def _stack(job: Job) -> str:
+    """What the backend's efficiency was fitted on, in a few words (docs/planner.md, "Backends")."""
+    software = job.software
+    kernels = {"fsdp": "PyTorch eager", "nemo": "Megatron Core + TransformerEngine", "neuron": "Neuron compiler"}[
+        software.backend
+    ]
+    if software.compiled:
+        kernels = "torch.compile"
+    return kernels + (", TP overlapped" if software.tp_overlap and job.tensor_parallel > 1 else "")
 
 
 def _interleave(job: Job) -> str:
@@ -366,11 +431,12 @@ def _gb(value: float) -> str:
 def render_text(job: Job, memory: MemoryEstimate, step: StepEstimate, cost: CostEstimate, tokens: float | None) -> str:
     hw, counts = job.hardware, count_parameters(job.model)
     peak_t = step.peak_flops_per_device / 1e12
-    fraction = CALIBRATED.matmul_fraction[hw.accelerator.compute_die]
+    fraction = CALIBRATED.matmul(job.software.backend, hw.accelerator.compute_die)
     lines = [
         f"{counts.total / 1e9:.2f} B parameters on {job.nodes} x {hw.label} ({job.world_size} devices, "
         f"{hw.accelerator.name}), seq {job.seq_len}, micro-batch {job.micro_batch}, checkpointing "
         f"{job.checkpointing}",
+        f"backend {job.software.backend} ({_stack(job)}); "
         f"layout: TP {job.tensor_parallel} x PP {job.pipeline_parallel}{_interleave(job)} x CP {job.context_parallel} "
         f"x DP {job.data_parallel} "
         f"({job.software.sharding}: weights/grads over {job.state_shard_size}, optimizer over "
@@ -396,6 +462,11 @@ def render_text(job: Job, memory: MemoryEstimate, step: StepEstimate, cost: Cost
         _timed(f"matmul (at {fraction:.0%} of peak)", step.matmul_s),
         _timed("memory-bound ops", step.memory_bound_s),
         _timed("tensor-parallel all-reduces", step.tensor_parallel.seconds),
+        *(
+            [_timed("  exposed (the rest behind GEMMs)", step.tensor_parallel_exposed_s)]
+            if job.software.tp_overlap
+            else []
+        ),
         _timed("context-parallel K/V ring (exposed)", step.context_parallel_exposed_s),
         _timed("pipeline sends + bubble", step.pipeline_p2p.seconds + step.pipeline_bubble_s),
         _timed("data-parallel comm (in all)", step.data_parallel.seconds),

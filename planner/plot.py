@@ -20,6 +20,8 @@ DEFAULT_DOC = Path("docs/planner.md")
 PRIMARY = {"fsdp": "tokens_per_s_per_device", "megatron": "tflops_per_device", "trainium": "sequences_per_s"}
 PRIMARY |= {"ddp-scaling": "speedup", "fms-fsdp": "tokens_per_s_per_device", "llm-foundry": "tokens_per_s_per_device"}
 PRIMARY |= {"megatron-bridge": "tokens_per_s_per_device", "torchtitan": "tokens_per_s_per_device"}
+PRIMARY |= {"ours-gpu": "tokens_per_s_per_device", "llama3-paper": "mfu", "nemo-24.07": "tokens_per_s_per_device"}
+PRIMARY |= {"bloom": "tokens_per_s_per_device", "megatron-readme": "mfu"}
 LABELS = {
     "fsdp": "PyTorch FSDP blog, FSDP/HSDP: tokens/s/GPU",
     "fms-fsdp": "fms-fsdp README FSDP/HSDP: tokens/s/GPU",
@@ -29,14 +31,15 @@ LABELS = {
     "ddp-scaling": "SageMaker scaling talk, DDP: speedup",
     "megatron-bridge": "Megatron-Bridge, DGX-H100 FP8: tokens/s/GPU",
     "torchtitan": "torchtitan H100, bf16/float8: tokens/s/GPU",
+    "ours-gpu": "this repo's GPU benchmarks, 1 H100/H200: tokens/s/GPU",
+    "llama3-paper": "Llama 3 paper, 8K-16K H100: MFU",
+    "nemo-24.07": "NeMo 24.07, DGX-H100 FP8: tokens/s/GPU",
+    "bloom": "BLOOM 176B, 384 A100: tokens/s/GPU",
+    "megatron-readme": "Megatron-LM README, H100: MFU",
 }
-COLORS = {"fsdp": "tab:blue", "megatron": "tab:orange", "trainium": "tab:green", "ddp-scaling": "tab:red"}
-COLORS |= {
-    "fms-fsdp": "tab:purple",
-    "llm-foundry": "tab:brown",
-    "megatron-bridge": "tab:olive",
-    "torchtitan": "tab:cyan",
-}
+# Colour says the backend (each has its own fitted efficiency); the marker says the source.
+BACKEND_COLORS = {"fsdp": "tab:blue", "nemo": "tab:orange", "neuron": "tab:green"}
+MARKERS = dict(zip(PRIMARY, "osD^v<>PX*hpd", strict=True))
 
 
 def _format(value: float) -> str:
@@ -58,6 +61,10 @@ def error_summary(comparisons: Sequence[Comparison]) -> list[str]:
         f"- fitted rows: {stats([c for c in comparisons if not c.row.holdout])}",
         f"- held-out rows: {stats([c for c in comparisons if c.row.holdout])}",
     ]
+    for backend in BACKEND_COLORS:
+        chosen = [c for c in comparisons if c.row.backend == backend]
+        if chosen:
+            lines.append(f"- backend {backend}: {stats(chosen)}")
     for table in PRIMARY:
         chosen = [c for c in comparisons if c.row.table == table]
         if chosen:
@@ -75,14 +82,14 @@ def markdown_table(comparisons: Sequence[Comparison] | None = None) -> str:
         "",
         *error_summary(comparisons),
         "",
-        "| row | published (as printed) | metric | published | predicted | error | fitted / held out |",
-        "|---|---|---|---:|---:|---:|---|",
+        "| row | backend | published (as printed) | metric | published | predicted | error | fitted / held out |",
+        "|---|---|---|---|---:|---:|---:|---|",
     ]
     for c in comparisons:
         words = c.row.words.replace("|", "/")
         lines.append(
-            f"| {c.row.key} | {words} | {c.metric} | {_format(c.published)} | {_format(c.predicted)} | "
-            f"{c.error:+.1%} | {'held out' if c.row.holdout else 'fitted'} |"
+            f"| {c.row.key} | {c.row.backend} | {words} | {c.metric} | {_format(c.published)} | "
+            f"{_format(c.predicted)} | {c.error:+.1%} | {'held out' if c.row.holdout else 'fitted'} |"
         )
     return "\n".join(lines)
 
@@ -105,20 +112,21 @@ def plot(path: Path, comparisons: Sequence[Comparison] | None = None) -> Path:
     import matplotlib.pyplot as plt
 
     comparisons = compare_all() if comparisons is None else comparisons
-    figure, (scatter, ratios) = plt.subplots(1, 2, figsize=(13, 5.5), gridspec_kw={"width_ratios": [1, 1.5]})
+    figure, (scatter, ratios) = plt.subplots(1, 2, figsize=(16, 7), gridspec_kw={"width_ratios": [1, 1.6]})
 
     for table, metric in PRIMARY.items():
         rows = [c for c in comparisons if c.row.table == table and c.metric == metric]
         for held in (False, True):
             chosen = [c for c in rows if c.row.holdout == held]
             if chosen:
+                color = BACKEND_COLORS[chosen[0].row.backend]
                 scatter.scatter(
                     [c.published for c in chosen],
                     [c.predicted for c in chosen],
-                    marker="o" if held else "s",
-                    facecolors="none" if held else COLORS[table],
-                    edgecolors=COLORS[table],
-                    label=f"{LABELS[table]} ({'held out' if held else 'fitted'})",
+                    marker=MARKERS[table],
+                    facecolors="none" if held else color,
+                    edgecolors=color,
+                    label=f"{chosen[0].row.backend}: {LABELS[table]} ({'held out' if held else 'fitted'})",
                 )
     low = min(min(c.published, c.predicted) for c in comparisons if c.metric in PRIMARY.values()) / 1.5
     high = max(max(c.published, c.predicted) for c in comparisons if c.metric in PRIMARY.values()) * 1.5
@@ -127,20 +135,30 @@ def plot(path: Path, comparisons: Sequence[Comparison] | None = None) -> Path:
         scatter.plot([low, high], [low * factor, high * factor], color="grey", linewidth=0.6, linestyle="--")
     scatter.set(xscale="log", yscale="log", xlim=(low, high), ylim=(low, high))
     scatter.set(xlabel="published", ylabel="predicted", title="Predicted vs published (dashed: ±15 %)")
-    scatter.legend(fontsize=7, loc="upper left")
+    scatter.legend(fontsize=6, loc="lower right")
 
-    positions = list(range(len(comparisons)))
-    colors = [COLORS[c.row.table] for c in comparisons]
-    ratios.scatter(positions, [c.ratio for c in comparisons], c=colors, s=14)
-    for position, c in zip(positions, comparisons, strict=True):
+    # Right: every value, the backends side by side (fsdp, nemo, neuron), each in its own band.
+    ordered = sorted(comparisons, key=lambda c: list(BACKEND_COLORS).index(c.row.backend))
+    positions = list(range(len(ordered)))
+    colors = [BACKEND_COLORS[c.row.backend] for c in ordered]
+    ratios.scatter(positions, [c.ratio for c in ordered], c=colors, s=14)
+    for position, c in zip(positions, ordered, strict=True):
         if c.row.holdout:
             ratios.scatter([position], [c.ratio], facecolors="none", edgecolors="black", s=40, linewidths=0.6)
+    spread = max(abs(c.error) for c in comparisons)
+    top = 1 + max(0.2, spread + 0.03)
+    for backend in BACKEND_COLORS:
+        mine = [p for p, c in zip(positions, ordered, strict=True) if c.row.backend == backend]
+        if mine:
+            ratios.axvline(mine[-1] + 0.5, color="grey", linewidth=0.6)
+            ratios.text((mine[0] + mine[-1]) / 2, top * 0.98, backend, ha="center", va="top",
+                        color=BACKEND_COLORS[backend], fontsize=9)  # fmt: skip
+    comparisons = ordered
     ratios.axhline(1.0, color="black", linewidth=0.8)
     ratios.axhspan(0.85, 1.15, color="grey", alpha=0.15)
     ratios.set_xticks(positions, [f"{c.row.key} {c.metric}" for c in comparisons], rotation=90, fontsize=5)
-    spread = max(abs(c.error) for c in comparisons)
-    ratios.set_ylim(1 - max(0.2, spread + 0.03), 1 + max(0.2, spread + 0.03))
-    ratios.set(ylabel="predicted / published", title="Every compared value (ringed: held out, band: ±15 %)")
+    ratios.set_ylim(1 - max(0.2, spread + 0.03), top)
+    ratios.set(ylabel="predicted / published", title="Every compared value by backend (ringed: held out, band: ±15 %)")
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=130)

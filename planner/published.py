@@ -42,6 +42,11 @@ FMS_FSDP_README = "fms-fsdp-readme"
 LLM_FOUNDRY = "llm-foundry-benchmarks"
 MEGATRON_BRIDGE_SUMMARY = "megatron-bridge-performance-summary"
 TORCHTITAN_H100 = "torchtitan-h100-benchmarks"
+OUR_GPU_BENCHMARKS = "this-repo-gpu-benchmarks"
+LLAMA3_PAPER = "llama3-paper"
+NEMO_2407_SUMMARY = "nemo-24.07-performance-summary"
+BLOOM_TRAINING = "bloom-176b-training-readme"
+MEGATRON_LM_README = "megatron-lm-readme-h100"
 
 
 @dataclass(frozen=True)
@@ -121,6 +126,52 @@ SOURCES: dict[str, Source] = {
         "Grand Teton: 8 x H100 96GB HBM2e (2.4 TB/s) at 500 W per host, NVLink, 400 Gb/s RDMA per GPU",
         "torchtitan (FSDP2, TP, PP), torch.compile where the row says so, torchao float8 (tensorwise) where it says "
         "Float8, sequence 8192",
+    ),
+    OUR_GPU_BENCHMARKS: Source(
+        "this repo's GPU benchmarks",
+        "docs/benchmarks-gpu.jsonl: bench/gpu_vs_torchtitan.py on lent machines (H100 80GB on 2026-11-26 at 1a762d5, "
+        "H200 on 2026-11-27 at f4beb04), this trainer and torchtitan 0.2.2 side by side",
+        "docs/benchmarks-gpu.jsonl",
+        "one H100 SXM 80GB (HBM3); one H200 (141 GB HBM3e); torch 2.11.0+cu130",
+        "Llama 3.2 1B shape, FSDP2 over one rank, bf16, SDPA, micro-batch 4 x 4096 tokens, no checkpointing, eager "
+        "and torch.compile",
+    ),
+    LLAMA3_PAPER: Source(
+        "Llama 3 paper",
+        "The Llama 3 Herd of Models (Llama Team, AI @ Meta, arXiv 2407.21783v3), Table 4: Scaling configurations and "
+        "MFU for each stage of Llama 3 405B pre-training; section 3.3",
+        "https://arxiv.org/abs/2407.21783",
+        "up to 16K H100 SXM 80GB HBM3 at 700 W (Grand Teton, 8 per server, NVLink), RoCE at 400 Gbps per GPU",
+        "Meta's PyTorch 4D parallelism: TP, CP (all-gather of K and V), PP (interleaved, V stages per rank), FSDP "
+        "(no reshard after forward; fp32 gradient reduce-scatter), bf16, no activation checkpointing at 8K",
+    ),
+    NEMO_2407_SUMMARY: Source(
+        "NeMo 24.07 performance summary",
+        "NVIDIA/NeMo docs/source/performance/performance_summary.md, Pretraining, Container: NeMo24.07, System: "
+        "DGX-H100 (commit 8e3d65dc, 2024-09-09)",
+        "https://github.com/NVIDIA/NeMo/blob/8e3d65dcfe3504689bfc5b6e67d502780aacad41/docs/source/performance/"
+        "performance_summary.md",
+        "DGX H100 (8 x H100 SXM 80GB, NVLink 4; 8 x 400 Gb/s InfiniBand per node)",
+        "NeMo 1.0 / Megatron Core, FP8 (TransformerEngine), distributed optimizer, TP x PP x CP x VP per row",
+    ),
+    BLOOM_TRAINING: Source(
+        "BLOOM 176B training README",
+        "bigscience-workshop/bigscience train/tr11-176B-ml/README.md (commit 39ed8110): the setup and the logged "
+        "iteration at the end of the first epoch",
+        "https://github.com/bigscience-workshop/bigscience/blob/39ed8110482e9eb87d0e094ede05e4d02c40e298/train/"
+        "tr11-176B-ml/README.md",
+        "384 A100 80GB (48 nodes of 8, NVLink), Omni-Path between nodes (4 links per node, taken as 4 x 100 Gb/s)",
+        "Megatron-DeepSpeed (Megatron-LM's model code and fused kernels, DeepSpeed's pipeline engine and BF16 "
+        "optimizer with ZeRO-1), TP 4 x PP 12 x DP 8, micro-batch 2, bf16, activation checkpointing",
+    ),
+    MEGATRON_LM_README: Source(
+        "Megatron-LM README (H100)",
+        "NVIDIA/Megatron-LM README.md and images/model_table.png, weak scaling of GPT models on H100 (commit f2e5db40, "
+        "2024-07-15, Megatron-Core r0.8.0)",
+        "https://github.com/NVIDIA/Megatron-LM/blob/f2e5db402c44ae309aa6448bcb4ae87e8ae0f5f4/README.md",
+        "DGX H100 (8 x H100 SXM 80GB, 8 x 400 Gb/s InfiniBand per node), up to 6,144 GPUs",
+        "Megatron Core, vocabulary 131,072, sequence 4096, overlapped data-parallel reduce and gather, TP comm "
+        "overlap, end-to-end throughput; precision not stated (the MFU column implies the bf16 peak)",
     ),
 }
 
@@ -243,21 +294,25 @@ FMS_HSDP = Software(sharding="hsdp", attention="flash", grad_reduce_bytes=2, dp_
 # Megatron-LM 2021 (Narayanan et al.): fused but materialized softmax with dropout, fp32 gradient all-reduce after the
 # backward pass (no overlap), interleaved 1F1B pipeline schedule.
 MEGATRON_2021 = Software(
-    sharding="ddp", attention="materialized", grad_reduce_bytes=4, dp_overlap=False, loss="materialized"
-)
+    sharding="ddp", attention="materialized", grad_reduce_bytes=4, dp_overlap=False, loss="materialized",
+    backend="nemo",
+)  # fmt: skip
 # Neuron NeMo (the Trainium NeoX/Pythia blog): ZeRO-1 optimizer, bf16 with stochastic rounding (bf16 gradients), no overlap of the
 # gradient reduction, attention scores materialized by the compiler.
 NEURON_NEMO = Software(
-    sharding="zero1", attention="materialized", grad_reduce_bytes=2, dp_overlap=False, loss="materialized"
-)
+    sharding="zero1", attention="materialized", grad_reduce_bytes=2, dp_overlap=False, loss="materialized",
+    backend="neuron",
+)  # fmt: skip
 # SageMaker distributed data parallel (the SageMaker scaling talk): gradient all-reduce overlapped with backward.
 SMDDP = Software(sharding="ddp", attention="flash", grad_reduce_bytes=4, dp_overlap=True, loss="materialized")
 # Megatron-Core through Megatron-Bridge (NVIDIA's performance recipes): TransformerEngine FP8 with current scaling,
 # cuDNN fused attention, the distributed optimizer (ZeRO-1) with overlapped gradient reduce and parameter gather;
 # fp32 gradient reduction is assumed (the table does not say).
+# TP communication overlap (TE userbuffers) is on in Bridge's H100 recipes.
 MEGATRON_CORE_FP8 = Software(
-    sharding="zero1", attention="flash", grad_reduce_bytes=4, dp_overlap=True, loss="materialized", precision="fp8"
-)
+    sharding="zero1", attention="flash", grad_reduce_bytes=4, dp_overlap=True, loss="materialized", precision="fp8",
+    backend="nemo", tp_overlap=True,
+)  # fmt: skip
 # torchtitan (Dec 2024): FSDP2 with bf16 parameters and fp32 gradient reduction (its defaults), SDPA flash attention.
 TORCHTITAN = Software(sharding="fsdp", attention="flash", grad_reduce_bytes=4, dp_overlap=True, loss="materialized")
 
@@ -272,19 +327,23 @@ class PublishedRow:
     published: dict[str, float]  # metric -> published value
     holdout: bool = False  # not used to fit the parameters; its error is reported as a prediction
     notes: str = ""
+    # A documented miss (docs/planner.md names it and why): this row's bound instead of its table's.
+    tolerance: float | None = None
 
     @property
     def layout(self) -> str:
-        """The parallel layout the validation report groups errors by: fsdp, hsdp, ddp, tp/pp, tp/pp/cp or
-        trainium."""
+        """The parallel layout the validation report groups errors by: fsdp, hsdp, ddp, zero1 (data parallel only),
+        tp/pp (tensor or pipeline parallel), tp/pp/cp (with context parallel)."""
         job = self.job
-        if job.hardware.accelerator.compute_die == "Trainium1":
-            return "trainium"
         if job.context_parallel > 1:
             return "tp/pp/cp"
         if job.tensor_parallel * job.pipeline_parallel > 1:
             return "tp/pp"
         return job.software.sharding
+
+    @property
+    def backend(self) -> str:
+        return self.job.software.backend
 
     @property
     def precision(self) -> str:
@@ -614,7 +673,7 @@ def _mbridge_row(
         f"{gbs} = DP {gpus // (tp * pp * cp)} x 1 x {ga}"
     )
     return PublishedRow(
-        f"mbridge/h100/{name.lower()}", "megatron-bridge", MEGATRON_BRIDGE_SUMMARY, words, job, published, True, notes
+        f"mbridge/h100/{name.lower()}", "megatron-bridge", MEGATRON_BRIDGE_SUMMARY, words, job, published, False, notes
     )
 
 
@@ -633,7 +692,10 @@ def _titan_row(
     precision: str, tokens: float, interleave: int = 1, micro_batch: int | None = None,
 ) -> PublishedRow:  # fmt: skip
     dp = gpus // (tp * pp)
-    software = dataclasses.replace(TORCHTITAN, precision=precision, pipeline_interleave=interleave)  # type: ignore[arg-type]
+    software = dataclasses.replace(
+        TORCHTITAN, precision=precision, pipeline_interleave=interleave,  # type: ignore[arg-type]
+        compiled="compile" in label or table in ("4", "5"),
+    )  # fmt: skip
     job = Job(
         model=model, hardware=GRAND_TETON_H100, nodes=gpus // 8, seq_len=8192,
         micro_batch=micro_batch or local_batch, checkpointing=checkpointing,  # type: ignore[arg-type]
@@ -641,7 +703,13 @@ def _titan_row(
     )  # fmt: skip
     words = f"Table {table}: {label} | {tokens:,.0f} TPS/GPU"
     key = f"torchtitan/{table}/{label.lower().replace(' + ', '+').replace(' ', '-')}"
-    return PublishedRow(key, "torchtitan", TORCHTITAN_H100, words, job, {"tokens_per_s_per_device": tokens}, True)
+    # The float8 rows stay out of the fit: torchao's tensorwise casts are memory traffic the planner does not count
+    # (docs/planner.md, "Backends"), and no parameter should absorb them.
+    held = precision == "fp8"
+    # The 405B pipeline rows run at about half the rate the planner gives them ("Why torchtitan's 405B rows miss").
+    bound = 0.6 if pp > 1 else None
+    published = {"tokens_per_s_per_device": tokens}
+    return PublishedRow(key, "torchtitan", TORCHTITAN_H100, words, job, published, held, tolerance=bound)
 
 
 LLAMA31_8B = get_model_args("llama3-8b")
@@ -649,7 +717,9 @@ LLAMA31_8B = get_model_args("llama3-8b")
 # Table 4: 70B, FSDP 32 x TP 8 on 256 GPUs, local batch 16, full checkpointing, compile + Float8.
 # Table 5: 405B, FSDP 8 x TP 8 x PP 8 on 512 GPUs, local batch 32 in micro-batches of 1 (torchtitan's default),
 # full checkpointing, compile + Float8 + AsyncTP; the interleaved schedule is assumed to run 2 chunks per stage.
-# torch.compile and AsyncTP are not modelled: rows with them are predicted as if without.
+# torch.compile is modelled by its elementwise kernels (Efficiency.elementwise_bytes_per_hidden["compiled"]). AsyncTP
+# is not: the TP overlap rate is fitted on TransformerEngine's overlap, and no fitted fsdp row runs AsyncTP, so Table 5
+# is planned with its TP collectives on the critical path.
 TORCHTITAN_ROWS: tuple[PublishedRow, ...] = (
     _titan_row("1", "FSDP", LLAMA31_8B, 8, 1, 1, 2, "selective", "bf16", 5762),
     _titan_row("1", "FSDP + torch.compile", LLAMA31_8B, 8, 1, 1, 2, "selective", "bf16", 6667),
@@ -660,6 +730,171 @@ TORCHTITAN_ROWS: tuple[PublishedRow, ...] = (
     _titan_row("4", "2D", LLAMA3_70B, 256, 8, 1, 16, "full", "fp8", 829),
     _titan_row("5", "1F1B", LLAMA31_405B, 512, 8, 8, 32, "full", "fp8", 100, 1, 1),
     _titan_row("5", "Interleaved 1F1B", LLAMA31_405B, 512, 8, 8, 32, "full", "fp8", 128, 2, 1),
+)
+
+
+def one_gpu(instance: str, label: str) -> Hardware:
+    """One GPU of `instance` as a node of its own (a single-GPU benchmark: no network, no peers)."""
+    facts = dataclasses.replace(instance_facts(instance), accelerators_per_node=1)
+    return dataclasses.replace(hardware(instance), instance=facts, label=label)
+
+
+ONE_H100 = one_gpu("p5.48xlarge", "one H100 SXM 80GB (this repo's bench, 2026-11-26)")
+ONE_H200 = one_gpu("p5e.48xlarge", "one H200 141GB (this repo's bench, 2026-11-27)")
+
+
+def _our_row(node: Hardware, framework: str, compiled: bool, tied: bool, tokens: float, commit: str) -> PublishedRow:
+    model = get_model_args("1b").replace(tie_embeddings=tied)
+    software = Software(sharding="fsdp", compiled=compiled)
+    job = Job(model=model, hardware=node, nodes=1, seq_len=4096, micro_batch=4, software=software)
+    gpu = node.label.split(" (")[0].removeprefix("one ")
+    words = f"{gpu} | {framework} | compiled {compiled} | tied {tied} | {tokens:,.1f} tokens/s/GPU | commit {commit}"
+    key = f"ours/{gpu.split()[0].lower()}/{framework}/{'compiled' if compiled else 'eager'}"
+    return PublishedRow(key, "ours-gpu", OUR_GPU_BENCHMARKS, words, job, {"tokens_per_s_per_device": tokens}, False)
+
+
+# docs/benchmarks-gpu.jsonl's results, one row each (tests/planner/test_published.py reads the file and compares).
+# The H100 run used the registry's 1b (tied head); the H200 run untied it to match torchtitan 0.2.2's Llama 3.
+OUR_GPU_ROWS: tuple[PublishedRow, ...] = (
+    _our_row(ONE_H100, "ours", False, True, 43119.6, "1a762d5"),
+    _our_row(ONE_H100, "ours", True, True, 51503.8, "1a762d5"),
+    _our_row(ONE_H200, "ours", False, False, 46020.7, "f4beb04"),
+    _our_row(ONE_H200, "torchtitan", False, False, 46797.0, "f4beb04"),
+    _our_row(ONE_H200, "ours", True, False, 54275.5, "f4beb04"),
+    _our_row(ONE_H200, "torchtitan", True, False, 53096.0, "f4beb04"),
+)
+
+
+def _llama3_paper_row(
+    gpus: int, tp: int, cp: int, pp: int, dp: int, seq: int, batch_per_dp: int, tflops: float, mfu: float
+) -> PublishedRow:
+    # Micro-batch 1 and V = 8 model chunks per pipeline rank are not stated: V = 8 is what the table's own drop from
+    # 43 % to 41 % MFU implies when the micro-batches per DP group halve (bubble (PP-1)/(V M)); with V = 4 it would be
+    # 39 %. 126 layers over 16 stages (the paper moves one layer off the first and last stages; not modelled).
+    software = Software(sharding="fsdp", grad_reduce_bytes=4, pipeline_interleave=8)
+    job = Job(
+        model=LLAMA31_405B, hardware=DGX_H100_ROCE, nodes=gpus // 8, seq_len=seq, micro_batch=1,
+        tensor_parallel=tp, pipeline_parallel=pp, context_parallel=cp, global_batch=dp * batch_per_dp,
+        software=software,
+    )  # fmt: skip
+    words = f"{gpus:,} | {tp} | {cp} | {pp} | {dp} | {seq:,} | {batch_per_dp} | 16M | {tflops:g} | {round(mfu * 100)}%"
+    notes = "micro-batch 1 and interleave 8 assumed (see the comment); MFU against 989 TFLOP/s dense bf16"
+    key = f"llama3-paper/{gpus}/cp{cp}"
+    return PublishedRow(key, "llama3-paper", LLAMA3_PAPER, words, job, {"mfu": mfu}, False, notes)
+
+
+# The Llama 3 405B cluster: H100 SXM 80GB at 700 W, NVLink, 400 Gbps RoCE per GPU: the facts of p5.48xlarge.
+DGX_H100_ROCE = hardware("p5.48xlarge", label="Grand Teton H100 80GB, 8 x 400 Gbps RoCE (the Llama 3 paper; p5 facts)")
+# Columns: GPUs | TP | CP | PP | DP | Seq. Len. | Batch size/DP | Tokens/Batch | TFLOPs/GPU | BF16 MFU.
+LLAMA3_PAPER_ROWS: tuple[PublishedRow, ...] = (
+    _llama3_paper_row(8192, 8, 1, 16, 64, 8192, 32, 430, 0.43),
+    _llama3_paper_row(16384, 8, 1, 16, 128, 8192, 16, 400, 0.41),
+    _llama3_paper_row(16384, 8, 16, 16, 8, 131072, 16, 380, 0.38),
+)
+
+
+def gpt3(hidden: int, layers: int, heads: int) -> ModelArgs:
+    """NeMo's GPT-3 shapes: 4h GELU MLP, GPT-2's 50,257 tokens padded (Megatron pads the vocabulary to a multiple of
+    128 x TP; 50,688 is that for TP 4, within 0.1 % of the FLOPs for TP 1 or 2). The table's model TFLOP/s per token
+    agree with these shapes within 1 % (tests/planner/test_published.py)."""
+    return gpt_4h(hidden, layers, heads, 50688)
+
+
+def _nemo_row(
+    name: str, model: ModelArgs, gpus: int, gbs: int, mbs: int, seq: int, tp: int, pp: int, cp: int, vp: int,
+    tokens: float, tflops: float,
+) -> PublishedRow:  # fmt: skip
+    software = dataclasses.replace(MEGATRON_CORE_FP8, pipeline_interleave=vp, tp_overlap=tp > 1)
+    job = Job(
+        model=model, hardware=DGX_H100, nodes=gpus // 8, seq_len=seq, micro_batch=mbs, checkpointing="none",
+        tensor_parallel=tp, pipeline_parallel=pp, context_parallel=cp, global_batch=gbs, software=software,
+    )  # fmt: skip
+    words = f"{name} | {gpus} | {gbs} | {mbs} | {seq} | {tp} | {pp} | {cp} | {vp} | {tokens:g} | {tflops:g}"
+    published = {"tokens_per_s_per_device": tokens, "model_tflops_per_device": tflops}
+    notes = "no activation recomputation and fp32 gradient reduction assumed (the table does not say)"
+    return PublishedRow(
+        f"nemo-24.07/{name.lower()}", "nemo-24.07", NEMO_2407_SUMMARY, words, job, published, False, notes
+    )
+
+
+# Columns: Model | #-GPUs | GBS | MBS | Sequence Length | TP | PP | CP | VP | Tokens / sec / GPU | Model TFLOP / sec /
+# GPU. The Nemotron rows are left out: their shapes (squared-ReLU MLPs, 256K vocabularies) were not read from a
+# primary source. GPT3-175B on 512 GPUs is left out too: its TFLOP/s cell links to an MLPerf result, not this run.
+NEMO_2407_ROWS: tuple[PublishedRow, ...] = (
+    _nemo_row("GPT3-5B", gpt3(4096, 24, 32), 64, 2048, 4, 2048, 1, 1, 1, 1, 23406, 765),
+    _nemo_row("GPT3-20B", gpt3(6144, 44, 48), 64, 256, 2, 2048, 2, 1, 1, 1, 5851, 750),
+    _nemo_row("GPT3-175B", gpt3(12288, 96, 96), 128, 256, 1, 2048, 4, 8, 1, 6, 716, 771),
+    _nemo_row("LLAMA2-7B", get_model_args("llama2-7b"), 8, 128, 1, 4096, 1, 1, 1, 1, 16934, 780),
+    _nemo_row("LLAMA2-13B", get_model_args("llama2-13b"), 16, 128, 1, 4096, 1, 4, 1, 10, 8715, 760),
+    _nemo_row("LLAMA2-70B", get_model_args("llama2-70b"), 64, 128, 1, 4096, 4, 4, 1, 20, 1728, 768),
+    _nemo_row("LLAMA3-8B", get_model_args("llama3-8b"), 8, 128, 1, 8192, 1, 1, 2, 1, 12273, 711),
+    _nemo_row("LLAMA3-70B", LLAMA3_70B, 64, 128, 1, 8192, 4, 4, 2, 5, 1524, 734),
+)
+
+# Jean Zay's A100 80GB nodes with Omni-Path: 4 links per node, each taken as 100 Gb/s (the README names the links,
+# not their rate).
+A100_OPA = hardware("p4de.24xlarge", network_gbps=400, label="A100 80GB, 4 x 100 Gb/s Omni-Path (BLOOM; p4de facts)")
+# DeepSpeed's pipeline engine runs plain 1F1B and reduces gradients after the last micro-batch (no overlap); the BF16
+# optimizer accumulates and reduces gradients in fp32 and shards its states (ZeRO-1).
+MEGATRON_DEEPSPEED = Software(
+    sharding="zero1", attention="materialized", grad_reduce_bytes=4, dp_overlap=False, loss="materialized",
+    backend="nemo",
+)  # fmt: skip
+BLOOM_176B = gpt_4h(14336, 70, 112, 250880)  # vocabulary 250,680 padded to a multiple of 128 x TP 4
+
+
+def _bloom_row() -> PublishedRow:
+    job = Job(
+        model=BLOOM_176B, hardware=A100_OPA, nodes=48, seq_len=2048, micro_batch=2, checkpointing="full",
+        tensor_parallel=4, pipeline_parallel=12, global_batch=2048, software=MEGATRON_DEEPSPEED,
+    )  # fmt: skip
+    words = (
+        "iteration 85376/ 115311 | ... | elapsed time per iteration (s): 104.70 | ... global batch size: 2048 | ... "
+        "samples per second: 19.561 | TFLOPs: 149.77"
+    )
+    tokens = 2048 * 2048 / 104.70 / 384  # the logged iteration's tokens over its time and the 384 GPUs
+    notes = "tokens/s/GPU = 2048 x 2048 tokens / 104.70 s / 384 GPUs; its TFLOPs count recomputation (hardware FLOPs)"
+    return PublishedRow(
+        "bloom/176b", "bloom", BLOOM_TRAINING, words, job, {"tokens_per_s_per_device": tokens}, False, notes
+    )
+
+
+BLOOM_ROWS: tuple[PublishedRow, ...] = (_bloom_row(),)
+
+# Megatron Core as the README's scaling runs configure it: the distributed optimizer with overlapped gradient reduce
+# and parameter gather, TP comm overlap; bf16 (the MFU column is against the dense bf16 peak) and micro-batch 1
+# assumed; gradients reduced in bf16, Megatron-LM's default (--accumulate-allreduce-grads-in-fp32 is off unless set).
+MEGATRON_CORE_BF16 = dataclasses.replace(MEGATRON_CORE_FP8, precision="bf16", grad_reduce_bytes=2)
+
+
+def _megatron_readme_row(
+    size: str, heads: int, hidden: int, layers: int, tp: int, pp: int, dp: int, gpus: int, batch: int,
+    tflops: float, mfu: float,
+) -> PublishedRow:  # fmt: skip
+    model = dataclasses.replace(gpt_4h(hidden, layers, heads, 131072), tie_embeddings=False, max_seq_len=4096)
+    job = Job(
+        model=model, hardware=DGX_H100, nodes=gpus // 8, seq_len=4096, micro_batch=1, tensor_parallel=tp,
+        pipeline_parallel=pp, global_batch=batch, software=dataclasses.replace(MEGATRON_CORE_BF16, tp_overlap=tp > 1),
+    )  # fmt: skip
+    words = f"{size} | {heads} | {hidden} | {layers} | {tp} | {pp} | {dp} | {gpus} | {batch} | {tflops} | {mfu:.0%}"
+    notes = "micro-batch 1, no recomputation assumed; GPT with a 4h GELU MLP and untied embeddings (the sizes agree)"
+    # 32B at TP 8 is 16 % low: the planner exposes a quarter of its step in ZeRO-1 traffic that Megatron hides
+    # (docs/planner.md, "Where the planner misses").
+    bound = 0.2 if size == "32B" else None
+    key = f"megatron-readme/{size.lower()}"
+    return PublishedRow(key, "megatron-readme", MEGATRON_LM_README, words, job, {"mfu": mfu}, False, notes, bound)
+
+
+# Columns: Model size | Attention heads | Hidden size | Number of layers | Tensor MP size | Pipeline MP size |
+# Data-parallel size | Number of GPUs | Batch size | Per-GPU teraFLOP/s | MFU | Aggregate petaFLOP/s. The rows with
+# pipeline parallelism (70B-462B on 768-6,144 GPUs) are left out: their virtual-pipeline size is not stated and sets
+# the bubble (at PP 16 and 64 micro-batches, 23 % of the step without interleaving, 3 % with 8 chunks), so they could
+# only be matched by choosing it to fit.
+MEGATRON_README_ROWS: tuple[PublishedRow, ...] = (
+    _megatron_readme_row("1.7B", 16, 2048, 24, 1, 1, 48, 48, 192, 408.8, 0.41),
+    _megatron_readme_row("7.1B", 32, 4096, 30, 2, 1, 48, 96, 192, 465.9, 0.47),
+    _megatron_readme_row("16B", 48, 6144, 32, 4, 1, 48, 192, 192, 489.1, 0.49),
+    _megatron_readme_row("32B", 56, 7168, 48, 8, 1, 48, 384, 192, 459.6, 0.46),
 )
 
 TABLES: tuple[PublishedTable, ...] = (
@@ -726,8 +961,48 @@ TABLES: tuple[PublishedTable, ...] = (
         TORCHTITAN_H100,
         "torchtitan Llama 3.1 on H100 (Dec 2024): bf16 and float8, FSDP, FSDP + TP, FSDP + TP + PP",
         ("tokens_per_s_per_device",),
-        0.45,  # held out; the 405B pipeline rows miss by up to 40 % (docs/planner.md says why); the rest within 15 %
+        0.25,  # the float8 rows miss by up to 20 % (torchao's casts); the 405B rows have bounds of their own
         TORCHTITAN_ROWS,
+    ),
+    PublishedTable(
+        "ours-gpu",
+        OUR_GPU_BENCHMARKS,
+        "this repo's trainer and torchtitan 0.2.2 on one H100 / H200: Llama 3.2 1B shape, eager and compiled",
+        ("tokens_per_s_per_device",),
+        0.15,
+        OUR_GPU_ROWS,
+    ),
+    PublishedTable(
+        "llama3-paper",
+        LLAMA3_PAPER,
+        "Llama 3 405B pre-training on 8,192 and 16,384 H100s: TP 8 x PP 16 (x CP 16 at 131K tokens), bf16",
+        ("mfu",),
+        0.15,
+        LLAMA3_PAPER_ROWS,
+    ),
+    PublishedTable(
+        "nemo-24.07",
+        NEMO_2407_SUMMARY,
+        "NeMo 24.07, DGX-H100, FP8: GPT-3 5B-175B, Llama 2 7B-70B, Llama 3 8B/70B on 8-128 GPUs",
+        ("tokens_per_s_per_device",),
+        0.15,
+        NEMO_2407_ROWS,
+    ),
+    PublishedTable(
+        "bloom",
+        BLOOM_TRAINING,
+        "BLOOM 176B on 384 A100 80GB: Megatron-DeepSpeed, TP 4 x PP 12 x DP 8",
+        ("tokens_per_s_per_device",),
+        0.15,
+        BLOOM_ROWS,
+    ),
+    PublishedTable(
+        "megatron-readme",
+        MEGATRON_LM_README,
+        "Megatron Core r0.8.0 weak scaling on H100: GPT 1.7B-32B, TP 1-8 x DP 48",
+        ("mfu",),
+        0.15,
+        MEGATRON_README_ROWS,
     ),
 )
 

@@ -8,7 +8,7 @@ hours; "-" where sacct reports no GPU count (a CPU job, or output without AllocT
 Spent: each job's allocated nodes x elapsed hours (sacct's AllocNodes, ElapsedRaw) x the hourly price of its
 partition's instance type (a queue of the spec's cluster; the spec's cluster.prices, else the on-demand
 facts table; --price for partitions outside the spec, such as the local cluster's). Planned: the plan
-launch.submit records in the job's comment (`llm-plan:v1,usd=...,hours=...,steps=...`, stored by
+launch.submit records in the job's comment (`llm-plan:v1,backend=...,usd=...,hours=...,steps=...`, stored by
 AccountingStoreFlags=job_comment, read back as sacct's Comment). A job without a plan shows its spend only.
 Reads `sacct --parsable2` itself on the head node, or a file of its output (--sacct-file, `-` for stdin).
 With --run-dir, a line per run with its latest llm-eval scores (planner.eval_scores).
@@ -217,7 +217,8 @@ def summarize(records: Sequence[JobRecord], prices: Mapping[str, float], by: str
                 spent_usd=_spent(r, prices),
                 planned_usd=r.plan.usd if r.plan else None,
                 planned_hours=r.plan.hours if r.plan else None,
-                detail=f"{r.name} {r.user}/{r.account} {r.partition} x{r.nodes} {r.state} {r.exit_code}",
+                detail=f"{r.name} {r.user}/{r.account} {r.partition} x{r.nodes} {r.state} {r.exit_code}"
+                + (f" planned as {r.plan.backend}" if r.plan and r.plan.backend else ""),
             )
             for r in records
         ]

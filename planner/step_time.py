@@ -1,33 +1,39 @@
-"""Step time from FLOPs, bytes and links. Pure arithmetic over a Job and the Efficiency parameters.
+"""Step time from FLOPs, bytes and links. Pure arithmetic over a Job and the Efficiency parameters, which are rates of
+the job's backend (fsdp, nemo, neuron: planner.job.Software.backend).
 
 Per micro-batch and device:
-  matmul time        = hardware FLOPs / (peak x matmul_fraction[die]); with --precision fp8 the blocks' linear
-                       layers run at the FP8 peak (same fraction of it), attention scores and the head at bf16
-  memory-bound time  = (elementwise bytes + materialized attention bytes + logits bytes) / HBM bandwidth
-  tensor-parallel    = activation all-reduces over NVLink/NeuronLink, on the critical path
+  matmul time        = hardware FLOPs / (peak x matmul_fraction[backend.die]); with --precision fp8 the blocks'
+                       linear layers run at the FP8 peak (same fraction of it), attention scores and the head at bf16
+  memory-bound time  = (elementwise bytes of the backend's kernels + materialized attention bytes + logits bytes) /
+                       HBM bandwidth
+  tensor-parallel    = activation all-reduces over NVLink/NeuronLink: on the critical path, or, where the stack
+                       overlaps them with its GEMMs (tp_overlap), only what outlasts tp_overlap_fraction of the
+                       linear layers' time
   pipeline           = stage sends; the 1F1B bubble adds (p - 1) / v micro-batch times per step; the last stage
                        also runs the output head, so it sets the pace
-  context parallel   = ring attention: K and V gathered around the CP ring (forward, again in backward with the
-                       reduce-scatter of their gradients), hidden behind the attention it feeds; a device computes
-                       seq / CP tokens of each sequence
+  context parallel   = K and V gathered around the CP ring (forward, again in backward with the reduce-scatter of
+                       their gradients), hidden behind the attention it feeds; a device computes seq / CP tokens
 Per step:
   data parallel      = FSDP/HSDP all-gathers (forward, backward) and reduce-scatter in the shard group per
                        micro-batch, plus HSDP's replica all-reduce once per step; or one gradient all-reduce (ddp),
                        or reduce-scatter + all-gather (zero1); gathers hide behind forward, the rest behind
-                       backward, up to overlap_fraction of it, except the first gather and the last reduce
+                       backward, up to the backend's overlap_fraction of it, except the first gather and the last
+                       reduce; once-per-step traffic also runs in a pipeline stage's idle time (the bubble)
   optimizer          = AdamW bytes per local parameter / HBM bandwidth
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from planner.calibration import (
     CALIBRATED,
     DDP_BUCKET_BYTES,
     MATERIALIZED_SCORE_BYTES_BACKWARD,
     MATERIALIZED_SCORE_BYTES_FORWARD,
+    MEGATRON_BUCKET_PARAMS,
+    MEGATRON_BUCKET_PARAMS_PER_DP_RANK,
     OPTIMIZER_BYTES_PER_PARAM,
     Efficiency,
 )
@@ -45,6 +51,7 @@ class StepEstimate:
     matmul_s: float  # per step, all micro-batches
     memory_bound_s: float
     tensor_parallel: Transfer
+    tensor_parallel_exposed_s: float  # what TP collectives add to the step (all of it unless the stack overlaps them)
     context_parallel: Transfer  # ring-attention K/V traffic of the step, hidden or not
     context_parallel_exposed_s: float
     pipeline_p2p: Transfer
@@ -101,16 +108,36 @@ class DataParallelTraffic:
 
     gather: Transfer  # one all-gather of the weights in the shard group (forward; backward gathers again)
     reduce: Transfer  # one reduce-scatter of the gradients in the shard group
-    per_step: Transfer  # once per step: HSDP's replica all-reduce, DDP's all-reduce, ZeRO-1's reduce + gather
-    per_step_kind: str  # key of per_step in StepEstimate.data_parallel_breakdown
+    # once per step after the last backward: HSDP's replica all-reduce, DDP's all-reduce, ZeRO-1's reduce-scatter,
+    # a pipelined FSDP stage's reduce-scatter
+    per_step: Transfer
+    per_step_kind: str  # key of per_step (+ per_step_gather) in StepEstimate.data_parallel_breakdown
     per_step_buckets: int  # the last bucket (one block, or one DDP bucket) cannot hide
+    # once per step before the first forward: ZeRO-1's parameter all-gather (Megatron's overlap_param_gather runs
+    # it behind the forward), a pipelined FSDP stage's all-gather
+    per_step_gather: Transfer = field(default_factory=Transfer)
 
     @property
     def per_micro_batch(self) -> Transfer:
         return self.gather.times(2) + self.reduce
 
+    @property
+    def once_per_step(self) -> Transfer:
+        return self.per_step + self.per_step_gather
 
-def _buckets(total_bytes: float) -> int:
+
+def _buckets(total_bytes: float, job: Job) -> int:
+    """Gradient buckets of a DDP / ZeRO-1 step. Megatron Core sizes them by the DP group, max(40M, 1M x DP)
+    parameters (DistributedDataParallelConfig.bucket_size), so collectives over many nodes stay bandwidth-bound;
+    torch DDP's are 25 MB."""
+    if job.software.backend == "nemo":
+        params = total_bytes / job.software.grad_reduce_bytes
+        return max(
+            1,
+            math.ceil(
+                params / max(MEGATRON_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_DP_RANK * job.gradient_group_size)
+            ),
+        )
     return max(1, math.ceil(total_bytes / DDP_BUCKET_BYTES))
 
 
@@ -131,12 +158,12 @@ def _data_parallel_traffic(job: Job, efficiency: Efficiency) -> DataParallelTraf
         if job.pipeline_parallel > 1:
             # PyTorch's pipelining keeps a stage's FSDP weights gathered across micro-batches and reduce-scatters
             # its gradients after the last one (no resharding in between): once per step, not per micro-batch.
-            once = gather + reduce
+            once = reduce
             if job.replicas > 1:
                 replica_per_node = max(1, per_node // shard)
                 replica_group = Group(job.replicas, replica_per_node, hw.devices_per_node // replica_per_node)
                 once = once + collective("all_reduce", grad_bytes / shard, replica_group, hw, efficiency)
-            return DataParallelTraffic(Transfer(), Transfer(), once, "shard_group", blocks)
+            return DataParallelTraffic(Transfer(), Transfer(), once, "shard_group", blocks, gather)
         across = Transfer()
         if job.replicas > 1:
             # Each shard index all-reduces its own gradient shard with the same index in the other replicas;
@@ -146,17 +173,23 @@ def _data_parallel_traffic(job: Job, efficiency: Efficiency) -> DataParallelTraf
             across = collective("all_reduce", grad_bytes / shard, replica_group, hw, efficiency, buckets=blocks)
         return DataParallelTraffic(gather, reduce, across, "replica_all_reduce", blocks)
     group = Group(job.gradient_group_size, per_node, hw.devices_per_node // per_node)
-    buckets = _buckets(grad_bytes)
+    buckets = _buckets(grad_bytes, job)
     if software.sharding == "ddp":
         all_reduce = collective("all_reduce", grad_bytes, group, hw, efficiency, buckets=buckets)
         return DataParallelTraffic(Transfer(), Transfer(), all_reduce, "gradient_all_reduce", buckets)
     reduce = collective("reduce_scatter", grad_bytes, group, hw, efficiency, buckets=buckets)
     gather = collective("all_gather", weight_bytes, group, hw, efficiency, buckets=buckets)
-    return DataParallelTraffic(Transfer(), Transfer(), reduce + gather, "optimizer_shards", buckets)
+    return DataParallelTraffic(Transfer(), Transfer(), reduce, "optimizer_shards", buckets, gather)
 
 
 def _exposed_data_parallel(
-    traffic: DataParallelTraffic, forward_s: float, backward_s: float, micro_batches: int, blocks: int, overlap: float
+    traffic: DataParallelTraffic,
+    forward_s: float,
+    backward_s: float,
+    micro_batches: int,
+    blocks: int,
+    overlap: float,
+    idle_s: float = 0.0,
 ) -> float:
     """Seconds of data-parallel traffic nothing hides, per step.
 
@@ -165,15 +198,21 @@ def _exposed_data_parallel(
     except the last reduce-scatter. The once-per-step traffic runs behind the last micro-batch's backward (HSDP's
     replica all-reduce follows each block's reduce-scatter; DDP's buckets fill as gradients are made), except its
     last bucket; where the shard group's traffic uses the network too, it takes that share of the window first.
-    Nothing hides behind more than `overlap` of the compute it runs beside.
+    The once-per-step gather (ZeRO-1's parameters, a pipelined FSDP stage's weights) runs behind the first
+    micro-batch's forward, bucket by bucket, except the first bucket.
+    Nothing hides behind more than `overlap` of the compute it runs beside. A pipeline stage idles for the bubble's
+    length (`idle_s`), half in its warm-up and half in its cool-down: that time hides once-per-step traffic whole.
     """
     gather, reduce, per_step = traffic.gather.seconds, traffic.reduce.seconds, traffic.per_step.seconds
     exposed_forward = max(gather / blocks, gather - overlap * forward_s)
     exposed_backward = max(reduce / blocks, gather + reduce - overlap * backward_s)
-    window = overlap * backward_s
+    window = overlap * backward_s + idle_s / 2
     if traffic.gather.network_bytes_per_node or traffic.reduce.network_bytes_per_node:
         window = max(0.0, window - gather - reduce)
     exposed_step = max(per_step / traffic.per_step_buckets, per_step - window) if per_step else 0.0
+    first = traffic.per_step_gather.seconds
+    if first:
+        exposed_step += max(first / traffic.per_step_buckets, first - overlap * forward_s - idle_s / 2)
     return micro_batches * (exposed_forward + exposed_backward) + exposed_step
 
 
@@ -223,7 +262,7 @@ def estimate_step(job: Job, efficiency: Efficiency = CALIBRATED) -> StepEstimate
     flops_hw = hardware_flops_per_token(args, seq, recomputed)
     peak = hw.peak_flops_per_device
     die = hw.accelerator.compute_die
-    fraction = efficiency.matmul_fraction[die]
+    fraction = efficiency.matmul(software.backend, die)
     linear_flops, other_flops = matmul_flops_by_rate(job)
     # FP8 GEMMs are assumed to reach the same fraction of the FP8 peak as bf16 GEMMs of the bf16 peak.
     linear_peak = hw.peak_flops_per_device
@@ -236,7 +275,7 @@ def estimate_step(job: Job, efficiency: Efficiency = CALIBRATED) -> StepEstimate
     # Elementwise forward traffic (a third of forward + backward) runs again for recomputed blocks; per-op
     # selective recomputes exactly those ops in every block.
     elementwise_rerun = 1.0 if job.checkpointing == "selective" else recomputed
-    elementwise = efficiency.elementwise_bytes_per_hidden * args.dim * (1 + elementwise_rerun / 3)
+    elementwise = efficiency.elementwise_bytes_per_hidden[software.kernels] * args.dim * (1 + elementwise_rerun / 3)
     scores = 0.0
     if software.attention == "materialized":
         per_score = MATERIALIZED_SCORE_BYTES_FORWARD * (1 + recomputed) + MATERIALIZED_SCORE_BYTES_BACKWARD
@@ -249,6 +288,13 @@ def estimate_step(job: Job, efficiency: Efficiency = CALIBRATED) -> StepEstimate
         activation_bytes = BF16 * tokens_mb * args.dim
         all_reduces = layers * (4 + 2 * recomputed)  # forward 2, backward 2, recomputed forward 2
         tp_mb = collective("all_reduce", activation_bytes, Group(tp, tp), hw, efficiency).times(all_reduces)
+    tp_exposed_mb = tp_mb.seconds
+    if software.tp_overlap:
+        # Each TP collective is split into chunks pipelined with the GEMM it feeds (TE's userbuffers, AsyncTP):
+        # only what outlasts that share of the linear layers' time shows; the first chunk never hides.
+        tp_exposed_mb = max(
+            tp_mb.seconds / max(1.0, 2 * layers), tp_mb.seconds - efficiency.tp_overlap_fraction * linear_mb
+        )
     p2p_mb = Transfer()
     if pp > 1:
         send = BF16 * tokens_mb * args.dim / tp  # scatter/gather: each TP rank sends its slice
@@ -260,24 +306,28 @@ def estimate_step(job: Job, efficiency: Efficiency = CALIBRATED) -> StepEstimate
     cp_exposed_mb = max(0.0, cp_mb.seconds - attention_mb)
 
     m = job.micro_batches_per_step
-    micro_batch_s = matmul_mb + memory_mb + tp_mb.seconds + p2p_mb.seconds + cp_exposed_mb
+    micro_batch_s = matmul_mb + memory_mb + tp_exposed_mb + p2p_mb.seconds + cp_exposed_mb
     bubble = (pp - 1) / software.pipeline_interleave * micro_batch_s if pp > 1 else 0.0
     pipeline_s = m * micro_batch_s + bubble
 
     traffic = _data_parallel_traffic(job, efficiency)
-    per_mb, per_step = traffic.per_micro_batch, traffic.per_step
+    per_mb = traffic.per_micro_batch
     compute_mb = matmul_mb + memory_mb
     # Forward is a third of the model FLOPs; backward the rest plus whatever checkpointing recomputes.
     forward_mb = compute_mb * model_flops_per_token(args, seq) / 3 / flops_hw
     if software.dp_overlap:
         blocks = max(1, math.ceil(args.n_layers / pp))
-        overlap = efficiency.overlap_fraction
-        dp_exposed = _exposed_data_parallel(traffic, forward_mb, compute_mb - forward_mb, m, blocks, overlap)
+        overlap = efficiency.overlap(software.backend)
+        # With a pipeline each stage idles for the bubble's length (in its warm-up or its cool-down): the stage's
+        # once-per-step gathers and reduce-scatters of chunks not in use run then, as Megatron's overlapped
+        # distributed optimizer and PyTorch's pipelined FSDP issue them per chunk.
+        idle = bubble if pp > 1 else 0.0
+        dp_exposed = _exposed_data_parallel(traffic, forward_mb, compute_mb - forward_mb, m, blocks, overlap, idle)
     else:
-        dp_exposed = m * per_mb.seconds + per_step.seconds
+        dp_exposed = m * per_mb.seconds + traffic.once_per_step.seconds
     breakdown = {"shard_group": m * per_mb.seconds, "replica_all_reduce": 0.0}
     breakdown |= {"gradient_all_reduce": 0.0, "optimizer_shards": 0.0}
-    breakdown[traffic.per_step_kind] = per_step.seconds
+    breakdown[traffic.per_step_kind] += traffic.once_per_step.seconds
 
     trained = count_parameters(args).total if job.lora_rank is None else lora_parameters(args, job.lora_rank)
     params = trained / (tp * pp * job.optimizer_shard_size)
@@ -289,11 +339,12 @@ def estimate_step(job: Job, efficiency: Efficiency = CALIBRATED) -> StepEstimate
         matmul_s=m * matmul_mb,
         memory_bound_s=m * memory_mb,
         tensor_parallel=tp_mb.times(m),
+        tensor_parallel_exposed_s=m * tp_exposed_mb,
         context_parallel=cp_mb.times(m),
         context_parallel_exposed_s=m * cp_exposed_mb,
         pipeline_p2p=p2p_mb.times(m),
         pipeline_bubble_s=bubble,
-        data_parallel=per_mb.times(m) + per_step,
+        data_parallel=per_mb.times(m) + traffic.once_per_step,
         data_parallel_breakdown=breakdown,
         data_parallel_exposed_s=dp_exposed,
         optimizer_s=optimizer_s,

@@ -433,6 +433,35 @@ def test_the_planners_cost_rides_in_the_job_comment_for_llm_report(
     assert "--comment=" not in local.text  # no planner for the local CPU cluster
 
 
+def test_each_backend_is_planned_at_its_own_speed_and_the_comment_says_which(demo_data: str, tmp_path: Path) -> None:
+    """llm-submit plans a job with its own --backend and layout; the comment llm-report reads names the backend."""
+    from launch.fit import planned_cost
+    from planner.comment import parse_plan
+    from planner.job_config import Layout
+    from slurm.target import resolve_target
+    from spec import load_spec
+    from training.config import load_job_config, resolve_model_args
+
+    job = write_job(tmp_path / "gbs64.yaml", data={"global_batch_size": 64})
+    plans = {}
+    for backend, extra in (("fsdp", []), ("nemo", ["--tensor-parallel", "2"])):
+        argv = [*_base(job, demo_data, tmp_path / backend, backend=backend), "--max-steps", "1000", *extra]
+        rendered = render(_args(*argv), "t")
+        script = rendered.scripts[-1].text
+        (line,) = [line for line in script.splitlines() if line.startswith("#SBATCH --comment=")]
+        assert line.startswith(f"#SBATCH --comment=llm-plan:v1,backend={backend},usd=")
+        plans[backend] = parse_plan(line.removeprefix("#SBATCH --comment="))
+        assert any(f"at --backend {backend}'s speed" in note for note in rendered.notes)
+    config = load_job_config(job)
+    model = resolve_model_args(config.model, data_vocab_size=512)
+    target = resolve_target(load_spec(None), "nemo", None, None)
+    expected = planned_cost(model, target, 2, config.with_overrides(**{"train.max_steps": 1000}), None, "nemo",
+                            Layout(tensor_parallel=2))  # fmt: skip
+    assert plans["nemo"] is not None and expected is not None
+    assert plans["nemo"].hours == pytest.approx(expected.hours, rel=1e-5) and plans["nemo"].backend == "nemo"
+    assert plans["fsdp"] is not None and plans["fsdp"].backend == "fsdp"
+
+
 def test_a_global_batch_the_ranks_cannot_split_is_refused_at_submission(
     tiny_config: Path, demo_data: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

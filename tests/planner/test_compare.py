@@ -17,9 +17,9 @@ def test_published_row_is_reproduced_within_tolerance(comparison) -> None:
     )
 
 
-# Sources kept out of the fit for FP8 and scale, from stacks the fit has not seen; their misses beyond 15 % are
-# explained in docs/planner.md ("Why tp/pp at fp8 misses 15 %") and bounded by their table's tolerance.
-UNFITTED_STACKS = ("megatron-bridge", "torchtitan")
+# torchtitan's float8 and pipeline rows are held out (docs/planner.md, "Where the planner misses"); their misses
+# beyond 15 % are bounded by their table's or row's tolerance.
+UNFITTED_STACKS = ("torchtitan",)
 
 
 def test_held_out_rows_are_predicted_within_tolerance_too() -> None:
@@ -31,18 +31,25 @@ def test_held_out_rows_are_predicted_within_tolerance_too() -> None:
 def test_the_unfitted_stacks_miss_only_where_the_docs_say() -> None:
     misses = {c.row.key for c in COMPARISONS if c.row.table in UNFITTED_STACKS and abs(c.error) > 0.15}
     assert misses == {
-        "mbridge/h100/llama3_8b", "mbridge/h100/llama3_70b", "mbridge/h100/llama3.1_405b",
+        "torchtitan/1/fsdp+torch.compile+float8", "torchtitan/3/fsdp+torch.compile+float8",
         "torchtitan/5/1f1b", "torchtitan/5/interleaved-1f1b",
     }  # fmt: skip
+
+
+def test_only_documented_rows_miss_15_percent() -> None:
+    misses = {c.row.key for c in COMPARISONS if abs(c.error) > 0.15 and c.row.table not in UNFITTED_STACKS}
+    assert misses == {"megatron-readme/32b"}
+    assert all(c.row.tolerance is None or c.row.key in misses or c.row.table in UNFITTED_STACKS for c in COMPARISONS)
 
 
 def test_committed_parameters_are_the_fitted_optimum() -> None:
     refitted = fit(CALIBRATED, restarts=1)
     assert loss(CALIBRATED) <= loss(refitted) + 1e-3
-    for die, value in CALIBRATED.matmul_fraction.items():
-        assert 0.2 < value < 0.95, die  # physical: no accelerator runs at or near its peak
-    assert 0.1 < CALIBRATED.network_efficiency <= 1.0
-    assert 0.0 <= CALIBRATED.overlap_fraction <= 1.0
+    for key, value in CALIBRATED.matmul_fraction.items():
+        assert 0.2 < value < 0.95, key  # physical: no accelerator runs at or near its peak
+    assert 0.1 < CALIBRATED.network_efficiency <= 0.9
+    assert all(0.0 <= value <= 1.0 for value in CALIBRATED.overlap_fraction.values())
+    assert 0.0 <= CALIBRATED.tp_overlap_fraction <= 1.0
 
 
 def _ddp_speedups(model: str, micro_batch: int) -> list[float]:
@@ -60,5 +67,5 @@ def _ddp_speedups(model: str, micro_batch: int) -> list[float]:
 
 def test_sagemaker_talk_sensitivity_stated_in_the_docs() -> None:
     # docs/planner.md quotes these to show how much the unnamed workload matters.
-    assert _ddp_speedups("125m", 4) == pytest.approx([1.98, 3.54, 6.49], abs=0.02)
-    assert _ddp_speedups("1b", 2) == pytest.approx([1.34, 2.12, 3.68], abs=0.02)
+    assert _ddp_speedups("125m", 4) == pytest.approx([1.99, 3.62, 6.74], abs=0.02)
+    assert _ddp_speedups("1b", 2) == pytest.approx([1.46, 2.38, 4.18], abs=0.02)

@@ -55,7 +55,9 @@ def test_blackwell_nodes_have_hgx_bandwidths_and_an_unfitted_die() -> None:
     assert b200.local_link_bytes_per_s_per_device == 900e9  # NVLink 5: 1.8 TB/s per GPU, both directions
     assert b200.peak_fp8_flops_per_device == 4500e12
     # No published Blackwell table is fitted yet: the die borrows Hopper's fraction, stated as such.
-    assert CALIBRATED.matmul_fraction["Blackwell"] == CALIBRATED.matmul_fraction["H100"]
+    for backend in ("fsdp", "nemo"):
+        assert CALIBRATED.matmul(backend, "Blackwell") == CALIBRATED.matmul(backend, "H100")
+    assert CALIBRATED.matmul("neuron", "Trainium2") == CALIBRATED.matmul("neuron", "Trainium1")
 
 
 def test_trainium2_devices_are_logical_neuroncores() -> None:

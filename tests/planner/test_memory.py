@@ -3,7 +3,14 @@ import pytest
 from planner.hardware import hardware
 from planner.job import Job, PlanError
 from planner.memory import GIB, block_activation_bytes_per_token, fits, job_memory, memory_per_device
-from planner.published import ALL_ROWS, LLM_FOUNDRY, MEGATRON_BRIDGE_SUMMARY, TORCHTITAN_H100
+from planner.published import (
+    ALL_ROWS,
+    LLAMA3_PAPER,
+    LLM_FOUNDRY,
+    MEGATRON_BRIDGE_SUMMARY,
+    NEMO_2407_SUMMARY,
+    TORCHTITAN_H100,
+)
 from training.models.params import count_parameters
 from training.models.registry import get_model_args
 
@@ -50,9 +57,15 @@ def test_tensor_parallel_splits_activations() -> None:
 @pytest.mark.parametrize("row", ALL_ROWS, ids=lambda row: row.key)
 def test_every_published_configuration_fits(row) -> None:  # they all ran
     estimate = job_memory(row.job)
-    if row.source in (LLM_FOUNDRY, MEGATRON_BRIDGE_SUMMARY, TORCHTITAN_H100):
+    if row.source == LLAMA3_PAPER:
+        # Meta trained 8K sequences without checkpointing after reworking the pipeline's memory (one layer fewer on
+        # the first and last stages, its own schedule; section 3.3.2). The planner counts the first stage's plain
+        # 1F1B warm-up, 16 micro-batches of un-checkpointed activations: an overestimate of about a third.
+        assert estimate.total_gib <= 1.4 * estimate.capacity_gib, (row.key, estimate.total_gib)
+        return
+    if row.source in (LLM_FOUNDRY, MEGATRON_BRIDGE_SUMMARY, TORCHTITAN_H100, NEMO_2407_SUMMARY):
         # llm-foundry's micro-batches were tuned to fill memory; the estimate is conservative by up to 11 % on three
-        # of them. The FP8 and long-sequence rows of Megatron-Bridge and torchtitan run within 10 % of capacity by
+        # of them. The FP8 and long-sequence rows of Megatron-Bridge, NeMo and torchtitan run within 12 % of capacity by
         # the estimate, which counts activations in bf16 where FP8 stacks save FP8 copies (docs/planner.md, Limits),
         # so only a gross overestimate fails here.
         assert estimate.total_gib <= 1.12 * estimate.capacity_gib, (row.key, estimate.total_gib)

@@ -18,10 +18,13 @@ def test_plot_writes_a_png(tmp_path: Path) -> None:
 def test_markdown_table_has_a_line_per_compared_value() -> None:
     table = markdown_table()
     row_ids = ("| fsdp-blog/", "| megatron-lm/", "| trainium-blog/", "| sagemaker-talk/", "| fms/", "| foundry/")
-    row_ids += ("| mbridge/", "| torchtitan/")
+    row_ids += ("| mbridge/", "| torchtitan/", "| ours/", "| llama3-paper/", "| nemo-24.07/", "| bloom/")
+    row_ids += ("| megatron-readme/",)
     rows = [line for line in table.splitlines() if line.startswith(row_ids)]
     assert len(rows) == len(compare_all())
     assert "held-out rows: mean" in table
+    for backend in ("fsdp", "nemo", "neuron"):  # the backends apart, as the plot shows them
+        assert f"- backend {backend}: mean" in table
 
 
 def test_update_doc_replaces_only_the_marked_block(tmp_path: Path) -> None:

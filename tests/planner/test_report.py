@@ -96,6 +96,9 @@ def test_plan_comments_round_trip_and_bad_ones_are_no_plan() -> None:
     assert plan_comment(plan) == "llm-plan:v1,usd=1234.5,hours=20.25,steps=5000"
     assert parse_plan(plan_comment(plan)) == plan
     assert parse_plan("llm-plan:v1 usd=abc hours=1") is None
+    planned = Plan(usd=10.0, hours=2.0, steps=100, backend="nemo")
+    assert plan_comment(planned) == "llm-plan:v1,backend=nemo,usd=10,hours=2,steps=100"
+    assert parse_plan(plan_comment(planned)) == planned
     assert parse_plan("something else") is None
 
 
@@ -153,3 +156,15 @@ def test_a_runs_latest_llm_eval_scores_are_a_line_of_the_report(tmp_path: Path) 
     lines = result.stdout.splitlines()
     assert lines[-2] == f"scores {run} step 100: demo_choice acc 0.3125"
     assert lines[-1].startswith(f"scores {tmp_path}: none yet")
+
+
+def test_a_job_line_says_which_backend_was_planned() -> None:
+    from planner.report import JobRecord, summarize
+
+    record = JobRecord(
+        job_id="7", name="nemo-run", user="u", account="a", partition="p5", nodes=2, elapsed_s=3600,
+        start="2026-11-27T10:00:00", state="COMPLETED", exit_code="0:0",
+        plan=Plan(usd=100.0, hours=1.0, steps=10, backend="nemo"),
+    )  # fmt: skip
+    (row,) = summarize([record], {"p5": 55.04}, "job")
+    assert row.detail.endswith("planned as nemo") and row.planned_usd == 100.0

@@ -58,7 +58,7 @@ def test_the_pipeline_bubble_shrinks_with_more_micro_batches() -> None:
 
 
 def test_a_higher_matmul_fraction_is_faster() -> None:
-    better = dataclasses.replace(CALIBRATED, matmul_fraction={**CALIBRATED.matmul_fraction, "H100": 0.7})
+    better = dataclasses.replace(CALIBRATED, matmul_fraction={**CALIBRATED.matmul_fraction, "fsdp.H100": 0.7})
     assert estimate_step(job(), better).step_s < estimate_step(job()).step_s
 
 

@@ -166,8 +166,10 @@ def _add_script(
 ) -> None:
     backend = name.split("-", 1)[0]
     job_name = inputs.job_name if name == backend else f"{inputs.job_name}-{name.split('-', 1)[1]}"
+    # The plan is the training run's: only the training job carries it (a Neuron compile job would count it twice).
+    comment = inputs.plan_comment if name in (backend, f"{backend}-train") else None
     text = assemble(
-        _directives(options, inputs.target, job_name, inputs.run_dir, 1, requeue=requeue, comment=inputs.plan_comment),
+        _directives(options, inputs.target, job_name, inputs.run_dir, 1, requeue=requeue, comment=comment),
         inputs.command_line,
         settings,
         env,

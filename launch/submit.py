@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from launch.data_fit import check_data_fills_splits
 from launch.fit import check_fits, check_global_batch, check_planner_fit, planned_cost
+from launch.neuron import default_parallelism
 from launch.nxdt_contract import finetune_refusal
 from launch.options import SubmitOptions
 from launch.scripts import JobInputs, Rendered, fsdp_scripts, nemo_scripts, neuron_scripts
@@ -268,7 +269,11 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
     fit = check_fits(model, target, options.nodes, model_name=model_name)
     notes = [f"fits: {fit.summary()}"]
     plan = None
-    layout = PlanLayout(options.tensor_parallel or 1, options.pipeline_parallel or 1, options.context_parallel or 1)
+    tp, pp = options.tensor_parallel, options.pipeline_parallel
+    if options.backend == "neuron":  # the layout neuron_scripts gives NxDT when the flags leave it out
+        default_tp, default_pp = default_parallelism(job.model.name)
+        tp, pp = tp or default_tp, pp or default_pp
+    layout = PlanLayout(tp or 1, pp or 1, options.context_parallel or 1)
     if not target.local:
         if options.backend == "fsdp":  # nemo and neuron check memory with their own model-parallel rules
             notes.append(f"planner: {check_planner_fit(model, target, options.nodes, job, model_name=model_name)}")

@@ -210,6 +210,9 @@ def test_neuron_renders_a_compile_job_and_a_dependent_training_job(demo_data: st
     assert "trainer.max_steps=10" in compile_job.text and "trainer.val_check_interval=10" in compile_job.text
     # NxDT writes no checkpoint on a stop signal: the script must not claim one.
     assert "STEP_CHECKPOINTS_ON_STOP=0" in train_job.text
+    # The planner's cost at Neuron's rates rides on the training job only, so llm-report counts it once.
+    assert "#SBATCH --comment=llm-plan:v1,backend=neuron," in train_job.text
+    assert "--comment=" not in compile_job.text
 
 
 @pytest.mark.parametrize(

@@ -119,3 +119,36 @@ def test_hsdp_13b_on_128_a100s_at_400_gbps_matches_fms_fsdp() -> None:
         Job(get_model_args("llama2-13b"), A100_400G, 16, 4096, 1, software=FMS_HSDP),
     )
     assert step.tokens_per_s_per_device == pytest.approx(1700, rel=0.15)
+
+
+def test_a_pipeline_stage_hides_its_once_per_step_traffic_in_its_bubble() -> None:
+    """ZeRO-1 with PP: the reduce-scatter after the last backward and the gather before the first forward run in the
+    stage's idle time (half the bubble each) on top of the overlap window, so more bubble hides more of them."""
+    from planner.step_time import _data_parallel_traffic, _exposed_data_parallel
+
+    pipelined = job(
+        nodes=8, tensor_parallel=8, pipeline_parallel=4, global_batch=32, hardware=hardware("p5.48xlarge", network_gbps=400),
+        software=Software(sharding="zero1"),
+    )  # fmt: skip
+    traffic = _data_parallel_traffic(pipelined, CALIBRATED)
+    assert traffic.per_step.seconds > 0 and traffic.per_step_gather.seconds > 0  # reduce-scatter, gather: apart
+    step = estimate_step(pipelined)
+    blocks = LLAMA_8B.n_layers // 4
+    args = (traffic, 0.01, 0.02, step.micro_batches, blocks, CALIBRATED.overlap("fsdp"))
+    busy, idle = _exposed_data_parallel(*args), _exposed_data_parallel(*args, idle_s=step.pipeline_bubble_s)
+    assert idle < busy
+    # never below the one bucket of each that cannot hide
+    floor = (traffic.per_step.seconds + traffic.per_step_gather.seconds) / traffic.per_step_buckets
+    assert _exposed_data_parallel(*args, idle_s=1e3) == pytest.approx(floor)
+
+
+def test_megatron_buckets_grow_with_the_data_parallel_group() -> None:
+    """max(40 M, 1 M x DP) parameters per bucket on nemo; torch DDP's 25 MB on fsdp."""
+    from planner.job import backend_software
+    from planner.step_time import _buckets
+
+    small, large = job(nodes=2, software=backend_software("nemo")), job(nodes=64, software=backend_software("nemo"))
+    grads = 4 * 8.03e9
+    assert _buckets(grads, small) == 201  # 8.03 B / 40 M
+    assert _buckets(grads, large) == 16  # 8.03 B / 512 M (DP 512)
+    assert _buckets(grads, job(nodes=64)) == 1226  # 32.12 GB / 25 MiB, rounded up

@@ -503,7 +503,8 @@ def render_text_header(job: Job) -> str:
     return (
         f"{counts.total / 1e9:.2f} B parameters on {job.nodes} x {hw.label} ({job.world_size} devices), seq "
         f"{job.seq_len}, micro-batch {job.micro_batch}, checkpointing {job.checkpointing}, global batch "
-        f"{job.global_batch_sequences} sequences in every layout, precision {job.software.precision}; ranked: "
+        f"{job.global_batch_sequences} sequences in every layout, precision {job.software.precision}, backend "
+        f"{job.software.backend}; ranked: "
         "layouts that fit first, then the most tokens/s (the fewest days and dollars)\n"
     )
 

@@ -10,8 +10,8 @@ reported as such and left out of the error. Errors are grouped by backend (fsdp,
 fitted efficiency), parallel layout (fsdp, hsdp, ddp, zero1, tp/pp, tp/pp/cp) and precision (bf16, fp8). The target is
 a mean absolute error of at most 15 % on every group with rows from two or more sources; a group with one source is
 marked so and is not validated; a group over 15 % must have its explanation in docs/planner.md (EXPLAINED), which
-names the source that would settle it. Sources whose rows are all held out (torchtitan) are predicted by the
-committed fit either way.
+names the source that would settle it. Rows held out of every fit (torchtitan's float8 and pipeline rows) are
+predicted by the refit without their source like the rest.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from planner.comment import Plan
 from planner.hardware import hardware
-from planner.job import Backend, PlanError, backend_software
+from planner.job import Backend, PlanError
 from planner.job_config import Layout, planner_job, yaml_field
 from planner.memory import fits
 from planner.step_time import estimate_step
@@ -130,12 +130,9 @@ def planned_cost(
     """The planner's hours and dollars for the whole run (train.max_steps steps) on the job's backend and layout, for
     the job's comment: llm-report sets it next to what sacct measured. None when the planner cannot time the job's
     layout: that never fails a submission (check_planner_fit and each backend's own checks refuse what cannot run)."""
-    software = None
-    if backend != "fsdp":  # Megatron Bridge's recipe / NxDT: the distributed optimizer, their own kernels
-        software = backend_software(backend)
     try:
         node = hardware(target.instance.name, usd_per_hour=usd_per_node_hour)
-        planned = planner_job(job, model, node, nodes, layout or Layout(), software)
+        planned = planner_job(job, model, node, nodes, layout or Layout(), backend=backend)
     except PlanError:
         return None
     step = estimate_step(planned)

@@ -6,7 +6,7 @@ Without a spec (the local cluster) or shared storage there is nothing to derive 
 from __future__ import annotations
 
 from planner.hardware import hardware
-from planner.job import Backend, PlanError, backend_software
+from planner.job import Backend, PlanError
 from planner.job_config import Layout, planner_job
 from planner.step_time import estimate_step
 from planner.stop_window import StopWindow, stop_window
@@ -24,9 +24,9 @@ def planned_step_s(
 ) -> float:
     """The planner's step time for the job's backend and layout; 0 where the planner cannot time it (the save still
     counts)."""
-    software = backend_software(backend) if backend != "fsdp" else None
     try:
-        return estimate_step(planner_job(job, model, hardware(target.instance.name), nodes, layout, software)).step_s
+        planned = planner_job(job, model, hardware(target.instance.name), nodes, layout, backend=backend)
+        return estimate_step(planned).step_s
     except PlanError:
         return 0.0
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from planner.hardware import Hardware
-from planner.job import Job, PlanError, Sharding, Software
+from planner.job import Backend, Job, PlanError, Sharding, Software, backend_software
 from planner.model_source import read_config_json
 from training.config import (
     ConfigError,
@@ -70,15 +70,22 @@ def planner_job(
     nodes: int,
     layout: Layout = Layout(),
     software: Software | None = None,
+    backend: Backend = "fsdp",
 ) -> Job:
-    """The planner's Job for this config on `nodes` x `hardware`. Raises PlanError (one line) on a layout the
+    """The planner's Job for this config on `nodes` x `hardware`, run by `backend` (its stack's defaults) unless
+    `software` says otherwise. Raises PlanError (one line) on a layout the
     planner or the trainer would refuse, a global batch that is not a whole number of micro-batches per rank
     among them."""
     parallel = config.parallel
     checkpoint = parallel.activation_checkpoint
     devices = nodes * hardware.devices_per_node
     data_parallel = max(1, devices // (layout.tensor_parallel * layout.pipeline_parallel * layout.context_parallel))
-    chosen = software or Software(sharding=sharding(parallel), compiled=parallel.compile)
+    if software is not None:
+        chosen = software
+    elif backend == "fsdp":  # the trainer as the YAML configures it
+        chosen = Software(sharding=sharding(parallel), compiled=parallel.compile)
+    else:  # Megatron Bridge's recipe / NxDT: their own optimizer sharding and kernels
+        chosen = backend_software(backend)
     return Job(
         model=model,
         hardware=hardware,

@@ -45,6 +45,14 @@ def documented_export() -> str:
     return "".join(line.removeprefix(indent) for line in body.splitlines(keepends=True))
 
 
+def _bash_with_srun(script: str, bridge_python: Path, cwd: Path, timeout: int) -> subprocess.CompletedProcess[str]:
+    """`script` under bash with SRUN's stand-in able to reach Bridge's venv and the probe."""
+    env = {**os.environ, "BRIDGE_PYTHON": str(bridge_python), "PROBE": str(PROBE)}
+    return subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, timeout=timeout, check=False, cwd=cwd, env=env
+    )
+
+
 def _probe(python: Path, *args: str, cwd: Path) -> dict[str, Any]:
     result = subprocess.run(
         [str(python), str(PROBE), *args], capture_output=True, text=True, timeout=600, check=False, cwd=cwd
@@ -79,15 +87,7 @@ def export(
 
     script, count = re.subn(r"^RUN_DIR=\S+", f"RUN_DIR={run_dir}", documented_export(), flags=re.M)
     assert count == 1, "the export block sets RUN_DIR once"
-    result = subprocess.run(
-        ["bash", "-c", f"set -euo pipefail\n{SRUN}\n{script}"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        cwd=tmp_path,
-        env={**os.environ, "BRIDGE_PYTHON": str(bridge_python), "PROBE": str(PROBE)},
-    )
+    result = _bash_with_srun(f"set -euo pipefail\n{SRUN}\n{script}", bridge_python, tmp_path, timeout=600)
     assert result.returncode == 0, result.stderr[-4000:]
     compared = _probe(bridge_python, "compare", str(reference), str(run_dir / "hf-export"), cwd=tmp_path)
     declared = json.loads((rendered / "config.json").read_text())["vocab_size"]
@@ -144,15 +144,7 @@ def test_llm_evals_job_exports_a_bridge_run_with_bridges_converter_and_scores_it
     path, script = evaluate.render(args, "llm-eval --run-dir RUN --queue gpu --limit 4")
     assert "--container-image=" in script and "BRIDGE_HF_CONFIG=" in script
     path.write_text(script)
-    result = subprocess.run(
-        ["bash", "-c", f"{SRUN}\nexport -f srun\nbash {path}"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-        cwd=tmp_path,
-        env={**os.environ, "BRIDGE_PYTHON": str(bridge_python), "PROBE": str(PROBE)},
-    )
+    result = _bash_with_srun(f"{SRUN}\nexport -f srun\nbash {path}", bridge_python, tmp_path, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     exported = run_dir / "export" / "bridge-latest"
     assert (exported / "config.json").is_file() and (exported / "tokenizer.json").is_file()

@@ -41,6 +41,7 @@ PLANNER_MAY_READ_FROM_TRAINING = (
     "training.models.params",
     "training.models.registry",
     "training.metrics.flops",
+    "training.evaluate.results",
 )
 # Verification beside what it verifies: nothing outside it in its package imports it.
 VERIFY_PACKAGES = ("policies.verify", "cluster.verify")

@@ -14,9 +14,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from training.evaluate.results import RESULTS_FILE
+
 # The nodes reach no hub: datasets, transformers and huggingface_hub read these when they are imported.
 OFFLINE_ENV = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-RESULTS_FILE = "results.json"
 
 
 def go_offline() -> None:

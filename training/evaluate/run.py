@@ -24,7 +24,8 @@ from training.checkpoint.errors import CheckpointError
 from training.checkpoint.layout import complete_checkpoints
 from training.evaluate.errors import EvalError
 from training.evaluate.harness import score, write_results
-from training.evaluate.scores import EVAL_DIR, evaluated_steps, write_summary
+from training.evaluate.results import EVAL_DIR, evaluated_steps
+from training.evaluate.scores import write_summary
 from training.evaluate.task_files import check_tasks, render_tasks
 from training.export import DTYPES, checkpoint_lora, export_checkpoint, find_checkpoint
 

@@ -3,66 +3,15 @@ table, and with several steps a plot of each metric against the step (Agg canvas
 
 from __future__ import annotations
 
-import json
-import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from training.evaluate.harness import RESULTS_FILE
+from training.evaluate.results import EVAL_DIR, Score, run_scores
 
-EVAL_DIR = "eval"
 TABLE_FILE = "scores.md"
 PLOT_FILE = "scores.png"
-_STEP_DIR = re.compile(r"^step-(\d+)$")
-
-
-@dataclass(frozen=True)
-class Score:
-    step: int
-    task: str
-    metric: str  # lm-eval's key without its filter: acc, bits_per_byte, ...
-    value: float
-    stderr: float | None
-
-
-def score_rows(step: int, results: dict[str, Any]) -> list[Score]:
-    rows = []
-    for task, metrics in sorted(results.get("results", {}).items()):
-        for key, value in sorted(metrics.items()):
-            metric, _, _filter = key.partition(",")
-            if (
-                metric.endswith("_stderr")
-                or metric == "sample_len"
-                or not isinstance(value, int | float)
-                or isinstance(value, bool)
-            ):
-                continue
-            stderr = metrics.get(f"{metric}_stderr,{_filter}")
-            rows.append(Score(step, task, metric, float(value), stderr if isinstance(stderr, int | float) else None))
-    return rows
-
-
-def evaluated_steps(run_dir: Path) -> dict[int, Path]:
-    root = run_dir / EVAL_DIR
-    found = {}
-    if root.is_dir():
-        for entry in root.iterdir():
-            match = _STEP_DIR.match(entry.name)
-            if match and (entry / RESULTS_FILE).is_file():
-                found[int(match.group(1))] = entry / RESULTS_FILE
-    return dict(sorted(found.items()))
-
-
-def run_scores(run_dir: Path) -> list[Score]:
-    return [
-        row
-        for step, path in evaluated_steps(run_dir).items()
-        for row in score_rows(step, json.loads(path.read_text(encoding="utf-8")))
-    ]
 
 
 def table(rows: list[Score]) -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from policies.principals import PRINCIPALS, builder_name, created_principals
 from spec import DeploymentSpec
 
 PolicyDocument = dict[str, Any]
@@ -238,7 +239,6 @@ def extract_policies(
     names = spec.stack_names
     data = Resolver(templates["data"], environments[names["data"]])
     network = Resolver(templates["network"], environments[names["network"]])
-    identity = Resolver(templates["identity"], environments[names["identity"]])
     sources: dict[str, str] = {}
 
     bucket_policies = [
@@ -290,7 +290,11 @@ def extract_policies(
         for key, template in templates.items()
         if environments[names[key]].account == spec.accounts.compute
     ]
-    roles = _role_policies(identity, names["identity"], sources, compute_stacks)
+    roles: dict[str, RolePolicies] = {}
+    for key in dict.fromkeys(entry.stack for entry in PRINCIPALS):  # the stacks that create our principals
+        if key in templates:
+            creating = Resolver(templates[key], environments[names[key]])
+            roles.update(_role_policies(creating, names[key], sources, compute_stacks))
 
     key_policy: PolicyDocument | None = None
     key_arn = spec.data.encryption.kms_key_arn or ""
@@ -383,7 +387,7 @@ def _referenced_resource(value: Any) -> str | None:
 def _role_policies(
     resolver: Resolver, stack_name: str, sources: dict[str, str], attaching: list[tuple[str, Resolver]]
 ) -> dict[str, RolePolicies]:
-    """The identity stack's roles with every policy attached to them: their inline policies, and
+    """One stack's roles with every policy attached to them: their inline policies, and
     AWS::IAM::Policy resources of any compute-account stack that name them (by Ref or by name)."""
     inline: dict[str, dict[str, PolicyDocument]] = {}
     managed: dict[str, tuple[str, ...]] = {}
@@ -415,11 +419,8 @@ def from_builders(spec: DeploymentSpec, key_arn: str | None = None) -> Extracted
     """The same documents straight from the builders in policies/, for spec variants the tests do not
     synthesize (the default spec's templates are checked against these by `drift_from_builders`).
     `key_arn`: the managed key's ARN as the templates render it (a stand-in otherwise)."""
-    from policies import access_point_policy, bucket_policy, gateway_endpoint_policy, identity_policy, key_policy
-    from policies.artifacts import ARTIFACTS_POLICY_NAME, READERS, artifacts_read_policy
+    from policies import access_point_policy, bucket_policy, gateway_endpoint_policy, key_policy
     from policies.interface_endpoints import interface_endpoint_policy, wanted_interface_endpoints
-    from policies.operator import OPERATOR_POLICY_NAME, operator_session_policy
-    from spec.model import OPERATOR_ROLE
 
     access_points = {
         d.access_point: AccessPointFacts(
@@ -436,18 +437,8 @@ def from_builders(spec: DeploymentSpec, key_arn: str | None = None) -> Extracted
         )
         for d in spec.data.datasets
     }
-    inline: dict[str, dict[str, PolicyDocument]] = {}
-    for role in spec.builtin_roles_in_use:
-        document = identity_policy(spec, role)
-        if document is not None:
-            inline.setdefault(spec.role_name(role), {})["datasets"] = document
-    for role in READERS:
-        artifacts = artifacts_read_policy(spec, role)
-        if artifacts is not None:
-            inline.setdefault(spec.role_name(role), {})[ARTIFACTS_POLICY_NAME] = artifacts
-    if spec.creates_operator_role:
-        inline[spec.role_name(OPERATOR_ROLE)] = {OPERATOR_POLICY_NAME: operator_session_policy(spec)}
-    roles = {name: RolePolicies(name, documents, ()) for name, documents in inline.items()}
+    inline = {entry.role_name(spec): entry.exact_documents(spec) for entry in created_principals(spec)}
+    roles = {name: RolePolicies(name, documents, ()) for name, documents in inline.items() if documents}
     managed = spec.kms_key_is_managed
     key_arn = (
         spec.data.encryption.kms_key_arn
@@ -489,14 +480,11 @@ def drift_from_builders(extracted: ExtractedPolicies, spec: DeploymentSpec) -> l
             if extracted.interface_endpoints.get(name, "missing") != built.interface_endpoints.get(name, "missing")
         )
         drift.append(f"interface endpoints {', '.join(differing)}: differ from policies.interface_endpoint_policy")
-    builders = {
-        "datasets": "policies.identity_policy",
-        "artifacts": "policies.artifacts.artifacts_read_policy",
-        "sessions": "policies.operator.operator_session_policy",
-    }
-    for role, policies in built.roles.items():
+    for entry in created_principals(spec):
+        role = entry.role_name(spec)
         found_role = extracted.roles.get(role)
-        for name, document in policies.inline.items():
+        for name, document in entry.exact_documents(spec).items():
             if found_role is None or found_role.inline.get(name) != document:
-                drift.append(f"role {role}: inline policy {name!r} differs from {builders[name]}")
+                builder = builder_name(entry.exact_policies[name])
+                drift.append(f"role {role}: inline policy {name!r} differs from {builder}")
     return drift

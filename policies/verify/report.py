@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from policies.principals import PRINCIPALS
 from policies.verify.extract import ExtractedPolicies, ExtractionError, drift_from_builders, extract_from_assembly
 from policies.verify.harness.engine import ALLOWED, Engine, EngineError
 from policies.verify.harness.layers import LAYER_ORDER
@@ -24,13 +25,17 @@ from spec import DeploymentSpec, load_spec
 from spec.cli import OneLineParser, user_errors
 from spec.errors import UserError
 
-GROUP_TITLES = {
+# The shared families' sections; each principal with a family of its own adds its section (policies/principals.py).
+SHARED_GROUP_TITLES = {
     "grant": "Dataset grants and their nearest denials",
     "perimeter": "Perimeter threats",
     "platform": "What the nodes need through the endpoint, and where it stops",
     "endpoints": "Interface endpoints: what the platform calls, and the ways out they close",
     "guardrails": "Guardrail SCPs (policies/guardrails.py)",
-    "operators": "The operator role: SSM sessions on this cluster's nodes, and no dataset (policies/operator.py)",
+}
+GROUP_TITLES = {
+    **SHARED_GROUP_TITLES,
+    **{entry.case_group: entry.case_group_title for entry in PRINCIPALS if entry.case_group},
 }
 LAYER_NOTES = {
     "identity": "the caller's identity policies (compute account), on the requested ARN",

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from policies.principals import principal
 from policies.verify.extract import from_builders
 from policies.verify.harness.engine import ALLOWED, Engine
 from policies.verify.harness.layers import ACCESS_POINT, BUCKET, ENDPOINT, ENDPOINT_BUCKET, IDENTITY, KEY
@@ -23,6 +25,7 @@ from policies.verify.matrix import (
     merge,
     policy_set,
 )
+from policies.verify.matrix.cases import case_family
 from spec import DEFAULT_SPEC_PATH, SpecError, parse_spec
 from tests.policies.conftest import PolicyWorld
 
@@ -356,3 +359,11 @@ def test_the_data_account_administrator_uploads_under_a_dataset_prefix_straight_
         upload = results[f"data-account-upload/{dataset.name}"]
         assert upload.decision == ALLOWED, upload.mismatches()
         assert {layer.layer for layer in upload.layers} == {BUCKET, KEY, "scp"}
+
+
+def test_a_principals_case_family_that_does_not_exist_is_named() -> None:
+    entry = replace(principal("operator"), matrix_cases="policies.verify.matrix.cases.operators:auditor_cases")
+    with pytest.raises(
+        ValueError, match=r"policies/principals\.py operator: matrix_cases .*has no attribute 'auditor_cases'"
+    ):
+        case_family(entry)

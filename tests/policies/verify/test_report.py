@@ -7,10 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from policies.principals import principal
+from policies.verify.extract import from_builders
 from policies.verify.harness.engine import Engine
-from policies.verify.matrix import CaseResult
+from policies.verify.matrix import CaseResult, build_cases, matrix_context
 from policies.verify.mutations import MutationReport
-from policies.verify.report import main, render
+from policies.verify.report import GROUP_TITLES, main, render
+from spec import load_spec
 from tests.policies.conftest import PolicyWorld
 from tests.stacks.conftest import Assembly
 
@@ -67,3 +70,11 @@ def test_the_committed_access_matrix_is_the_current_report(
     committed = (Path(__file__).resolve().parents[3] / "docs" / "access-matrix.md").read_text()
     fresh = render(world.spec, world.extracted, matrix, mutation_report, engine.version)
     assert committed == fresh, "docs/access-matrix.md is stale: run `make policy-report`"
+
+
+def test_every_case_family_has_a_section_in_the_report() -> None:
+    # A family without one would be evaluated but never shown; a principal's own family brings its section.
+    spec = load_spec()
+    cases = build_cases(spec, matrix_context(spec, from_builders(spec)))
+    assert {case.group for case in cases} <= set(GROUP_TITLES)
+    assert GROUP_TITLES["operators"] == principal("operator").case_group_title

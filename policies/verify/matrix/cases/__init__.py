@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
+
 from policies.guardrails import GUARDRAIL_POLICY_ID, guardrail_scps
+from policies.principals import PRINCIPALS, PrincipalEntry
 from policies.verify.matrix.cases.datasets import data_account_upload_cases, dataset_cases, dataset_perimeter_cases
 from policies.verify.matrix.cases.guardrails import guardrail_cases
 from policies.verify.matrix.cases.interface_endpoints import interface_endpoint_cases
 from policies.verify.matrix.cases.keys import key_cases
-from policies.verify.matrix.cases.operators import operator_cases
 from policies.verify.matrix.cases.perimeter import perimeter_cases
 from policies.verify.matrix.cases.platform import platform_cases
 from policies.verify.matrix.cases.side_channels import access_point_pinning_cases, encryption_cases
@@ -35,7 +38,7 @@ def build_cases(
         *artifact_cases(spec),
         *interface_endpoint_cases(spec, policies_present),
         *guardrail_cases(spec, policies_present),
-        *operator_cases(spec),
+        *principal_cases(spec),
     ]
     cases = [adjusted(case, spec) for case in cases]
     ids = [case.case_id for case in cases]
@@ -53,3 +56,20 @@ def implied_policy_ids(spec: DeploymentSpec) -> frozenset[str]:
     if guardrail_scps(spec) is not None:
         ids.add(GUARDRAIL_POLICY_ID)
     return frozenset(ids)
+
+
+def principal_cases(spec: DeploymentSpec) -> list[Case]:
+    """The cases of each principal the spec creates that has a family of its own, in registry order."""
+    owners = [entry for entry in PRINCIPALS if entry.matrix_cases and entry.created(spec)]
+    return [case for entry in owners for case in case_family(entry)(spec)]
+
+
+def case_family(entry: PrincipalEntry) -> Callable[[DeploymentSpec], list[Case]]:
+    """The function `entry.matrix_cases` names ("module:function"); the registry holds it by name because the
+    policy builders may not import their verification."""
+    module, _, function = entry.matrix_cases.partition(":")
+    try:
+        family: Callable[[DeploymentSpec], list[Case]] = getattr(importlib.import_module(module), function)
+    except (ImportError, AttributeError) as error:
+        raise ValueError(f"policies/principals.py {entry.key}: matrix_cases {entry.matrix_cases!r}: {error}") from None
+    return family

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from policies.principals import PRINCIPALS
 from policies.verify.harness.layers import (
     ACCESS_POINT,
     BUCKET,
@@ -14,13 +15,13 @@ from policies.verify.harness.model import (
     Principal,
     S3Request,
 )
-from spec import BUILTIN_ROLES, DatasetSpec, DeploymentSpec
+from spec import DatasetSpec, DeploymentSpec
 
 
 def spec_role(spec: DeploymentSpec, ref: str) -> Principal:
-    """A reader/writer; only the built-in roles' identity policies are in the templates (a role given
+    """A reader/writer; only our principals' identity policies are in the templates (a role given
     by ARN belongs to someone else: its identity policies are assumed to allow)."""
-    role = spec.role_name(ref) if ref in BUILTIN_ROLES else None
+    role = spec.role_name(ref) if ref in {entry.key for entry in PRINCIPALS} else None
     return Principal(label=ref, arn=spec.role_arn(ref), org_id=spec.organization_id, role=role)
 
 

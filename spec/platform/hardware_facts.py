@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 Accelerator = Literal["gpu", "neuron", "none"]
+NeuronStack = Literal["nxdt", "torchneuron"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ class ChipFacts:
     # A die no published table is fitted on yet borrows a fitted die's matmul fraction (planner/calibration.py).
     matmul_fraction_of: str | None = None
     source: str = ""  # where the bandwidths come from
+    # Trainium: the training stack Neuron supports on it (spec/platform/neuron.py says why each); None for GPUs.
+    neuron_stack: NeuronStack | None = None
 
 
 @dataclass(frozen=True)

@@ -101,10 +101,11 @@ CHIPS: dict[str, ChipFacts] = {
         ChipFacts("H200", "H100", 4.8e12, 450e9, source=_NVIDIA),
         ChipFacts("B200", "Blackwell", 8e12, 900e9, matmul_fraction_of="H100", source=_HGX),
         ChipFacts("B300", "Blackwell", 8e12, 900e9, matmul_fraction_of="H100", source=_HGX),
-        ChipFacts("Trainium1", "Trainium1", 820e9, 384e9, source=_TRN),
-        ChipFacts("Trainium2", "Trainium2", 2.9e12, 640e9, matmul_fraction_of="Trainium1", source=_TRN),
+        ChipFacts("Trainium1", "Trainium1", 820e9, 384e9, source=_TRN, neuron_stack="nxdt"),
+        ChipFacts("Trainium2", "Trainium2", 2.9e12, 640e9, matmul_fraction_of="Trainium1", source=_TRN,
+                  neuron_stack="torchneuron"),
     )
-}
+}  # fmt: skip
 
 # Published nccl-tests baselines (cluster/fabric/thresholds.py explains the floors built on them).
 _BASELINE_SOURCE = "awsome-distributed-training micro-benchmarks/nccl-tests: all_reduce_perf busbw at 16 GiB, 2 nodes"

@@ -153,6 +153,7 @@ def test_every_accelerated_entry_is_complete(name: str) -> None:
     assert chip is not None and CHIPS[chip.name] is chip, f"{name}: no chip from CHIPS"
     assert chip.hbm_bytes_per_s > 0 and chip.local_link_bytes_per_s > 0 and chip.compute_die and chip.source
     assert chip.matmul_fraction_of in (None, *(c.compute_die for c in CHIPS.values() if c.matmul_fraction_of is None))
+    assert (chip.neuron_stack is not None) == (facts.accelerator == "neuron"), f"{name}: neuron_stack"
     if facts.accelerator == "gpu":
         gpu = GPUS[facts.gpu_device or ""]
         assert gpu.ec2_gpu_name, f"{name}: {gpu.device_name} has no ec2_gpu_name"

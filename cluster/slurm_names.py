@@ -24,7 +24,7 @@ from cluster.config_builder import build_cluster_config, example_refs
 from spec.cli import OneLineParser, user_errors
 from spec.load import load_spec
 from spec.model import DeploymentSpec
-from spec.platform.instances import instance_facts
+from spec.platform.instances import GPUS, instance_facts
 
 RECORD = Path(__file__).resolve().parent / "slurm_naming.json"
 
@@ -128,13 +128,17 @@ class Partition:
 
 
 def _gpu(instance_type: str) -> tuple[int, str | None]:
+    """GPUs per node and the GRES type: EC2's GPU name (a catalogue fact) lower-cased without spaces (fact gres_type)."""
     facts = instance_facts(instance_type)
     if facts.accelerator != "gpu":
         return 0, None
-    names: dict[str, str] = record()["ec2_gpu_names"]
-    if instance_type not in names:
-        raise ValueError(f"{RECORD.name}: no EC2 GPU name recorded for {instance_type} (add it to ec2_gpu_names)")
-    return facts.accelerators_per_node, names[instance_type].replace(" ", "").lower()
+    gpu = GPUS.get(facts.gpu_device or "")
+    if gpu is None or gpu.ec2_gpu_name is None:
+        raise ValueError(
+            f"{instance_type}: gpu_device {facts.gpu_device!r} has no ec2_gpu_name in spec/platform/instances.py "
+            "(EC2's GpuInfo.Gpus[].Name, which ParallelCluster's GRES type comes from)"
+        )
+    return facts.accelerators_per_node, gpu.ec2_gpu_name.replace(" ", "").lower()
 
 
 def _ranges(queue: str, resource: Mapping[str, Any], nvidia_driver: bool) -> list[NodeRange]:

@@ -6,8 +6,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# Dies with no published table to fit on carry a fitted die's value, assumed, not fitted (planner/hardware.py).
-CARRIED_DIES: dict[str, str] = {"Blackwell": "H100", "Trainium2": "Trainium1"}
+from spec.platform.instances import CHIPS
+
+
+def fitted_die(die: str) -> str:
+    """The die whose fitted matmul fraction `die` uses: itself, or for a die no published table is fitted on yet the
+    fitted die the catalogue names (spec.platform.instances.CHIPS, matmul_fraction_of), assumed, not fitted."""
+    for chip in CHIPS.values():
+        if chip.compute_die == die and chip.matmul_fraction_of is not None:
+            return chip.matmul_fraction_of
+    return die
 
 
 @dataclass(frozen=True)
@@ -40,7 +48,7 @@ class Efficiency:
     overlap_fraction: dict[str, float] = field(default_factory=lambda: {"fsdp": 0.329, "nemo": 1.0})
 
     def matmul(self, backend: str, die: str) -> float:
-        return self.matmul_fraction[f"{backend}.{CARRIED_DIES.get(die, die)}"]
+        return self.matmul_fraction[f"{backend}.{fitted_die(die)}"]
 
     def overlap(self, backend: str) -> float:
         return self.overlap_fraction.get(backend, self.overlap_fraction["fsdp"])

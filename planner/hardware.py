@@ -1,18 +1,8 @@
-"""What the planner needs to know about a node beyond spec.platform.instances: memory and link bandwidths per device.
+"""The planner's view of a node: spec.platform.instances' facts per device.
 
 A "device" here is one training worker: a GPU, or a NeuronCore on Trainium (two per chip, each with its own half
-of the chip's HBM and compute). Everything per device in the planner uses that unit.
-
-Bandwidths are vendor figures (HBM: A100 40 GB 1.555 TB/s, A100 80 GB 2.039 TB/s, H100 SXM 3.35 TB/s, H200
-4.8 TB/s, Trainium1 820 GB/s per chip; NVLink 3/4: 300/450 GB/s per GPU per direction). NeuronLink-v2's per-chip
-figure is not published in one place; 384 GB/s per chip is an assumption (Trainium's matmul fraction is fitted on
-top of it, so an error here moves into that parameter).
-
-Blackwell (HGX B200 and B300, https://www.nvidia.com/en-us/data-center/hgx/, read 2026-11-28): 8 TB/s HBM3e per
-GPU and NVLink 5 at 1.8 TB/s per GPU (900 GB/s each way). Trainium2 (Neuron's trn2 architecture page): 46.4 TB/s
-HBM for 16 chips, 2.9 TB/s per chip; NeuronLink-v3's per-chip rate one way, 640 GB/s, is an assumption of the same
-kind as Trainium1's. Neither die has a published table the planner is fitted on yet, so each borrows the nearest
-fitted matmul fraction (planner.calibration says which).
+of the chip's HBM and compute). Everything per device in the planner uses that unit. The chip's HBM and link
+bandwidths and its compute die are catalogue facts (spec.platform.instances.CHIPS, with their sources).
 """
 
 from __future__ import annotations
@@ -21,40 +11,15 @@ import dataclasses
 from dataclasses import dataclass
 
 from spec.errors import UserError
-from spec.platform.instances import InstanceFacts, instance_facts
+from spec.platform.hardware_facts import ChipFacts
+from spec.platform.instances import CHIPS, INSTANCE_TYPES, InstanceFacts, instance_facts
 
-
-@dataclass(frozen=True)
-class Accelerator:
-    name: str
-    compute_die: str  # devices that share a matmul efficiency parameter (H200 is an H100 die with more HBM)
-    hbm_bytes_per_s: float  # per accelerator (chip)
-    local_link_bytes_per_s: float  # NVLink / NeuronLink, per accelerator, one direction
-
-
-ACCELERATORS: dict[str, Accelerator] = {
-    "A100-40GB": Accelerator("A100-40GB", "A100", 1.555e12, 300e9),
-    "A100-80GB": Accelerator("A100-80GB", "A100", 2.039e12, 300e9),
-    "H100": Accelerator("H100", "H100", 3.35e12, 450e9),
-    "H200": Accelerator("H200", "H100", 4.8e12, 450e9),
-    "Trainium1": Accelerator("Trainium1", "Trainium1", 820e9, 384e9),
-    "B200": Accelerator("B200", "Blackwell", 8e12, 900e9),
-    "B300": Accelerator("B300", "Blackwell", 8e12, 900e9),
-    "Trainium2": Accelerator("Trainium2", "Trainium2", 2.9e12, 640e9),
-}
-
-# Instance family -> accelerator (spec.platform.instances names the families; this adds the chip behind them).
+# The planner's name for a chip; a calibration cluster's own chip (planner/published.py) is one more of these.
+Accelerator = ChipFacts
+ACCELERATORS: dict[str, Accelerator] = CHIPS
+# Instance family -> accelerator, derived from the catalogue.
 ACCELERATOR_BY_FAMILY: dict[str, str] = {
-    "p4d": "A100-40GB",
-    "p4de": "A100-80GB",
-    "p5": "H100",
-    "p5e": "H200",
-    "p5en": "H200",
-    "trn1": "Trainium1",
-    "trn1n": "Trainium1",
-    "p6-b200": "B200",
-    "p6-b300": "B300",
-    "trn2": "Trainium2",
+    facts.family: facts.chip.name for facts in INSTANCE_TYPES.values() if facts.chip is not None
 }
 
 
@@ -118,8 +83,8 @@ def hardware(
         facts = instance_facts(instance_type)
     except KeyError as error:
         raise HardwareError(f"--instance: {error}") from None
-    accelerator_name = ACCELERATOR_BY_FAMILY.get(facts.family)
-    if accelerator_name is None:
+    chip = facts.chip
+    if chip is None:
         trainable = ", ".join(name for name in sorted(ACCELERATOR_BY_FAMILY))
         raise HardwareError(f"--instance: {instance_type!r} has no accelerator the planner models ({trainable})")
     if network_gbps is not None:
@@ -130,4 +95,4 @@ def hardware(
         if usd_per_hour < 0:
             raise HardwareError(f"--price-per-hour: {usd_per_hour!r} must not be negative")
         facts = dataclasses.replace(facts, on_demand_usd_per_hour=usd_per_hour)
-    return Hardware(facts, ACCELERATORS[accelerator_name], label or instance_type)
+    return Hardware(facts, chip, label or instance_type)

@@ -58,11 +58,12 @@ def gpu_env(
     }
     if not target.efa:
         return env
-    # p5's floor (its 3200 Gbps over many EFA devices) holds for Blackwell's p6 too, which also has a tuner of its
-    # own in later aws-ofi-nccl releases (platform-aws); ParallelCluster 3.16's AMIs ship a release far above both.
-    if target.instance.family in {"p5", "p5e", "p5en", "p6-b200", "p6-b300"} and ofi_v < (1, 7, 3):
+    # The instance's floor is a catalogue fact (spec/platform/instances.py says why p5 and p6 have one).
+    floor = target.instance.min_aws_ofi_nccl
+    if floor is not None and ofi_v < floor:
+        needed = ".".join(map(str, floor))
         raise SubmitError(
-            f"--aws-ofi-nccl-version: {aws_ofi_nccl} is too old for {target.instance.name} (needs 1.7.3 or newer)"
+            f"--aws-ofi-nccl-version: {aws_ofi_nccl} is too old for {target.instance.name} (needs {needed} or newer)"
         )
     # NCCL_NET names the aws-ofi-nccl plugin: without it found, NCCL fails instead of falling back to sockets.
     env.update(

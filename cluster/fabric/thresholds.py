@@ -1,12 +1,11 @@
 """What a healthy fabric must deliver: the bus-bandwidth floor and the EFA bytes an all-reduce cannot avoid.
 
-Where a published nccl-tests baseline exists for the instance type, the floor is 80 % of it: the all_reduce_perf
-busbw at 16 GiB on two nodes that AWS's awsome-distributed-training micro-benchmarks report (p5.48xlarge about
-487 GB/s, p4de.24xlarge about 78 GB/s). Those exceed what the line rate alone predicts, because NCCL's NVLS and
-tree algorithms send fewer bytes between nodes than a ring; a line-rate floor would pass a run that lost a
-third of its bandwidth. p4d.24xlarge has p4de's network (4 x 100 Gbps EFA) and NVSwitch, so it shares its
-baseline. More nodes lower busbw a little (longer rings, more latency); the 20 % margin covers the sizes this
-check runs (2 to 16 nodes).
+Where a published nccl-tests baseline exists for the instance type (the catalogue's published_busbw,
+spec/platform/instances.py, with its source), the floor is 80 % of it: the all_reduce_perf busbw at 16 GiB on two
+nodes (p5.48xlarge about 487 GB/s, p4de.24xlarge about 78 GB/s). Those exceed what the line rate alone predicts,
+because NCCL's NVLS and tree algorithms send fewer bytes between nodes than a ring; a line-rate floor would pass a
+run that lost a third of its bandwidth. More nodes lower busbw a little (longer rings, more latency); the 20 %
+margin covers the sizes this check runs (2 to 16 nodes).
 
 For the types without a published baseline the rule is physical. In a ring all-reduce over N nodes every node sends and
 receives 2(N-1)/N times the buffer through its network cards, and nccl-tests (and nccom-test, which copies its
@@ -24,11 +23,10 @@ asks for a fraction F of that ceiling:
 Both can be overridden (--min-fraction, a share of the line rate) once a site knows what its clusters reach.
 
 One GPU node (--nodes 1) checks NVLink instead: all eight GPUs all-reduce through NVSwitch, and busbw must reach
-60 % of one GPU's NVLink bandwidth in one direction (A100: 12 NVLink 3 links, 300 GB/s each way; H100 and H200:
-18 NVLink 4 links, 450 GB/s each way; B200 and B300: NVLink 5, 1.8 TB/s per GPU, 900 GB/s each way, NVIDIA's HGX
-page https://www.nvidia.com/en-us/data-center/hgx/, read 2026-11-28). No published nccl-tests baseline exists for
-p6-b200, p6-b300 or trn2 in the source above, so they take the line-rate rule. A healthy node reaches 75 % or more (NVLS on H100 more still); a GPU with
-NVLink errors or a link down falls far below. --min-fraction then is a share of that NVLink bandwidth.
+60 % of one GPU's NVLink bandwidth in one direction (the catalogue's chip figure: A100 300 GB/s, H100 and H200
+450 GB/s, B200 and B300 900 GB/s). Types with no published baseline take the line-rate rule. A healthy node
+reaches 75 % or more (NVLS on H100 more still); a GPU with NVLink errors or a link down falls far below.
+--min-fraction then is a share of that NVLink bandwidth.
 """
 
 from __future__ import annotations
@@ -37,35 +35,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from spec.errors import UserError
-from spec.platform.instances import InstanceFacts
+from spec.platform.instances import INSTANCE_TYPES, InstanceFacts, PublishedBaseline
 
 MIN_FRACTION_BY_ACCELERATOR: dict[str, float] = {"gpu": 0.70, "neuron": 0.40}
 GIB = 1 << 30
 BASELINE_FRACTION = 0.80
 NVLINK_FRACTION = 0.60
-# One GPU's NVLink bandwidth in one direction (GB/s), from NVIDIA's A100 / H100 / H200 SXM and HGX B200/B300 specifications.
+# One GPU's NVLink bandwidth in one direction (GB/s), per GPU type of the catalogue.
 NVLINK_GB_PER_S_PER_GPU: dict[str, float] = {
-    "p4d.24xlarge": 300.0,
-    "p4de.24xlarge": 300.0,
-    "p5.48xlarge": 450.0,
-    "p5e.48xlarge": 450.0,
-    "p5en.48xlarge": 450.0,
-    "p6-b200.48xlarge": 900.0,
-    "p6-b300.48xlarge": 900.0,
+    name: nvlink for name, facts in INSTANCE_TYPES.items() if (nvlink := facts.nvlink_gb_per_s_per_gpu) is not None
 }
-_BASELINE_SOURCE = "awsome-distributed-training micro-benchmarks/nccl-tests: all_reduce_perf busbw at 16 GiB, 2 nodes"
-
-
-@dataclass(frozen=True)
-class PublishedBaseline:
-    busbw_gb_per_s: float
-    source: str
-
-
 PUBLISHED_BUSBW_16GIB: dict[str, PublishedBaseline] = {
-    "p5.48xlarge": PublishedBaseline(487.0, _BASELINE_SOURCE),
-    "p4de.24xlarge": PublishedBaseline(78.0, _BASELINE_SOURCE),
-    "p4d.24xlarge": PublishedBaseline(78.0, _BASELINE_SOURCE + " (measured on p4de, same network and NVSwitch)"),
+    name: facts.published_busbw for name, facts in INSTANCE_TYPES.items() if facts.published_busbw is not None
 }
 
 
@@ -125,21 +106,20 @@ def check_nodes(nodes: int, single_node: bool = False) -> None:
 
 def busbw_threshold(instance: InstanceFacts, nodes: int, fraction: float | None = None) -> BusbwThreshold:
     """The floor for large-message all-reduce busbw on `nodes` nodes of `instance` (one GPU node: NVLink)."""
-    check_nodes(nodes, single_node=instance.name in NVLINK_GB_PER_S_PER_GPU)
+    nvlink = instance.nvlink_gb_per_s_per_gpu
+    check_nodes(nodes, single_node=nvlink is not None)
     if instance.accelerator not in MIN_FRACTION_BY_ACCELERATOR:
         raise FabricError(f"--instance-type: {instance.name} has no accelerators; the fabric check needs GPU or trn1")
     if not instance.efa_capable:
         raise FabricError(f"--instance-type: {instance.name} has no EFA interfaces")
     if fraction is not None and not 0 < fraction <= 1:
         raise FabricError(f"--min-fraction: {fraction} must be above 0 and at most 1")
-    if nodes == 1:
-        nvlink = NVLINK_GB_PER_S_PER_GPU[instance.name]
+    if nodes == 1 and nvlink is not None:
         return BusbwThreshold(instance, 1, fraction or NVLINK_FRACTION, nvlink_gb_per_s=nvlink)
     if fraction is not None:
         return BusbwThreshold(instance, nodes, fraction)
-    baseline = PUBLISHED_BUSBW_16GIB.get(instance.name)
-    if baseline is not None:
-        return BusbwThreshold(instance, nodes, BASELINE_FRACTION, baseline)
+    if instance.published_busbw is not None:
+        return BusbwThreshold(instance, nodes, BASELINE_FRACTION, instance.published_busbw)
     return BusbwThreshold(instance, nodes, MIN_FRACTION_BY_ACCELERATOR[instance.accelerator])
 
 

@@ -1,7 +1,12 @@
-"""Facts about the EC2 instance types this repo deploys: accelerators, EFA, network, price.
+"""The hardware catalogue: every fact about the EC2 instance types this repo deploys, in one place.
 
-This table is a contract: the cluster builder, the validators, the local SLURM cluster and the
-training planner all read it. Figures are published ones:
+Accelerators, memory, peak rates, HBM and NVLink/NeuronLink bandwidths, the planner's compute die, EFA, network,
+the fabric check's published baselines, the aws-ofi-nccl floor, the EC2 GPU name behind ParallelCluster's Slurm
+GRES, prices and their sources. The cluster builder, the validators, the local SLURM cluster, the planner, the
+fabric check, the job environment and the trainer's MFU all read it and keep no per-instance table of their own:
+adding an instance type is one entry here (plus its chip in GPUS and CHIPS if new) and its tests;
+tests/spec/platform/test_catalogue.py fails when an accelerated entry lacks a fact a reader needs
+(docs/extending.md). The entries' shapes are in spec/platform/hardware_facts.py. Figures are published ones:
 
 - peak bf16 FLOP/s are dense (no 2:4 sparsity), per GPU in GPUS by the exact name CUDA reports (H100 SXM 989 T,
   PCIe 756 T, NVL 835 T; A100 312 T; H200 989 T; B200 2250 T; A10G 70 T, not the A10's 125 T), and Trainium1
@@ -37,21 +42,15 @@ training planner all read it. Figures are published ones:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Literal
 
-Accelerator = Literal["gpu", "neuron", "none"]
+from spec.platform.hardware_facts import Accelerator, ChipFacts, GpuFacts, InstanceFacts, PublishedBaseline
+
+__all__ = [
+    "ACCELERATED_TYPES", "CHIPS", "GPUS", "HEAD_NODE_TYPES", "INSTANCE_TYPES", "MIN_CUDA", "Accelerator", "ChipFacts",
+    "GpuFacts", "InstanceFacts", "PublishedBaseline", "UnknownInstanceType", "instance_facts", "on_demand_usd_per_hour",
+]  # fmt: skip
+
 _T = 1e12
-
-
-@dataclass(frozen=True)
-class GpuFacts:
-    device_name: str  # exactly as torch.cuda.get_device_name() / nvidia-smi report it
-    label: str
-    peak_bf16_flops: float  # dense, FLOP/s
-    memory_gib: float
-    peak_fp8_flops: float | None = None  # dense, FLOP/s; None: no FP8 tensor cores or no cited figure
-    compute_capability: tuple[int, int] = (0, 0)  # CUDA's sm_XY: what a container's torch must be built for
 
 
 # The oldest CUDA toolkit with kernels for a compute capability (NVIDIA's CUDA toolkit release notes: 11.0 Ampere
@@ -63,75 +62,87 @@ MIN_CUDA: dict[tuple[int, int], tuple[int, int]] = {
 GPUS: dict[str, GpuFacts] = {
     gpu.device_name: gpu
     for gpu in (
-        GpuFacts("NVIDIA A100-SXM4-40GB", "A100 SXM4 40GB", 312 * _T, 40.0, compute_capability=(8, 0)),
-        GpuFacts("NVIDIA A100-SXM4-80GB", "A100 SXM4 80GB", 312 * _T, 80.0, compute_capability=(8, 0)),
+        GpuFacts("NVIDIA A100-SXM4-40GB", "A100 SXM4 40GB", 312 * _T, 40.0, None, (8, 0), "A100"),
+        GpuFacts("NVIDIA A100-SXM4-80GB", "A100 SXM4 80GB", 312 * _T, 80.0, None, (8, 0), "A100"),
         GpuFacts("NVIDIA A100-PCIE-40GB", "A100 PCIe 40GB", 312 * _T, 40.0, compute_capability=(8, 0)),
         GpuFacts("NVIDIA A100 80GB PCIe", "A100 PCIe 80GB", 312 * _T, 80.0, compute_capability=(8, 0)),
-        GpuFacts("NVIDIA H100 80GB HBM3", "H100 SXM", 989 * _T, 80.0, 1979 * _T, (9, 0)),
+        GpuFacts("NVIDIA H100 80GB HBM3", "H100 SXM", 989 * _T, 80.0, 1979 * _T, (9, 0), "H100"),
         GpuFacts("NVIDIA H100 PCIe", "H100 PCIe", 756 * _T, 80.0, 1513 * _T, (9, 0)),
         GpuFacts("NVIDIA H100 NVL", "H100 NVL", 835 * _T, 94.0, 1671 * _T, (9, 0)),
-        GpuFacts("NVIDIA H200", "H200 SXM", 989 * _T, 141.0, 1979 * _T, (9, 0)),
+        GpuFacts("NVIDIA H200", "H200 SXM", 989 * _T, 141.0, 1979 * _T, (9, 0), "H200"),
         GpuFacts("NVIDIA H200 NVL", "H200 NVL", 835 * _T, 141.0, 1671 * _T, (9, 0)),
-        GpuFacts("NVIDIA B200", "B200", 2250 * _T, 180.0, 4500 * _T, (10, 0)),
-        GpuFacts("NVIDIA B300 SXM6 AC", "B300", 2250 * _T, 268.0, 4500 * _T, (10, 3)),
+        GpuFacts("NVIDIA B200", "B200", 2250 * _T, 180.0, 4500 * _T, (10, 0), "B200"),
+        GpuFacts("NVIDIA B300 SXM6 AC", "B300", 2250 * _T, 268.0, 4500 * _T, (10, 3), "B300"),
         GpuFacts("NVIDIA A10G", "A10G", 70 * _T, 24.0, compute_capability=(8, 6)),
         GpuFacts("NVIDIA L4", "L4", 121 * _T, 24.0, compute_capability=(8, 9)),
         GpuFacts("NVIDIA L40S", "L40S", 362 * _T, 48.0, compute_capability=(8, 9)),
     )
 }
 
+# The chips behind the accelerated types: HBM and NVLink / NeuronLink bandwidths (per chip; links one way) and the
+# compute die the planner's matmul fraction is fitted per. NVLink's figure is also the fabric check's one-node
+# reference. A die with no published table fitted yet borrows the nearest fitted die's fraction, assumed, not fitted.
+_NVIDIA = "NVIDIA's data sheets (A100, H100/H200 SXM): HBM per GPU; NVLink 3/4 300/450 GB/s per GPU each way"
+_HGX = (
+    "NVIDIA's HGX page, https://www.nvidia.com/en-us/data-center/hgx/ (read 2026-11-28): HBM3e 8 TB/s per GPU, "
+    "NVLink 5 1.8 TB/s per GPU (900 GB/s each way)"
+)
+_TRN = (
+    "Neuron's trn1/trn2 architecture pages: HBM per chip (Trainium1 820 GB/s; Trainium2 46.4 TB/s for 16 chips); "
+    "NeuronLink's per-chip rate one way is not published in one place: 384 GB/s (v2) and 640 GB/s (v3) are "
+    "assumptions, and Trainium's fitted matmul fraction absorbs an error in them"
+)
+CHIPS: dict[str, ChipFacts] = {
+    chip.name: chip
+    for chip in (
+        ChipFacts("A100-40GB", "A100", 1.555e12, 300e9, source=_NVIDIA),
+        ChipFacts("A100-80GB", "A100", 2.039e12, 300e9, source=_NVIDIA),
+        ChipFacts("H100", "H100", 3.35e12, 450e9, source=_NVIDIA),
+        ChipFacts("H200", "H100", 4.8e12, 450e9, source=_NVIDIA),
+        ChipFacts("B200", "Blackwell", 8e12, 900e9, matmul_fraction_of="H100", source=_HGX),
+        ChipFacts("B300", "Blackwell", 8e12, 900e9, matmul_fraction_of="H100", source=_HGX),
+        ChipFacts("Trainium1", "Trainium1", 820e9, 384e9, source=_TRN, neuron_stack="nxdt"),
+        ChipFacts("Trainium2", "Trainium2", 2.9e12, 640e9, matmul_fraction_of="Trainium1", source=_TRN,
+                  neuron_stack="torchneuron"),
+    )
+}  # fmt: skip
 
-@dataclass(frozen=True)
-class InstanceFacts:
-    name: str
-    accelerator: Accelerator
-    accelerators_per_node: int
-    accelerator_memory_gib: float  # per accelerator (GPU or Trainium chip)
-    efa_interfaces: int
-    network_gbps: float
-    peak_bf16_flops_per_accelerator: float  # dense, FLOP/s
-    on_demand_usd_per_hour: float
-    vcpus: int
-    memory_gib: float
-    # NeuronCores per Trainium chip (trn1: 2; trn2: 4 logical cores at LNC=2); 1 for GPUs. One worker per core.
-    cores_per_accelerator: int = 1
-    gpu_device: str | None = None  # the GPUS entry of a GPU instance's accelerator
-    peak_fp8_flops_per_accelerator: float | None = None  # dense, FLOP/s; None where GPUS gives none
+# Published nccl-tests baselines (cluster/fabric/thresholds.py explains the floors built on them).
+_BASELINE_SOURCE = "awsome-distributed-training micro-benchmarks/nccl-tests: all_reduce_perf busbw at 16 GiB, 2 nodes"
+_P5_BASELINE = PublishedBaseline(487.0, _BASELINE_SOURCE)
+_P4DE_BASELINE = PublishedBaseline(78.0, _BASELINE_SOURCE)
+# p4d has p4de's network (4 x 100 Gbps EFA) and NVSwitch, so it shares its baseline.
+_P4D_BASELINE = PublishedBaseline(78.0, _BASELINE_SOURCE + " (measured on p4de, same network and NVSwitch)")
 
-    @property
-    def workers_per_node(self) -> int:
-        """Processes a training launcher starts per node: one per GPU, or one per NeuronCore."""
-        return self.accelerators_per_node * self.cores_per_accelerator
-
-    @property
-    def peak_bf16_flops_per_node(self) -> float:
-        return self.accelerators_per_node * self.peak_bf16_flops_per_accelerator
-
-    @property
-    def efa_capable(self) -> bool:
-        return self.efa_interfaces > 0
-
-    @property
-    def family(self) -> str:
-        return self.name.split(".", 1)[0]
+# aws-ofi-nccl 1.7.3 is p5's floor (3200 Gbps over many EFA devices); it holds for Blackwell's p6 too, which also has a
+# tuner of its own in later releases (platform-aws). ParallelCluster 3.16's AMIs ship a release far above both.
+_OFI_P5 = (1, 7, 3)
 
 
-def _gpu(name: str, gpus: int, device: str, efa: int, gbps: float, usd: float, vcpus: int, mem: float) -> InstanceFacts:
+def _gpu(
+    name: str, gpus: int, device: str, efa: int, gbps: float, usd: float, vcpus: int, mem: float, *, chip: str,
+    min_aws_ofi_nccl: tuple[int, int, int] | None, baseline: PublishedBaseline | None = None,
+) -> InstanceFacts:  # fmt: skip
+    """A GPU type; the aws-ofi-nccl floor is keyword-only and required, so every GPU entry states one (or None)."""
     gpu = GPUS[device]
     return InstanceFacts(
         name, "gpu", gpus, gpu.memory_gib, efa, gbps, gpu.peak_bf16_flops, usd, vcpus, mem, gpu_device=device,
-        peak_fp8_flops_per_accelerator=gpu.peak_fp8_flops,
+        peak_fp8_flops_per_accelerator=gpu.peak_fp8_flops, chip=CHIPS[chip], published_busbw=baseline,
+        min_aws_ofi_nccl=min_aws_ofi_nccl,
     )  # fmt: skip
 
 
 def _trainium(name: str, efa: int, gbps: float, usd: float) -> InstanceFacts:
-    return InstanceFacts(name, "neuron", 16, 32.0, efa, gbps, 190 * _T, usd, 128, 512.0, cores_per_accelerator=2)
+    return InstanceFacts(
+        name, "neuron", 16, 32.0, efa, gbps, 190 * _T, usd, 128, 512.0, cores_per_accelerator=2,
+        chip=CHIPS["Trainium1"],
+    )  # fmt: skip
 
 
 def _trainium2(name: str, efa: int, gbps: float, usd: float) -> InstanceFacts:
     return InstanceFacts(
         name, "neuron", 16, 96.0, efa, gbps, 10.7e15 / 16, usd, 192, 2048.0, cores_per_accelerator=4,
-        peak_fp8_flops_per_accelerator=20.8e15 / 16,
+        peak_fp8_flops_per_accelerator=20.8e15 / 16, chip=CHIPS["Trainium2"],
     )  # fmt: skip
 
 
@@ -141,13 +152,17 @@ def _cpu(name: str, vcpus: int, mem: float, gbps: float, usd: float) -> Instance
 
 _ALL: tuple[InstanceFacts, ...] = (
     # training nodes
-    _gpu("p4d.24xlarge", 8, "NVIDIA A100-SXM4-40GB", 4, 400, 21.96, 96, 1152),
-    _gpu("p4de.24xlarge", 8, "NVIDIA A100-SXM4-80GB", 4, 400, 27.45, 96, 1152),
-    _gpu("p5.48xlarge", 8, "NVIDIA H100 80GB HBM3", 32, 3200, 55.04, 192, 2048),
-    _gpu("p5e.48xlarge", 8, "NVIDIA H200", 32, 3200, 63.30, 192, 2048),
-    _gpu("p5en.48xlarge", 8, "NVIDIA H200", 16, 3200, 63.30, 192, 2048),
-    _gpu("p6-b200.48xlarge", 8, "NVIDIA B200", 8, 3200, 113.93, 192, 2048),
-    _gpu("p6-b300.48xlarge", 8, "NVIDIA B300 SXM6 AC", 16, 6400, 142.42, 192, 4096),
+    _gpu("p4d.24xlarge", 8, "NVIDIA A100-SXM4-40GB", 4, 400, 21.96, 96, 1152, chip="A100-40GB",
+         min_aws_ofi_nccl=None, baseline=_P4D_BASELINE),
+    _gpu("p4de.24xlarge", 8, "NVIDIA A100-SXM4-80GB", 4, 400, 27.45, 96, 1152, chip="A100-80GB",
+         min_aws_ofi_nccl=None, baseline=_P4DE_BASELINE),
+    _gpu("p5.48xlarge", 8, "NVIDIA H100 80GB HBM3", 32, 3200, 55.04, 192, 2048, chip="H100",
+         min_aws_ofi_nccl=_OFI_P5, baseline=_P5_BASELINE),
+    _gpu("p5e.48xlarge", 8, "NVIDIA H200", 32, 3200, 63.30, 192, 2048, chip="H200", min_aws_ofi_nccl=_OFI_P5),
+    _gpu("p5en.48xlarge", 8, "NVIDIA H200", 16, 3200, 63.30, 192, 2048, chip="H200", min_aws_ofi_nccl=_OFI_P5),
+    _gpu("p6-b200.48xlarge", 8, "NVIDIA B200", 8, 3200, 113.93, 192, 2048, chip="B200", min_aws_ofi_nccl=_OFI_P5),
+    _gpu("p6-b300.48xlarge", 8, "NVIDIA B300 SXM6 AC", 16, 6400, 142.42, 192, 4096, chip="B300",
+         min_aws_ofi_nccl=_OFI_P5),
     _trainium("trn1.32xlarge", 8, 800, 21.50),
     _trainium("trn1n.32xlarge", 16, 1600, 24.78),
     _trainium2("trn2.48xlarge", 16, 3200, 44.70),
@@ -171,7 +186,7 @@ _ALL: tuple[InstanceFacts, ...] = (
     _cpu("m7i.2xlarge", 8, 32, 12.5, 0.4032),
     _cpu("m7i.4xlarge", 16, 64, 12.5, 0.8064),
     _cpu("m7i.8xlarge", 32, 128, 12.5, 1.6128),
-)
+)  # fmt: skip
 
 INSTANCE_TYPES: dict[str, InstanceFacts] = {facts.name: facts for facts in _ALL}
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spec.cluster import NEURON_PACKAGES, NeuronSpec
+from spec.platform.instances import INSTANCE_TYPES
 
 NEURON_RELEASES: dict[str, dict[str, str]] = {
     # Neuron 2.26.1 (2025-10-29): PyTorch 2.8 through torch-neuronx. Source: the release-content page,
@@ -48,7 +49,16 @@ TRN2_STACK_REFUSAL = (
     "backend renders; TorchNeuron comes only from Neuron's own pip index and compiles only on Trn2/Trn3, so no job "
     "for it is rendered or checked here yet (docs/cluster.md, Trainium)"
 )
-TORCHNEURON_FAMILIES: tuple[str, ...] = ("trn2",)
+
+
+def _families(stack: str) -> tuple[str, ...]:
+    """Instance families whose Trainium chip trains with `stack` (the hardware catalogue's neuron_stack)."""
+    families = (f.family for f in INSTANCE_TYPES.values() if f.chip is not None and f.chip.neuron_stack == stack)
+    return tuple(dict.fromkeys(families))
+
+
+TORCHNEURON_FAMILIES: tuple[str, ...] = _families("torchneuron")
+NXDT_FAMILIES: tuple[str, ...] = _families("nxdt")
 
 SYSTEM_PACKAGES: tuple[str, ...] = NEURON_PACKAGES[:4]  # from Neuron's apt/yum repository
 PYTHON_PACKAGES: tuple[str, ...] = NEURON_PACKAGES[4:]  # from Neuron's pip index

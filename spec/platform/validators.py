@@ -17,7 +17,7 @@ from typing import Any
 from spec.cluster import ClusterSpec, ContainersSpec, FsxSpec, QueueSpec, parse_version
 from spec.errors import SpecProblem
 from spec.platform.instances import GPUS, HEAD_NODE_TYPES, INSTANCE_TYPES, MIN_CUDA, InstanceFacts
-from spec.platform.neuron import LAST_NXDT_RELEASE, NEURON_RELEASES
+from spec.platform.neuron import LAST_NXDT_RELEASE, NEURON_RELEASES, NXDT_FAMILIES
 
 CAPACITY_BLOCK_MINIMUM_VERSION = (3, 8, 0)
 FSX_THROUGHPUTS: dict[str, tuple[int, ...]] = {
@@ -193,7 +193,7 @@ def _neuron(cluster: ClusterSpec, internet_egress: str, prefix: str) -> Iterator
             None,
         )
         return
-    trn1 = [q for q in trainium if INSTANCE_TYPES[q.instance_type].family in ("trn1", "trn1n")]
+    trn1 = [q for q in trainium if INSTANCE_TYPES[q.instance_type].family in NXDT_FAMILIES]
     if trn1 and parse_version(neuron.sdk_version)[:2] > LAST_NXDT_RELEASE:
         last = ".".join(map(str, LAST_NXDT_RELEASE))
         yield SpecProblem(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import dataclasses
 import re
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from cluster.slurm_names import (
     suspend_exc_nodes,
 )
 from spec import load_spec
+from spec.platform.instances import GPUS
 
 REPO = Path(__file__).resolve().parents[2]
 SPECS = [REPO / "spec" / "default.yaml", *sorted((REPO / "spec" / "examples").glob("*.yaml"))]
@@ -118,15 +120,21 @@ def test_without_the_nvidia_driver_on_the_head_node_nodes_keep_the_gpu_feature_b
     assert part.ranges[0].gres is None and part.gres_lines() == []
 
 
-def test_a_gpu_instance_without_a_recorded_ec2_name_is_refused() -> None:
+def test_a_gpu_instance_without_a_recorded_ec2_name_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     config = _config("p5-on-demand.yaml")
-    names = record()["ec2_gpu_names"]
-    saved = names.pop("p5.48xlarge")
-    try:
-        with pytest.raises(ValueError, match=r"slurm_naming\.json: no EC2 GPU name recorded for p5\.48xlarge"):
-            partitions(config)
-    finally:
-        names["p5.48xlarge"] = saved
+    h100 = GPUS["NVIDIA H100 80GB HBM3"]
+    monkeypatch.setitem(GPUS, h100.device_name, dataclasses.replace(h100, ec2_gpu_name=None))
+    with pytest.raises(ValueError, match=r"p5\.48xlarge: gpu_device 'NVIDIA H100 80GB HBM3' has no ec2_gpu_name"):
+        partitions(config)
+
+
+def test_the_gres_type_is_the_catalogues_ec2_gpu_name_lower_cased_without_spaces(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    h100 = GPUS["NVIDIA H100 80GB HBM3"]
+    monkeypatch.setitem(GPUS, h100.device_name, dataclasses.replace(h100, ec2_gpu_name="H100 SXM"))
+    (part,) = partitions(_config("p5-on-demand.yaml"))
+    assert part.ranges[0].gres == "gpu:h100sxm:8"
 
 
 @pytest.mark.parametrize("spec_path", SPECS, ids=lambda path: path.stem)

@@ -140,3 +140,40 @@ def test_trn2_counts_logical_neuron_cores_and_its_published_peak() -> None:
     assert trn2.peak_fp8_flops_per_accelerator is not None
     assert trn2.peak_fp8_flops_per_accelerator * 16 == pytest.approx(20.8e15, rel=0.01)
     assert trn2.workers_per_node == 64
+
+
+# Issue 41: the one hardware catalogue. Every accelerated entry carries its chip; every GPU entry its CUDA device,
+# the EC2 GPU name behind Slurm's GRES and a compute capability some CUDA release supports.
+@pytest.mark.parametrize("name", ACCELERATED_TYPES)
+def test_every_accelerated_entry_is_complete(name: str) -> None:
+    from spec.platform.instances import CHIPS, GPUS, MIN_CUDA
+
+    facts = instance_facts(name)
+    chip = facts.chip
+    assert chip is not None and CHIPS[chip.name] is chip, f"{name}: no chip from CHIPS"
+    assert chip.hbm_bytes_per_s > 0 and chip.local_link_bytes_per_s > 0 and chip.compute_die and chip.source
+    assert chip.matmul_fraction_of in (None, *(c.compute_die for c in CHIPS.values() if c.matmul_fraction_of is None))
+    assert (chip.neuron_stack is not None) == (facts.accelerator == "neuron"), f"{name}: neuron_stack"
+    if facts.accelerator == "gpu":
+        gpu = GPUS[facts.gpu_device or ""]
+        assert gpu.ec2_gpu_name, f"{name}: {gpu.device_name} has no ec2_gpu_name"
+        assert gpu.compute_capability in MIN_CUDA
+        assert (facts.accelerator_memory_gib, facts.peak_bf16_flops_per_accelerator) == (
+            gpu.memory_gib,
+            gpu.peak_bf16_flops,
+        )
+
+
+def test_cpu_entries_have_no_chip_and_no_gpu_facts() -> None:
+    for name in HEAD_NODE_TYPES:
+        facts = instance_facts(name)
+        assert (facts.chip, facts.gpu_device, facts.published_busbw, facts.min_aws_ofi_nccl) == (None,) * 4
+
+
+def test_p5_and_p6_need_aws_ofi_nccl_1_7_3_and_p4_has_its_published_baseline() -> None:
+    for name in ("p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge", "p6-b300.48xlarge"):
+        assert instance_facts(name).min_aws_ofi_nccl == (1, 7, 3), name
+    for name in ("p4d.24xlarge", "p4de.24xlarge"):
+        facts = instance_facts(name)
+        assert facts.min_aws_ofi_nccl is None
+        assert facts.published_busbw is not None and facts.published_busbw.busbw_gb_per_s == 78.0

@@ -4,6 +4,10 @@ One family (training/models/<family>/) holds its block, its Hugging Face adapter
 descriptor. The descriptor is plain data and shape arithmetic, so the planner (torch-free, on the head node) reads
 it; the torch parts are named by module path and imported only when the trainer builds or loads a model.
 No torch and no ModelArgs import here: ModelArgs itself validates against the registry (training/models/families.py).
+
+No family needs a parallelize plan today: training/parallel/ wraps each block whatever its class (FSDP2 and the
+checkpoint wrapper per block, an op-based selective policy), so a plan that does depend on the block (tensor
+parallel) would be a new descriptor field here.
 """
 
 from __future__ import annotations

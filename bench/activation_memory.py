@@ -28,10 +28,9 @@ from torch import Tensor, nn
 from planner.memory import GIB, block_activation_bytes_per_token, memory_per_device
 from spec.cli import user_errors
 from training.models.args import ModelArgs
-from training.models.llama import LlamaBlock
-from training.models.neox import NeoXBlock
 from training.models.registry import get_model_args
 from training.models.rope import model_inverse_frequencies, rotary_cos_sin
+from training.models.transformer import block_class
 
 MEASURE_SEQ = 256
 
@@ -61,7 +60,7 @@ class _MeasuredRMSNorm(nn.Module):
 
 def _gpu_like_block(args: ModelArgs) -> nn.Module:
     with torch.device("cpu"):
-        block: nn.Module = (LlamaBlock if args.flavor == "llama" else NeoXBlock)(args)
+        block: nn.Module = block_class(args)(args)
     block = block.to(torch.bfloat16)
     for name, module in list(block.named_children()):
         if isinstance(module, nn.RMSNorm):

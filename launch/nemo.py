@@ -17,6 +17,7 @@ from slurm.errors import SubmitError
 from slurm.target import Target
 from training.config import JobConfig
 from training.models.args import ModelArgs
+from training.models.families import family_named
 from training.signals import EXIT_STATUS_FILE
 
 # NeMo 2's Llama recipe builds the architecture we call "llama" (RMSNorm, SwiGLU, RoPE, GQA); the shape fields
@@ -133,10 +134,11 @@ def optimizer_overrides(job: JobConfig, prefix: str) -> dict[str, Any]:
 def check_megatron_job(job: JobConfig, model: ModelArgs, workers: int, layout: Layout, framework: str) -> None:
     """What both NeMo Framework paths (NeMo 2, Megatron Bridge) refuse before SLURM is asked for nodes: a model
     flavor the framework has no recipe for, and a layout Megatron would refuse."""
-    if model.flavor != "llama":
+    gap = family_named(model.flavor).megatron_gap
+    if gap is not None:
         raise SubmitError(
-            f"--backend nemo: model flavor {model.flavor!r} has no {framework} recipe (Megatron has no parallel "
-            "attention/MLP block); train it with --backend fsdp or neuron"
+            f"--backend nemo: model flavor {model.flavor!r} has no {framework} recipe ({gap}); "
+            "train it with --backend fsdp or neuron"
         )
     check_parallel(model, workers, layout, job)
 

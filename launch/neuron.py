@@ -1,5 +1,5 @@
 """The NeuronX Distributed Training (NxDT) config: its NeMo-style YAML rendered from our job config, with the
-tensor/pipeline parallelism of "Frugality meets Accuracy: Cost-efficient training of GPT NeoX and Pythia models with AWS Trainium" (https://aws.amazon.com/blogs/machine-learning/frugality-meets-accuracy-cost-efficient-training-of-gpt-neox-and-pythia-models-with-aws-trainium/) for the published shapes (Pythia 6.9B: TP 8; GPT-NeoX 20B: TP 8, PP 4).
+tensor/pipeline parallelism of "Frugality meets Accuracy: Cost-efficient training of GPT NeoX and Pythia models with AWS Trainium" (https://aws.amazon.com/blogs/machine-learning/frugality-meets-accuracy-cost-efficient-training-of-gpt-neox-and-pythia-models-with-aws-trainium/) for the published shapes (Pythia 6.9B: TP 8; GPT-NeoX 20B: TP 8, PP 4; the neox family's descriptor holds them).
 Megatron-source models read the same .bin/.idx (data_prefix) as the FSDP job.
 """
 
@@ -15,36 +15,22 @@ from slurm.netenv import NEURON_CC_FLAGS
 from slurm.target import Target
 from training.config import JobConfig
 from training.models.args import ModelArgs
+from training.models.families import family_named
+from training.models.registry import MODEL_CONFIGS
 
-# (tensor parallel, pipeline parallel) that the Trainium NeoX/Pythia blog trained these shapes with on trn1.32xlarge.
-NEURON_PARALLELISM: dict[str, tuple[int, int]] = {"pythia-6.9b": (8, 1), "neox-20b": (8, 4)}
 DEFAULT_NEURON_PARALLELISM = (8, 1)
 
 
 def default_parallelism(model_name: str | None) -> tuple[int, int]:
-    return NEURON_PARALLELISM.get(model_name or "", DEFAULT_NEURON_PARALLELISM)
+    """(tensor, pipeline) parallel for a named shape: its family's published NxDT run, else the default."""
+    if model_name is None or model_name not in MODEL_CONFIGS:
+        return DEFAULT_NEURON_PARALLELISM
+    family = family_named(MODEL_CONFIGS[model_name].flavor)
+    return family.neuron_parallelism.get(model_name, DEFAULT_NEURON_PARALLELISM)
 
 
 def _architecture(model: ModelArgs) -> dict[str, Any]:
-    if model.flavor == "neox":
-        # Parallel attention and MLP off one input is the GPT-J/NeoX block; rotary on rotary_pct of each head.
-        specific = {
-            "normalization": "layernorm",
-            "activation": "gelu",
-            "transformer_block_type": "gpt_j",
-            "has_bias": True,
-            "num_kv_heads": model.n_heads,
-            "rotary_percentage": model.rotary_pct,
-        }
-    else:
-        specific = {
-            "normalization": "rmsnorm",
-            "activation": "swiglu",
-            "transformer_block_type": "pre_ln",
-            "has_bias": False,
-            "num_kv_heads": model.kv_heads,
-            "rotary_percentage": 1.0,
-        }
+    specific = family_named(model.flavor).neuron_architecture(model)
     return {
         "num_layers": model.n_layers,
         "hidden_size": model.dim,

@@ -21,6 +21,7 @@ from planner.flops import Checkpointing
 from planner.hardware import Hardware, hardware
 from planner.job import Job, Sharding, Software
 from training.models.args import ModelArgs
+from training.models.families import family_named
 from training.models.params import count_parameters
 
 GIB = float(1 << 30)
@@ -61,20 +62,12 @@ def loss_bytes(
 
 def block_activation_bytes_per_token(args: ModelArgs, mode: str, attention: str = "flash", seq_len: int = 0) -> float:
     """Bytes one block keeps for backward, per token, under a checkpointing mode ("none", "selective", "full")."""
-    h, f, kv = args.dim, args.ffn_dim, args.kv_heads * args.head_dim
     if mode == "full":
-        return BF16 * h  # the block input only; the rest is recomputed
-    if args.flavor == "llama":
-        if mode == "selective":  # block input, q/k/v, attention out, wo out, w1/w3 out, w2 out
-            return BF16 * (5 * h + 2 * kv + 2 * f)
-        # Measured (bench/activation_memory.py, saved-tensor hooks): the two norm inputs and outputs, rotated q,
-        # rotated k, v, the attention output (wo reads it as a view), w1 and w3 outputs, silu output, product.
-        saved = BF16 * (6 * h + 2 * kv + 4 * f)
-    else:
-        if mode == "selective":  # block input, qkv, attention out, dense out, MLP up and down outputs
-            return BF16 * (7 * h + f)
-        # input, two layer-norm outputs, qkv and rotated q/k, attention out, MLP up out, GELU out
-        saved = BF16 * (9 * h + 2 * f)
+        return BF16 * args.dim  # the block input only; the rest is recomputed
+    saving = "selective" if mode == "selective" else "none"  # any other mode saves what "none" does per block
+    saved = BF16 * family_named(args.flavor).saved_activation_elements[saving](args)
+    if saving == "selective":
+        return saved
     saved += NORM_STATS_BYTES  # the two norms' fp32 per-token statistics
     if attention == "materialized":
         saved += 5 * args.n_heads * seq_len  # softmax out (2), dropout mask (1), dropout out (2) per score

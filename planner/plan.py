@@ -44,7 +44,6 @@ from planner.layouts import as_json as layouts_json
 from planner.layouts import compare_layouts, ranked, render_table
 from planner.memory import MemoryEstimate, fits_message, job_memory
 from planner.model_source import is_job_yaml, resolve_model
-from planner.published import PLANNER_MODELS
 from planner.step_time import StepEstimate, estimate_step
 from spec.cli import OneLineParser, user_errors
 from spec.cli_types import non_negative_float
@@ -89,7 +88,8 @@ def parse_tokens(text: str) -> float:
 
 
 def known_models() -> dict[str, ModelArgs]:
-    return {**MODEL_CONFIGS, **PLANNER_MODELS}
+    """The named shapes: the trainer's registry, which holds the published tables' shapes too."""
+    return MODEL_CONFIGS
 
 
 def _named(error: PlanError, options: argparse.Namespace) -> str:

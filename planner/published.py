@@ -32,6 +32,7 @@ from planner.hardware import Accelerator, Hardware, hardware
 from planner.job import Job, Sharding, Software
 from spec.platform.instances import instance_facts
 from training.models.args import ModelArgs
+from training.models.neox.configs import gpt_4h
 from training.models.registry import get_model_args
 
 PYTORCH_FSDP_BLOG = "pytorch-fsdp-blog"
@@ -175,86 +176,11 @@ SOURCES: dict[str, Source] = {
     ),
 }
 
-# --- model shapes the tables use that the registry does not hold (table inputs, not training configs) ---------
+# --- model shapes: the registry's (training/models/<family>/configs.py), so `--model mpt-7b` is a row's shape ----
 
-
-def gpt_4h(hidden: int, layers: int, heads: int, vocab: int) -> ModelArgs:
-    """A GPT with a 4h GELU MLP, LayerNorm and tied embeddings (the neox flavor's block)."""
-    return ModelArgs(
-        flavor="neox",
-        dim=hidden,
-        n_layers=layers,
-        n_heads=heads,
-        ffn_dim=4 * hidden,
-        vocab_size=vocab,
-        max_seq_len=2048,
-        tie_embeddings=True,
-    )
-
-
-def megatron_gpt(hidden: int, layers: int, heads: int) -> ModelArgs:
-    """The Megatron-LM paper's GPT shapes: 51,200 vocabulary, 2048 tokens."""
-    return gpt_4h(hidden, layers, heads, 51200)
-
-
-def mpt(hidden: int, layers: int, heads: int) -> ModelArgs:
-    """MPT shapes (llm-foundry's yamls): 50,368 vocabulary. Their learned position embeddings (seq x hidden) are left
-    out: not matmul parameters, under 0.3 % of any benchmarked model."""
-    return gpt_4h(hidden, layers, heads, 50368)
-
-
-# Llama 2 34B was never released as a base model; this is the shape Code Llama 34B and the FSDP recipe use.
-LLAMA2_34B = ModelArgs(
-    flavor="llama",
-    dim=8192,
-    n_layers=48,
-    n_heads=64,
-    n_kv_heads=8,
-    ffn_dim=22016,
-    vocab_size=32000,
-    norm_eps=1e-5,
-    max_seq_len=4096,
-)
-
-# The Megatron-LM paper's GPT shapes by size label: (hidden, layers, heads).
-MEGATRON_SHAPES: dict[str, tuple[int, int, int]] = {
-    "1.7b": (2304, 24, 24),
-    "3.6b": (3072, 30, 32),
-    "7.5b": (4096, 36, 32),
-    "18b": (6144, 40, 48),
-    "39b": (8192, 48, 64),
-    "76b": (10240, 60, 80),
-    "145b": (12288, 80, 96),
-    "310b": (16384, 96, 128),
-    "530b": (20480, 105, 128),
-    "1t": (25600, 128, 160),
-}
-
-# llm-foundry's MPT shapes by size label: (hidden, layers, heads).
-MPT_SHAPES: dict[str, tuple[int, int, int]] = {
-    "1b": (2048, 24, 16),
-    "3b": (2560, 32, 20),
-    "7b": (4096, 32, 32),
-    "13b": (5120, 40, 40),
-    "30b": (7168, 48, 64),
-    "70b": (8192, 80, 64),
-}
-
-# Llama 3 70B and Llama 3.1 405B as their config.json files give them (a test reads the files and compares); the
-# rotary scaling of 3.1 changes neither FLOPs nor memory.
-LLAMA3_70B = get_model_args("llama3-8b").replace(dim=8192, n_layers=80, n_heads=64, ffn_dim=28672)
-LLAMA31_405B = get_model_args("llama3-8b").replace(
-    dim=16384, n_layers=126, n_heads=128, ffn_dim=53248, max_seq_len=131072
-)
-
-# Shapes the planner knows beyond the registry (so `--model megatron-gpt-1t` plans a published configuration).
-PLANNER_MODELS: dict[str, ModelArgs] = {
-    "llama2-34b": LLAMA2_34B,
-    "llama3-70b": LLAMA3_70B,
-    "llama3.1-405b": LLAMA31_405B,
-    **{f"megatron-gpt-{size}": megatron_gpt(*shape) for size, shape in MEGATRON_SHAPES.items()},
-    **{f"mpt-{size}": mpt(*shape) for size, shape in MPT_SHAPES.items()},
-}
+LLAMA2_34B = get_model_args("llama2-34b")
+LLAMA3_70B = get_model_args("llama3-70b")
+LLAMA31_405B = get_model_args("llama3.1-405b")
 
 # --- the clusters behind the tables -------------------------------------------------------------------------
 
@@ -484,7 +410,7 @@ def _foundry_row(
     holdout: bool,
 ) -> PublishedRow:
     job = Job(
-        model=PLANNER_MODELS[f"mpt-{size}"],
+        model=get_model_args(f"mpt-{size}"),
         hardware=node,
         nodes=gpus // 8,
         seq_len=seq,
@@ -549,7 +475,7 @@ def _megatron_row(
     tp = min(model_parallel, 8)
     pp = model_parallel // tp
     job = Job(
-        model=PLANNER_MODELS[f"megatron-gpt-{size.lower()}"],
+        model=get_model_args(f"megatron-gpt-{size.lower()}"),
         hardware=DGX_A100,
         nodes=gpus // 8,
         seq_len=2048,

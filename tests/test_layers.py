@@ -33,13 +33,16 @@ ALLOWED: dict[str, frozenset[str]] = {
 # Packages that may import any other (they sit outside the product).
 ANYTHING = ("bench", "tests")
 # The planner runs on a laptop and on the head node, where torch is absent: of the trainer it may read only these
-# torch-free descriptions (the job config, the model's shape and parameter count, the FLOPs formulas it shares with
-# the trainer's MFU). `test_the_planner_imports_with_torch_blocked` proves they stay torch-free.
+# torch-free descriptions (the job config, the model's shape and parameter count, the model families' descriptors
+# and named shapes, the FLOPs formulas it shares with the trainer's MFU). `test_the_planner_imports_with_torch_blocked`
+# proves they stay torch-free.
 PLANNER_MAY_READ_FROM_TRAINING = (
     "training.config",
     "training.models.args",
     "training.models.params",
+    "training.models.families",
     "training.models.registry",
+    "training.models.neox.configs",
     "training.metrics.flops",
     "training.evaluate.results",
 )

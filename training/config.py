@@ -40,7 +40,7 @@ class ModelSection(_Section):
     name: str | None = None
     hf_checkpoint: str | None = None  # directory with config.json and *.safetensors: fine-tune from it
     vocab_size: PositiveInt | Literal["data"] | None = None  # "data": the dataset's tokenizer, padded to 64
-    flavor: Literal["llama", "neox"] | None = None
+    flavor: str | None = None  # a family name (training/models/families.py); ModelArgs refuses others
     dim: PositiveInt | None = None
     n_layers: PositiveInt | None = None
     n_heads: PositiveInt | None = None

@@ -8,7 +8,6 @@ from planner.flops import (
     recompute_flops_per_token,
     recomputed_block_fraction,
 )
-from planner.published import PLANNER_MODELS
 from training.models.registry import get_model_args
 
 
@@ -22,7 +21,7 @@ def test_model_flops_agree_with_the_trainers_mfu_formula(name: str) -> None:
 
 def test_megatron_formula_equals_6n_plus_attention_plus_recompute_for_a_gpt_shape() -> None:
     # For a 4h-MLP multi-head GPT the two formulas count the same matmuls; only biases and norms differ.
-    args = PLANNER_MODELS["megatron-gpt-18b"]
+    args = get_model_args("megatron-gpt-18b")
     ours = hardware_flops_per_token(args, 2048, recomputed_block_fraction("full", args.n_layers))
     assert megatron_flops_per_token(args, 2048, recompute=True) == pytest.approx(ours, rel=0.005)
     assert megatron_flops_per_token(args, 2048, recompute=False) == pytest.approx(
@@ -31,7 +30,7 @@ def test_megatron_formula_equals_6n_plus_attention_plus_recompute_for_a_gpt_shap
 
 
 def test_megatron_formula_by_hand() -> None:
-    args = PLANNER_MODELS["megatron-gpt-1.7b"]  # h 2304, l 24, V 51200
+    args = get_model_args("megatron-gpt-1.7b")  # h 2304, l 24, V 51200
     h, layers, seq, batch = 2304, 24, 2048, 512
     expected = 96 * batch * seq * layers * h**2 * (1 + seq / (6 * h) + 51200 / (16 * layers * h))
     assert megatron_flops_per_iteration(args, batch, seq) == pytest.approx(expected)

@@ -3,8 +3,9 @@ from pathlib import Path
 import pytest
 
 from planner.model_source import read_config_json
-from planner.published import ALL_ROWS, MEGATRON_ROWS, PLANNER_MODELS, TABLES
+from planner.published import ALL_ROWS, MEGATRON_ROWS, TABLES
 from training.models.params import count_parameters
+from training.models.registry import get_model_args
 
 
 def test_every_row_names_its_source_and_words() -> None:
@@ -105,7 +106,7 @@ def test_new_rows_run_the_layout_their_table_prints() -> None:
 )
 def test_the_llama_shapes_of_the_new_rows_are_their_config_json(name: str, config: str) -> None:
     path = Path(__file__).parent / "hf_configs" / f"{config}.json"
-    ours, theirs = PLANNER_MODELS[name], read_config_json(path)
+    ours, theirs = get_model_args(name), read_config_json(path)
     assert count_parameters(ours) == count_parameters(theirs)
 
 

@@ -95,6 +95,13 @@ def test_model_shape_from_name_overrides_and_dataset_vocabulary() -> None:
         resolve_model_args(broken, data_vocab_size=None)
 
 
+def test_an_unknown_flavor_is_one_line_listing_the_registered_families() -> None:
+    # The families are training/models/families.py's, not a list in the config schema.
+    with pytest.raises(ConfigError, match=r"^config: model.flavor: 'gpt2' is not one of llama, neox$"):
+        section = parse_job_config({**tiny_job("x"), "model": {"name": "tiny", "flavor": "gpt2"}}).model
+        resolve_model_args(section, data_vocab_size=None)
+
+
 def test_hf_checkpoint_shape_comes_from_its_config_json(tmp_path: Path) -> None:
     from training.models.hf import hf_config
 

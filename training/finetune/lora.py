@@ -21,18 +21,9 @@ from torch import Tensor, nn
 from training.config import ConfigError
 from training.finetune.config import LoraSection
 from training.models.args import ModelArgs
+from training.models.families import family_named
 from training.models.init import WeightInit
 
-# HF Llama leaf name -> ours, inside a block.
-LLAMA_TARGETS = {
-    "q_proj": "attention.wq",
-    "k_proj": "attention.wk",
-    "v_proj": "attention.wv",
-    "o_proj": "attention.wo",
-    "gate_proj": "feed_forward.w1",
-    "up_proj": "feed_forward.w3",
-    "down_proj": "feed_forward.w2",
-}
 ADAPTER_SUFFIXES = (".lora_a", ".lora_b")
 
 
@@ -70,30 +61,34 @@ def is_adapter(name: str) -> bool:
     return name.endswith(ADAPTER_SUFFIXES)
 
 
-def _check_targets(args: ModelArgs, targets: tuple[str, ...]) -> None:
-    if args.flavor != "llama":
+def target_paths(args: ModelArgs, targets: tuple[str, ...]) -> dict[str, str]:
+    """HF leaf name (PEFT's target_modules) -> our module inside a block, from the family's LoRA targets."""
+    family = family_named(args.flavor)
+    if not family.lora_targets:
         raise ConfigError([f"finetune.mode: 'lora' supports Llama-shaped models, not model.flavor {args.flavor!r}"])
-    unknown = [name for name in targets if name not in LLAMA_TARGETS]
+    paths = {target.hf_name: target.module for target in family.lora_targets}
+    unknown = [name for name in targets if name not in paths]
     if unknown:
         raise ConfigError(
             [
                 f"finetune.lora.target_modules: {unknown[0]!r} names no module of the model; its linear layers are "
-                f"{', '.join(LLAMA_TARGETS)}"
+                f"{', '.join(paths)}"
             ]
         )
+    return {name: paths[name] for name in targets}
 
 
 def apply_lora(model: nn.Module, args: ModelArgs, section: LoraSection, frozen_dtype: torch.dtype) -> int:
     """Wrap the targets of every block, freeze the rest in `frozen_dtype`; returns the trainable parameter count."""
-    _check_targets(args, section.target_modules)
+    paths = target_paths(args, section.target_modules)
     layers = model.get_submodule("layers")
     assert isinstance(layers, nn.ModuleList)
     for block in layers:
-        for target in section.target_modules:
-            parent_name, _, leaf = LLAMA_TARGETS[target].rpartition(".")
+        for path in paths.values():
+            parent_name, _, leaf = path.rpartition(".")
             parent = block.get_submodule(parent_name)
             base = getattr(parent, leaf)
-            assert isinstance(base, nn.Linear), f"{LLAMA_TARGETS[target]} is not an nn.Linear"
+            assert isinstance(base, nn.Linear), f"{path} is not an nn.Linear"
             setattr(parent, leaf, LoRALinear(base, section.rank, section.alpha, section.dropout))
     _freeze_base(model, frozen_dtype)
     return sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -1,4 +1,4 @@
-"""Decoder-only transformers (Llama and GPT-NeoX flavors). Model code holds no parallelism.
+"""Decoder-only transformers, one folder per model family (training/models/families.py). No parallelism here.
 
 This package's __init__ imports no torch so that parameter counting (args, registry, params) stays cheap for
 planners; import `training.models.transformer` for the nn.Module.

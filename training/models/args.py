@@ -7,9 +7,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from spec.errors import UserError
+from training.models.families import FAMILIES
 
-Flavor = Literal["llama", "neox"]
-FLAVORS: tuple[str, ...] = ("llama", "neox")
+# The user-facing name of a model family (training/models/families.py), in ModelArgs and job YAMLs.
+Flavor = str
+FLAVORS: tuple[str, ...] = tuple(FAMILIES)
 RopeType = Literal["default", "llama3"]
 ROPE_TYPES: tuple[str, ...] = ("default", "llama3")
 
@@ -22,9 +24,9 @@ class ModelArgsError(UserError):
 class ModelArgs:
     """Transformer shape.
 
-    llama: RMSNorm, SwiGLU MLP (ffn_dim is the gate/up width), RoPE on all head dims, no biases, optional GQA.
-    neox: LayerNorm, GELU MLP with biases, attention and MLP in parallel off the same input, rotary on
-    `rotary_pct` of each head (the rest get zero frequencies, see rope.py).
+    flavor names the family (training/models/families.py), whose descriptor says what its block is and which
+    fields it refuses: llama (RMSNorm, SwiGLU, GQA, Qwen options), neox (LayerNorm, GELU, parallel residual,
+    rotary on `rotary_pct` of each head, the rest getting zero frequencies, see rope.py).
     rope_type "llama3": Llama 3.1+ frequency scaling (rope.py) with the rope_factor / rope_*_freq_factor /
     rope_original_max_seq_len fields; "default" ignores them.
     """
@@ -82,15 +84,8 @@ class ModelArgs:
             out.append(f"model.rotary_pct: {self.rotary_pct!r} must be in (0, 1]")
         elif out == [] and self.rotary_dim % 2:
             out.append(f"model.rotary_pct: {self.rotary_pct!r} rotates an odd number of dims ({self.rotary_dim})")
-        if self.flavor == "llama" and self.rotary_pct != 1.0:
-            out.append(f"model.rotary_pct: {self.rotary_pct!r} partial rotary is a neox-flavor feature")
-        if self.flavor == "neox" and (self.attention_head_dim is not None or self.qk_norm or self.qkv_bias):
-            field = next(
-                f for f in ("attention_head_dim", "qk_norm", "qkv_bias") if getattr(self, f) not in (None, False)
-            )
-            out.append(f"model.{field}: {getattr(self, field)!r} is a llama-flavor feature")
-        if self.flavor == "neox" and self.n_kv_heads not in (None, self.n_heads):
-            out.append(f"model.n_kv_heads: {self.n_kv_heads!r} grouped-query attention is a llama-flavor feature")
+        if self.flavor in FAMILIES:
+            out.extend(FAMILIES[self.flavor].shape_problems(self))
         if self.norm_eps <= 0:
             out.append(f"model.norm_eps: {self.norm_eps!r} must be positive")
         if self.rope_theta <= 0:

@@ -1,71 +1,75 @@
-"""Hugging Face naming: config.json <-> ModelArgs, and parameter names/layouts <-> ours.
+"""Hugging Face naming: config.json <-> ModelArgs, and parameter names/layouts <-> ours, for every family.
 
-Llama maps one to one. GPT-NeoX's fused query_key_value rows hold, per head, [q | k | v] in the concatenation
-rotary layout; ours hold q and k in the zero-frequency layout (rope.py), so those rows are permuted per head.
+Each family's adapter (training/models/<family>/hf.py, an HFAdapter named by its descriptor) says its names, its
+row layouts and its config.json keys; the functions here find the adapter from `args.flavor` (or, reading a
+config.json, from its model_type) so callers never branch on the family.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from training.models.args import ROPE_TYPES, ModelArgs, ModelArgsError
-from training.models.rope import zero_frequency_order
+from training.models.families import FAMILIES, family_named
+from training.models.family import ModelFamily, load
 
-_LLAMA_LAYER = {
-    "attention.wq.weight": "self_attn.q_proj.weight",
-    "attention.wk.weight": "self_attn.k_proj.weight",
-    "attention.wv.weight": "self_attn.v_proj.weight",
-    "attention.wo.weight": "self_attn.o_proj.weight",
-    "feed_forward.w1.weight": "mlp.gate_proj.weight",
-    "feed_forward.w3.weight": "mlp.up_proj.weight",
-    "feed_forward.w2.weight": "mlp.down_proj.weight",
-    "attention_norm.weight": "input_layernorm.weight",
-    "ffn_norm.weight": "post_attention_layernorm.weight",
-}
-_LLAMA_TOP = {
-    "tok_embeddings.weight": "model.embed_tokens.weight",
-    "norm.weight": "model.norm.weight",
-    "output.weight": "lm_head.weight",
-}
-_NEOX_TOP = {
-    "tok_embeddings.weight": "gpt_neox.embed_in.weight",
-    "norm.weight": "gpt_neox.final_layer_norm.weight",
-    "norm.bias": "gpt_neox.final_layer_norm.bias",
-    "output.weight": "embed_out.weight",
-}
 _LAYER_KEY = re.compile(r"^layers\.(\d+)\.(.+)$")
+
+
+@dataclass(frozen=True)
+class HFAdapter:
+    """One family's Hugging Face state dict and config.json.
+
+    top: our top-level parameter names -> HF's. layer_prefix: HF's prefix of block i ("model.layers").
+    layer: our in-block names -> HF's; None: HF uses ours. row_order: for a parameter whose rows HF lays out
+    otherwise, the order (HF -> ours) inside each whole-head block of rows; None for every other parameter.
+    config: the family's config.json keys beside the shared ones. args_from_config: ModelArgs from a config.json
+    of one of the family's hf_model_types, given the shared shape keys already read.
+    """
+
+    top: Mapping[str, str]
+    layer_prefix: str
+    layer: Mapping[str, str] | None
+    config: Callable[[ModelArgs], dict[str, Any]]
+    args_from_config: Callable[[dict[str, Any], dict[str, Any]], ModelArgs]
+    row_order: Callable[[ModelArgs, str], Tensor | None] = lambda args, name: None
+
+
+def adapter_of(family: ModelFamily) -> HFAdapter:
+    adapter = load(family.hf_adapter)
+    if not isinstance(adapter, HFAdapter):
+        raise TypeError(f"model.flavor: {family.name!r} names {adapter!r} as its HF adapter, which is no HFAdapter")
+    return adapter
+
+
+def _adapter(args: ModelArgs) -> HFAdapter:
+    return adapter_of(family_named(args.flavor))
 
 
 def hf_name(args: ModelArgs, name: str) -> str:
     """Our parameter name -> the HF checkpoint's name."""
-    top = _LLAMA_TOP if args.flavor == "llama" else _NEOX_TOP
-    if name in top:
-        return top[name]
+    adapter = _adapter(args)
+    if name in adapter.top:
+        return adapter.top[name]
     match = _LAYER_KEY.match(name)
     if match is None:
         raise KeyError(f"parameter {name!r} has no Hugging Face name")
     index, rest = match.groups()
-    if args.flavor == "llama":
-        if rest not in _LLAMA_LAYER:
+    if adapter.layer is not None:
+        if rest not in adapter.layer:
             raise KeyError(f"parameter {name!r} has no Hugging Face name")
-        return f"model.layers.{index}.{_LLAMA_LAYER[rest]}"
-    return f"gpt_neox.layers.{index}.{rest}"
+        rest = adapter.layer[rest]
+    return f"{adapter.layer_prefix}.{index}.{rest}"
 
 
 def needs_row_permutation(args: ModelArgs, name: str) -> bool:
-    return args.flavor == "neox" and args.rotary_dim < args.head_dim and ".attention.query_key_value." in name
-
-
-def qkv_row_order(args: ModelArgs) -> Tensor:
-    """Row permutation of one head's [q | k | v] block from HF layout to ours (v unchanged)."""
-    head_dim = args.head_dim
-    order = torch.tensor(zero_frequency_order(head_dim, args.rotary_dim))
-    return torch.cat([order, order + head_dim, torch.arange(2 * head_dim, 3 * head_dim)])
+    return _adapter(args).row_order(args, name) is not None
 
 
 def _permute_head_blocks(rows: Tensor, order: Tensor) -> Tensor:
@@ -76,15 +80,13 @@ def _permute_head_blocks(rows: Tensor, order: Tensor) -> Tensor:
 
 
 def hf_rows_to_ours(args: ModelArgs, name: str, rows: Tensor) -> Tensor:
-    if not needs_row_permutation(args, name):
-        return rows
-    return _permute_head_blocks(rows, qkv_row_order(args))
+    order = _adapter(args).row_order(args, name)
+    return rows if order is None else _permute_head_blocks(rows, order)
 
 
 def our_rows_to_hf(args: ModelArgs, name: str, rows: Tensor) -> Tensor:
-    if not needs_row_permutation(args, name):
-        return rows
-    return _permute_head_blocks(rows, torch.argsort(qkv_row_order(args)))
+    order = _adapter(args).row_order(args, name)
+    return rows if order is None else _permute_head_blocks(rows, torch.argsort(order))
 
 
 def to_hf_state_dict(args: ModelArgs, state: dict[str, Tensor]) -> dict[str, Tensor]:
@@ -103,7 +105,7 @@ _LLAMA3_KEYS = {
 }
 
 
-def _rope_scaling(args: ModelArgs) -> dict[str, Any]:
+def rope_scaling(args: ModelArgs) -> dict[str, Any]:
     """The rope_scaling entry (transformers 4 form, which transformers 5 still reads) for a scaled model."""
     if args.rope_type == "default":
         return {}
@@ -132,34 +134,13 @@ def hf_config(args: ModelArgs, torch_dtype: str = "float32") -> dict[str, Any]:
         "initializer_range": args.init_std,
         "torch_dtype": torch_dtype,
     }
-    if args.flavor == "llama":
-        return {
-            "architectures": ["LlamaForCausalLM"],
-            "model_type": "llama",
-            **common,
-            "num_key_value_heads": args.kv_heads,
-            "rms_norm_eps": args.norm_eps,
-            "rope_theta": args.rope_theta,
-            **_rope_scaling(args),
-            "hidden_act": "silu",
-            "attention_bias": False,
-            "mlp_bias": False,
-        }
-    return {
-        "architectures": ["GPTNeoXForCausalLM"],
-        "model_type": "gpt_neox",
-        **common,
-        "layer_norm_eps": args.norm_eps,
-        "rotary_pct": args.rotary_pct,
-        "rotary_emb_base": args.rope_theta,
-        **_rope_scaling(args),
-        "use_parallel_residual": True,
-        "hidden_act": "gelu",
-        "attention_bias": True,
-    }
+    specific = _adapter(args).config(args)
+    # The architecture keys lead, as transformers writes them.
+    leading: dict[str, Any] = {key: specific.pop(key) for key in ("architectures", "model_type") if key in specific}
+    return {**leading, **common, **specific}
 
 
-def _require(config: dict[str, Any], key: str, check: Callable[[Any], bool], message: str) -> None:
+def require(config: dict[str, Any], key: str, check: Callable[[Any], bool], message: str) -> None:
     if key in config and not check(config[key]):
         raise ModelArgsError(f"config.json {key}: {config[key]!r} {message}")
 
@@ -195,7 +176,8 @@ def rope_from_hf_config(config: dict[str, Any], theta_key: str, fraction_key: st
 
 
 def args_from_hf_config(config: dict[str, Any]) -> ModelArgs:
-    """ModelArgs for an HF LlamaForCausalLM / GPTNeoXForCausalLM config.json; rejects what we do not implement."""
+    """ModelArgs for a config.json of a family's model_type (LlamaForCausalLM, GPTNeoXForCausalLM); rejects what
+    we do not implement."""
     model_type = config.get("model_type")
     try:
         shape = {
@@ -204,26 +186,13 @@ def args_from_hf_config(config: dict[str, Any]) -> ModelArgs:
             "n_layers": config["num_hidden_layers"],
             "n_heads": config["num_attention_heads"],
             "vocab_size": config["vocab_size"],
+            "max_seq_len": config.get("max_position_embeddings", 2048),
+            "tie_embeddings": bool(config.get("tie_word_embeddings", False)),
         }
     except KeyError as missing:
         raise ModelArgsError(f"config.json {missing.args[0]}: is required but missing") from None
-    max_seq_len = config.get("max_position_embeddings", 2048)
-    tie = bool(config.get("tie_word_embeddings", False))
-    if model_type == "llama":
-        rope = rope_from_hf_config(config, "rope_theta", "partial_rotary_factor", 1.0)
-        _require(config, "hidden_act", lambda v: v == "silu", "is not supported (silu only)")
-        _require(config, "attention_bias", lambda v: not v, "is not supported (no attention biases)")
-        _require(config, "mlp_bias", lambda v: not v, "is not supported (no MLP biases)")
-        return ModelArgs(
-            flavor="llama", **shape, n_kv_heads=config.get("num_key_value_heads"),
-            norm_eps=config.get("rms_norm_eps", 1e-6), max_seq_len=max_seq_len, tie_embeddings=tie, **rope,
-        )  # fmt: skip
-    if model_type == "gpt_neox":
-        _require(config, "use_parallel_residual", bool, "is not supported (parallel residual only)")
-        _require(config, "hidden_act", lambda v: v == "gelu", "is not supported (gelu only)")
-        rope = rope_from_hf_config(config, "rotary_emb_base", "rotary_pct", 0.25)
-        return ModelArgs(
-            flavor="neox", **shape, norm_eps=config.get("layer_norm_eps", 1e-5), max_seq_len=max_seq_len,
-            tie_embeddings=tie, **rope,
-        )  # fmt: skip
-    raise ModelArgsError(f"config.json model_type: {model_type!r} is not supported (llama or gpt_neox)")
+    for family in FAMILIES.values():
+        if model_type in family.hf_model_types:
+            return adapter_of(family).args_from_config(config, shape)
+    known = " or ".join(t for family in FAMILIES.values() for t in family.hf_model_types)
+    raise ModelArgsError(f"config.json model_type: {model_type!r} is not supported ({known})")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from training.models.args import ModelArgs
+from training.models.families import family_named
 
 
 @dataclass(frozen=True)
@@ -20,28 +21,12 @@ class ParamCounts:
     per_layer: int
 
 
-def _layer_params(args: ModelArgs) -> int:
-    dim, ffn, kv_dim, q_dim = args.dim, args.ffn_dim, args.kv_heads * args.head_dim, args.attention_dim
-    if args.flavor == "llama":
-        attention = dim * q_dim + 2 * dim * kv_dim + q_dim * dim + ((q_dim + 2 * kv_dim) if args.qkv_bias else 0)
-        mlp = 3 * dim * ffn
-        norms = 2 * dim + (2 * args.head_dim if args.qk_norm else 0)
-        return attention + mlp + norms
-    attention = (3 * dim * dim + 3 * dim) + (dim * dim + dim)
-    mlp = (dim * ffn + ffn) + (ffn * dim + dim)
-    norms = 2 * 2 * dim
-    return attention + mlp + norms
-
-
-def _final_norm_params(args: ModelArgs) -> int:
-    return args.dim if args.flavor == "llama" else 2 * args.dim
-
-
 def count_parameters(args: ModelArgs) -> ParamCounts:
-    per_layer = _layer_params(args)
+    family = family_named(args.flavor)
+    per_layer = family.layer_parameters(args)
     table = args.vocab_size * args.dim
     head = 0 if args.tie_embeddings else table
-    blocks = args.n_layers * per_layer + _final_norm_params(args)
+    blocks = args.n_layers * per_layer + family.final_norm_parameters(args.dim)
     total = table + head + blocks
     embedding = table + head
     return ParamCounts(

@@ -1,11 +1,11 @@
-"""The decoder-only transformer: embeddings, a stack of flavor-specific blocks, a final norm and the LM head.
+"""The decoder-only transformer: embeddings, a stack of the family's blocks, a final norm and the LM head.
 
 No parallelism here: training/parallel/ wraps `layers[i]` and the root with FSDP2, checkpointing and compile.
 """
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Protocol, cast
 
 import torch
 import torch.nn.functional as F
@@ -13,15 +13,30 @@ from torch import Tensor, nn
 
 from training.models.args import ModelArgs
 from training.models.attention import document_mask
+from training.models.families import family_named
+from training.models.family import load
 from training.models.init import WeightInit
-from training.models.llama import LlamaBlock
 from training.models.loss import chunked_cross_entropy
-from training.models.neox import NeoXBlock
 from training.models.rope import model_inverse_frequencies, rotary_cos_sin, rotary_cos_sin_at
 
 
+class Block(Protocol):
+    """What a family's block (training/models/<family>/model.py) offers the stack."""
+
+    def __call__(self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None = None) -> Tensor: ...
+    def init_weights(self, init: WeightInit, std: float, n_layers: int) -> None: ...
+
+
+def block_class(args: ModelArgs) -> type[nn.Module]:
+    """The family's block class, imported by its module path (the registry itself imports no torch)."""
+    block = load(family_named(args.flavor).block)
+    if not (isinstance(block, type) and issubclass(block, nn.Module)):
+        raise TypeError(f"model.flavor: {args.flavor!r} names {block!r} as its block, which is not an nn.Module")
+    return block
+
+
 def _final_norm(args: ModelArgs) -> nn.RMSNorm | nn.LayerNorm:
-    if args.flavor == "llama":
+    if family_named(args.flavor).norm == "rmsnorm":
         return nn.RMSNorm(args.dim, eps=args.norm_eps)
     return nn.LayerNorm(args.dim, eps=args.norm_eps)
 
@@ -40,7 +55,7 @@ class Transformer(nn.Module):
     def __init__(self, args: ModelArgs) -> None:
         super().__init__()
         self.args = args
-        block = LlamaBlock if args.flavor == "llama" else NeoXBlock
+        block = block_class(args)
         self.tok_embeddings = nn.Embedding(args.vocab_size, args.dim)
         self.layers = nn.ModuleList([block(args) for _ in range(args.n_layers)])
         self.norm = _final_norm(args)
@@ -90,7 +105,7 @@ class Transformer(nn.Module):
         for layer in self.layers:
             # A block, or a checkpoint wrapper around one (parallel/activation_checkpoint.py), which forwards
             # attribute access to the block.
-            cast(LlamaBlock | NeoXBlock, layer).init_weights(init, std, self.args.n_layers)
+            cast(Block, layer).init_weights(init, std, self.args.n_layers)
         self.norm.reset_parameters()
         if self.output is not None:
             init.normal_(self.output.weight, std)

@@ -22,6 +22,7 @@ from training.config import (
     load_job_config,
     resolve_model_args,
 )
+from training.finetune.config import LORA_TARGETS, LoraSection
 from training.models.args import ModelArgs, ModelArgsError
 
 # The planner's name for a field -> the job YAML's, so a refusal names what the user wrote.
@@ -77,6 +78,7 @@ def planner_job(
     planner or the trainer would refuse, a global batch that is not a whole number of micro-batches per rank
     among them."""
     parallel = config.parallel
+    lora = lora_settings(config)
     checkpoint = parallel.activation_checkpoint
     devices = nodes * hardware.devices_per_node
     data_parallel = max(1, devices // (layout.tensor_parallel * layout.pipeline_parallel * layout.context_parallel))
@@ -100,15 +102,14 @@ def planner_job(
         global_batch=config.data.global_batch_size,
         software=chosen,
         shard_group=shard_group(parallel, data_parallel) if chosen.sharding == "hsdp" else None,
-        lora_rank=lora_rank(config),
+        lora_rank=lora.rank if lora is not None else None,
+        lora_target_modules=lora.target_modules if lora is not None else LORA_TARGETS,
     )
 
 
-def lora_rank(config: JobConfig) -> int | None:
-    """The finetune: section's LoRA rank (the base frozen), or None: every parameter trains (pretraining, full)."""
-    finetune = config.finetune
-    lora = finetune.lora_settings if finetune is not None else None
-    return lora.rank if lora is not None else None
+def lora_settings(config: JobConfig) -> LoraSection | None:
+    """The finetune: section's LoRA (the base frozen), or None: every parameter trains (pretraining, full)."""
+    return config.finetune.lora_settings if config.finetune is not None else None
 
 
 def read_job(path: Path, argument: str = "--model") -> tuple[JobConfig, ModelArgs]:

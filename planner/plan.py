@@ -23,7 +23,7 @@ from typing import Any
 
 from planner.calibration import CALIBRATED, LOCAL_LINK_EFFICIENCY
 from planner.cost import CostEstimate, job_cost
-from planner.finetune import DEFAULT_LORA_RANK, FINETUNE_MODES
+from planner.finetune import FINETUNE_MODES
 from planner.flops import CHECKPOINTING_MODES
 from planner.hardware import Hardware, HardwareError, hardware
 from planner.job import (
@@ -49,6 +49,7 @@ from planner.step_time import StepEstimate, estimate_step
 from spec.cli import OneLineParser, user_errors
 from spec.cli_types import non_negative_float
 from training.config import ConfigError, check_sequence_fits
+from training.finetune.config import DEFAULT_LORA_RANK
 from training.models.args import ModelArgs
 from training.models.params import count_parameters
 from training.models.registry import MODEL_CONFIGS

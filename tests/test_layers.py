@@ -37,6 +37,7 @@ ANYTHING = ("bench", "tests")
 # the trainer's MFU). `test_the_planner_imports_with_torch_blocked` proves they stay torch-free.
 PLANNER_MAY_READ_FROM_TRAINING = (
     "training.config",
+    "training.finetune.config",
     "training.models.args",
     "training.models.params",
     "training.models.registry",

@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from launch.data_fit import check_data_fills_splits
-from launch.fit import check_fits, check_global_batch, check_planner_fit, planned_cost
+from launch.fit import check_fits, check_global_batch, planned_cost
 from launch.neuron import default_parallelism
 from launch.nxdt_contract import finetune_refusal
 from launch.options import SubmitOptions
@@ -266,8 +266,7 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
         raise SubmitError(refusal)
     if job.finetune is None or options.backend == "fsdp":  # Bridge's SFT reads its JSONL (launch.bridge_finetune)
         check_data_fills_splits(options.backend, job, data_prefix, target.devices_per_node * options.nodes)
-    fit = check_fits(model, target, options.nodes, model_name=model_name)
-    notes = [f"fits: {fit.summary()}"]
+    notes: list[str] = []
     plan = None
     tp, pp = options.tensor_parallel, options.pipeline_parallel
     if options.backend == "neuron":  # the layout neuron_scripts gives NxDT when the flags leave it out
@@ -275,8 +274,6 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
         tp, pp = tp or default_tp, pp or default_pp
     layout = PlanLayout(tp or 1, pp or 1, options.context_parallel or 1)
     if not target.local:
-        if options.backend == "fsdp":  # nemo and neuron check memory with their own model-parallel rules
-            notes.append(f"planner: {check_planner_fit(model, target, options.nodes, job, model_name=model_name)}")
         price = spec.cluster.prices.get(target.instance.name) if spec is not None and spec.cluster else None
         plan = planned_cost(model, target, options.nodes, job, price, options.backend, layout)  # type: ignore[arg-type]
         if plan is not None:
@@ -316,6 +313,9 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
         ),
         rendered,
     )
+    # After the backend's own layout checks, so a layout it refuses is named in its words first.
+    fit = check_fits(job, model, target, options.nodes, options.backend, layout, model_name)  # type: ignore[arg-type]
+    rendered.notes.insert(0, fit)
     return rendered
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from planner.flops import Checkpointing
 from planner.hardware import Hardware
 from planner.job import Backend, Job, PlanError, Sharding, Software, backend_software
 from planner.model_source import read_config_json
@@ -34,6 +35,11 @@ YAML_FIELDS: dict[str, str] = {
     "every_n": "parallel.activation_checkpoint.every_n",
     "shard_group": "parallel.dp_shard",
 }
+
+
+# Activation checkpointing a backend renders whatever the YAML says: NxDT's config (launch/neuron.py) asks for
+# selective recompute; the FSDP trainer and Megatron's recipes follow parallel.activation_checkpoint.
+BACKEND_CHECKPOINTING: dict[str, Checkpointing] = {"neuron": "selective"}
 
 
 def yaml_field(error: PlanError) -> str:
@@ -94,7 +100,7 @@ def planner_job(
         nodes=nodes,
         seq_len=config.data.seq_len,
         micro_batch=config.data.micro_batch_size,
-        checkpointing=checkpoint.mode,
+        checkpointing=BACKEND_CHECKPOINTING.get(chosen.backend, checkpoint.mode),
         every_n=checkpoint.every_n,
         tensor_parallel=layout.tensor_parallel,
         pipeline_parallel=layout.pipeline_parallel,
@@ -112,16 +118,17 @@ def lora_settings(config: JobConfig) -> LoraSection | None:
     return config.finetune.lora_settings if config.finetune is not None else None
 
 
-def read_job(path: Path, argument: str = "--model") -> tuple[JobConfig, ModelArgs]:
-    """A job YAML and its model shape (its named shape with overrides, or its hf_checkpoint's config.json), with
-    the sequence checked against the model. PlanError names the file and the first problem."""
+def read_job(path: Path, argument: str = "--model", data_vocab_size: int | None = None) -> tuple[JobConfig, ModelArgs]:
+    """A job YAML and its model shape (its named shape with overrides, or its hf_checkpoint's config.json; a
+    `vocab_size: data` from `data_vocab_size`, the dataset's), with the sequence checked against the model.
+    PlanError names the file and the first problem."""
     try:
         config = load_job_config(path)
         section = config.model
         if section.hf_checkpoint is not None:
             args = read_config_json(Path(section.hf_checkpoint) / "config.json").replace(**section.overrides())
         else:
-            args = resolve_model_args(section, data_vocab_size=None)
+            args = resolve_model_args(section, data_vocab_size=data_vocab_size)
         check_sequence_fits(config.data, args)
     except (ConfigError, ModelArgsError) as error:
         first = str(error).splitlines()[0]

@@ -43,7 +43,7 @@ from planner.job_config import sharding as sharding_of
 from planner.layouts import as_json as layouts_json
 from planner.layouts import compare_layouts, ranked, render_table
 from planner.memory import MemoryEstimate, fits_message, job_memory
-from planner.model_source import is_job_yaml, resolve_model
+from planner.model_source import dataset_vocab_size, is_job_yaml, resolve_model
 from planner.published import PLANNER_MODELS
 from planner.step_time import StepEstimate, estimate_step
 from spec.cli import OneLineParser, user_errors
@@ -190,6 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="full: every parameter trains (the default plan); lora: the base frozen in bf16, adapters on every linear",
     )
     parser.add_argument("--lora-rank", type=int, help=f"with --finetune lora (default {DEFAULT_LORA_RANK})")
+    parser.add_argument(
+        "--data-prefix", help="with --model job.yaml: the prepared dataset whose vocabulary `vocab_size: data` reads"
+    )
     parser.add_argument("--tokens", type=parse_tokens, default=None, help="tokens to train on (2e12, 2T, 300B)")
     parser.add_argument(
         "--price-per-hour", type=non_negative_float, default=None, help="USD per node-hour (default: on-demand)"
@@ -237,7 +240,8 @@ _JOB_FIELDS: dict[str, str] = {
 
 def _job_from_yaml(options: argparse.Namespace, node: Hardware) -> Job:
     """--model job.yaml: the job as written (planner.job_config), any flag given overriding its field."""
-    config, model = read_job(Path(options.model))
+    vocab = dataset_vocab_size(options.data_prefix) if options.data_prefix else None
+    config, model = read_job(Path(options.model), data_vocab_size=vocab)
     overrides: dict[str, Any] = {
         field: getattr(options, name) for field, name in _JOB_FIELDS.items() if getattr(options, name) is not None
     }
@@ -283,6 +287,8 @@ def _job_from_options(options: argparse.Namespace) -> Job:
     node = hardware(options.instance, usd_per_hour=_price(options))
     if is_job_yaml(options.model):
         return _job_from_yaml(options, node)
+    if options.data_prefix:
+        raise PlanError("--data-prefix", options.data_prefix, "applies only with --model job.yaml")
     model = resolve_model(options.model, known_models())
     return Job(
         model=model,

@@ -15,13 +15,14 @@ import math
 from planner.comment import Plan
 from planner.hardware import Accelerator, Hardware, hardware
 from planner.job import Backend, Job, PlanError
-from planner.job_config import YAML_FIELDS, Layout, planner_job
+from planner.job_config import YAML_FIELDS, planner_job
 from planner.memory import fits
 from planner.step_time import estimate_step
 from slurm.errors import SubmitError
 from slurm.target import LOCAL_INSTANCE, Target
 from training.config import JobConfig
 from training.models.args import ModelArgs
+from training.parallel.dims import ParallelDims
 
 # How far the refusal looks for a node count that fits (a model that needs more has no useful hint).
 MAX_SUGGESTED_NODES = 1024
@@ -100,7 +101,7 @@ def check_fits(
     target: Target,
     nodes: int,
     backend: Backend = "fsdp",
-    layout: Layout | None = None,
+    layout: ParallelDims | None = None,
     model_name: str = "model",
 ) -> str:
     """The planner's one-line verdict ("fits: X GiB per device, ...") for the job on its backend and layout; raises
@@ -108,7 +109,7 @@ def check_fits(
     fits when there is one."""
     where = f"{model_name} on {nodes} x {target.instance.name}"
     try:
-        planned = planner_job(job, model, planner_hardware(target), nodes, layout or Layout(), backend=backend)
+        planned = planner_job(job, model, planner_hardware(target), nodes, layout or ParallelDims(), backend=backend)
     except PlanError as error:
         field = SUBMIT_FIELDS.get(error.argument, error.argument)
         raise SubmitError(f"--model: {where}: {field}: {error.value!r} {error.reason}") from None
@@ -125,14 +126,14 @@ def planned_cost(
     job: JobConfig,
     usd_per_node_hour: float | None = None,
     backend: Backend = "fsdp",
-    layout: Layout | None = None,
+    layout: ParallelDims | None = None,
 ) -> Plan | None:
     """The planner's hours and dollars for the whole run (train.max_steps steps) on the job's backend and layout, for
     the job's comment: llm-report sets it next to what sacct measured. None when the planner cannot time the job's
     layout: that never fails a submission (check_fits and each backend's own checks refuse what cannot run)."""
     try:
         node = hardware(target.instance.name, usd_per_hour=usd_per_node_hour)
-        planned = planner_job(job, model, node, nodes, layout or Layout(), backend=backend)
+        planned = planner_job(job, model, node, nodes, layout or ParallelDims(), backend=backend)
     except PlanError:
         return None
     step = estimate_step(planned)

@@ -8,13 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from launch.nemo import Layout, check_parallel, validation_split
+from launch.nemo import check_parallel, validation_split
 from launch.nxdt_contract import contract_problems
 from slurm.errors import SubmitError
 from slurm.netenv import NEURON_CC_FLAGS
 from slurm.target import Target
 from training.config import JobConfig
 from training.models.args import ModelArgs
+from training.parallel.dims import ParallelDims
 
 # (tensor parallel, pipeline parallel) that the Trainium NeoX/Pythia blog trained these shapes with on trn1.32xlarge.
 NEURON_PARALLELISM: dict[str, tuple[int, int]] = {"pythia-6.9b": (8, 1), "neox-20b": (8, 4)}
@@ -79,7 +80,7 @@ def nxdt_config(
     if target.neuron is None:
         raise SubmitError("--backend neuron: the spec has no cluster.neuron section")
     workers = target.workers_per_node
-    check_parallel(model, workers * nodes, Layout(tensor=tensor_parallel, pipeline=pipeline_parallel), job)
+    check_parallel(model, workers * nodes, ParallelDims(tp=tensor_parallel, pp=pipeline_parallel), job)
     steps = job.train.max_steps
     optim = job.optim
     if optim.decay_steps not in (None, steps):

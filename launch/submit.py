@@ -32,7 +32,6 @@ from launch.options import SubmitOptions
 from launch.scripts import JobInputs, Rendered, fsdp_scripts, nemo_scripts, neuron_scripts
 from launch.signal_lead import job_stop_window, resolve_signal_lead
 from planner.comment import plan_comment
-from planner.job_config import Layout as PlanLayout
 from slurm import netenv
 from slurm.errors import SubmitError
 from slurm.submission import REPO_ROOT, SPEC_ENV, check_sbatch_args, parse_time, sbatch, submit_env
@@ -46,6 +45,7 @@ from spec.errors import problems_from_pydantic
 from spec.model import DeploymentSpec
 from training.config import ConfigError, JobConfig, check_sequence_fits, load_job_config, resolve_model_args
 from training.models.args import ModelArgs
+from training.parallel.dims import ParallelDims
 
 _JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -272,7 +272,7 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
     if options.backend == "neuron":  # the layout neuron_scripts gives NxDT when the flags leave it out
         default_tp, default_pp = default_parallelism(job.model.name)
         tp, pp = tp or default_tp, pp or default_pp
-    layout = PlanLayout(tp or 1, pp or 1, options.context_parallel or 1)
+    layout = ParallelDims(tp=tp or 1, pp=pp or 1, cp=options.context_parallel or 1)
     if not target.local:
         price = spec.cluster.prices.get(target.instance.name) if spec is not None and spec.cluster else None
         plan = planned_cost(model, target, options.nodes, job, price, options.backend, layout)  # type: ignore[arg-type]

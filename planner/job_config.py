@@ -8,7 +8,6 @@ model's positions) before anything is queued. No torch is imported.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from planner.flops import Checkpointing
@@ -25,6 +24,7 @@ from training.config import (
 )
 from training.finetune.config import LORA_TARGETS, LoraSection
 from training.models.args import ModelArgs, ModelArgsError
+from training.parallel.dims import DATA_PARALLEL_ONLY, ParallelDims
 
 # The planner's name for a field -> the job YAML's, so a refusal names what the user wrote.
 YAML_FIELDS: dict[str, str] = {
@@ -47,15 +47,6 @@ def yaml_field(error: PlanError) -> str:
     return f"{YAML_FIELDS.get(error.argument, error.argument)}: {error.value!r} {error.reason}"
 
 
-@dataclass(frozen=True)
-class Layout:
-    """What the job config leaves to the launcher: model-parallel sizes (nemo/neuron flags; 1 for FSDP)."""
-
-    tensor_parallel: int = 1
-    pipeline_parallel: int = 1
-    context_parallel: int = 1
-
-
 def sharding(parallel: ParallelSection) -> Sharding:
     """FSDP over every rank, or HSDP (FSDP2's 2-D mesh) when the config replicates."""
     return "hsdp" if parallel.dp_replicate != 1 else "fsdp"
@@ -75,7 +66,7 @@ def planner_job(
     model: ModelArgs,
     hardware: Hardware,
     nodes: int,
-    layout: Layout = Layout(),
+    layout: ParallelDims = DATA_PARALLEL_ONLY,
     software: Software | None = None,
     backend: Backend = "fsdp",
 ) -> Job:
@@ -87,7 +78,7 @@ def planner_job(
     lora = lora_settings(config)
     checkpoint = parallel.activation_checkpoint
     devices = nodes * hardware.devices_per_node
-    data_parallel = max(1, devices // (layout.tensor_parallel * layout.pipeline_parallel * layout.context_parallel))
+    data_parallel = max(1, layout.data_parallel(devices))
     if software is not None:
         chosen = software
     elif backend == "fsdp":  # the trainer as the YAML configures it
@@ -102,9 +93,9 @@ def planner_job(
         micro_batch=config.data.micro_batch_size,
         checkpointing=BACKEND_CHECKPOINTING.get(chosen.backend, checkpoint.mode),
         every_n=checkpoint.every_n,
-        tensor_parallel=layout.tensor_parallel,
-        pipeline_parallel=layout.pipeline_parallel,
-        context_parallel=layout.context_parallel,
+        tensor_parallel=layout.tp,
+        pipeline_parallel=layout.pp,
+        context_parallel=layout.cp,
         global_batch=config.data.global_batch_size,
         software=chosen,
         shard_group=shard_group(parallel, data_parallel) if chosen.sharding == "hsdp" else None,

@@ -38,7 +38,7 @@ from planner.job import (
     Software,
     backend_software,
 )
-from planner.job_config import YAML_FIELDS, Layout, planner_job, read_job
+from planner.job_config import YAML_FIELDS, planner_job, read_job
 from planner.job_config import sharding as sharding_of
 from planner.layouts import as_json as layouts_json
 from planner.layouts import compare_layouts, ranked, render_table
@@ -53,6 +53,7 @@ from training.finetune.config import DEFAULT_LORA_RANK
 from training.models.args import ModelArgs
 from training.models.params import count_parameters
 from training.models.registry import MODEL_CONFIGS
+from training.parallel.dims import ParallelDims
 
 # Job field -> command-line flag, so errors name what the user typed.
 FLAGS: dict[str, str] = {
@@ -259,7 +260,7 @@ def _job_from_yaml(options: argparse.Namespace, node: Hardware) -> Job:
             raise PlanError(
                 "--model", options.model, f"with the flags given: {str(error).splitlines()[0].removeprefix('config: ')}"
             ) from None
-    layout = Layout(options.tensor_parallel, options.pipeline_parallel, options.context_parallel)
+    layout = ParallelDims(tp=options.tensor_parallel, pp=options.pipeline_parallel, cp=options.context_parallel)
     backend = backend_of(options, node)
     yaml_sharding = sharding_of(config.parallel) if backend == "fsdp" else None
     compiled = options.compile or (backend == "fsdp" and config.parallel.compile)

@@ -38,6 +38,7 @@ ANYTHING = ("bench", "tests")
 PLANNER_MAY_READ_FROM_TRAINING = (
     "training.config",
     "training.finetune.config",
+    "training.parallel.dims",
     "training.models.args",
     "training.models.params",
     "training.models.registry",

@@ -11,12 +11,12 @@ import yaml
 
 from launch.fit import check_fits
 from launch.neuron import default_parallelism
-from planner.job_config import Layout
 from slurm.errors import SubmitError
 from slurm.target import local_target, resolve_target
 from spec import load_spec
 from training.config import JobConfig, parse_job_config
 from training.models.registry import get_model_args
+from training.parallel.dims import ParallelDims
 
 REPO = Path(__file__).resolve().parents[2]
 TRN1 = resolve_target(load_spec("spec/examples/trn1-neuron.yaml"), "neuron", None, None)
@@ -91,20 +91,20 @@ def test_target_modules_reach_the_fit_check() -> None:
 def test_trainium_blog_shapes_fit_on_four_trn1_nodes_with_their_tensor_parallel(name: str) -> None:
     job = _shipped(f"launch/jobs/configs/neuron-{name}.yaml")
     tp, pp = default_parallelism(name)
-    assert check_fits(job, get_model_args(name), TRN1, 4, "neuron", Layout(tp, pp)).startswith("fits: ")
+    assert check_fits(job, get_model_args(name), TRN1, 4, "neuron", ParallelDims(tp=tp, pp=pp)).startswith("fits: ")
 
 
 def test_nemo_is_checked_with_its_layout() -> None:
     job = _shipped("training/configs/llama3-8b.yaml", global_batch_size=64)
     model = get_model_args("llama3-8b")
-    one, two = (check_fits(job, model, P5, 2, "nemo", Layout(tp)) for tp in (1, 2))
+    one, two = (check_fits(job, model, P5, 2, "nemo", ParallelDims(tp=tp)) for tp in (1, 2))
     assert _gib(two) < _gib(one)  # ZeRO-1 keeps bf16 weights whole per TP rank: TP 2 halves them
 
 
 def test_a_layout_the_planner_refuses_is_named_by_its_flag() -> None:
     job = _shipped("training/configs/llama3-8b.yaml", global_batch_size=64)
     with pytest.raises(SubmitError) as refused:
-        check_fits(job, get_model_args("llama3-8b"), P5, 1, "nemo", Layout(3), "llama3-8b")
+        check_fits(job, get_model_args("llama3-8b"), P5, 1, "nemo", ParallelDims(tp=3), "llama3-8b")
     assert str(refused.value) == (
         "--model: llama3-8b on 1 x p5.48xlarge: --tensor-parallel: 3 must divide the 8 devices of a node"
     )

@@ -442,10 +442,10 @@ def test_each_backend_is_planned_at_its_own_speed_and_the_comment_says_which(dem
     """llm-submit plans a job with its own --backend and layout; the comment llm-report reads names the backend."""
     from launch.fit import planned_cost
     from planner.comment import parse_plan
-    from planner.job_config import Layout
     from slurm.target import resolve_target
     from spec import load_spec
     from training.config import load_job_config, resolve_model_args
+    from training.parallel.dims import ParallelDims
 
     job = write_job(tmp_path / "gbs64.yaml", data={"global_batch_size": 64})
     plans = {}
@@ -461,7 +461,7 @@ def test_each_backend_is_planned_at_its_own_speed_and_the_comment_says_which(dem
     model = resolve_model_args(config.model, data_vocab_size=512)
     target = resolve_target(load_spec(None), "nemo", None, None)
     expected = planned_cost(model, target, 2, config.with_overrides(**{"train.max_steps": 1000}), None, "nemo",
-                            Layout(tensor_parallel=2))  # fmt: skip
+                            ParallelDims(tp=2))  # fmt: skip
     assert plans["nemo"] is not None and expected is not None
     assert plans["nemo"].hours == pytest.approx(expected.hours, rel=1e-5) and plans["nemo"].backend == "nemo"
     assert plans["fsdp"] is not None and plans["fsdp"].backend == "fsdp"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from planner.finetune import lora_parameters
+from planner.finetune import linear_shapes, lora_parameters
 from planner.hardware import hardware
 from planner.job import Job, PlanError
 from planner.memory import GIB, block_activation_bytes_per_token, job_memory
@@ -149,3 +149,14 @@ def test_the_default_lora_rank_is_the_trainers() -> None:
     optimizer_gib = json.loads(result.stdout)["memory_breakdown_gib"]["optimizer"]
     adapters = lora_parameters(get_model_args("llama3-8b"), LoraSection().rank, LoraSection().target_modules)
     assert optimizer_gib * GIB == pytest.approx(12 * adapters / 8)
+
+
+def test_every_lora_target_has_a_shape_a_trainer_module_and_a_bridge_name() -> None:
+    """Adding a target_modules name: the config's list, the planner's shapes, the trainer's module map and
+    Megatron Bridge's name all take it, or this fails."""
+    from launch.bridge_finetune import CANONICAL_LORA_TARGETS
+    from training.finetune.config import HF_LINEAR_MODULES
+    from training.finetune.lora import LLAMA_TARGETS
+
+    names = set(HF_LINEAR_MODULES)
+    assert set(linear_shapes(SMALL)) == set(LLAMA_TARGETS) == set(CANONICAL_LORA_TARGETS) == names

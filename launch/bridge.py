@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from launch.bridge_finetune import finetune_settings
-from launch.nemo import Layout, check_megatron_job, optimizer_overrides, validation_split
+from launch.nemo import check_megatron_job, optimizer_overrides, validation_split
 from slurm.target import Target
 from training.config import JobConfig
 from training.models.args import ModelArgs
+from training.parallel.dims import ParallelDims
 from training.signals import EXIT_STATUS_FILE
 
 # megatron.bridge.recipes.llama.llama3_8b_pretrain_config asks AutoBridge for this model id (recipes/llama/h100/
@@ -80,9 +81,9 @@ def bridge_config(
     nodes: int,
     run_dir: Path,
     tokenizer_dir: str,
-    layout: Layout | None = None,
+    layout: ParallelDims | None = None,
 ) -> dict[str, Any]:
-    layout = layout or Layout()
+    layout = layout or ParallelDims()
     gpus = target.workers_per_node
     check_megatron_job(job, model, gpus * nodes, layout, "Megatron Bridge")
     steps = job.train.max_steps
@@ -90,12 +91,12 @@ def bridge_config(
     checkpoints = str(run_dir / "checkpoints")
     overrides: dict[str, Any] = {
         "model.seq_length": job.data.seq_len,
-        "model.tensor_model_parallel_size": layout.tensor,
-        "model.pipeline_model_parallel_size": layout.pipeline,
-        "model.context_parallel_size": layout.context,
-        "model.expert_model_parallel_size": layout.expert,
+        "model.tensor_model_parallel_size": layout.tp,
+        "model.pipeline_model_parallel_size": layout.pp,
+        "model.context_parallel_size": layout.cp,
+        "model.expert_model_parallel_size": layout.ep,
         # Sequence parallelism splits the TP group's activations; with TP 1 Megatron has nothing to split.
-        "model.sequence_parallel": layout.tensor > 1,
+        "model.sequence_parallel": layout.tp > 1,
         "model.init_method_std": model.init_std,
         "train.train_iters": steps,
         "train.global_batch_size": job.data.global_batch_size,

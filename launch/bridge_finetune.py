@@ -19,10 +19,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from launch.nemo import Layout
 from slurm.errors import SubmitError
 from training.config import JobConfig
 from training.models.args import ModelArgs
+from training.parallel.dims import ParallelDims
 
 RECIPES = {"full": "llama3_8b_sft_config", "lora": "llama3_8b_peft_config"}
 # Hugging Face's Llama linear names -> Megatron Bridge CanonicalLoRA's target names.
@@ -105,7 +105,7 @@ def pretrained_checkpoint(init_from: str, hf_config: dict[str, Any]) -> str:
 
 
 def finetune_settings(
-    job: JobConfig, model: ModelArgs, layout: Layout, run_dir: Path, hf_config: dict[str, Any]
+    job: JobConfig, model: ModelArgs, layout: ParallelDims, run_dir: Path, hf_config: dict[str, Any]
 ) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """(recipe, extra overrides, the config's finetune: block) for a job with a finetune: section."""
     section = job.finetune
@@ -118,7 +118,7 @@ def finetune_settings(
     init_from = job.init_from
     assert init_from is not None  # JobConfig refuses a finetune: section with neither init nor model.hf_checkpoint
     overrides: dict[str, Any] = {"checkpoint.pretrained_checkpoint": pretrained_checkpoint(init_from, hf_config)}
-    if layout.context > 1:
+    if layout.cp > 1:
         # Bridge's rule for SFT with CP > 1: a rank whose tokens are all masked must not divide by zero.
         overrides["model.calculate_per_token_loss"] = True
         overrides["ddp.average_in_collective"] = False
@@ -127,7 +127,7 @@ def finetune_settings(
         "mode": section.mode,
         "dataset_root": str(check_sft_dataset(job.data.prefix)),
         "work_dir": str(run_dir / "sft-data"),  # packed sequences and index files: the dataset dir stays read-only
-        "pad_seq_to_mult": 2 * layout.context if layout.context > 1 else 1,
+        "pad_seq_to_mult": 2 * layout.cp if layout.cp > 1 else 1,
         "lora": None
         if lora is None
         else {

@@ -1,98 +1,51 @@
-"""Will the model's training state fit in device memory? Checked before a job asks SLURM for nodes.
+"""Will the job fit in device memory? Checked before a job asks SLURM for nodes, on every backend.
 
-Mixed-precision Adam keeps 16 bytes per parameter (2 bf16 weights + 2 bf16 gradients + 12 fp32 master weights,
-momentum and variance), sharded over every device of the job (FSDP/ZeRO-3, or TP x PP x ZeRO-1 on Neuron).
-Activations, communication buffers and fragmentation need the rest, so only (1 - margin) of each device's memory
-is counted as available for the states. For FSDP jobs on accelerators, `check_planner_fit` then asks the
-capacity planner's memory model (planner.memory), which also counts activations by checkpointing
-policy, the logits, gathered FSDP blocks and the runtime's reserve.
+One memory model decides, the capacity planner's (planner.memory: training state by sharding and LoRA, activations
+by checkpointing policy, the logits, gathered FSDP blocks and the runtime's reserve), for the job as written
+(planner.job_config.planner_job) on the backend's stack and model-parallel layout: `llm-plan --model job.yaml`
+and `llm-submit` give the same figure. The local CPU cluster's node is planned as one device holding the node's
+memory (slurm.target.LOCAL_INSTANCE); the planner times nothing there.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import dataclass
 
 from planner.comment import Plan
-from planner.hardware import hardware
-from planner.job import Backend, PlanError
-from planner.job_config import Layout, planner_job, yaml_field
+from planner.hardware import Accelerator, Hardware, hardware
+from planner.job import Backend, Job, PlanError
+from planner.job_config import YAML_FIELDS, planner_job
 from planner.memory import fits
 from planner.step_time import estimate_step
 from slurm.errors import SubmitError
-from slurm.target import Target
+from slurm.target import LOCAL_INSTANCE, Target
 from training.config import JobConfig
 from training.models.args import ModelArgs
-from training.models.params import count_parameters
+from training.parallel.dims import ParallelDims
 
-BYTES_PER_PARAM = 16
-DEFAULT_MARGIN = 0.25
-GIB = 1024**3
-
-
-@dataclass(frozen=True)
-class Fit:
-    params: int
-    state_bytes: int
-    per_device_bytes: float
-    usable_bytes_per_device: float
-    devices: int
-    min_nodes: int
-
-    @property
-    def fits(self) -> bool:
-        return self.per_device_bytes <= self.usable_bytes_per_device
-
-    def summary(self) -> str:
-        return (
-            f"{_count(self.params)} params x {BYTES_PER_PARAM} B = {_size(self.state_bytes)} of weights, gradients and "
-            f"Adam states over {self.devices} devices: {_size(self.per_device_bytes)} each, "
-            f"{_size(self.usable_bytes_per_device)} usable"
-        )
+# How far the refusal looks for a node count that fits (a model that needs more has no useful hint).
+MAX_SUGGESTED_NODES = 1024
+# The planner's name for a layout field -> llm-submit's flag; the job's own fields keep their YAML names.
+SUBMIT_FIELDS = {
+    **YAML_FIELDS,
+    "tensor_parallel": "--tensor-parallel",
+    "pipeline_parallel": "--pipeline-parallel",
+    "context_parallel": "--context-parallel",
+    "nodes": "--nodes",
+}
+# The local cluster's node as the planner sees it: one device, the node's memory, no rate (never timed).
+LOCAL_HARDWARE = Hardware(
+    instance=dataclasses.replace(
+        LOCAL_INSTANCE, accelerators_per_node=1, accelerator_memory_gib=LOCAL_INSTANCE.memory_gib
+    ),
+    accelerator=Accelerator("CPU", "CPU", hbm_bytes_per_s=0.0, local_link_bytes_per_s=0.0),
+    label=LOCAL_INSTANCE.name,
+)
 
 
-def _count(params: int) -> str:
-    return f"{params / 1e9:.2f} B" if params >= 1e9 else f"{params / 1e6:.2f} M"
-
-
-def _size(size: float) -> str:
-    return f"{size / GIB:.1f} GiB" if size >= GIB else f"{size / 1024**2:.1f} MiB"
-
-
-def estimate_fit(
-    model: ModelArgs, target: Target, nodes: int, bytes_per_param: int = BYTES_PER_PARAM, margin: float = DEFAULT_MARGIN
-) -> Fit:
-    if nodes < 1:
-        raise SubmitError(f"--nodes: {nodes} must be at least 1")
-    if not 0.0 <= margin < 1.0:
-        raise SubmitError(f"margin: {margin} must be in [0, 1)")
-    params = count_parameters(model).total
-    state_bytes = params * bytes_per_param
-    devices = target.devices_per_node * nodes
-    usable = target.device_memory_gib * GIB * (1.0 - margin)
-    per_node_usable = usable * target.devices_per_node
-    min_nodes = math.ceil(state_bytes / per_node_usable) if per_node_usable > 0 else 0
-    return Fit(params, state_bytes, state_bytes / devices, usable, devices, min_nodes)
-
-
-def check_fits(
-    model: ModelArgs,
-    target: Target,
-    nodes: int,
-    bytes_per_param: int = BYTES_PER_PARAM,
-    margin: float = DEFAULT_MARGIN,
-    model_name: str = "model",
-) -> Fit:
-    """The fit estimate; raises SubmitError (one line, with the smallest node count that fits) when it does not."""
-    fit = estimate_fit(model, target, nodes, bytes_per_param, margin)
-    if fit.usable_bytes_per_device <= 0:
-        raise SubmitError(f"--queue: {target.instance.name} reports no device memory to train in")
-    if not fit.fits:
-        raise SubmitError(
-            f"--nodes: {model_name} does not fit on {nodes} x {target.instance.name}: {fit.summary()}; "
-            f"use at least {fit.min_nodes} nodes"
-        )
-    return fit
+def planner_hardware(target: Target, usd_per_node_hour: float | None = None) -> Hardware:
+    return LOCAL_HARDWARE if target.local else hardware(target.instance.name, usd_per_hour=usd_per_node_hour)
 
 
 def check_global_batch(job: JobConfig, data_parallel: int) -> None:
@@ -105,16 +58,64 @@ def check_global_batch(job: JobConfig, data_parallel: int) -> None:
         )
 
 
-def check_planner_fit(model: ModelArgs, target: Target, nodes: int, job: JobConfig, model_name: str = "model") -> str:
-    """The planner's verdict for an FSDP job on GPUs or Trainium, made for the job as written (planner.job_config);
-    raises SubmitError when its batch cannot be split over the ranks or its memory does not fit."""
+def _on_nodes(planned: Job, nodes: int) -> Job | None:
+    """The job on `nodes` nodes, its global batch rounded up to whole micro-batches per rank; None if it cannot be
+    laid out there."""
     try:
-        planned = planner_job(job, model, hardware(target.instance.name), nodes)
+        job = dataclasses.replace(planned, nodes=nodes, global_batch=None)
+        unit = job.data_parallel * job.micro_batch
+        return dataclasses.replace(job, global_batch=math.ceil(planned.global_batch_sequences / unit) * unit)
+    except PlanError:
+        return None
+
+
+def smallest_fitting_nodes(planned: Job) -> Job | None:
+    """The job on the fewest nodes above its own on which the planner fits it with its global batch as written;
+    failing that, with the global batch rounded up to split there; None when no count up to the limit fits
+    (activations, say, that more nodes do not divide)."""
+    rounded = None
+    for nodes in range(planned.nodes + 1, MAX_SUGGESTED_NODES + 1):
+        job = _on_nodes(planned, nodes)
+        if job is None or not fits(job)[0]:
+            continue
+        if job.global_batch == planned.global_batch_sequences:
+            return job
+        rounded = rounded or job
+    return rounded
+
+
+def _more_nodes_hint(planned: Job) -> str:
+    smallest = smallest_fitting_nodes(planned)
+    if smallest is None:
+        return ""
+    hint = f"; use at least {smallest.nodes} nodes"
+    if smallest.global_batch != planned.global_batch_sequences:
+        unit = smallest.data_parallel * smallest.micro_batch
+        hint += f" (with data.global_batch_size a multiple of {unit} there)"
+    return hint
+
+
+def check_fits(
+    job: JobConfig,
+    model: ModelArgs,
+    target: Target,
+    nodes: int,
+    backend: Backend = "fsdp",
+    layout: ParallelDims | None = None,
+    model_name: str = "model",
+) -> str:
+    """The planner's one-line verdict ("fits: X GiB per device, ...") for the job on its backend and layout; raises
+    SubmitError (one line) when the planner cannot lay it out or it does not fit, with the smallest node count that
+    fits when there is one."""
+    where = f"{model_name} on {nodes} x {target.instance.name}"
+    try:
+        planned = planner_job(job, model, planner_hardware(target), nodes, layout or ParallelDims(), backend=backend)
     except PlanError as error:
-        raise SubmitError(f"--model: {model_name} on {nodes} x {target.instance.name}: {yaml_field(error)}") from None
+        field = SUBMIT_FIELDS.get(error.argument, error.argument)
+        raise SubmitError(f"--model: {where}: {field}: {error.value!r} {error.reason}") from None
     ok, message = fits(planned)
     if not ok:
-        raise SubmitError(f"--nodes: {model_name} on {nodes} x {target.instance.name} {message}")
+        raise SubmitError(f"--nodes: {where} {message}{_more_nodes_hint(planned)}")
     return message
 
 
@@ -125,14 +126,14 @@ def planned_cost(
     job: JobConfig,
     usd_per_node_hour: float | None = None,
     backend: Backend = "fsdp",
-    layout: Layout | None = None,
+    layout: ParallelDims | None = None,
 ) -> Plan | None:
     """The planner's hours and dollars for the whole run (train.max_steps steps) on the job's backend and layout, for
     the job's comment: llm-report sets it next to what sacct measured. None when the planner cannot time the job's
-    layout: that never fails a submission (check_planner_fit and each backend's own checks refuse what cannot run)."""
+    layout: that never fails a submission (check_fits and each backend's own checks refuse what cannot run)."""
     try:
         node = hardware(target.instance.name, usd_per_hour=usd_per_node_hour)
-        planned = planner_job(job, model, node, nodes, layout or Layout(), backend=backend)
+        planned = planner_job(job, model, node, nodes, layout or ParallelDims(), backend=backend)
     except PlanError:
         return None
     step = estimate_step(planned)

@@ -8,7 +8,6 @@ would silently halve the data-parallel size), and the layout is checked here, be
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,28 +17,12 @@ from slurm.target import Target
 from training.config import JobConfig
 from training.models.args import ModelArgs
 from training.models.families import family_named
+from training.parallel.dims import DATA_PARALLEL_ONLY, ParallelDims
 from training.signals import EXIT_STATUS_FILE
 
 # NeMo 2's Llama recipe builds the architecture we call "llama" (RMSNorm, SwiGLU, RoPE, GQA); the shape fields
 # are overridden. Megatron-core has no parallel attention/MLP block, so the NeoX flavor has no faithful recipe.
 NEMO_RECIPE = "llama3_8b"
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Megatron's model-parallel sizes; data parallelism takes the remaining workers."""
-
-    tensor: int = 1
-    pipeline: int = 1
-    context: int = 1
-    expert: int = 1
-
-    @property
-    def model_parallel(self) -> int:
-        return self.tensor * self.pipeline * self.context
-
-    def data_parallel(self, workers: int) -> int:
-        return workers // self.model_parallel
 
 
 def validation_split(fraction: float) -> str:
@@ -55,7 +38,7 @@ def nemo_config(
     nodes: int,
     run_dir: Path,
     tokenizer_dir: str,
-    layout: Layout = Layout(),
+    layout: ParallelDims = DATA_PARALLEL_ONLY,
 ) -> dict[str, Any]:
     gpus = target.workers_per_node
     check_megatron_job(job, model, gpus * nodes, layout, "NeMo 2")
@@ -80,12 +63,12 @@ def nemo_config(
         "trainer.log_every_n_steps": job.train.log_every,
         "trainer.val_check_interval": job.train.eval_every or steps,
         "trainer.limit_val_batches": job.train.eval_batches,
-        "trainer.strategy.tensor_model_parallel_size": layout.tensor,
-        "trainer.strategy.pipeline_model_parallel_size": layout.pipeline,
-        "trainer.strategy.context_parallel_size": layout.context,
-        "trainer.strategy.expert_model_parallel_size": layout.expert,
+        "trainer.strategy.tensor_model_parallel_size": layout.tp,
+        "trainer.strategy.pipeline_model_parallel_size": layout.pp,
+        "trainer.strategy.context_parallel_size": layout.cp,
+        "trainer.strategy.expert_model_parallel_size": layout.ep,
         # Sequence parallelism splits the TP group's activations; with TP 1 Megatron has nothing to split.
-        "trainer.strategy.sequence_parallel": layout.tensor > 1,
+        "trainer.strategy.sequence_parallel": layout.tp > 1,
         **optimizer_overrides(job, "optim.config"),
         "optim.lr_scheduler.warmup_steps": optim.warmup_steps,
         "optim.lr_scheduler.max_steps": optim.decay_steps or steps,
@@ -131,7 +114,7 @@ def optimizer_overrides(job: JobConfig, prefix: str) -> dict[str, Any]:
     }
 
 
-def check_megatron_job(job: JobConfig, model: ModelArgs, workers: int, layout: Layout, framework: str) -> None:
+def check_megatron_job(job: JobConfig, model: ModelArgs, workers: int, layout: ParallelDims, framework: str) -> None:
     """What both NeMo Framework paths (NeMo 2, Megatron Bridge) refuse before SLURM is asked for nodes: a model
     flavor the framework has no recipe for, and a layout Megatron would refuse."""
     gap = family_named(model.flavor).megatron_gap
@@ -143,17 +126,17 @@ def check_megatron_job(job: JobConfig, model: ModelArgs, workers: int, layout: L
     check_parallel(model, workers, layout, job)
 
 
-def check_parallel(model: ModelArgs, workers: int, layout: Layout, job: JobConfig) -> None:
+def check_parallel(model: ModelArgs, workers: int, layout: ParallelDims, job: JobConfig) -> None:
     """Refuses a layout Megatron (or NxDT) would refuse at start-up, naming the option and the values."""
     for value, option in (
-        (layout.tensor, "--tensor-parallel"),
-        (layout.pipeline, "--pipeline-parallel"),
-        (layout.context, "--context-parallel"),
-        (layout.expert, "--expert-parallel"),
+        (layout.tp, "--tensor-parallel"),
+        (layout.pp, "--pipeline-parallel"),
+        (layout.cp, "--context-parallel"),
+        (layout.ep, "--expert-parallel"),
     ):
         if value < 1:
             raise SubmitError(f"{option}: {value} must be at least 1")
-    tp, pp, cp = layout.tensor, layout.pipeline, layout.context
+    tp, pp, cp = layout.tp, layout.pp, layout.cp
     if workers % layout.model_parallel:
         raise SubmitError(
             f"--tensor-parallel x --pipeline-parallel x --context-parallel: {tp} x {pp} x {cp} does not divide "
@@ -171,8 +154,8 @@ def check_parallel(model: ModelArgs, workers: int, layout: Layout, job: JobConfi
     if cp > 1 and job.data.seq_len % (2 * cp):
         # Megatron's context parallelism cuts each sequence into 2 x CP chunks (load-balanced causal attention).
         raise SubmitError(f"--context-parallel: data.seq_len {job.data.seq_len} is not a multiple of 2 x {cp}")
-    if layout.expert != 1:
+    if layout.ep != 1:
         raise SubmitError(
-            f"--expert-parallel: {layout.expert} needs a mixture-of-experts model; {model.flavor} has no experts"
+            f"--expert-parallel: {layout.ep} needs a mixture-of-experts model; {model.flavor} has no experts"
         )
     check_global_batch(job, layout.data_parallel(workers))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from launch.nemo import Layout, check_parallel, validation_split
+from launch.nemo import check_parallel, validation_split
 from launch.nxdt_contract import contract_problems
 from slurm.errors import SubmitError
 from slurm.netenv import NEURON_CC_FLAGS
@@ -17,6 +17,7 @@ from training.config import JobConfig
 from training.models.args import ModelArgs
 from training.models.families import family_named
 from training.models.registry import MODEL_CONFIGS
+from training.parallel.dims import ParallelDims
 
 DEFAULT_NEURON_PARALLELISM = (8, 1)
 
@@ -65,7 +66,7 @@ def nxdt_config(
     if target.neuron is None:
         raise SubmitError("--backend neuron: the spec has no cluster.neuron section")
     workers = target.workers_per_node
-    check_parallel(model, workers * nodes, Layout(tensor=tensor_parallel, pipeline=pipeline_parallel), job)
+    check_parallel(model, workers * nodes, ParallelDims(tp=tensor_parallel, pp=pipeline_parallel), job)
     steps = job.train.max_steps
     optim = job.optim
     if optim.decay_steps not in (None, steps):

@@ -14,7 +14,7 @@ import yaml
 
 from launch.bridge import CONFIG_NAME as BRIDGE_CONFIG_NAME
 from launch.bridge import bridge_config, hf_config_path, hf_llama_config
-from launch.nemo import Layout, nemo_config
+from launch.nemo import nemo_config
 from launch.neuron import default_parallelism, nxdt_config
 from launch.options import SubmitOptions
 from launch.vocab import TOKENIZER_FILE, check_vocabulary, tokenizer_rows
@@ -25,6 +25,7 @@ from slurm.target import Target
 from spec.containers import DEFAULT_FRAMEWORK, FRAMEWORKS, pyxis_image
 from training.config import JobConfig
 from training.models.args import ModelArgs
+from training.parallel.dims import ParallelDims
 from training.signals import EXIT_CHECKPOINT_FAILED, EXIT_CONFIG_ERROR, EXIT_LOSS_GUARD, EXIT_REQUEUE, EXIT_STATUS_FILE
 
 # The static bash parts of every job script (common.sh and one body per backend).
@@ -203,11 +204,11 @@ def fsdp_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered) 
 def nemo_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered) -> None:
     target, run_dir = inputs.target, inputs.run_dir
     tokenizer = _tokenizer_dir(options, run_dir, inputs.manifest, rendered, inputs.model)
-    layout = Layout(
-        tensor=options.tensor_parallel or 1,
-        pipeline=options.pipeline_parallel or 1,
-        context=options.context_parallel or 1,
-        expert=options.expert_parallel or 1,
+    layout = ParallelDims(
+        tp=options.tensor_parallel or 1,
+        pp=options.pipeline_parallel or 1,
+        cp=options.context_parallel or 1,
+        ep=options.expert_parallel or 1,
     )
     framework_name = target.nemo_framework or DEFAULT_FRAMEWORK
     framework = FRAMEWORKS[framework_name]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from planner.hardware import hardware
 from planner.job import Backend, PlanError
-from planner.job_config import Layout, planner_job
+from planner.job_config import planner_job
 from planner.step_time import estimate_step
 from planner.stop_window import StopWindow, stop_window
 from slurm.errors import SubmitError
@@ -15,12 +15,13 @@ from slurm.target import Target
 from spec.cluster import FsxSpec
 from training.config import JobConfig
 from training.models.args import ModelArgs
+from training.parallel.dims import ParallelDims
 
 DEFAULT_SIGNAL_LEAD = 300
 
 
 def planned_step_s(
-    job: JobConfig, model: ModelArgs, target: Target, nodes: int, layout: Layout, backend: Backend = "fsdp"
+    job: JobConfig, model: ModelArgs, target: Target, nodes: int, layout: ParallelDims, backend: Backend = "fsdp"
 ) -> float:
     """The planner's step time for the job's backend and layout; 0 where the planner cannot time it (the save still
     counts)."""
@@ -45,7 +46,13 @@ def resolve_signal_lead(given: int | None, backend: str, window: StopWindow | No
 
 
 def job_stop_window(
-    job: JobConfig, model: ModelArgs, target: Target, nodes: int, backend: str, fsx: FsxSpec | None, layout: Layout
+    job: JobConfig,
+    model: ModelArgs,
+    target: Target,
+    nodes: int,
+    backend: str,
+    fsx: FsxSpec | None,
+    layout: ParallelDims,
 ) -> StopWindow | None:
     if fsx is None or target.local:
         return None

@@ -25,14 +25,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from launch.data_fit import check_data_fills_splits
-from launch.fit import check_fits, check_global_batch, check_planner_fit, planned_cost
+from launch.fit import check_fits, check_global_batch, planned_cost
 from launch.neuron import default_parallelism
 from launch.nxdt_contract import finetune_refusal
 from launch.options import SubmitOptions
 from launch.scripts import JobInputs, Rendered, fsdp_scripts, nemo_scripts, neuron_scripts
 from launch.signal_lead import job_stop_window, resolve_signal_lead
 from planner.comment import plan_comment
-from planner.job_config import Layout as PlanLayout
 from slurm import netenv
 from slurm.errors import SubmitError
 from slurm.submission import REPO_ROOT, SPEC_ENV, check_sbatch_args, parse_time, sbatch, submit_env
@@ -46,6 +45,7 @@ from spec.errors import problems_from_pydantic
 from spec.model import DeploymentSpec
 from training.config import ConfigError, JobConfig, check_sequence_fits, load_job_config, resolve_model_args
 from training.models.args import ModelArgs
+from training.parallel.dims import ParallelDims
 
 _JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -266,17 +266,14 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
         raise SubmitError(refusal)
     if job.finetune is None or options.backend == "fsdp":  # Bridge's SFT reads its JSONL (launch.bridge_finetune)
         check_data_fills_splits(options.backend, job, data_prefix, target.devices_per_node * options.nodes)
-    fit = check_fits(model, target, options.nodes, model_name=model_name)
-    notes = [f"fits: {fit.summary()}"]
+    notes: list[str] = []
     plan = None
     tp, pp = options.tensor_parallel, options.pipeline_parallel
     if options.backend == "neuron":  # the layout neuron_scripts gives NxDT when the flags leave it out
         default_tp, default_pp = default_parallelism(job.model.name)
         tp, pp = tp or default_tp, pp or default_pp
-    layout = PlanLayout(tp or 1, pp or 1, options.context_parallel or 1)
+    layout = ParallelDims(tp=tp or 1, pp=pp or 1, cp=options.context_parallel or 1)
     if not target.local:
-        if options.backend == "fsdp":  # nemo and neuron check memory with their own model-parallel rules
-            notes.append(f"planner: {check_planner_fit(model, target, options.nodes, job, model_name=model_name)}")
         price = spec.cluster.prices.get(target.instance.name) if spec is not None and spec.cluster else None
         plan = planned_cost(model, target, options.nodes, job, price, options.backend, layout)  # type: ignore[arg-type]
         if plan is not None:
@@ -316,6 +313,9 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
         ),
         rendered,
     )
+    # After the backend's own layout checks, so a layout it refuses is named in its words first.
+    fit = check_fits(job, model, target, options.nodes, options.backend, layout, model_name)  # type: ignore[arg-type]
+    rendered.notes.insert(0, fit)
     return rendered
 
 

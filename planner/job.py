@@ -15,7 +15,9 @@ from typing import Any, Literal
 from planner.flops import CHECKPOINTING_MODES, Checkpointing, recomputed_block_fraction
 from planner.hardware import Hardware
 from spec.errors import UserError
+from training.finetune.config import LORA_TARGETS
 from training.models.args import ModelArgs
+from training.models.families import family_named
 
 Sharding = Literal["fsdp", "hsdp", "ddp", "zero1"]
 SHARDINGS: tuple[str, ...] = ("fsdp", "hsdp", "ddp", "zero1")
@@ -124,13 +126,31 @@ class Job:
     shard_group: int | None = None  # hsdp: DP ranks one replica is sharded over (dp_shard); None: one node's
     # Context parallel: each sequence split over this many ranks (ring attention passes K and V around them).
     context_parallel: int = 1
-    # LoRA of this rank on every linear of each block, the base frozen (planner/finetune.py); None: all trained.
+    # LoRA of this rank on each block's lora_target_modules, the base frozen (planner/finetune.py); None: all trained.
     lora_rank: int | None = None
+    lora_target_modules: tuple[str, ...] = LORA_TARGETS
 
     def __post_init__(self) -> None:
         problems = self.problems()
         if problems:
             raise problems[0]
+
+    def _lora_target_problems(self) -> list[PlanError]:
+        """LoRA adapts linears of the model's family (training/models/<family>/family.py), each named once."""
+        family = family_named(self.model.flavor)
+        adaptable = [target.hf_name for target in family.lora_targets]
+        if not adaptable:
+            return [PlanError("finetune", "lora", f"has no LoRA targets in model family {family.name!r}")]
+        targets = self.lora_target_modules
+        if not targets or any(name not in adaptable for name in targets) or len(set(targets)) < len(targets):
+            return [
+                PlanError(
+                    "lora_target_modules",
+                    targets,
+                    f"names no linear layer of a {family.name} block, or one twice ({', '.join(adaptable)})",
+                )
+            ]
+        return []
 
     def problems(self) -> list[PlanError]:
         out: list[PlanError] = []
@@ -153,6 +173,8 @@ class Job:
             )
         if self.lora_rank is not None and not _positive_int(self.lora_rank):
             out.append(PlanError("lora_rank", self.lora_rank, "must be an integer >= 1"))
+        if self.lora_rank is not None:
+            out.extend(self._lora_target_problems())
         if self.global_batch is not None and not _positive_int(self.global_batch):
             out.append(PlanError("global_batch", self.global_batch, "must be an integer >= 1"))
         if self.shard_group is not None and not _positive_int(self.shard_group):

@@ -8,9 +8,9 @@ model's positions) before anything is queued. No torch is imported.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
+from planner.flops import Checkpointing
 from planner.hardware import Hardware
 from planner.job import Backend, Job, PlanError, Sharding, Software, backend_software
 from planner.model_source import read_config_json
@@ -22,7 +22,9 @@ from training.config import (
     load_job_config,
     resolve_model_args,
 )
+from training.finetune.config import LORA_TARGETS, LoraSection
 from training.models.args import ModelArgs, ModelArgsError
+from training.parallel.dims import DATA_PARALLEL_ONLY, ParallelDims
 
 # The planner's name for a field -> the job YAML's, so a refusal names what the user wrote.
 YAML_FIELDS: dict[str, str] = {
@@ -35,18 +37,14 @@ YAML_FIELDS: dict[str, str] = {
 }
 
 
+# Activation checkpointing a backend renders whatever the YAML says: NxDT's config (launch/neuron.py) asks for
+# selective recompute; the FSDP trainer and Megatron's recipes follow parallel.activation_checkpoint.
+BACKEND_CHECKPOINTING: dict[str, Checkpointing] = {"neuron": "selective"}
+
+
 def yaml_field(error: PlanError) -> str:
     """The refusal in the job YAML's words: `data.global_batch_size: 8 must be a multiple of ...`."""
     return f"{YAML_FIELDS.get(error.argument, error.argument)}: {error.value!r} {error.reason}"
-
-
-@dataclass(frozen=True)
-class Layout:
-    """What the job config leaves to the launcher: model-parallel sizes (nemo/neuron flags; 1 for FSDP)."""
-
-    tensor_parallel: int = 1
-    pipeline_parallel: int = 1
-    context_parallel: int = 1
 
 
 def sharding(parallel: ParallelSection) -> Sharding:
@@ -68,7 +66,7 @@ def planner_job(
     model: ModelArgs,
     hardware: Hardware,
     nodes: int,
-    layout: Layout = Layout(),
+    layout: ParallelDims = DATA_PARALLEL_ONLY,
     software: Software | None = None,
     backend: Backend = "fsdp",
 ) -> Job:
@@ -77,9 +75,10 @@ def planner_job(
     planner or the trainer would refuse, a global batch that is not a whole number of micro-batches per rank
     among them."""
     parallel = config.parallel
+    lora = lora_settings(config)
     checkpoint = parallel.activation_checkpoint
     devices = nodes * hardware.devices_per_node
-    data_parallel = max(1, devices // (layout.tensor_parallel * layout.pipeline_parallel * layout.context_parallel))
+    data_parallel = max(1, layout.data_parallel(devices))
     if software is not None:
         chosen = software
     elif backend == "fsdp":  # the trainer as the YAML configures it
@@ -92,35 +91,35 @@ def planner_job(
         nodes=nodes,
         seq_len=config.data.seq_len,
         micro_batch=config.data.micro_batch_size,
-        checkpointing=checkpoint.mode,
+        checkpointing=BACKEND_CHECKPOINTING.get(chosen.backend, checkpoint.mode),
         every_n=checkpoint.every_n,
-        tensor_parallel=layout.tensor_parallel,
-        pipeline_parallel=layout.pipeline_parallel,
-        context_parallel=layout.context_parallel,
+        tensor_parallel=layout.tp,
+        pipeline_parallel=layout.pp,
+        context_parallel=layout.cp,
         global_batch=config.data.global_batch_size,
         software=chosen,
         shard_group=shard_group(parallel, data_parallel) if chosen.sharding == "hsdp" else None,
-        lora_rank=lora_rank(config),
+        lora_rank=lora.rank if lora is not None else None,
+        lora_target_modules=lora.target_modules if lora is not None else LORA_TARGETS,
     )
 
 
-def lora_rank(config: JobConfig) -> int | None:
-    """The finetune: section's LoRA rank (the base frozen), or None: every parameter trains (pretraining, full)."""
-    finetune = config.finetune
-    lora = finetune.lora_settings if finetune is not None else None
-    return lora.rank if lora is not None else None
+def lora_settings(config: JobConfig) -> LoraSection | None:
+    """The finetune: section's LoRA (the base frozen), or None: every parameter trains (pretraining, full)."""
+    return config.finetune.lora_settings if config.finetune is not None else None
 
 
-def read_job(path: Path, argument: str = "--model") -> tuple[JobConfig, ModelArgs]:
-    """A job YAML and its model shape (its named shape with overrides, or its hf_checkpoint's config.json), with
-    the sequence checked against the model. PlanError names the file and the first problem."""
+def read_job(path: Path, argument: str = "--model", data_vocab_size: int | None = None) -> tuple[JobConfig, ModelArgs]:
+    """A job YAML and its model shape (its named shape with overrides, or its hf_checkpoint's config.json; a
+    `vocab_size: data` from `data_vocab_size`, the dataset's), with the sequence checked against the model.
+    PlanError names the file and the first problem."""
     try:
         config = load_job_config(path)
         section = config.model
         if section.hf_checkpoint is not None:
             args = read_config_json(Path(section.hf_checkpoint) / "config.json").replace(**section.overrides())
         else:
-            args = resolve_model_args(section, data_vocab_size=None)
+            args = resolve_model_args(section, data_vocab_size=data_vocab_size)
         check_sequence_fits(config.data, args)
     except (ConfigError, ModelArgsError) as error:
         first = str(error).splitlines()[0]

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.calibration import FRAGMENTATION_FRACTION, RUNTIME_RESERVED_GIB
-from planner.finetune import ADAPTED_LINEARS, lora_parameters
+from planner.finetune import lora_parameters
 from planner.flops import Checkpointing
 from planner.hardware import Hardware, hardware
 from planner.job import Job, Sharding, Software
@@ -117,7 +117,8 @@ def job_memory(job: Job) -> MemoryEstimate:
     gradients = BF16 * params / shard
     optimizer = 12 * params / optimizer_shard
     # LoRA: the frozen base keeps its bf16 weights only; the adapters train with the full state (planner/finetune).
-    adapters = 0.0 if job.lora_rank is None else lora_parameters(args, job.lora_rank) / model_parallel
+    lora = job.lora_rank
+    adapters = 0.0 if lora is None else lora_parameters(args, lora, job.lora_target_modules) / model_parallel
     if job.lora_rank is not None:
         weights = BF16 * (params + adapters) / shard
         gradients = BF16 * adapters / shard
@@ -153,7 +154,7 @@ def job_memory(job: Job) -> MemoryEstimate:
     else:
         per_token_layer = block_activation_bytes_per_token(args, job.checkpointing, attention, job.seq_len)
     if job.lora_rank is not None:  # each adapter's rank-r intermediate
-        per_token_layer += BF16 * ADAPTED_LINEARS * job.lora_rank
+        per_token_layer += BF16 * len(job.lora_target_modules) * job.lora_rank
     activations = layers * in_flight * tokens * per_token_layer / job.tensor_parallel
     if job.checkpointing in ("full", "every_n"):  # one block recomputed at a time holds its full activations
         recomputed = block_activation_bytes_per_token(args, "none", attention, job.seq_len)

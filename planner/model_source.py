@@ -131,3 +131,16 @@ def resolve_model(value: str, known: Mapping[str, ModelArgs]) -> ModelArgs:
         value,
         f"is neither a known model ({', '.join(known)}) nor a config.json, a directory holding one, or a job YAML",
     )
+
+
+def dataset_vocab_size(prefix: str) -> int:
+    """The vocabulary of a prepared dataset (PREFIX.manifest.json's vocab_size): what a job YAML's
+    `vocab_size: data` reads, as llm-submit --data-prefix does."""
+    path = Path(f"{prefix}.manifest.json")
+    try:
+        vocab = json.loads(path.read_text(encoding="utf-8")).get("vocab_size")
+    except (OSError, ValueError, AttributeError):
+        vocab = None
+    if not isinstance(vocab, int) or isinstance(vocab, bool) or vocab < 1:
+        raise PlanError("--data-prefix", prefix, f"has no readable manifest with a vocab_size ({path})")
+    return vocab

@@ -23,7 +23,7 @@ from typing import Any
 
 from planner.calibration import CALIBRATED, LOCAL_LINK_EFFICIENCY
 from planner.cost import CostEstimate, job_cost
-from planner.finetune import DEFAULT_LORA_RANK, FINETUNE_MODES
+from planner.finetune import FINETUNE_MODES
 from planner.flops import CHECKPOINTING_MODES
 from planner.hardware import Hardware, HardwareError, hardware
 from planner.job import (
@@ -38,19 +38,21 @@ from planner.job import (
     Software,
     backend_software,
 )
-from planner.job_config import YAML_FIELDS, Layout, planner_job, read_job
+from planner.job_config import YAML_FIELDS, planner_job, read_job
 from planner.job_config import sharding as sharding_of
 from planner.layouts import as_json as layouts_json
 from planner.layouts import compare_layouts, ranked, render_table
 from planner.memory import MemoryEstimate, fits_message, job_memory
-from planner.model_source import is_job_yaml, resolve_model
+from planner.model_source import dataset_vocab_size, is_job_yaml, resolve_model
 from planner.step_time import StepEstimate, estimate_step
 from spec.cli import OneLineParser, user_errors
 from spec.cli_types import non_negative_float
 from training.config import ConfigError, check_sequence_fits
+from training.finetune.config import DEFAULT_LORA_RANK
 from training.models.args import ModelArgs
 from training.models.params import count_parameters
 from training.models.registry import MODEL_CONFIGS
+from training.parallel.dims import ParallelDims
 
 # Job field -> command-line flag, so errors name what the user typed.
 FLAGS: dict[str, str] = {
@@ -189,6 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="full: every parameter trains (the default plan); lora: the base frozen in bf16, adapters on every linear",
     )
     parser.add_argument("--lora-rank", type=int, help=f"with --finetune lora (default {DEFAULT_LORA_RANK})")
+    parser.add_argument(
+        "--data-prefix", help="with --model job.yaml: the prepared dataset whose vocabulary `vocab_size: data` reads"
+    )
     parser.add_argument("--tokens", type=parse_tokens, default=None, help="tokens to train on (2e12, 2T, 300B)")
     parser.add_argument(
         "--price-per-hour", type=non_negative_float, default=None, help="USD per node-hour (default: on-demand)"
@@ -236,7 +241,8 @@ _JOB_FIELDS: dict[str, str] = {
 
 def _job_from_yaml(options: argparse.Namespace, node: Hardware) -> Job:
     """--model job.yaml: the job as written (planner.job_config), any flag given overriding its field."""
-    config, model = read_job(Path(options.model))
+    vocab = dataset_vocab_size(options.data_prefix) if options.data_prefix else None
+    config, model = read_job(Path(options.model), data_vocab_size=vocab)
     overrides: dict[str, Any] = {
         field: getattr(options, name) for field, name in _JOB_FIELDS.items() if getattr(options, name) is not None
     }
@@ -254,7 +260,7 @@ def _job_from_yaml(options: argparse.Namespace, node: Hardware) -> Job:
             raise PlanError(
                 "--model", options.model, f"with the flags given: {str(error).splitlines()[0].removeprefix('config: ')}"
             ) from None
-    layout = Layout(options.tensor_parallel, options.pipeline_parallel, options.context_parallel)
+    layout = ParallelDims(tp=options.tensor_parallel, pp=options.pipeline_parallel, cp=options.context_parallel)
     backend = backend_of(options, node)
     yaml_sharding = sharding_of(config.parallel) if backend == "fsdp" else None
     compiled = options.compile or (backend == "fsdp" and config.parallel.compile)
@@ -282,6 +288,8 @@ def _job_from_options(options: argparse.Namespace) -> Job:
     node = hardware(options.instance, usd_per_hour=_price(options))
     if is_job_yaml(options.model):
         return _job_from_yaml(options, node)
+    if options.data_prefix:
+        raise PlanError("--data-prefix", options.data_prefix, "applies only with --model job.yaml")
     model = resolve_model(options.model, known_models())
     return Job(
         model=model,

@@ -229,7 +229,7 @@ def matmul_flops_by_rate(job: Job) -> tuple[float, float]:
     if job.lora_rank is not None:  # frozen base: no weight gradients; the adapters train (planner/finetune.py)
         per_layer = count_parameters(args).per_layer
         linear -= frozen_weight_gradient_flops_per_token(args, per_layer) - 2.0 * args.dim * args.vocab_size
-        linear += lora_parameters(args, job.lora_rank) * (6.0 + 2.0 * recomputed)
+        linear += lora_parameters(args, job.lora_rank, job.lora_target_modules) * (6.0 + 2.0 * recomputed)
         head = 4.0 * args.dim * args.vocab_size
     # The output head runs on the last pipeline stage only, so with PP that stage is the slowest and sets the pace.
     return linear / pp, other / pp + head
@@ -329,7 +329,10 @@ def estimate_step(job: Job, efficiency: Efficiency = CALIBRATED) -> StepEstimate
     breakdown |= {"gradient_all_reduce": 0.0, "optimizer_shards": 0.0}
     breakdown[traffic.per_step_kind] += traffic.once_per_step.seconds
 
-    trained = count_parameters(args).total if job.lora_rank is None else lora_parameters(args, job.lora_rank)
+    if job.lora_rank is None:
+        trained = count_parameters(args).total
+    else:
+        trained = lora_parameters(args, job.lora_rank, job.lora_target_modules)
     params = trained / (tp * pp * job.optimizer_shard_size)
     optimizer_s = params * OPTIMIZER_BYTES_PER_PARAM / hw.hbm_bytes_per_s_per_device
 

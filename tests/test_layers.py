@@ -38,6 +38,8 @@ ANYTHING = ("bench", "tests")
 # proves they stay torch-free.
 PLANNER_MAY_READ_FROM_TRAINING = (
     "training.config",
+    "training.finetune.config",
+    "training.parallel.dims",
     "training.models.args",
     "training.models.params",
     "training.models.families",

@@ -154,13 +154,13 @@ class Trainer:
         check_state_fits(
             _model_field(config.model),
             self.params.total,
-            self.dp_shape.shard,
+            self.dp_shape.dp_shard,
             self._least_device_memory(),
             self.device.type,
         )
 
         # One data-parallel rank: no FSDP, whose gathers and reduce-scatters would only copy (as in torchtitan).
-        self.mesh = build_mesh(self.dp_shape, self.device.type) if self.dp_shape.size > 1 else None
+        self.mesh = build_mesh(self.dp_shape, self.device.type) if self.dp_shape.dp_size > 1 else None
         self.mp_policy = mixed_precision_policy(config.parallel.mixed_precision, self.device)
         self.model = build_model(self.model_args, device="meta")
         self.lora = config.finetune.lora_settings if config.finetune is not None else None
@@ -316,8 +316,8 @@ class Trainer:
                 args.n_layers,
                 args.dim,
                 self.ctx.world_size,
-                self.dp_shape.replicate,
-                self.dp_shape.shard,
+                self.dp_shape.dp_replicate,
+                self.dp_shape.dp_shard,
                 "" if self.mesh is not None else "; one rank: no FSDP",
                 config.data.micro_batch_size,
                 self.grad_accum,

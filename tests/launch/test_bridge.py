@@ -9,19 +9,19 @@ from pathlib import Path
 import pytest
 
 from launch.bridge import BRIDGE_RECIPE, bridge_config, hf_config_path, hf_llama_config
-from launch.nemo import Layout
 from slurm.errors import SubmitError
 from slurm.target import resolve_target
 from spec import load_spec
 from tests.launch.test_nemo import _job
 from training.models.registry import get_model_args
+from training.parallel.dims import ParallelDims
 
 P5 = resolve_target(load_spec(None), "nemo", None, None)
 RUN = Path("/fsx/runs/l8")
 
 
 def test_schedule_checkpoints_and_stop_carry_over() -> None:
-    config = bridge_config(_job(), get_model_args("llama3-8b"), P5, 2, RUN, f"{RUN}/tokenizer", Layout(tensor=2))
+    config = bridge_config(_job(), get_model_args("llama3-8b"), P5, 2, RUN, f"{RUN}/tokenizer", ParallelDims(tp=2))
     o = config["overrides"]
     assert (config["recipe"], config["framework"]) == (BRIDGE_RECIPE, "megatron-bridge-26.08")
     assert (o["train.train_iters"], o["train.global_batch_size"], o["validation.eval_interval"]) == (1000, 128, 100)

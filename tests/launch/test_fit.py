@@ -1,79 +1,118 @@
-"""The memory-fit hook: 16 bytes per parameter over every device, with a margin."""
+"""The memory-fit check llm-submit runs on every backend: the planner's model (planner.memory) for the job as written,
+on the backend's stack and layout, with LoRA, and on the local CPU node."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
-from launch.fit import check_fits, check_planner_fit, estimate_fit
+from launch.fit import check_fits
+from launch.neuron import default_parallelism
 from slurm.errors import SubmitError
 from slurm.target import local_target, resolve_target
 from spec import load_spec
 from training.config import JobConfig, parse_job_config
 from training.models.registry import get_model_args
+from training.parallel.dims import ParallelDims
 
+REPO = Path(__file__).resolve().parents[2]
 TRN1 = resolve_target(load_spec("spec/examples/trn1-neuron.yaml"), "neuron", None, None)
 P5 = resolve_target(load_spec(None), "fsdp", None, None)
+P4D = resolve_target(load_spec("spec/examples/p4d-odcr.yaml"), "fsdp", None, None)
+LLAMA2_70B = get_model_args("llama2-70b")
 
 
-def test_trainium_blog_shapes_fit_on_four_trn1_nodes() -> None:
-    for name in ("pythia-6.9b", "neox-20b"):
-        fit = check_fits(get_model_args(name), TRN1, nodes=4)
-        assert fit.devices == 64 and fit.fits
-
-
-def test_the_estimate_is_sixteen_bytes_per_parameter_sharded_over_all_devices() -> None:
-    model = get_model_args("llama3-8b")
-    fit = estimate_fit(model, P5, nodes=2, margin=0.25)
-    assert fit.state_bytes == 16 * 8_030_261_248
-    assert fit.per_device_bytes == pytest.approx(fit.state_bytes / 16)
-    assert fit.usable_bytes_per_device == pytest.approx(80 * 1024**3 * 0.75)
-
-
-def test_too_few_nodes_names_the_smallest_count_that_fits() -> None:
-    model = get_model_args("llama2-70b")
-    with pytest.raises(SubmitError, match=r"use at least 3 nodes$"):
-        check_fits(model, P5, nodes=1, model_name="llama2-70b")
-    assert check_fits(model, P5, nodes=3).fits
-
-
-def test_the_margin_is_what_separates_fit_from_no_fit() -> None:
-    model = get_model_args("llama2-13b")  # 194 GiB of states: 24.2 GiB per GPU on one p5 node
-    assert check_fits(model, P5, nodes=1, margin=0.5).fits
-    with pytest.raises(SubmitError, match=r"does not fit on 1 x p5\.48xlarge"):
-        check_fits(model, P5, nodes=1, margin=0.7)
-
-
-def test_the_local_cpu_profile_counts_node_memory() -> None:
-    fit = check_fits(get_model_args("tiny"), local_target(), nodes=2)
-    assert fit.devices == 2 and fit.fits
-
-
-@pytest.mark.parametrize(("nodes", "margin", "message"), [(0, 0.25, "--nodes: 0"), (1, 1.0, "margin: 1.0")])
-def test_bad_inputs_are_named(nodes: int, margin: float, message: str) -> None:
-    with pytest.raises(SubmitError, match=message):
-        estimate_fit(get_model_args("tiny"), P5, nodes=nodes, margin=margin)
-
-
-def _job_with(**data: int | str) -> JobConfig:
-    import yaml
-
-    raw = yaml.safe_load(Path("training/configs/llama3-8b.yaml").read_text())
+def _shipped(path: str, **data: Any) -> JobConfig:
+    raw = yaml.safe_load((REPO / path).read_text())
     mode = data.pop("mode", None)
+    finetune = data.pop("finetune", "as written")
     raw["data"].update(data)
     if mode is not None:
         raw["parallel"]["activation_checkpoint"]["mode"] = mode
+    if finetune != "as written":
+        raw["finetune"] = finetune
     return parse_job_config(raw)
 
 
-def test_the_planner_refuses_what_fits_by_states_alone() -> None:
+def _gib(message: str) -> float:
+    return float(message.split(" GiB per device")[0].split()[-1])
+
+
+def test_llama2_70b_with_lora_fits_one_p5_node_where_full_training_does_not() -> None:
+    lora = _shipped("training/configs/llama2-70b-lora.yaml")
+    message = check_fits(lora, LLAMA2_70B, P5, 1, model_name="llama2-70b")
+    assert message.startswith("fits: ") and 25 < _gib(message) < 40
+    full = _shipped("training/configs/llama2-70b-lora.yaml", finetune=None)
+    with pytest.raises(SubmitError) as refused:
+        check_fits(full, LLAMA2_70B, P5, 1, model_name="llama2-70b")
+    error = str(refused.value)
+    assert error.startswith("--nodes: llama2-70b on 1 x p5.48xlarge does not fit: needs ") and "\n" not in error
+    # 3 nodes fit by memory, but 32 sequences do not split over 24 ranks: 4 is the smallest count that runs it.
+    assert error.endswith("; use at least 4 nodes")
+    assert check_fits(full, LLAMA2_70B, P5, 4).startswith("fits: ")
+
+
+def test_when_no_count_runs_the_written_batch_the_hint_says_what_batch_would() -> None:
+    full = _shipped("training/configs/llama2-70b-lora.yaml", finetune=None)  # 32 sequences: at most 4 p4d nodes
+    with pytest.raises(SubmitError) as refused:
+        check_fits(full, LLAMA2_70B, P4D, 1)
+    assert str(refused.value).endswith("; use at least 7 nodes (with data.global_batch_size a multiple of 56 there)")
+
+
+def test_the_smallest_node_count_is_named_plainly_when_the_written_batch_splits_there() -> None:
+    full = _shipped("training/configs/llama2-70b-lora.yaml", finetune=None, global_batch_size=64)
+    with pytest.raises(SubmitError, match=r"on 2 x p4d\.24xlarge does not fit: .*; use at least 8 nodes$"):
+        check_fits(full, LLAMA2_70B, P4D, 2, model_name="llama2-70b")
+    assert check_fits(full, LLAMA2_70B, P4D, 8).startswith("fits: ")
+    with pytest.raises(SubmitError, match=r"data\.global_batch_size: 64 must be a multiple of .* \(56 x 1 = 56\)"):
+        check_fits(full, LLAMA2_70B, P4D, 7)  # 7 fit by memory, but 64 sequences do not split over 56 ranks
+
+
+def test_activations_that_no_node_count_divides_get_no_node_hint() -> None:
+    greedy = _shipped("training/configs/llama3-8b.yaml", micro_batch_size=16, mode="none", global_batch_size=512)
+    with pytest.raises(SubmitError) as refused:
+        check_fits(greedy, get_model_args("llama3-8b"), P5, 1, model_name="llama3-8b")
+    error = str(refused.value)
+    assert error.startswith("--nodes: llama3-8b on 1 x p5.48xlarge does not fit: needs ")
+    assert "use at least" not in error and "activation checkpointing 'full'" in error
+
+
+def test_target_modules_reach_the_fit_check() -> None:
+    every = check_fits(_shipped("training/configs/llama2-70b-lora.yaml"), LLAMA2_70B, P5, 1)
+    q_only = _shipped("training/configs/llama2-70b-lora.yaml", finetune={"mode": "lora", "init": "/m",
+                      "lora": {"target_modules": ["q_proj"]}})  # fmt: skip
+    assert _gib(check_fits(q_only, LLAMA2_70B, P5, 1)) < _gib(every)
+
+
+@pytest.mark.parametrize("name", ["pythia-6.9b", "neox-20b"])
+def test_trainium_blog_shapes_fit_on_four_trn1_nodes_with_their_tensor_parallel(name: str) -> None:
+    job = _shipped(f"launch/jobs/configs/neuron-{name}.yaml")
+    tp, pp = default_parallelism(name)
+    assert check_fits(job, get_model_args(name), TRN1, 4, "neuron", ParallelDims(tp=tp, pp=pp)).startswith("fits: ")
+
+
+def test_nemo_is_checked_with_its_layout() -> None:
+    job = _shipped("training/configs/llama3-8b.yaml", global_batch_size=64)
     model = get_model_args("llama3-8b")
-    assert check_planner_fit(model, P5, 1, _job_with()).startswith("fits: ")
-    # The states fit easily (16 GiB per GPU), but 16 x 8192 tokens of unrecomputed activations do not.
-    greedy = _job_with(micro_batch_size=16, mode="none")
-    assert check_fits(model, P5, nodes=1).fits
-    with pytest.raises(
-        SubmitError, match=r"^--nodes: llama3-8b on 1 x p5\.48xlarge does not fit: needs .* GiB per device"
-    ):
-        check_planner_fit(model, P5, 1, greedy, model_name="llama3-8b")
+    one, two = (check_fits(job, model, P5, 2, "nemo", ParallelDims(tp=tp)) for tp in (1, 2))
+    assert _gib(two) < _gib(one)  # ZeRO-1 keeps bf16 weights whole per TP rank: TP 2 halves them
+
+
+def test_a_layout_the_planner_refuses_is_named_by_its_flag() -> None:
+    job = _shipped("training/configs/llama3-8b.yaml", global_batch_size=64)
+    with pytest.raises(SubmitError) as refused:
+        check_fits(job, get_model_args("llama3-8b"), P5, 1, "nemo", ParallelDims(tp=3), "llama3-8b")
+    assert str(refused.value) == (
+        "--model: llama3-8b on 1 x p5.48xlarge: --tensor-parallel: 3 must divide the 8 devices of a node"
+    )
+
+
+def test_the_local_cpu_node_is_planned_as_one_device_with_the_nodes_memory() -> None:
+    tiny = _shipped("training/configs/tiny.yaml")
+    message = check_fits(tiny, get_model_args("tiny"), local_target(), 2)
+    assert message.startswith("fits: ") and "local-cpu has 4.0 GiB per device" in message
+    with pytest.raises(SubmitError, match=r"^--nodes: llama3-8b on 2 x local-cpu does not fit: needs "):
+        check_fits(tiny, get_model_args("llama3-8b"), local_target(), 2, model_name="llama3-8b")

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from launch.nemo import NEMO_RECIPE, Layout, nemo_config, validation_split
+from launch.nemo import NEMO_RECIPE, nemo_config, validation_split
 from slurm.errors import SubmitError
 from slurm.target import resolve_target
 from spec import load_spec
 from training.config import parse_job_config
 from training.models.registry import get_model_args
+from training.parallel.dims import ParallelDims
 
 P5 = resolve_target(load_spec(None), "nemo", None, None)
 
@@ -35,7 +36,7 @@ def _job(**optim: float):
 
 def test_shape_schedule_and_batch_carry_over() -> None:
     model = get_model_args("llama3-8b")
-    config = nemo_config(_job(), model, P5, 2, Path("/fsx/runs/l8"), "/fsx/runs/l8/tokenizer", Layout(tensor=2))
+    config = nemo_config(_job(), model, P5, 2, Path("/fsx/runs/l8"), "/fsx/runs/l8/tokenizer", ParallelDims(tp=2))
     o = config["overrides"]
     assert config["recipe"] == NEMO_RECIPE and config["num_nodes"] == 2 and config["gpus_per_node"] == 8
     assert (o["model.config.num_layers"], o["model.config.hidden_size"], o["model.config.ffn_hidden_size"]) == (
@@ -67,20 +68,22 @@ def test_neox_has_no_nemo_recipe() -> None:
 
 def test_tensor_parallel_must_divide_the_heads() -> None:
     with pytest.raises(SubmitError, match=r"^--tensor-parallel: 16 does not divide model.n_heads \(8\)$"):
-        nemo_config(_job(), get_model_args("llama3-8b").replace(n_heads=8), P5, 2, Path("/r"), "/t", Layout(tensor=16))
+        nemo_config(
+            _job(), get_model_args("llama3-8b").replace(n_heads=8), P5, 2, Path("/r"), "/t", ParallelDims(tp=16)
+        )
 
 
 def test_context_parallelism_counts_in_the_data_parallel_size() -> None:
     # 16 GPUs / (TP 2 x CP 4) = DP 2; micro batch 1 x DP 2 divides 128, so this fits; CP 8 with TP 4 does not divide.
-    config = nemo_config(_job(), get_model_args("llama3-8b"), P5, 2, Path("/r"), "/t", Layout(tensor=2, context=4))
+    config = nemo_config(_job(), get_model_args("llama3-8b"), P5, 2, Path("/r"), "/t", ParallelDims(tp=2, cp=4))
     assert config["overrides"]["trainer.strategy.context_parallel_size"] == 4
     with pytest.raises(SubmitError, match=r"^--tensor-parallel x --pipeline-parallel x --context-parallel: 4 x 1 x 8"):
-        nemo_config(_job(), get_model_args("llama3-8b"), P5, 2, Path("/r"), "/t", Layout(tensor=4, context=8))
+        nemo_config(_job(), get_model_args("llama3-8b"), P5, 2, Path("/r"), "/t", ParallelDims(tp=4, cp=8))
 
 
 def test_tensor_parallel_must_divide_the_key_value_heads() -> None:
     with pytest.raises(SubmitError, match=r"^--tensor-parallel: 16 does not divide the key/value heads \(8\)$"):
-        nemo_config(_job(), get_model_args("llama3-8b"), P5, 2, Path("/r"), "/t", Layout(tensor=16))
+        nemo_config(_job(), get_model_args("llama3-8b"), P5, 2, Path("/r"), "/t", ParallelDims(tp=16))
 
 
 @pytest.mark.parametrize(("fraction", "split"), [(0.0, "1000,0,0"), (0.05, "950,50,0")])

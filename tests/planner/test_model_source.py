@@ -11,7 +11,7 @@ import pytest
 
 from planner.job import PlanError
 from planner.job_config import read_job
-from planner.model_source import args_from_config_json, is_job_yaml, read_config_json, resolve_model
+from planner.model_source import args_from_config_json, dataset_vocab_size, is_job_yaml, read_config_json, resolve_model
 from training.models.params import count_parameters
 from training.models.registry import MODEL_CONFIGS
 
@@ -160,3 +160,12 @@ def test_llm_plan_model_config_json_that_is_not_utf8_is_one_line_naming_the_file
     outcome = run_main(main, argv)
     assert_clear_refusal(outcome, str(path))
     assert "is not UTF-8 text" in outcome.stderr
+
+
+def test_a_vocab_from_data_job_reads_the_datasets_manifest_as_llm_submit_does(tmp_path: Path) -> None:
+    repo = Path(__file__).resolve().parents[2]
+    (tmp_path / "d.manifest.json").write_text(json.dumps({"vocab_size": 4096}), encoding="utf-8")
+    _, args = read_job(repo / "training/configs/tiny.yaml", data_vocab_size=dataset_vocab_size(str(tmp_path / "d")))
+    assert args.vocab_size == 4096
+    with pytest.raises(PlanError, match=r"^--data-prefix: '.*nope' has no readable manifest with a vocab_size"):
+        dataset_vocab_size(str(tmp_path / "nope"))

@@ -16,7 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 # The linear layers of a Llama block by their Hugging Face names: LoRA's default is all of them.
 HF_LINEAR_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+# LoRA's defaults, read by the trainer, Megatron Bridge's renderer and the planner (planner/finetune.py).
 LORA_TARGETS = HF_LINEAR_MODULES
+DEFAULT_LORA_RANK = 16
 
 
 class LoraSection(BaseModel):
@@ -24,10 +26,10 @@ class LoraSection(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    rank: PositiveInt = 16
+    rank: PositiveInt = DEFAULT_LORA_RANK
     alpha: float = Field(default=32.0, gt=0.0)
     dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
-    target_modules: tuple[str, ...] = HF_LINEAR_MODULES
+    target_modules: tuple[str, ...] = LORA_TARGETS
 
     @model_validator(mode="after")
     def _targets(self) -> LoraSection:

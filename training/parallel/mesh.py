@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
 from training.config import ParallelSection
+from training.parallel.dims import ParallelDims
 
 
-@dataclass(frozen=True)
-class DataParallelShape:
-    replicate: int
-    shard: int
-
-    @property
-    def size(self) -> int:
-        return self.replicate * self.shard
-
-
-def data_parallel_shape(section: ParallelSection, world_size: int) -> DataParallelShape:
+def data_parallel_shape(section: ParallelSection, world_size: int) -> ParallelDims:
+    """The section's dp_replicate x dp_shard resolved for `world_size` ranks (the trainer has no model parallel)."""
     replicate, shard = section.dp_replicate, section.dp_shard
     if replicate == -1:
         if world_size % shard:
@@ -34,10 +24,12 @@ def data_parallel_shape(section: ParallelSection, world_size: int) -> DataParall
             f"parallel.dp_shard: {section.dp_shard} x parallel.dp_replicate {section.dp_replicate} "
             f"must equal the world size ({world_size} processes)"
         )
-    return DataParallelShape(replicate=replicate, shard=shard)
+    return ParallelDims(dp_replicate=replicate, dp_shard=shard)
 
 
-def build_mesh(shape: DataParallelShape, device_type: str) -> DeviceMesh:
-    if shape.replicate == 1:
-        return init_device_mesh(device_type, (shape.shard,), mesh_dim_names=("dp_shard",))
-    return init_device_mesh(device_type, (shape.replicate, shape.shard), mesh_dim_names=("dp_replicate", "dp_shard"))
+def build_mesh(dims: ParallelDims, device_type: str) -> DeviceMesh:
+    if dims.dp_replicate == 1:
+        return init_device_mesh(device_type, (dims.dp_shard,), mesh_dim_names=("dp_shard",))
+    return init_device_mesh(
+        device_type, (dims.dp_replicate, dims.dp_shard), mesh_dim_names=("dp_replicate", "dp_shard")
+    )

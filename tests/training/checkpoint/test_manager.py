@@ -21,8 +21,9 @@ from training.checkpoint.state import training_state
 from training.config import CheckpointSection, ParallelSection
 from training.models import ModelArgs
 from training.models.transformer import build_model
+from training.parallel.dims import ParallelDims
 from training.parallel.fsdp import mixed_precision_policy
-from training.parallel.mesh import DataParallelShape, build_mesh
+from training.parallel.mesh import build_mesh
 from training.parallel.parallelize import parallelize, plain_name
 
 pytestmark = pytest.mark.usefixtures("process_group")
@@ -35,7 +36,7 @@ def _trained(seed: int) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
     parallelize(
         model,
         ParallelSection(),
-        build_mesh(DataParallelShape(1, 1), "cpu"),
+        build_mesh(ParallelDims(dp_replicate=1, dp_shard=1), "cpu"),
         mixed_precision_policy("fp32", torch.device("cpu")),
     )
     model.to_empty(device="cpu")

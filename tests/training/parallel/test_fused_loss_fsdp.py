@@ -18,8 +18,9 @@ from training.config import ParallelSection
 from training.models import ModelArgs
 from training.models.loss import IGNORE_INDEX
 from training.models.transformer import build_model
+from training.parallel.dims import ParallelDims
 from training.parallel.fsdp import mixed_precision_policy
-from training.parallel.mesh import DataParallelShape, build_mesh
+from training.parallel.mesh import build_mesh
 from training.parallel.parallelize import parallelize, plain_name
 
 ARGS = ModelArgs(flavor="llama", dim=32, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=64, vocab_size=96, max_seq_len=16)
@@ -50,7 +51,7 @@ def _worker(rank: int, world_size: int, store_path: str, result_dir: str) -> Non
         for tied in (False, True):
             args = ARGS.replace(tie_embeddings=tied)
             model = build_model(args, device="meta")
-            mesh = build_mesh(DataParallelShape(replicate=1, shard=world_size), "cpu")
+            mesh = build_mesh(ParallelDims(dp_replicate=1, dp_shard=world_size), "cpu")
             parallelize(model, ParallelSection(), mesh, mixed_precision_policy("fp32", torch.device("cpu")))
             model.to_empty(device="cpu")
             model.init_weights(seed=SEED)

@@ -21,9 +21,10 @@ from tests.training.jobs import tiny_job
 from training.config import ParallelSection, parse_job_config
 from training.models import ModelArgs
 from training.models.transformer import build_model
+from training.parallel.dims import ParallelDims
 from training.parallel.dist import init_distributed
 from training.parallel.fsdp import mixed_precision_policy, replicas_reduce_on_last
-from training.parallel.mesh import DataParallelShape, build_mesh
+from training.parallel.mesh import build_mesh
 from training.parallel.parallelize import parallelize
 from training.trainer import Trainer
 
@@ -69,7 +70,7 @@ def _accumulated_grads(model: torch.nn.Module, batches: Iterable[torch.Tensor]) 
 
 def _check_equal_gradients(rank: int) -> None:
     model = build_model(ARGS, device="meta")
-    mesh = build_mesh(DataParallelShape(replicate=2, shard=1), "cpu")
+    mesh = build_mesh(ParallelDims(dp_replicate=2, dp_shard=1), "cpu")
     parallelize(model, ParallelSection(), mesh, mixed_precision_policy("fp32", torch.device("cpu")))
     model.to_empty(device="cpu")
     model.init_weights(seed=SEED)

@@ -17,8 +17,9 @@ from torch.distributed.tensor import DTensor
 from training.config import ParallelSection
 from training.models import ModelArgs
 from training.models.transformer import build_model
+from training.parallel.dims import ParallelDims
 from training.parallel.fsdp import mixed_precision_policy
-from training.parallel.mesh import DataParallelShape, build_mesh
+from training.parallel.mesh import build_mesh
 from training.parallel.parallelize import parallelize, plain_name
 
 # 128 table rows so that a two-way shard holds rows 0-63 and 64-127, the split the bug showed.
@@ -36,7 +37,7 @@ def unsharded_weights(args: ModelArgs) -> dict[str, torch.Tensor]:
     return {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
 
 
-def sharded_weights(args: ModelArgs, shape: DataParallelShape) -> dict[str, torch.Tensor]:
+def sharded_weights(args: ModelArgs, shape: ParallelDims) -> dict[str, torch.Tensor]:
     """Build on meta, shard, materialise and initialise as the trainer does; gather the full tensors."""
     model = build_model(args, device="meta")
     mesh = build_mesh(shape, "cpu")
@@ -63,7 +64,7 @@ def _worker(rank: int, world_size: int, store_path: str, replicate: int, shard: 
     store = dist.FileStore(store_path, world_size)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size)
     try:
-        shape = DataParallelShape(replicate=replicate, shard=shard)
+        shape = ParallelDims(dp_replicate=replicate, dp_shard=shard)
         for args in (ARGS, NEOX):
             sharded = sharded_weights(args, shape)
             assert_same_weights(sharded, unsharded_weights(args))
@@ -77,7 +78,7 @@ def _worker(rank: int, world_size: int, store_path: str, replicate: int, shard: 
 @pytest.mark.usefixtures("process_group")
 @pytest.mark.parametrize("args", [ARGS, NEOX], ids=["llama", "neox"])
 def test_fsdp_over_one_rank_equals_the_unsharded_model(args: ModelArgs) -> None:
-    assert_same_weights(sharded_weights(args, DataParallelShape(1, 1)), unsharded_weights(args))
+    assert_same_weights(sharded_weights(args, ParallelDims(dp_replicate=1, dp_shard=1)), unsharded_weights(args))
 
 
 @pytest.mark.distributed

@@ -6,14 +6,14 @@ from training.parallel.mesh import data_parallel_shape
 
 def test_fsdp_shards_over_the_whole_world_by_default() -> None:
     shape = data_parallel_shape(ParallelSection(), 8)
-    assert (shape.replicate, shape.shard, shape.size) == (1, 8, 8)
+    assert (shape.dp_replicate, shape.dp_shard, shape.dp_size) == (1, 8, 8)
 
 
 def test_hsdp_replicates_across_groups_and_shards_within() -> None:
     shape = data_parallel_shape(ParallelSection(dp_replicate=2), 16)
-    assert (shape.replicate, shape.shard) == (2, 8)
+    assert (shape.dp_replicate, shape.dp_shard) == (2, 8)
     per_node = data_parallel_shape(ParallelSection(dp_replicate=-1, dp_shard=8), 32)
-    assert (per_node.replicate, per_node.shard) == (4, 8)
+    assert (per_node.dp_replicate, per_node.dp_shard) == (4, 8)
 
 
 @pytest.mark.parametrize(

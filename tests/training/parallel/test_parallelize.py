@@ -11,8 +11,9 @@ from training.models import ModelArgs
 from training.models.transformer import build_model
 from training.parallel import activation_checkpoint
 from training.parallel.activation_checkpoint import checkpointed_blocks, recomputed_fraction
+from training.parallel.dims import ParallelDims
 from training.parallel.fsdp import mixed_precision_policy
-from training.parallel.mesh import DataParallelShape, build_mesh
+from training.parallel.mesh import build_mesh
 from training.parallel.parallelize import parallelize, plain_name
 
 ARGS = ModelArgs(flavor="llama", dim=32, n_layers=3, n_heads=4, n_kv_heads=2, ffn_dim=64, vocab_size=64, max_seq_len=16)
@@ -21,7 +22,7 @@ ARGS = ModelArgs(flavor="llama", dim=32, n_layers=3, n_heads=4, n_kv_heads=2, ff
 def _loss_and_grads(section: ParallelSection, sharded: bool = True) -> tuple[float, dict[str, torch.Tensor]]:
     torch.manual_seed(0)
     model = build_model(ARGS, device="meta")
-    mesh = build_mesh(DataParallelShape(replicate=1, shard=1), "cpu") if sharded else None
+    mesh = build_mesh(ParallelDims(dp_replicate=1, dp_shard=1), "cpu") if sharded else None
     parallelize(model, section, mesh, mixed_precision_policy("auto", torch.device("cpu")))
     model.to_empty(device="cpu")
     torch.manual_seed(1)
@@ -98,7 +99,10 @@ def test_wrappers_leave_state_dict_names_alone() -> None:
     names = set(model.state_dict())
     section = ParallelSection(activation_checkpoint=ActivationCheckpointSection(mode="full"))
     parallelize(
-        model, section, build_mesh(DataParallelShape(1, 1), "cpu"), mixed_precision_policy("fp32", torch.device("cpu"))
+        model,
+        section,
+        build_mesh(ParallelDims(dp_replicate=1, dp_shard=1), "cpu"),
+        mixed_precision_policy("fp32", torch.device("cpu")),
     )
     assert any("_checkpoint_wrapped_module" in name for name, _ in model.named_parameters())
     assert {plain_name(name) for name, _ in model.named_parameters()} == names
@@ -123,7 +127,7 @@ def test_bf16_on_gpu_fp32_on_cpu() -> None:
 @pytest.mark.parametrize("tied", [False, True], ids=["untied", "tied"])
 def test_fsdp_groups_embedding_blocks_and_head_like_torchtitan(tied: bool) -> None:
     model = build_model(ARGS.replace(tie_embeddings=tied), device="meta")
-    mesh = build_mesh(DataParallelShape(1, 1), "cpu")
+    mesh = build_mesh(ParallelDims(dp_replicate=1, dp_shard=1), "cpu")
     parallelize(model, ParallelSection(), mesh, mixed_precision_policy("bf16", torch.device("cpu")))
     assert isinstance(model, FSDPModule) and all(isinstance(block, FSDPModule) for block in model.layers)
     if tied:  # the table is used first and last: it stays in the root group with the norm
@@ -137,7 +141,7 @@ def test_fsdp_groups_embedding_blocks_and_head_like_torchtitan(tied: bool) -> No
 @pytest.mark.usefixtures("process_group")
 def test_blocks_get_bf16_hidden_states_but_fp32_rotary_tables() -> None:
     model = build_model(ARGS, device="meta")
-    mesh = build_mesh(DataParallelShape(1, 1), "cpu")
+    mesh = build_mesh(ParallelDims(dp_replicate=1, dp_shard=1), "cpu")
     policy = mixed_precision_policy("bf16", torch.device("cpu"))
     assert policy.cast_forward_inputs is False
     parallelize(model, ParallelSection(), mesh, policy)

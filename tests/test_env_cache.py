@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.env_cache import CACHE_VARIABLE, cache_root, environment_name
-from tests.waiting import wait_until
+from tests.waiting import wait_until, waits_on_a_lock
 
 REPO = Path(__file__).resolve().parents[1]
 # A build that counts itself: one line per build in the clone's builds.log, a file in the folder it fills.
@@ -106,20 +106,11 @@ def test_two_builders_of_one_environment_build_it_once(tmp_path: Path) -> None:
     builder = start(first)
     wait_until(lambda: builds(first), "the first build to start")
     waiter = start(second)
-    wait_until(lambda: _blocked_on_a_lock(waiter.pid), "the second builder to wait on the lock")
+    wait_until(lambda: waits_on_a_lock(waiter.pid), "the second builder to wait on the lock")
     release.touch()
     outputs = [process.communicate(timeout=120)[0] for process in (builder, waiter)]
     assert [builder.returncode, waiter.returncode] == [0, 0], outputs
     assert len(builds(first)) == 1 and builds(second) == [] and "reused" in outputs[1]
-
-
-def _blocked_on_a_lock(pid: int) -> bool:
-    # /proc/locks: a waiter's line starts "N: -> FLOCK ..." and carries its pid in the fifth field.
-    for line in Path("/proc/locks").read_text().splitlines():
-        fields = line.split()
-        if "->" in fields and fields[fields.index("->") + 1] == "FLOCK" and fields[fields.index("->") + 4] == str(pid):
-            return True
-    return False
 
 
 @pytest.mark.parametrize(

@@ -90,6 +90,7 @@ def link(target: Path, link_path: Path) -> None:
         return
     if link_path.exists() and not link_path.is_symlink():
         remove(link_path)
+    link_path.parent.mkdir(parents=True, exist_ok=True)  # build/ in a fresh clone
     staged = link_path.with_name(f".{link_path.name}.link-{os.getpid()}")
     staged.unlink(missing_ok=True)
     staged.symlink_to(target, target_is_directory=True)

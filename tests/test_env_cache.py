@@ -49,6 +49,14 @@ def test_a_second_clone_links_what_the_first_built(tmp_path: Path) -> None:
     assert (second / ".tool-venv" / "tool").read_text() == "built\n" and (entry / ".installed").exists()
 
 
+def test_a_folder_under_a_missing_parent_is_linked_there(tmp_path: Path) -> None:
+    """A fresh clone has no build/: the wheelhouses' links are made there all the same."""
+    repo, cache = clone(tmp_path / "a"), tmp_path / "cache"
+    result = run_cache(repo, cache, "build/wheelhouse-x/.complete", "pins.txt")
+    assert result.returncode == 0, result.stderr
+    assert (repo / "build" / "wheelhouse-x").is_symlink() and (repo / "build" / "wheelhouse-x" / ".complete").exists()
+
+
 def test_a_changed_pin_or_command_builds_a_new_entry_and_keeps_the_old(tmp_path: Path) -> None:
     repo, cache = clone(tmp_path / "a"), tmp_path / "cache"
     run_cache(repo, cache, ".tool-venv/.installed", "pins.txt")

@@ -161,6 +161,18 @@ def test_every_environment_the_makefile_builds_goes_through_the_cache() -> None:
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_test_sets_up_every_environment_the_makefile_builds() -> None:
+    """A new environment's rule must also be a prerequisite of test-setup, or CI never builds it."""
+    rules = RULE.findall((REPO / "Makefile").read_text())
+    dry = subprocess.run(
+        ["make", "--no-print-directory", "-n", "-B", "test-setup"], cwd=REPO, capture_output=True, text=True
+    )
+    assert dry.returncode == 0, dry.stderr
+    markers = set(re.findall(r"^python3 -m tests\.env_cache (\S+)", dry.stdout, re.MULTILINE))
+    assert len(markers) == len(rules), sorted(markers)
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_make_builds_the_aws_cli_venv_once_for_two_clones(tmp_path: Path) -> None:
     """The real recipe (pip from the configured indexes) in two copies of the repo's Makefile: the second links."""
     cache = tmp_path / "cache"

@@ -21,9 +21,10 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # and its build command, and linked here (tests/env_cache.py; LLM_TRAINING_ENV_CACHE=off builds in the repo). Each
 # recipe fills $$ENV_DIR; the marker is written after it succeeded. System python3: it runs before .venv exists.
 ENV_CACHE := python3 -m tests.env_cache
-# `make test`: the environments built side by side (mostly downloads), then pytest on every core (docs/testing.md).
+# `make test`: the environments built side by side (mostly downloads), then pytest on two workers (docs/testing.md):
+# two, not -n auto, which counts physical cores and may see one on a 2-vCPU machine; many tests wait more than compute.
 SETUP_JOBS ?= 3
-TEST_WORKERS ?= auto
+TEST_WORKERS ?= 2
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 .PHONY: help setup synth demo demo-finetune test test-setup test-stress lint format clean pcluster-venv checkov-venv nemo-venv bridge-venv torchtitan-venv awscli-venv bench rehearse \

@@ -1,8 +1,8 @@
 """The order `make test` hands test files to pytest-xdist's workers (--dist loadfile --no-loadscope-reorder).
 
 A file is one unit of work (its module fixtures, such as a rehearsal, run once, on one worker); the workers take
-files in collection order, so the longest go first and the short ones fill the gaps at the end: the two journeys,
-then every file with a test that starts daemons, ranks, synths or emulators, then the rest, each in the order
+files in collection order, so the longest go first and the short ones fill the gaps at the end: the two journeys
+and the runbook test, then every file with a test that starts daemons, ranks, synths or emulators, then the rest, each in the order
 pytest found them. tests/durations.py measures what each file took, to check this order against.
 """
 
@@ -13,6 +13,9 @@ from typing import Protocol, TypeVar
 
 # The slow journeys, longest first: each one file, so each runs whole on one worker (docs/testing.md).
 JOURNEYS: tuple[str, ...] = ("tests/test_head_node_rehearsal.py", "tests/test_rehearsal.py")
+# Then the other files of several minutes, sent out before the files that only have a slow mark.
+LONG_FILES: tuple[str, ...] = ("tests/test_runbook.py",)
+FIRST: tuple[str, ...] = (*JOURNEYS, *LONG_FILES)
 # Marks of tests that wait on something slow (pyproject.toml's markers).
 SLOW_MARKS = frozenset({"slurm", "distributed", "scrape", "emulator", "bootstrap", "runbook", "synth", "pcluster"})
 
@@ -35,9 +38,10 @@ def file_of(nodeid: str) -> str:
 
 
 def file_rank(path: str, marks: Iterable[str]) -> tuple[int, int]:
-    """Lower goes first: a journey by its place in JOURNEYS, then files with a slow mark, then the rest."""
-    if path in JOURNEYS:
-        return (0, JOURNEYS.index(path))
+    """Lower goes first: the journeys and long files by their place in FIRST, then files with a slow mark, then
+    the rest."""
+    if path in FIRST:
+        return (0, FIRST.index(path))
     return (1, 0) if SLOW_MARKS.intersection(marks) else (2, 0)
 
 

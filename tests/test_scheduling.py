@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.scheduling import JOURNEYS, file_rank, ordered
+from tests.scheduling import FIRST, JOURNEYS, file_rank, ordered
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -49,9 +49,9 @@ def test_journeys_then_slow_files_then_the_rest_each_file_whole_and_in_its_order
     ]
 
 
-def test_the_journeys_are_the_suites_files_and_rank_before_any_other() -> None:
-    assert all((REPO / path).is_file() for path in JOURNEYS)
-    assert max(file_rank(path, []) for path in JOURNEYS) < file_rank("tests/x.py", ["slurm"]) < file_rank("y", [])
+def test_the_journeys_and_long_files_are_the_suites_files_and_rank_before_any_other() -> None:
+    assert FIRST[: len(JOURNEYS)] == JOURNEYS and all((REPO / path).is_file() for path in FIRST)
+    assert max(file_rank(path, []) for path in FIRST) < file_rank("tests/x.py", ["slurm"]) < file_rank("y", [])
 
 
 # A suite of its own under tmp: two journeys (by the repo's names) and plain files. Every test records its worker;

@@ -17,8 +17,17 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
+# Every environment below (venvs, test wheelhouses) is built once per machine into a cache folder keyed by its pins
+# and its build command, and linked here (tests/env_cache.py; LLM_TRAINING_ENV_CACHE=off builds in the repo). Each
+# recipe fills $$ENV_DIR; the marker is written after it succeeded. System python3: it runs before .venv exists.
+ENV_CACHE := python3 -m tests.env_cache
+# `make test`: the environments built side by side (mostly downloads), then pytest on two workers (docs/testing.md):
+# two, not -n auto, which counts physical cores and may see one on a 2-vCPU machine; many tests wait more than compute.
+SETUP_JOBS ?= 3
+TEST_WORKERS ?= 2
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-.PHONY: help setup synth demo demo-finetune test test-stress lint format clean pcluster-venv checkov-venv nemo-venv bridge-venv torchtitan-venv awscli-venv bench rehearse \
+.PHONY: help setup synth demo demo-finetune test test-setup test-stress lint format clean pcluster-venv checkov-venv nemo-venv bridge-venv torchtitan-venv awscli-venv bench rehearse \
 	wheelhouse wheelhouse-test wheelhouse-node-cpu gpu-bench-wheels policy-report nemo-image nxdt-wheelhouse \
 	observability-binaries nccl-tests-source upload-artifacts
 
@@ -43,13 +52,15 @@ help:
 setup: $(VENV)/.installed node_modules/.installed
 
 $(VENV)/.installed: requirements.txt constraints.txt
-	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet -r requirements.txt -c constraints.txt
-	touch $@
+	$(ENV_CACHE) $@ $^ -- bash -ec 'python3 -m venv "$$ENV_DIR"; \
+		"$$ENV_DIR/bin/python" -m pip install --quiet -r requirements.txt -c constraints.txt'
 
+# npm ci installs beside a package.json: into a staging folder, then the finished node_modules moves to $$ENV_DIR.
 node_modules/.installed: package.json package-lock.json
-	npm ci --no-audit --no-fund --loglevel=error
-	touch $@
+	$(ENV_CACHE) $@ $^ -- bash -ec 'rm -rf "$$ENV_DIR.staging"; mkdir -p "$$ENV_DIR.staging"; \
+		cp package.json package-lock.json "$$ENV_DIR.staging/"; \
+		npm ci --prefix "$$ENV_DIR.staging" --no-audit --no-fund --loglevel=error; \
+		mv "$$ENV_DIR.staging/node_modules" "$$ENV_DIR"; rm -rf "$$ENV_DIR.staging"'
 
 synth: setup
 	$(CDK) synth --quiet $(SPEC_CONTEXT)
@@ -98,9 +109,8 @@ policy-report: synth
 pcluster-venv: $(PCLUSTER_VENV)/.installed
 
 $(PCLUSTER_VENV)/.installed: cluster/verify/pcluster/requirements.txt cluster/verify/pcluster/constraints.txt
-	test -x $(PCLUSTER_VENV)/bin/python || python3 -m venv $(PCLUSTER_VENV)
-	$(PCLUSTER_VENV)/bin/pip install --quiet -r cluster/verify/pcluster/requirements.txt -c cluster/verify/pcluster/constraints.txt
-	touch $@
+	$(ENV_CACHE) $@ $^ -- bash -ec 'python3 -m venv "$$ENV_DIR"; \
+		"$$ENV_DIR/bin/pip" install --quiet -r cluster/verify/pcluster/requirements.txt -c cluster/verify/pcluster/constraints.txt'
 
 # The AWS CLI v1 for the runbook test's `aws` commands (tests/aws_cli/requirements.txt says why its own venv).
 AWSCLI_VENV := .awscli-venv
@@ -108,18 +118,16 @@ AWSCLI_VENV := .awscli-venv
 awscli-venv: $(AWSCLI_VENV)/.installed
 
 $(AWSCLI_VENV)/.installed: tests/aws_cli/requirements.txt
-	test -x $(AWSCLI_VENV)/bin/python || python3 -m venv $(AWSCLI_VENV)
-	$(AWSCLI_VENV)/bin/pip install --quiet --no-deps -r tests/aws_cli/requirements.txt
-	touch $@
+	$(ENV_CACHE) $@ $^ -- bash -ec 'python3 -m venv "$$ENV_DIR"; \
+		"$$ENV_DIR/bin/pip" install --quiet --no-deps -r tests/aws_cli/requirements.txt'
 
 # checkov (a second opinion on the templates; tests/policies/verify/test_checkov.py) pins its own dependency tree,
 # which clashes with ours: its own environment, about 290 MB, built in about two minutes.
 checkov-venv: $(CHECKOV_VENV)/.installed
 
 $(CHECKOV_VENV)/.installed: policies/verify/checkov/requirements.txt policies/verify/checkov/constraints.txt
-	test -x $(CHECKOV_VENV)/bin/python || python3 -m venv $(CHECKOV_VENV)
-	$(CHECKOV_VENV)/bin/pip install --quiet -r policies/verify/checkov/requirements.txt -c policies/verify/checkov/constraints.txt
-	touch $@
+	$(ENV_CACHE) $@ $^ -- bash -ec 'python3 -m venv "$$ENV_DIR"; \
+		"$$ENV_DIR/bin/pip" install --quiet -r policies/verify/checkov/requirements.txt -c policies/verify/checkov/constraints.txt'
 
 # NeMo 2.4.0 (the nemo:25.07 container's) for the NeMo contract tests (tests/launch/test_nemo_contract.py): its pins
 # clash with ours, so it gets its own environment, every package pinned and installed without resolution
@@ -130,10 +138,8 @@ NEMO_LOCK := tests/launch/contracts/nemo-lock.txt
 nemo-venv: $(NEMO_VENV)/.installed
 
 $(NEMO_VENV)/.installed: $(NEMO_LOCK)
-	rm -rf $(NEMO_VENV)
-	python3 -m venv $(NEMO_VENV)
-	$(NEMO_VENV)/bin/pip install --quiet --no-deps -r $(NEMO_LOCK)
-	touch $@
+	$(ENV_CACHE) $@ $^ -- bash -ec 'python3 -m venv "$$ENV_DIR"; \
+		"$$ENV_DIR/bin/pip" install --quiet --no-deps -r $(NEMO_LOCK)'
 
 # Megatron Bridge 0.6.0 (NeMo Framework 26.08's, the default NeMo backend) for tests/launch/test_bridge_contract.py: Python
 # 3.12 (pyenv; megatron-bridge needs >=3.12,<3.13), every package pinned in the lock and installed without resolution,
@@ -148,15 +154,13 @@ NVRX_WHEEL := nvidia_resiliency_ext-0.6.0-cp312-cp312-manylinux_2_39_x86_64.whl
 bridge-venv: $(BRIDGE_VENV)/.installed
 
 $(BRIDGE_VENV)/.installed: $(BRIDGE_LOCK)
-	rm -rf $(BRIDGE_VENV)
-	$(BRIDGE_PYTHON) -m venv $(BRIDGE_VENV)
-	$(BRIDGE_VENV)/bin/pip install --quiet --no-deps -r $(BRIDGE_LOCK)
-	$(BRIDGE_VENV)/bin/pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
-		--platform manylinux_2_39_x86_64 nvidia-resiliency-ext==0.6.0 -d $(BRIDGE_VENV)/wheels
-	cp $(BRIDGE_VENV)/wheels/$(NVRX_WHEEL) $(BRIDGE_VENV)/wheels/$(subst 2_39,2_28,$(NVRX_WHEEL))
-	$(BRIDGE_VENV)/bin/pip install --quiet --no-deps $(BRIDGE_VENV)/wheels/$(subst 2_39,2_28,$(NVRX_WHEEL))
-	rm -rf $(BRIDGE_VENV)/wheels
-	touch $@
+	$(ENV_CACHE) $@ $^ -- bash -ec '$(BRIDGE_PYTHON) -m venv "$$ENV_DIR"; \
+		"$$ENV_DIR/bin/pip" install --quiet --no-deps -r $(BRIDGE_LOCK); \
+		"$$ENV_DIR/bin/pip" download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
+			--platform manylinux_2_39_x86_64 nvidia-resiliency-ext==0.6.0 -d "$$ENV_DIR/wheels"; \
+		cp "$$ENV_DIR/wheels/$(NVRX_WHEEL)" "$$ENV_DIR/wheels/$(subst 2_39,2_28,$(NVRX_WHEEL))"; \
+		"$$ENV_DIR/bin/pip" install --quiet --no-deps "$$ENV_DIR/wheels/$(subst 2_39,2_28,$(NVRX_WHEEL))"; \
+		rm -rf "$$ENV_DIR/wheels"'
 
 # The EFA-enabled NeMo image (containers/nemo-efa) into the compute account's ECR, on a machine with docker and
 # credentials for that account (PROFILE: its AWS CLI profile); then, on the head node, `python -m cluster.containers
@@ -167,22 +171,19 @@ nemo-image: setup
 # torchtitan 0.3.0, the GPU comparison's peer, for the test that loads bench/torchtitan_config.py through torchtitan's
 # own ConfigManager. Its own venv (its pins, datasets and wandb, stay out of .venv); torch is .venv's 2.13.0 CPU build,
 # seen through a .pth file so no second torch is fetched. About 1.4 GB (triton 1 GB of it), 3 minutes to build.
-torchtitan-venv: $(TORCHTITAN_VENV)/.installed $(TORCHTITAN_VENV)/torchtitan-0.2.2/.installed
+# torchtitan 0.2.2 (the release the lent GPU machines' torch 2.11 runs) beside it in torchtitan-0.2.2/, not installed
+# into it: the test of bench/torchtitan_v0_2_*.py puts that folder first on PYTHONPATH. 0.2.2 needs nothing 0.3.0's
+# closure lacks. 1 MB. The .pth names .venv's real folder (its cache entry, keyed by the same pins as this one), not
+# the clone's link, which a later clone's CI deletes.
+torchtitan-venv: $(TORCHTITAN_VENV)/.installed
 
-# torchtitan 0.2.2 (the release the lent GPU machines' torch 2.11 runs) beside it, not installed into it: the test of
-# bench/torchtitan_v0_2_*.py puts this folder first on PYTHONPATH. 0.2.2 needs nothing 0.3.0's closure lacks. 1 MB.
-$(TORCHTITAN_VENV)/torchtitan-0.2.2/.installed: | $(TORCHTITAN_VENV)/.installed
-	rm -rf $(@D)
-	$(TORCHTITAN_VENV)/bin/pip install --quiet --no-deps --no-compile --target $(@D) torchtitan==0.2.2
-	touch $@
-
-$(TORCHTITAN_VENV)/.installed: bench/torchtitan-requirements.txt | $(VENV)/.installed
-	rm -rf $(TORCHTITAN_VENV)
-	"$$($(PY) -c 'import sys; print(sys._base_executable)')" -m venv $(TORCHTITAN_VENV)
-	$(PY) -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" > \
-		"$$($(TORCHTITAN_VENV)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/repo_venv.pth"
-	$(TORCHTITAN_VENV)/bin/pip install --quiet --no-deps -r bench/torchtitan-requirements.txt
-	touch $@
+$(TORCHTITAN_VENV)/.installed: bench/torchtitan-requirements.txt requirements.txt constraints.txt | $(VENV)/.installed
+	$(ENV_CACHE) $@ $^ -- bash -ec '"$$($(PY) -c "import sys; print(sys._base_executable)")" -m venv "$$ENV_DIR"; \
+		$(PY) -c "import os, sysconfig; print(os.path.realpath(sysconfig.get_path(\"purelib\")))" > \
+			"$$("$$ENV_DIR/bin/python" -c "import sysconfig; print(sysconfig.get_path(\"purelib\"))")/repo_venv.pth"; \
+		"$$ENV_DIR/bin/pip" install --quiet --no-deps -r bench/torchtitan-requirements.txt; \
+		"$$ENV_DIR/bin/pip" install --quiet --no-deps --no-compile --target "$$ENV_DIR/torchtitan-0.2.2" torchtitan==0.2.2; \
+		touch "$$ENV_DIR/torchtitan-0.2.2/.installed"'
 
 # The nodes' wheelhouse for a cluster without internet egress (spec cluster.python_wheelhouse): every wheel
 # of requirements-node.txt for the nodes' Python (cluster.python_version) on x86_64 Linux, several GB with
@@ -263,24 +264,26 @@ upload-artifacts: setup
 wheelhouse-test: build/wheelhouse-test/.complete
 
 build/wheelhouse-test/.complete: requirements-submit.txt constraints.txt | $(VENV)/.installed
-	rm -rf build/wheelhouse-test
-	$(PY) -m pip download --quiet --only-binary=:all: -r requirements-submit.txt -c constraints.txt -d build/wheelhouse-test
-	touch $@
+	$(ENV_CACHE) $@ $^ -- bash -ec '$(PY) -m pip download --quiet --only-binary=:all: -r requirements-submit.txt \
+		-c constraints.txt -d "$$ENV_DIR"'
 
 # The head-node rehearsal's offline wheelhouse (tests/test_head_node_rehearsal.py): requirements-node.txt for this
 # machine, torch as its CPU build (the pin's +cpu wheel the local index offers), about 400 MB.
 wheelhouse-node-cpu: build/wheelhouse-node-cpu/.complete
 
 build/wheelhouse-node-cpu/.complete: requirements-node.txt constraints.txt | $(VENV)/.installed
-	rm -rf build/wheelhouse-node-cpu
-	$(PY) -m pip wheel --quiet --no-deps $(SDIST_ONLY_WHEELS) -w build/wheelhouse-node-cpu
-	$(PY) -m pip download --quiet --only-binary=:all: --find-links build/wheelhouse-node-cpu -r requirements-node.txt \
-		-c constraints.txt -d build/wheelhouse-node-cpu
-	touch $@
+	$(ENV_CACHE) $@ $^ -- bash -ec '$(PY) -m pip wheel --quiet --no-deps $(SDIST_ONLY_WHEELS) -w "$$ENV_DIR"; \
+		$(PY) -m pip download --quiet --only-binary=:all: --find-links "$$ENV_DIR" -r requirements-node.txt \
+			-c constraints.txt -d "$$ENV_DIR"'
 
-test: setup lint pcluster-venv checkov-venv nemo-venv bridge-venv torchtitan-venv awscli-venv wheelhouse-test \
+# The environments in parallel (SETUP_JOBS; output kept per target), then pytest on TEST_WORKERS processes, one test
+# file per worker at a time (module fixtures run once; tests/scheduling.py sends the long journeys out first).
+test:
+	$(MAKE) --no-print-directory -j$(SETUP_JOBS) --output-sync=target test-setup
+	$(PY) -m pytest $(PYTEST_PARALLEL)
+
+test-setup: setup lint pcluster-venv checkov-venv nemo-venv bridge-venv torchtitan-venv awscli-venv wheelhouse-test \
 	wheelhouse-node-cpu
-	$(PY) -m pytest
 
 # The tests that wait on SLURM jobs, torchrun ranks and Prometheus scrapes, STRESS_ROUNDS times under busy loops on
 # every core (tests/stress.py); every failure is printed with its job story. Before stopping; not part of CI.

@@ -10,11 +10,28 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.durations import Durations
+from tests.once_per_run import once_per_run
+from tests.scheduling import ordered
+
 REPO = Path(__file__).resolve().parents[1]
 
 if TYPE_CHECKING:
     from cluster.verify.local_slurm import LocalSlurm
     from tests.stacks.conftest import Assembly
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist) sees every report
+        config.pluginmanager.register(Durations(), "llm-test-durations")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under xdist, long files first: the workers take files in this order and so end together (tests/scheduling.py).
+    Every worker collects the same items and orders them alike, as xdist requires."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items[:] = ordered(items)
 
 
 @pytest.fixture(scope="session")
@@ -50,10 +67,14 @@ def default_assembly(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Assem
     from spec import load_spec
     from tests.stacks.conftest import cdk_synth, read_assembly
 
-    out = tmp_path_factory.mktemp("cdk-out")
-    result = cdk_synth(out)
-    assert result.returncode == 0, f"cdk synth failed:\n{result.stdout}\n{result.stderr}"
-    yield read_assembly(out, load_spec(), result.stderr)
+    def synthesize(folder: Path) -> None:
+        result = cdk_synth(folder / "cdk.out")
+        assert result.returncode == 0, f"cdk synth failed:\n{result.stdout}\n{result.stderr}"
+        (folder / "synth.log").write_text(result.stderr)
+
+    # Once per run: under xdist the first worker synthesizes and the others read its assembly.
+    folder = once_per_run(tmp_path_factory, "cdk-out", synthesize)
+    yield read_assembly(folder / "cdk.out", load_spec(), (folder / "synth.log").read_text())
 
 
 @pytest.fixture(scope="session")

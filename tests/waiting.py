@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -30,3 +31,14 @@ def wait_until(
             told = f"\n{story()}" if story is not None else ""
             raise AssertionError(f"waited {timeout_s:.0f} s for {what}{told}")
         time.sleep(poll_s)
+
+
+def waits_on_a_lock(pid: int) -> bool:
+    """True while process `pid` is blocked on a flock (/proc/locks lists a waiter as `N: -> FLOCK ADVISORY WRITE PID`)."""
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if "->" in fields:
+            at = fields.index("->")
+            if fields[at + 1 : at + 2] == ["FLOCK"] and fields[at + 4 : at + 5] == [str(pid)]:
+                return True
+    return False

@@ -69,7 +69,8 @@ class Software:
 
     @property
     def kernels(self) -> Kernels:
-        if self.backend == "nemo":  # Megatron Core / TransformerEngine's hand-fused kernels
+        stack = STACKS.get(self.backend)
+        if stack is not None and stack.megatron_core:  # TransformerEngine's hand-fused kernels
             return "fused"
         return "compiled" if self.compiled else "eager"
 
@@ -77,8 +78,11 @@ class Software:
         out: list[PlanError] = []
         if self.backend not in STACKS:
             out.append(PlanError("backend", self.backend, f"is not one of {', '.join(STACK_NAMES)}"))
-        if self.compiled and self.backend != "fsdp":
-            out.append(PlanError("compiled", self.compiled, f"applies to backend fsdp only, not {self.backend!r}"))
+        if self.compiled and self.backend in STACKS and not STACKS[self.backend].compiles:
+            compiling = " or ".join(name for name, stack in STACKS.items() if stack.compiles)
+            out.append(
+                PlanError("compiled", self.compiled, f"applies to backend {compiling} only, not {self.backend!r}")
+            )
         if self.sharding not in SHARDINGS:
             out.append(PlanError("sharding", self.sharding, f"is not one of {', '.join(SHARDINGS)}"))
         if self.attention not in ATTENTIONS:

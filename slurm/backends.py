@@ -35,11 +35,14 @@ DataSplits = Literal["trainer", "megatron"]
 class StackFacts:
     accelerator: BackendAccelerator
     kernels: str  # what the stack's fitted efficiency was measured on (llm-plan's "stack" line)
+    # Megatron Core: TransformerEngine's hand-fused elementwise kernels, and gradient buckets sized by the DP group.
+    megatron_core: bool = False
+    compiles: bool = False  # torch.compile can fuse its blocks (planner.job.Software.compiled)
 
 
 STACKS: dict[Stack, StackFacts] = {
-    "fsdp": StackFacts("gpu", "PyTorch eager"),
-    "nemo": StackFacts("gpu", "Megatron Core + TransformerEngine"),
+    "fsdp": StackFacts("gpu", "PyTorch eager", compiles=True),
+    "nemo": StackFacts("gpu", "Megatron Core + TransformerEngine", megatron_core=True),
     "neuron": StackFacts("neuron", "Neuron compiler"),
 }
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from itertools import accumulate
 
 from launch.nemo import validation_split
+from slurm.backends import backend_named
 from slurm.errors import SubmitError
 from training.config import JobConfig
 from training.data.errors import DataError
@@ -47,10 +48,12 @@ def megatron_split_tokens(data_prefix: str, split: str) -> dict[str, tuple[int, 
 
 def check_data_fills_splits(backend: str, job: JobConfig, data_prefix: str, data_parallel: int) -> None:
     """Raises SubmitError (one line naming the split, its size and the sample length) when a split the job reads
-    cannot give it one sample, or, for our trainer's validation, one evaluation batch (data_parallel x micro-batch)."""
+    cannot give it one sample, or, for our trainer's validation, one evaluation batch (data_parallel x micro-batch).
+    `backend`: a slurm.backends name or --backend option; its data_splits say how the job cuts the data."""
     seq_len = job.data.seq_len
+    trainer = backend_named(backend).data_splits == "trainer"
     try:
-        if backend == "fsdp":
+        if trainer:
             counts = split_tokens(data_prefix, job.data.validation_fraction, job.data.seed)
             if not job.train.eval_every:
                 counts.pop("validation")  # read only when the job evaluates
@@ -67,7 +70,7 @@ def check_data_fills_splits(backend: str, job: JobConfig, data_prefix: str, data
                 f"or raise data.validation_fraction"
             )
         batch = data_parallel * job.data.micro_batch_size
-        if backend == "fsdp" and split == "validation" and samples < batch:
+        if trainer and split == "validation" and samples < batch:
             raise SubmitError(
                 f"--data-prefix: {data_prefix}: the validation split has {samples} samples, fewer than one evaluation "
                 f"batch of {batch} (data-parallel size x micro-batch); raise data.validation_fraction "

@@ -1,14 +1,17 @@
 """The sbatch scripts of each backend: directives, settings and environment, assembled from launch/jobs/.
 
-Each builder adds its script(s) and the configs they read (written into the run directory) to a Rendered.
+Each backend of slurm.backends.BACKENDS has a Renderer here (RENDERERS, under the same name): it adds its script(s)
+and the configs they read (written into the run directory) to a Rendered, and says which model-parallel layout
+those scripts give the job, which the planner times. A script's body is launch/jobs/<--backend option>.sh.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -16,13 +19,14 @@ from launch.bridge import CONFIG_NAME as BRIDGE_CONFIG_NAME
 from launch.bridge import bridge_config, hf_config_path, hf_llama_config
 from launch.nemo import nemo_config
 from launch.neuron import default_parallelism, nxdt_config
+from launch.nxdt_contract import finetune_refusal
 from launch.options import SubmitOptions
 from launch.vocab import TOKENIZER_FILE, check_vocabulary, tokenizer_rows
 from slurm import netenv
 from slurm.errors import SubmitError
 from slurm.render import SettingValue, assemble
 from slurm.target import Target
-from spec.containers import DEFAULT_FRAMEWORK, FRAMEWORKS, pyxis_image
+from spec.containers import pyxis_image
 from training.config import JobConfig
 from training.models.args import ModelArgs
 from training.parallel.dims import ParallelDims
@@ -201,37 +205,65 @@ def fsdp_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered) 
     _add_script(rendered, options, inputs, "fsdp", settings, env)
 
 
-def nemo_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered) -> None:
-    target, run_dir = inputs.target, inputs.run_dir
-    tokenizer = _tokenizer_dir(options, run_dir, inputs.manifest, rendered, inputs.model)
-    layout = ParallelDims(
+def _megatron_layout(options: SubmitOptions) -> ParallelDims:
+    return ParallelDims(
         tp=options.tensor_parallel or 1,
         pp=options.pipeline_parallel or 1,
         cp=options.context_parallel or 1,
         ep=options.expert_parallel or 1,
     )
-    framework_name = target.nemo_framework or DEFAULT_FRAMEWORK
-    framework = FRAMEWORKS[framework_name]
-    env = {
+
+
+def _megatron_env(options: SubmitOptions, target: Target) -> dict[str, str]:
+    return {
         **netenv.common_env(),
         **netenv.gpu_env(target, options.libfabric_version, options.aws_ofi_nccl_version, options.nccl_debug),
         **netenv.nemo_env(),
     }
-    if framework.entry_point == "bridge_pretrain.py":
-        config = bridge_config(inputs.job, inputs.model, target, options.nodes, run_dir, tokenizer, layout)
-        config_path = run_dir / BRIDGE_CONFIG_NAME
-        rendered.files[hf_config_path(config)] = json.dumps(hf_llama_config(inputs.model), indent=2) + "\n"
-        # The recipe's model comes from the rendered config directory; nothing may try the Hub (no route to it).
-        env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
-    else:
-        if inputs.job.finetune is not None:
-            raise SubmitError(
-                f"finetune: needs Megatron Bridge's SFT/PEFT recipes (cluster.containers.nemo_framework "
-                f"megatron-bridge-*); the spec's {framework_name} has no fine-tuning path here"
-            )
-        config = nemo_config(inputs.job, inputs.model, target, options.nodes, run_dir, tokenizer, layout)
-        config_path = run_dir / "nemo-config.yaml"
+
+
+def nemo2_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered) -> None:
+    """NeMo 2 (the nemo-25.07 container): launch/jobs/nemo_pretrain.py runs NeMo's recipe with our overrides."""
+    if inputs.job.finetune is not None:
+        raise SubmitError(
+            f"finetune: needs Megatron Bridge's SFT/PEFT recipes (cluster.containers.nemo_framework "
+            f"megatron-bridge-*); the spec's {inputs.target.nemo_framework} has no fine-tuning path here"
+        )
+    tokenizer = _tokenizer_dir(options, inputs.run_dir, inputs.manifest, rendered, inputs.model)
+    config = nemo_config(
+        inputs.job, inputs.model, inputs.target, options.nodes, inputs.run_dir, tokenizer, _megatron_layout(options)
+    )
+    config_path = inputs.run_dir / "nemo-config.yaml"
     rendered.files[config_path] = _yaml(config)
+    _add_megatron_script(options, inputs, rendered, config_path, _megatron_env(options, inputs.target))
+
+
+def bridge_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered) -> None:
+    """Megatron Bridge (the default container): launch/jobs/bridge_pretrain.py runs its recipe (or SFT/PEFT)."""
+    target, run_dir = inputs.target, inputs.run_dir
+    tokenizer = _tokenizer_dir(options, run_dir, inputs.manifest, rendered, inputs.model)
+    layout = _megatron_layout(options)
+    config = bridge_config(inputs.job, inputs.model, target, options.nodes, run_dir, tokenizer, layout)
+    config_path = run_dir / BRIDGE_CONFIG_NAME
+    rendered.files[hf_config_path(config)] = json.dumps(hf_llama_config(inputs.model), indent=2) + "\n"
+    rendered.files[config_path] = _yaml(config)
+    # The recipe's model comes from the rendered config directory; nothing may try the Hub (no route to it).
+    env = {**_megatron_env(options, target), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    _add_megatron_script(options, inputs, rendered, config_path, env)
+
+
+def _add_megatron_script(
+    options: SubmitOptions,
+    inputs: JobInputs,
+    rendered: Rendered,
+    config_path: Path,
+    env: dict[str, str],
+) -> None:
+    """nemo.sh in the pyxis container, running the backend's entry point (launch/jobs) on the rendered config."""
+    target, run_dir = inputs.target, inputs.run_dir
+    entry_point = target.backend.entry_point
+    if entry_point is None:
+        raise SubmitError(f"--backend: {target.backend.name!r} names no NeMo Framework entry point to run")
     image = options.container_image or target.container_image
     if not image:
         raise SubmitError("--container-image: no image given and the spec names none")
@@ -245,7 +277,7 @@ def nemo_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered) 
         # The entry point checkpoints on USR1 (NeMo 2: PreemptionCallback; Megatron Bridge: train.exit_signal);
         # rank 0 writes the exit status, every rank an error.
         **_common_settings(options, run_dir, "USR1", str(run_dir / EXIT_STATUS_FILE)),
-        "NEMO_ENTRY": framework.entry_point,
+        "NEMO_ENTRY": entry_point,
         "WORKDIR": str(inputs.workdir),
         "NPROC_PER_NODE": target.workers_per_node,
         "CONTAINER_IMAGE": pyxis_image(image),
@@ -300,3 +332,57 @@ def neuron_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered
         _add_script(
             rendered, options, inputs, f"neuron-{mode}", settings, env, requeue=mode == "train", depends_on=depends
         )
+
+
+class Renderer(Protocol):
+    """How a backend becomes sbatch scripts (one per slurm.backends.BACKENDS entry, under its name)."""
+
+    def layout(self, options: SubmitOptions, job: JobConfig) -> ParallelDims:
+        """The model-parallel layout the scripts give the job (what the planner times)."""
+        ...
+
+    def refusal(self, job: JobConfig) -> str | None:
+        """Why the backend cannot run this job config at all (one line), checked before anything is planned."""
+        ...
+
+    def render(self, options: SubmitOptions, inputs: JobInputs, rendered: Rendered) -> None:
+        """Adds the backend's script(s) and the configs they read to `rendered`."""
+        ...
+
+
+@dataclass(frozen=True)
+class FlagLayoutRenderer:
+    """Scripts laid out as the --tensor/--pipeline/--context-parallel flags say, 1 where left out."""
+
+    render: Callable[[SubmitOptions, JobInputs, Rendered], None]
+
+    def layout(self, options: SubmitOptions, job: JobConfig) -> ParallelDims:
+        return ParallelDims(
+            tp=options.tensor_parallel or 1, pp=options.pipeline_parallel or 1, cp=options.context_parallel or 1
+        )
+
+    def refusal(self, job: JobConfig) -> str | None:
+        return None
+
+
+@dataclass(frozen=True)
+class NeuronRenderer:
+    render: Callable[[SubmitOptions, JobInputs, Rendered], None] = neuron_scripts
+
+    def layout(self, options: SubmitOptions, job: JobConfig) -> ParallelDims:
+        """NxDT's layout when the flags leave it out: AWS's Trainium blog's for the model (launch.neuron)."""
+        default_tp, default_pp = default_parallelism(job.model.name)
+        tp, pp = options.tensor_parallel or default_tp, options.pipeline_parallel or default_pp
+        return ParallelDims(tp=tp, pp=pp, cp=options.context_parallel or 1)
+
+    def refusal(self, job: JobConfig) -> str | None:
+        """A finetune: section the recorded NxDT contract cannot render (launch.nxdt_contract)."""
+        return finetune_refusal(job.finetune.mode) if job.finetune else None
+
+
+RENDERERS: dict[str, Renderer] = {
+    "fsdp": FlagLayoutRenderer(fsdp_scripts),
+    "nemo2": FlagLayoutRenderer(nemo2_scripts),
+    "bridge": FlagLayoutRenderer(bridge_scripts),
+    "neuron": NeuronRenderer(),
+}

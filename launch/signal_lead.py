@@ -56,5 +56,5 @@ def job_stop_window(
 ) -> StopWindow | None:
     if fsx is None or target.local:
         return None
-    step_s = planned_step_s(job, model, target, nodes, layout, backend)  # type: ignore[arg-type]
+    step_s = planned_step_s(job, model, target, nodes, layout, backend)
     return stop_window(model, backend, fsx, step_s)

@@ -26,16 +26,15 @@ from pydantic import ValidationError
 
 from launch.data_fit import check_data_fills_splits
 from launch.fit import check_fits, check_global_batch, planned_cost
-from launch.neuron import default_parallelism
-from launch.nxdt_contract import finetune_refusal
 from launch.options import SubmitOptions
-from launch.scripts import JobInputs, Rendered, fsdp_scripts, nemo_scripts, neuron_scripts
+from launch.scripts import RENDERERS, JobInputs, Rendered
 from launch.signal_lead import job_stop_window, resolve_signal_lead
 from planner.comment import plan_comment
 from slurm import netenv
+from slurm.backends import BACKENDS, OPTIONS
 from slurm.errors import SubmitError
 from slurm.submission import REPO_ROOT, SPEC_ENV, check_sbatch_args, parse_time, sbatch, submit_env
-from slurm.target import BACKENDS, local_target, resolve_target
+from slurm.target import local_target, resolve_target
 from spec import SpecError, load_spec
 from spec.checks import container_problems
 from spec.cli import OneLineParser, user_errors
@@ -45,7 +44,6 @@ from spec.errors import problems_from_pydantic
 from spec.model import DeploymentSpec
 from training.config import ConfigError, JobConfig, check_sequence_fits, load_job_config, resolve_model_args
 from training.models.args import ModelArgs
-from training.parallel.dims import ParallelDims
 
 _JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -55,7 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m launch.submit",
         description="Render an sbatch script for a training job from the deployment spec and submit it.",
     )
-    parser.add_argument("--backend", required=True, choices=BACKENDS)
+    parser.add_argument(
+        "--backend",
+        required=True,
+        choices=OPTIONS,
+        help="nemo: NeMo 2 or Megatron Bridge, as the spec's cluster.containers.nemo_framework says",
+    )
     parser.add_argument(
         "--model",
         required=True,
@@ -225,7 +228,7 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
         raise SubmitError(f"--master-port: {options.master_port} is not a TCP port")
     if options.job_name is not None and not _JOB_NAME_RE.match(options.job_name):
         raise SubmitError(f"--job-name: {options.job_name!r} must be letters, digits, '.', '_' or '-'")
-    if options.local and options.backend != "fsdp":
+    if options.local and not any(b.local_cluster for b in BACKENDS.values() if b.option == options.backend):
         raise SubmitError(
             f"--local: --backend {options.backend} needs GPU or Trainium nodes; render it for a spec queue and pass "
             "--partition to send the script elsewhere"
@@ -248,6 +251,8 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
         metrics_port = observability.ports.trainer if observability.enabled else None
     if options.partition and options.local:
         target = dataclasses.replace(target, partition=options.partition)
+    backend = target.backend  # --backend as the spec's container framework resolves it (slurm.backends)
+    renderer = RENDERERS[backend.name]
 
     data_prefix = str(Path(options.data_prefix).resolve())
     _check_data(data_prefix)
@@ -259,31 +264,28 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
     except ConfigError as error:
         raise SubmitError(f"--model: {options.model}: {str(error).splitlines()[0].removeprefix('config: ')}") from None
     model_name = job.model.name or str(job.model.hf_checkpoint)
-    if options.backend == "fsdp":  # nemo and neuron check it with their model-parallel layout
+    if backend.yaml_layout:  # the others check it with their model-parallel layout
         check_global_batch(job, target.devices_per_node * options.nodes)
-    refusal = finetune_refusal(job.finetune.mode) if job.finetune and options.backend == "neuron" else None
+    refusal = renderer.refusal(job)
     if refusal:
         raise SubmitError(refusal)
-    if job.finetune is None or options.backend == "fsdp":  # Bridge's SFT reads its JSONL (launch.bridge_finetune)
-        check_data_fills_splits(options.backend, job, data_prefix, target.devices_per_node * options.nodes)
+    # Megatron's SFT reads its JSONL (launch.bridge_finetune), not the .bin/.idx splits
+    if job.finetune is None or backend.data_splits == "trainer":
+        check_data_fills_splits(backend.name, job, data_prefix, target.devices_per_node * options.nodes)
     notes: list[str] = []
     plan = None
-    tp, pp = options.tensor_parallel, options.pipeline_parallel
-    if options.backend == "neuron":  # the layout neuron_scripts gives NxDT when the flags leave it out
-        default_tp, default_pp = default_parallelism(job.model.name)
-        tp, pp = tp or default_tp, pp or default_pp
-    layout = ParallelDims(tp=tp or 1, pp=pp or 1, cp=options.context_parallel or 1)
+    layout = renderer.layout(options, job)
     if not target.local:
         price = spec.cluster.prices.get(target.instance.name) if spec is not None and spec.cluster else None
-        plan = planned_cost(model, target, options.nodes, job, price, options.backend, layout)  # type: ignore[arg-type]
+        plan = planned_cost(model, target, options.nodes, job, price, backend.name, layout)
         if plan is not None:
             notes.append(
-                f"plan: {plan.hours:.1f} h, {plan.usd:,.0f} USD for {plan.steps} steps at --backend {plan.backend}'s "
+                f"plan: {plan.hours:.1f} h, {plan.usd:,.0f} USD for {plan.steps} steps at backend {plan.backend}'s "
                 "speed (llm-report compares)"
             )
 
     fsx = spec.cluster.fsx if spec is not None and spec.cluster else None
-    window = job_stop_window(job, model, target, options.nodes, options.backend, fsx, layout)
+    window = job_stop_window(job, model, target, options.nodes, backend.name, fsx, layout)
     lead = resolve_signal_lead(options.signal_lead, options.backend, window)
     options = dataclasses.replace(options, signal_lead=lead)
     if window is not None:
@@ -296,8 +298,7 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
     workdir = options.workdir.resolve()
     rendered = Rendered(scripts=[], notes=notes)
 
-    build = {"fsdp": fsdp_scripts, "nemo": nemo_scripts, "neuron": neuron_scripts}[options.backend]
-    build(
+    renderer.render(
         options,
         JobInputs(
             target,
@@ -314,8 +315,7 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
         rendered,
     )
     # After the backend's own layout checks, so a layout it refuses is named in its words first.
-    fit = check_fits(job, model, target, options.nodes, options.backend, layout, model_name)  # type: ignore[arg-type]
-    rendered.notes.insert(0, fit)
+    rendered.notes.insert(0, check_fits(job, model, target, options.nodes, backend.name, layout, model_name))
     return rendered
 
 

@@ -19,12 +19,14 @@ class Plan:
     usd: float
     hours: float
     steps: int | None = None
-    backend: str | None = None  # the stack whose speed was planned (planner.job.BACKENDS); None in older comments
+    # The backend that ran and whose speed was planned: a slurm.backends.BACKENDS name (fsdp, nemo2, bridge, neuron);
+    # `nemo` in comments written before NeMo 2 and Megatron Bridge were told apart; None in older ones still.
+    backend: str | None = None
 
 
 def plan_comment(plan: Plan) -> str:
     """The job comment launch.submit writes (and sacct returns):
-    `llm-plan:v1,backend=nemo,usd=12.5,hours=3.2,steps=1000`.
+    `llm-plan:v1,backend=bridge,usd=12.5,hours=3.2,steps=1000`.
 
     No spaces, so it needs no quoting in an `#SBATCH --comment=` line."""
     backend = f",backend={plan.backend}" if plan.backend is not None else ""

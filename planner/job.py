@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from planner.flops import CHECKPOINTING_MODES, Checkpointing, recomputed_block_fraction
 from planner.hardware import Hardware
+from slurm.backends import STACKS, Stack, backend_named
 from spec.errors import UserError
 from training.finetune.config import LORA_TARGETS
 from training.models.args import ModelArgs
@@ -27,11 +28,13 @@ Loss = Literal["fused", "materialized"]
 LOSSES: tuple[str, ...] = ("fused", "materialized")
 Precision = Literal["bf16", "fp8"]
 PRECISIONS: tuple[str, ...] = ("bf16", "fp8")
-# The software stack a job runs on, as llm-submit's --backend names it: fsdp (PyTorch-native: this repo's FSDP2
-# trainer, torchtitan, FSDP1 stacks, DDP), nemo (Megatron Core with TransformerEngine, through Megatron Bridge or
-# NeMo; the Megatron-LM papers' code), neuron (Neuron NeMo / NxDT on Trainium). Each has its own fitted efficiency.
-Backend = Literal["fsdp", "nemo", "neuron"]
-BACKENDS: tuple[str, ...] = ("fsdp", "nemo", "neuron")
+# The software stack whose fitted efficiency times a job (slurm.backends.STACKS): fsdp (PyTorch-native: this repo's
+# FSDP2 trainer, torchtitan, FSDP1 stacks, DDP), nemo (Megatron Core with TransformerEngine, through Megatron Bridge
+# or NeMo 2; the Megatron-LM papers' code), neuron (Neuron NeMo / NxDT on Trainium).
+STACK_NAMES: tuple[str, ...] = tuple(STACKS)
+# A training backend as slurm.backends.BACKENDS names it (fsdp, nemo2, bridge, neuron) or as --backend does (nemo:
+# the default container framework's): it picks the stack and that backend's own software defaults.
+Backend = str
 # Which elementwise kernels a step runs (calibration.Efficiency.elementwise_bytes_per_hidden's keys): PyTorch eager,
 # torch.compile's fused (inductor) kernels, Megatron Core/TransformerEngine's hand-fused ones. The Neuron compiler's
 # traffic cannot be told apart from Trainium's matmul fraction on the one Trainium source: it is taken as eager's.
@@ -60,7 +63,7 @@ class Software:
     # fp8: the blocks' linear layers run FP8 GEMMs (TransformerEngine / torchao float8); attention scores, the
     # output head and the optimizer stay bf16/fp32.
     precision: Precision = "bf16"
-    backend: Backend = "fsdp"
+    backend: Stack = "fsdp"
     compiled: bool = False  # fsdp: torch.compile over each block (its elementwise ops fused by inductor)
     # Tensor-parallel collectives pipelined with the GEMMs they feed (TransformerEngine's userbuffers overlap, as
     # Megatron Bridge's H100 recipes enable it; torchtitan's AsyncTP); False: each waits on the critical path.
@@ -68,16 +71,20 @@ class Software:
 
     @property
     def kernels(self) -> Kernels:
-        if self.backend == "nemo":
+        stack = STACKS.get(self.backend)
+        if stack is not None and stack.megatron_core:  # TransformerEngine's hand-fused kernels
             return "fused"
         return "compiled" if self.compiled else "eager"
 
     def problems(self) -> list[PlanError]:
         out: list[PlanError] = []
-        if self.backend not in BACKENDS:
-            out.append(PlanError("backend", self.backend, f"is not one of {', '.join(BACKENDS)}"))
-        if self.compiled and self.backend != "fsdp":
-            out.append(PlanError("compiled", self.compiled, f"applies to backend fsdp only, not {self.backend!r}"))
+        if self.backend not in STACKS:
+            out.append(PlanError("backend", self.backend, f"is not one of {', '.join(STACK_NAMES)}"))
+        if self.compiled and self.backend in STACKS and not STACKS[self.backend].compiles:
+            compiling = " or ".join(name for name, stack in STACKS.items() if stack.compiles)
+            out.append(
+                PlanError("compiled", self.compiled, f"applies to backend {compiling} only, not {self.backend!r}")
+            )
         if self.sharding not in SHARDINGS:
             out.append(PlanError("sharding", self.sharding, f"is not one of {', '.join(SHARDINGS)}"))
         if self.attention not in ATTENTIONS:
@@ -94,16 +101,13 @@ class Software:
 
 
 def backend_software(backend: Backend, **changes: Any) -> Software:
-    """The stack's defaults as this repo runs it, with `changes` on top. fsdp: the trainer (FSDP2, fp32 gradient
-    reduction, fused loss). nemo: Megatron Bridge's pretraining recipe (the distributed optimizer, i.e. ZeRO-1 with
-    overlapped gradient reduce-scatter and parameter all-gather, fp32 gradient reduction, TE's TP overlap, fused
-    cross-entropy). neuron: NxDT (ZeRO-1, bf16 gradients, no overlap, scores materialized by the compiler)."""
-    defaults: dict[str, Any] = {
-        "fsdp": {},
-        "nemo": {"sharding": "zero1", "tp_overlap": True},
-        "neuron": {"sharding": "zero1", "attention": "materialized", "grad_reduce_bytes": 2, "dp_overlap": False},
-    }.get(backend, {})
-    return Software(**{**defaults, **changes, "backend": backend})
+    """The backend's defaults as this repo runs it (slurm.backends.BACKENDS[...].software), with `changes` on top,
+    timed with its stack's rates. A name no backend has is kept as the stack, for Software.problems to refuse."""
+    try:
+        running = backend_named(backend)
+    except UserError:
+        return Software(**{**changes, "backend": backend})
+    return Software(**{**running.software, **changes, "backend": running.stack})
 
 
 def _positive_int(value: Any) -> bool:
@@ -192,10 +196,12 @@ class Job:
                     "and Trainium1's FP8 rate is not cited above its bf16 rate; plan it as bf16",
                 )
             )
-        trainium = self.hardware.accelerator.compute_die.startswith("Trainium")
-        if not out and trainium != (self.software.backend == "neuron"):
+        accelerator = self.hardware.instance.accelerator
+        # "none": the local CPU cluster's node, which llm-submit plans (memory only) for the fsdp trainer's gloo runs.
+        cpu_fsdp = accelerator == "none" and self.software.backend == "fsdp"
+        if not out and not cpu_fsdp and STACKS[self.software.backend].accelerator != accelerator:
             instance = self.hardware.instance.name
-            wanted = "neuron" if trainium else "fsdp or nemo"
+            wanted = " or ".join(name for name, stack in STACKS.items() if stack.accelerator == accelerator)
             out.append(PlanError("backend", self.software.backend, f"does not run on {instance}: use {wanted}"))
         if out:
             return out

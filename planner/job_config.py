@@ -14,6 +14,7 @@ from planner.flops import Checkpointing
 from planner.hardware import Hardware
 from planner.job import Backend, Job, PlanError, Sharding, Software, backend_software
 from planner.model_source import read_config_json
+from slurm.backends import backend_named
 from training.config import (
     ConfigError,
     JobConfig,
@@ -70,8 +71,8 @@ def planner_job(
     software: Software | None = None,
     backend: Backend = "fsdp",
 ) -> Job:
-    """The planner's Job for this config on `nodes` x `hardware`, run by `backend` (its stack's defaults) unless
-    `software` says otherwise. Raises PlanError (one line) on a layout the
+    """The planner's Job for this config on `nodes` x `hardware`, run by `backend` (slurm.backends: its own
+    software defaults, its stack's rates) unless `software` says otherwise. Raises PlanError (one line) on a layout the
     planner or the trainer would refuse, a global batch that is not a whole number of micro-batches per rank
     among them."""
     parallel = config.parallel
@@ -81,9 +82,9 @@ def planner_job(
     data_parallel = max(1, layout.data_parallel(devices))
     if software is not None:
         chosen = software
-    elif backend == "fsdp":  # the trainer as the YAML configures it
-        chosen = Software(sharding=sharding(parallel), compiled=parallel.compile)
-    else:  # Megatron Bridge's recipe / NxDT: their own optimizer sharding and kernels
+    elif backend_named(backend).yaml_layout:  # the trainer as the YAML configures it
+        chosen = backend_software(backend, sharding=sharding(parallel), compiled=parallel.compile)
+    else:  # NeMo 2's or Megatron Bridge's recipe / NxDT: their own optimizer sharding and kernels
         chosen = backend_software(backend)
     return Job(
         model=model,

@@ -28,7 +28,6 @@ from planner.flops import CHECKPOINTING_MODES
 from planner.hardware import Hardware, HardwareError, hardware
 from planner.job import (
     ATTENTIONS,
-    BACKENDS,
     PRECISIONS,
     SHARDINGS,
     Backend,
@@ -45,6 +44,7 @@ from planner.layouts import compare_layouts, ranked, render_table
 from planner.memory import MemoryEstimate, fits_message, job_memory
 from planner.model_source import dataset_vocab_size, is_job_yaml, resolve_model
 from planner.step_time import StepEstimate, estimate_step
+from slurm.backends import BACKENDS, OPTIONS, STACKS, backend_named, default_backend
 from spec.cli import OneLineParser, user_errors
 from spec.cli_types import non_negative_float
 from training.config import ConfigError, check_sequence_fits
@@ -74,6 +74,8 @@ FLAGS: dict[str, str] = {
     "backend": "--backend",
     "compiled": "--compile",
 }
+# --backend: what llm-submit takes, then each backend's own name (nemo2 and bridge are both --backend nemo there).
+BACKEND_CHOICES: tuple[str, ...] = (*OPTIONS, *(name for name in BACKENDS if name not in OPTIONS))
 COMPARE_ROWS_SHOWN = 12  # --compare's table: the best dozen layouts; --json has them all
 _SUFFIXES = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 
@@ -152,9 +154,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--backend",
         default=None,
-        choices=BACKENDS,
-        help="the stack that runs the job, as llm-submit names it; each has its own fitted speed (default: neuron on "
-        "Trainium, else fsdp)",
+        choices=BACKEND_CHOICES,
+        help="the backend that runs the job, as llm-submit names it (nemo: the default container's Megatron Bridge) "
+        "or by its own name (nemo2, bridge); each stack has its own fitted speed, each backend its own settings "
+        "(default: neuron on Trainium, else fsdp)",
     )
     parser.add_argument(
         "--compile", action="store_true", help="fsdp: torch.compile each block (a job YAML's parallel.compile)"
@@ -208,8 +211,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def backend_of(options: argparse.Namespace, node: Hardware) -> Backend:
     if options.backend is not None:
-        return options.backend
-    return "neuron" if node.accelerator.compute_die.startswith("Trainium") else "fsdp"
+        return str(options.backend)
+    default = default_backend(node.instance.accelerator)
+    return default.name if default is not None else "fsdp"  # hardware() has refused a node without accelerators
 
 
 def _software(options: argparse.Namespace, node: Hardware, sharding: Sharding | None, compiled: bool) -> Software:
@@ -262,8 +266,9 @@ def _job_from_yaml(options: argparse.Namespace, node: Hardware) -> Job:
             ) from None
     layout = ParallelDims(tp=options.tensor_parallel, pp=options.pipeline_parallel, cp=options.context_parallel)
     backend = backend_of(options, node)
-    yaml_sharding = sharding_of(config.parallel) if backend == "fsdp" else None
-    compiled = options.compile or (backend == "fsdp" and config.parallel.compile)
+    yaml_layout = backend_named(backend).yaml_layout
+    yaml_sharding = sharding_of(config.parallel) if yaml_layout else None
+    compiled = options.compile or (yaml_layout and config.parallel.compile)
     software = _software(options, node, options.sharding or yaml_sharding, compiled)
     job = planner_job(config, model, node, options.nodes, layout, software)
     return job if options.shard_group is None else dataclasses.replace(job, shard_group=options.shard_group)
@@ -408,9 +413,7 @@ def plan_report(job: Job, tokens: float | None = None) -> dict[str, Any]:
 def _stack(job: Job) -> str:
     """What the backend's efficiency was fitted on, in a few words (docs/planner.md, "Backends")."""
     software = job.software
-    kernels = {"fsdp": "PyTorch eager", "nemo": "Megatron Core + TransformerEngine", "neuron": "Neuron compiler"}[
-        software.backend
-    ]
+    kernels = STACKS[software.backend].kernels
     if software.compiled:
         kernels = "torch.compile"
     return kernels + (", TP overlapped" if software.tp_overlap and job.tensor_parallel > 1 else "")

@@ -29,6 +29,7 @@ from typing import Any
 
 from planner.comment import Plan, parse_plan
 from planner.eval_scores import latest_scores_line
+from slurm.backends import BACKENDS
 from slurm.submission import SPEC_ENV
 from spec.cli import OneLineParser, user_errors
 from spec.cli_types import finite_float
@@ -206,6 +207,12 @@ def _sum(values: Iterable[float | None]) -> float | None:
     return sum(known) if known else None
 
 
+def _backend_words(name: str) -> str:
+    """`bridge (Megatron Bridge)`: which backend ran; an older comment's name (nemo: either framework) as it is."""
+    backend = BACKENDS.get(name)
+    return f"{name} ({backend.title})" if backend is not None else name
+
+
 def summarize(records: Sequence[JobRecord], prices: Mapping[str, float], by: str) -> list[Row]:
     if by == "job":
         return [
@@ -218,7 +225,7 @@ def summarize(records: Sequence[JobRecord], prices: Mapping[str, float], by: str
                 planned_usd=r.plan.usd if r.plan else None,
                 planned_hours=r.plan.hours if r.plan else None,
                 detail=f"{r.name} {r.user}/{r.account} {r.partition} x{r.nodes} {r.state} {r.exit_code}"
-                + (f" planned as {r.plan.backend}" if r.plan and r.plan.backend else ""),
+                + (f" planned as {_backend_words(r.plan.backend)}" if r.plan and r.plan.backend else ""),
             )
             for r in records
         ]

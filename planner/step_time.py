@@ -42,6 +42,7 @@ from planner.finetune import frozen_weight_gradient_flops_per_token, lora_parame
 from planner.flops import hardware_flops_per_token, megatron_flops_per_token, model_flops_per_token
 from planner.job import Job
 from planner.memory import BF16, LOGIT_BYTES_PER_ELEMENT
+from slurm.backends import STACKS
 from training.models.params import count_parameters
 
 
@@ -130,7 +131,7 @@ def _buckets(total_bytes: float, job: Job) -> int:
     """Gradient buckets of a DDP / ZeRO-1 step. Megatron Core sizes them by the DP group, max(40M, 1M x DP)
     parameters (DistributedDataParallelConfig.bucket_size), so collectives over many nodes stay bandwidth-bound;
     torch DDP's are 25 MB."""
-    if job.software.backend == "nemo":
+    if STACKS[job.software.backend].megatron_core:
         params = total_bytes / job.software.grad_reduce_bytes
         return max(
             1,

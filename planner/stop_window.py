@@ -13,14 +13,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from slurm.backends import backend_named
 from spec.cluster import FsxSpec
 from training.models.args import ModelArgs
 from training.models.params import count_parameters
 
-# Bytes per parameter a checkpoint with optimizer state holds. FSDP (our trainer): fp32 weights and AdamW's two fp32
-# moments. Megatron (NeMo 2, Megatron Bridge): bf16 weights, the distributed optimizer's fp32 main copy and two
-# moments. Neuron (NxDT) saves nothing on a stop: only the step in flight has to end.
-CHECKPOINT_BYTES_PER_PARAM = {"fsdp": 12, "nemo": 14, "neuron": 0}
 # FSx for Lustre SCRATCH_2 has no throughput setting: its baseline is 200 MB/s per TiB.
 SCRATCH_MB_PER_TIB = 200
 # Processes leaving, the exit-status file, the requeue itself.
@@ -57,5 +54,6 @@ class StopWindow:
 
 
 def stop_window(model: ModelArgs, backend: str, fsx: FsxSpec, step_s: float) -> StopWindow:
-    checkpoint = count_parameters(model).total * CHECKPOINT_BYTES_PER_PARAM[backend]
+    """`backend`: a name or --backend option (slurm.backends); its descriptor says what a checkpoint holds."""
+    checkpoint = count_parameters(model).total * backend_named(backend).checkpoint_bytes_per_param
     return StopWindow(checkpoint, storage_mb_per_s(fsx), step_s)

@@ -25,13 +25,14 @@ from planner.calibration import CALIBRATED, Efficiency
 from planner.compare import Comparison, compare_table
 from planner.fit import constrained_parameters, fit, fitted_rows, rounded, row_parameters
 from planner.published import ALL_ROWS, SOURCES, TABLES, PublishedRow
+from slurm.backends import STACKS
 from spec.cli import OneLineParser, user_errors
 
 TARGET = 0.15
 REPORT_START = "<!-- leave-one-source-out:start (python -m planner.validate --write) -->"
 REPORT_END = "<!-- leave-one-source-out:end -->"
 DEFAULT_DOC = Path("docs/planner.md")
-BACKENDS = ("fsdp", "nemo", "neuron")
+BACKENDS = tuple(STACKS)  # each stack's rates are fitted and validated on their own
 LAYOUTS = ("fsdp", "hsdp", "ddp", "zero1", "tp/pp", "tp/pp/cp")
 PRECISIONS = ("bf16", "fp8")
 Group = tuple[str, str, str]  # (backend, layout, precision)

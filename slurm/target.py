@@ -5,17 +5,14 @@ explicit local profile (the CPU cluster of `python -m cluster.verify.local_slurm
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
 
+from slurm.backends import BACKENDS, TrainingBackend, resolve_backend
 from slurm.errors import SubmitError
 from spec import DeploymentSpec
 from spec.cluster import NeuronSpec
 from spec.platform.instances import InstanceFacts, UnknownInstanceType, instance_facts
-from spec.platform.neuron import TORCHNEURON_FAMILIES, TRN2_STACK_REFUSAL
 
-Backend = Literal["fsdp", "nemo", "neuron"]
-BACKENDS: tuple[str, ...] = ("fsdp", "nemo", "neuron")
 LOCAL_PARTITION = "local"
 
 # The local cluster's nodes: one CPU each, one rank per node, gloo. Memory is what a share of a small host gives.
@@ -32,8 +29,6 @@ LOCAL_INSTANCE = InstanceFacts(
     memory_gib=4.0,
 )
 
-_ACCELERATOR_FOR_BACKEND = {"fsdp": "gpu", "nemo": "gpu", "neuron": "neuron"}
-
 
 @dataclass(frozen=True)
 class Target:
@@ -48,6 +43,8 @@ class Target:
     pyxis: bool = False
     neuron: NeuronSpec | None = None
     local: bool = False
+    # The backend the job runs (slurm.backends): --backend resolved by the spec's container framework.
+    backend: TrainingBackend = field(default_factory=lambda: BACKENDS["fsdp"])
 
     @property
     def workers_per_node(self) -> int:
@@ -62,7 +59,7 @@ class Target:
     @property
     def gpus_per_node(self) -> int:
         """The GPUs a job asks Slurm for: every NVIDIA GPU of the node, the GRES ParallelCluster declares for it
-        (cluster/slurm_naming.json, gpu_request). None on Trainium (no GRES) and on the local CPU cluster."""
+        (cluster/slurm_naming.json, gpu_request). 0 on Trainium (no GRES) and on the local CPU cluster."""
         return self.instance.accelerators_per_node if self.instance.accelerator == "gpu" and not self.local else 0
 
     def whole_node_directives(self) -> list[tuple[str, str | None]]:
@@ -95,13 +92,13 @@ def local_target() -> Target:
 
 
 def resolve_target(spec: DeploymentSpec, backend: str, queue_name: str | None, partition: str | None) -> Target:
-    """The queue's target; `partition` overrides only the SLURM partition the script is sent to."""
-    if backend not in BACKENDS:
-        raise SubmitError(f"--backend: {backend!r} is not one of {', '.join(BACKENDS)}")
+    """The queue's target for `--backend backend`; `partition` overrides only the SLURM partition the script is
+    sent to."""
     cluster = spec.cluster
+    running = resolve_backend(backend, cluster.containers.nemo_framework if cluster is not None else None)
     if cluster is None:
         raise SubmitError(f"--spec: spec {spec.name!r} has no cluster section (add one, or use --local)")
-    wanted = _ACCELERATOR_FOR_BACKEND[backend]
+    wanted = running.accelerator
     if queue_name is None:
         matching = [q for q in cluster.queues if _accelerator(q.instance_type) == wanted]
         if not matching:
@@ -119,24 +116,18 @@ def resolve_target(spec: DeploymentSpec, backend: str, queue_name: str | None, p
             f"--queue: {queue.name!r} runs {facts.name} ({facts.accelerator} accelerators); "
             f"--backend {backend} needs a {wanted} queue"
         )
-    if backend == "nemo" and not cluster.containers.pyxis:
-        raise SubmitError(
-            "--backend nemo: the spec's cluster.containers.pyxis is false; NeMo runs in a pyxis container"
-        )
-    if backend == "neuron" and facts.family in TORCHNEURON_FAMILIES:
-        raise SubmitError(f"--queue: {queue.name!r} runs {facts.name}, {TRN2_STACK_REFUSAL}")
-    if backend == "neuron" and cluster.neuron is None:
-        raise SubmitError("--backend neuron: the spec has no cluster.neuron section (SDK version, compile cache)")
+    running.check_target(cluster, facts, queue.name)
     return Target(
         partition=partition or queue.name,
         queue=queue.name,
         instance=facts,
         efa=queue.efa_enabled(facts.efa_capable),
         shared_dir=cluster.fsx.mount_dir if cluster.fsx is not None else None,
-        container_image=cluster.containers.nemo_image if backend == "nemo" else None,
-        nemo_framework=cluster.containers.nemo_framework if backend == "nemo" else None,
+        container_image=cluster.containers.nemo_image if running.entry_point else None,
+        nemo_framework=cluster.containers.nemo_framework if running.entry_point else None,
         pyxis=cluster.containers.pyxis,
         neuron=cluster.neuron,
+        backend=running,
     )
 
 

@@ -22,6 +22,7 @@ from cluster.fabric.parsers import NCCL_TESTS, NCCOM_TEST, PARSERS
 from cluster.fabric.render import SRUN_MPI_PLUGINS, FabricJob, render_script
 from cluster.fabric.thresholds import NVLINK_GB_PER_S_PER_GPU, FabricError, busbw_threshold, check_nodes
 from slurm import netenv
+from slurm.backends import default_backend
 from slurm.errors import SubmitError
 from slurm.submission import REPO_ROOT, SPEC_ENV, check_sbatch_args, parse_time, sbatch
 from slurm.target import Target, resolve_target
@@ -98,11 +99,11 @@ def _target(args: argparse.Namespace) -> Target:
         facts = instance_facts(queue.instance_type)
     except (KeyError, UnknownInstanceType) as error:
         raise FabricError(f"--queue: {error.args[0]}") from None
-    backend = {"gpu": "fsdp", "neuron": "neuron"}.get(facts.accelerator)
+    backend = default_backend(facts.accelerator)
     if backend is None:
         raise FabricError(f"--queue: {queue.name!r} runs {facts.name}, which has no GPUs or Trainium chips")
     try:
-        target = resolve_target(spec, backend, queue.name, args.partition)
+        target = resolve_target(spec, backend.option, queue.name, args.partition)
     except SubmitError as error:
         raise FabricError(str(error)) from None
     if not target.efa:

@@ -292,9 +292,10 @@ def test_the_head_node_bootstrap_applies_the_payloads_script_once_slurmdbd_answe
 def test_llm_report_puts_the_plan_next_to_what_sacct_measured(cluster: LocalSlurm) -> None:
     from planner.comment import Plan, plan_comment
 
-    # The comment as llm-submit writes it, with the backend whose speed was planned; slurmdbd must keep it whole.
-    plan = plan_comment(Plan(usd=0.02, hours=0.001, steps=5, backend="nemo"))
-    assert plan == "llm-plan:v1,backend=nemo,usd=0.02,hours=0.001,steps=5"
+    # The comment as llm-submit writes it, with the backend that ran and whose speed was planned (NeMo 2 here, not
+    # Megatron Bridge: both are --backend nemo); slurmdbd must keep it whole.
+    plan = plan_comment(Plan(usd=0.02, hours=0.001, steps=5, backend="nemo2"))
+    assert plan == "llm-plan:v1,backend=nemo2,usd=0.02,hours=0.001,steps=5"
     job = submit(cluster, "nobody", "-N", "2", "-A", "research", "--qos=big", "-J", "fsdp-planned",
                  f"--comment={plan}", "--wrap", "srun sleep 2")  # fmt: skip
     wait_for(lambda: sacct(cluster, job).get(job, {}).get("State") == "COMPLETED", "the planned job finished")
@@ -321,7 +322,7 @@ def test_llm_report_puts_the_plan_next_to_what_sacct_measured(cluster: LocalSlur
     assert row["planned_usd"] == 0.02 and row["planned_hours"] == 0.001
     assert row["spent_usd"] == pytest.approx(2 * int(measured["ElapsedRaw"]))  # 2 nodes, 1 USD per node-second
     assert row["detail"].startswith("fsdp-planned nobody/research local x2 COMPLETED 0:0")
-    assert row["detail"].endswith("planned as nemo")  # the backend came back from sacct's Comment
+    assert row["detail"].endswith("planned as nemo2 (NeMo 2)")  # the backend came back from sacct's Comment
     users = subprocess.run(
         [sys.executable, "-m", "planner.report", "--by", "user", "--start", "now-1days"],
         env=env, capture_output=True, text=True, timeout=60,

@@ -438,8 +438,11 @@ def test_the_planners_cost_rides_in_the_job_comment_for_llm_report(
     assert "--comment=" not in local.text  # no planner for the local CPU cluster
 
 
-def test_each_backend_is_planned_at_its_own_speed_and_the_comment_says_which(demo_data: str, tmp_path: Path) -> None:
-    """llm-submit plans a job with its own --backend and layout; the comment llm-report reads names the backend."""
+def test_each_backend_is_planned_at_its_own_speed_and_the_comment_says_which(
+    demo_data: str, tmp_path: Path, nemo2507_spec: Path
+) -> None:
+    """llm-submit plans a job with its own backend and layout; the comment llm-report reads names the backend that
+    runs: --backend nemo is Megatron Bridge on the default spec and NeMo 2 on a spec pinning nemo-25.07."""
     from launch.fit import planned_cost
     from planner.comment import parse_plan
     from slurm.target import resolve_target
@@ -448,23 +451,31 @@ def test_each_backend_is_planned_at_its_own_speed_and_the_comment_says_which(dem
     from training.parallel.dims import ParallelDims
 
     job = write_job(tmp_path / "gbs64.yaml", data={"global_batch_size": 64})
+    config = load_job_config(job).with_overrides(**{"train.max_steps": 1000})
+    model = resolve_model_args(config.model, data_vocab_size=512)
     plans = {}
-    for backend, extra in (("fsdp", []), ("nemo", ["--tensor-parallel", "2"])):
-        argv = [*_base(job, demo_data, tmp_path / backend, backend=backend), "--max-steps", "1000", *extra]
+    for option, name, spec, extra in (
+        ("fsdp", "fsdp", None, []),
+        ("nemo", "bridge", None, ["--tensor-parallel", "2"]),
+        ("nemo", "nemo2", nemo2507_spec, ["--tensor-parallel", "2", "--spec", str(nemo2507_spec)]),
+    ):
+        argv = [*_base(job, demo_data, tmp_path / name, backend=option), "--max-steps", "1000", *extra]
         rendered = render(_args(*argv), "t")
         script = rendered.scripts[-1].text
         (line,) = [line for line in script.splitlines() if line.startswith("#SBATCH --comment=")]
-        assert line.startswith(f"#SBATCH --comment=llm-plan:v1,backend={backend},usd=")
-        plans[backend] = parse_plan(line.removeprefix("#SBATCH --comment="))
-        assert any(f"at --backend {backend}'s speed" in note for note in rendered.notes)
-    config = load_job_config(job)
-    model = resolve_model_args(config.model, data_vocab_size=512)
-    target = resolve_target(load_spec(None), "nemo", None, None)
-    expected = planned_cost(model, target, 2, config.with_overrides(**{"train.max_steps": 1000}), None, "nemo",
-                            ParallelDims(tp=2))  # fmt: skip
-    assert plans["nemo"] is not None and expected is not None
-    assert plans["nemo"].hours == pytest.approx(expected.hours, rel=1e-5) and plans["nemo"].backend == "nemo"
+        assert line.startswith(f"#SBATCH --comment=llm-plan:v1,backend={name},usd=")
+        plans[name] = parse_plan(line.removeprefix("#SBATCH --comment="))
+        assert any(f"at backend {name}'s speed" in note for note in rendered.notes)
+        if option == "nemo":
+            target = resolve_target(load_spec(spec), "nemo", None, None)
+            expected = planned_cost(model, target, 2, config, None, name, ParallelDims(tp=2))
+            planned = plans[name]
+            assert planned is not None and expected is not None
+            assert planned.hours == pytest.approx(expected.hours, rel=1e-5) and planned.backend == name
     assert plans["fsdp"] is not None and plans["fsdp"].backend == "fsdp"
+    # NeMo 2's recipe leaves TP communication overlap off (Bridge's H100 recipes turn it on): slower at TP 2.
+    assert plans["nemo2"] is not None and plans["bridge"] is not None
+    assert plans["nemo2"].hours > plans["bridge"].hours
 
 
 def test_a_global_batch_the_ranks_cannot_split_is_refused_at_submission(

@@ -111,3 +111,29 @@ def test_a_backend_the_instance_cannot_run_is_one_line(
 def test_software_refuses_an_unknown_backend() -> None:
     with pytest.raises(PlanError, match="backend: 'megatron' is not one of fsdp, nemo, neuron"):
         Job(get_model_args("1b"), hardware("p5.48xlarge"), 1, 2048, 1, software=Software(backend="megatron"))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", ["fsdp", "nemo2", "bridge", "neuron"])
+def test_each_backends_defaults_make_a_software_the_planner_takes(name: str) -> None:
+    from slurm.backends import BACKENDS
+
+    software = backend_software(name)
+    assert software.problems() == [] and software.backend == BACKENDS[name].stack
+
+
+def test_nemo2_and_bridge_each_plan_with_what_their_job_configures() -> None:
+    # NeMo 2.4's llama3_8b pretrain_recipe (launch/jobs/nemo_pretrain.py runs it, launch/nemo.py overrides no such
+    # flag): the distributed optimizer, grad_reduce_in_fp32, overlapped grad reduce and param gather, and no TP
+    # communication overlap (only performance_mode's MegatronCommOverlapCallback would add one).
+    nemo2, bridge = backend_software("nemo2"), backend_software("bridge")
+    assert (nemo2.sharding, nemo2.grad_reduce_bytes, nemo2.dp_overlap, nemo2.tp_overlap) == ("zero1", 4, True, False)
+    assert (bridge.sharding, bridge.tp_overlap, bridge.backend) == ("zero1", True, "nemo")
+    assert backend_software("nemo") == bridge  # --backend nemo without a spec: the default container's Bridge
+
+
+def test_llm_plan_tells_nemo2_from_bridge(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--model", "llama3-8b", "--instance", "p5.48xlarge", "--nodes", "1", "--tensor-parallel", "4"]
+    nemo2, bridge = _plan(capsys, *argv, "--backend", "nemo2"), _plan(capsys, *argv, "--backend", "bridge")
+    assert nemo2["backend"] == bridge["backend"] == "nemo"  # one stack's fitted rates
+    assert nemo2["step_time_s"] > bridge["step_time_s"]  # TP collectives on the critical path
+    assert _plan(capsys, *argv, "--backend", "nemo")["step_time_s"] == bridge["step_time_s"]

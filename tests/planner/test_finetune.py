@@ -127,9 +127,9 @@ def test_an_unknown_target_module_is_one_line() -> None:
 
 
 def test_lora_on_a_family_without_lora_targets_is_one_line() -> None:
+    plan = ["--model", "pythia-6.9b", "--instance", "p5.48xlarge", "--nodes", "1", "--finetune", "lora"]
     result = subprocess.run(
-        [sys.executable, "-m", "planner.plan", "--model", "pythia-6.9b", "--instance", "p5.48xlarge", "--nodes", "1"]
-        + ["--finetune", "lora"],
+        [sys.executable, "-m", "planner.plan", *plan],
         cwd=REPO,
         capture_output=True,
         text=True,

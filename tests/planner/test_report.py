@@ -168,3 +168,21 @@ def test_a_job_line_says_which_backend_was_planned() -> None:
     )  # fmt: skip
     (row,) = summarize([record], {"p5": 55.04}, "job")
     assert row.detail.endswith("planned as nemo") and row.planned_usd == 100.0
+
+
+def test_the_job_comment_says_whether_nemo2_or_bridge_ran_and_old_comments_still_read() -> None:
+    from planner.report import JobRecord, summarize
+
+    for name, words in (("nemo2", "nemo2 (NeMo 2)"), ("bridge", "bridge (Megatron Bridge)")):
+        planned = Plan(usd=10.0, hours=2.0, steps=100, backend=name)
+        assert plan_comment(planned) == f"llm-plan:v1,backend={name},usd=10,hours=2,steps=100"
+        assert parse_plan(plan_comment(planned)) == planned
+        record = JobRecord(
+            job_id="7", name="nemo-run", user="u", account="a", partition="p5", nodes=2, elapsed_s=3600,
+            start="2026-11-27T10:00:00", state="COMPLETED", exit_code="0:0", plan=planned,
+        )  # fmt: skip
+        (row,) = summarize([record], {"p5": 55.04}, "job")
+        assert row.detail.endswith(f"planned as {words}")
+    # Written before the two were told apart: either framework, shown as it was recorded.
+    old = parse_plan("llm-plan:v1,backend=nemo,usd=10,hours=2,steps=100")
+    assert old is not None and old.backend == "nemo"

@@ -11,14 +11,13 @@ system that pyxis runs on every node (docs/containers.md).
 
 from __future__ import annotations
 
-import os
 import shlex
 import subprocess
 import sys
 from pathlib import Path
 
-from slurm.submission import SPEC_ENV
-from spec import DeploymentSpec, SpecError, load_spec
+from slurm.submission import load_command_spec
+from spec import DeploymentSpec
 from spec.cli import OneLineParser, user_errors
 from spec.cli_types import profile_name
 from spec.containers import EcrImage
@@ -122,10 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partition", help="import: the GPU partition (default: the spec's first GPU queue)")
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     args = parser.parse_args(argv)
-    try:
-        spec = load_spec(args.spec or os.environ.get(SPEC_ENV) or None)
-    except SpecError as error:
-        raise UserError(f"--spec: {str(error).splitlines()[0]}") from None
+    spec = load_command_spec(args.spec, UserError)
     if args.step == "push":
         commands = push_commands(spec, args.profile)
     else:

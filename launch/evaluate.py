@@ -11,7 +11,6 @@ scores every N-th checkpoint of a training job while it trains: a second job tha
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -23,9 +22,8 @@ from launch.bridge import CONFIG_NAME as BRIDGE_CONFIG
 from launch.scripts import _container_mounts
 from slurm.errors import SubmitError
 from slurm.render import SettingValue, assemble
-from slurm.submission import REPO_ROOT, SPEC_ENV, check_sbatch_args, sbatch, submit_env
+from slurm.submission import REPO_ROOT, SPEC_ENV, check_sbatch_args, load_command_spec, sbatch, submit_env
 from slurm.target import Target, local_target, resolve_target
-from spec import SpecError, load_spec
 from spec.cli import OneLineParser, user_errors
 from spec.containers import pyxis_image
 from training.evaluate.errors import EvalError
@@ -105,11 +103,7 @@ def _every_steps(args: argparse.Namespace, run_dir: Path) -> int:
 def _target(args: argparse.Namespace, backend: str = "fsdp") -> Target:
     if args.local:
         return local_target()
-    try:
-        spec = load_spec(args.spec or os.environ.get(SPEC_ENV) or None)
-    except SpecError as error:
-        raise SubmitError(f"--spec: {str(error).splitlines()[0]}") from None
-    return resolve_target(spec, backend, args.queue, args.partition)
+    return resolve_target(load_command_spec(args.spec), backend, args.queue, args.partition)
 
 
 SHIPPED_TASKS = "demo-tasks"  # under RUN/eval: the shipped demo tasks, built from the demo corpus on first use

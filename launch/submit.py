@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import re
 import shlex
 import shutil
@@ -33,9 +32,8 @@ from planner.comment import plan_comment
 from slurm import netenv
 from slurm.backends import BACKENDS, OPTIONS
 from slurm.errors import SubmitError
-from slurm.submission import REPO_ROOT, SPEC_ENV, check_sbatch_args, parse_time, sbatch, submit_env
+from slurm.submission import REPO_ROOT, SPEC_ENV, check_sbatch_args, load_command_spec, parse_time, sbatch, submit_env
 from slurm.target import local_target, resolve_target
-from spec import SpecError, load_spec
 from spec.checks import container_problems
 from spec.cli import OneLineParser, user_errors
 from spec.cli_types import existing_directory, existing_file, output_directory
@@ -238,11 +236,7 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
     if options.local:
         target = local_target()
     else:
-        spec_path = options.spec or os.environ.get(SPEC_ENV) or None
-        try:
-            spec = load_spec(spec_path)
-        except SpecError as error:
-            raise SubmitError(f"--spec: {str(error).splitlines()[0]}") from None
+        spec = load_command_spec(options.spec)
         target = resolve_target(spec, options.backend, options.queue, options.partition)
         _check_nodes_fit_the_queue(spec, target.queue, options.nodes)
         if options.container_image is not None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import subprocess
 import sys
@@ -30,7 +29,7 @@ from typing import Any
 from planner.comment import Plan, parse_plan
 from planner.eval_scores import latest_scores_line
 from slurm.backends import BACKENDS
-from slurm.submission import SPEC_ENV
+from slurm.submission import load_command_spec
 from spec.cli import OneLineParser, user_errors
 from spec.cli_types import finite_float
 from spec.errors import UserError
@@ -325,16 +324,11 @@ def build_parser() -> argparse.ArgumentParser:
 @user_errors
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from spec import SpecError, load_spec
 
     if args.start != "now-30days" and not _DATE_RE.match(args.start) and not args.start.startswith("now-"):
         raise ReportError(f"--start: {args.start!r} must be YYYY-MM-DD[THH:MM[:SS]] or now-<N>days")
     overrides = dict(_price_override(text) for text in args.price)
-    spec_path = args.spec or os.environ.get(SPEC_ENV) or None
-    try:
-        spec = load_spec(spec_path)
-    except SpecError as error:
-        raise ReportError(f"--spec: {str(error).splitlines()[0]}") from None
+    spec = load_command_spec(args.spec, ReportError)
     if args.sacct_file is not None:
         if str(args.sacct_file) == "-":
             text = sys.stdin.read()

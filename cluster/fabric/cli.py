@@ -24,9 +24,8 @@ from cluster.fabric.thresholds import NVLINK_GB_PER_S_PER_GPU, FabricError, busb
 from slurm import netenv
 from slurm.backends import default_backend
 from slurm.errors import SubmitError
-from slurm.submission import REPO_ROOT, SPEC_ENV, check_sbatch_args, parse_time, sbatch
+from slurm.submission import REPO_ROOT, SPEC_ENV, check_sbatch_args, load_command_spec, parse_time, sbatch
 from slurm.target import Target, resolve_target
-from spec import SpecError, load_spec
 from spec.cli import OneLineParser, user_errors
 from spec.cli_types import output_directory
 from spec.platform.instances import UnknownInstanceType, instance_facts
@@ -87,11 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _target(args: argparse.Namespace) -> Target:
-    spec_path = args.spec or os.environ.get(SPEC_ENV) or None
-    try:
-        spec = load_spec(spec_path)
-    except SpecError as error:
-        raise FabricError(f"--spec: {str(error).splitlines()[0]}") from None
+    spec = load_command_spec(args.spec, FabricError)
     if spec.cluster is None:
         raise FabricError(f"--spec: spec {spec.name!r} has no cluster section")
     try:

@@ -16,6 +16,7 @@ from cluster.slurm_names import partitions
 from planner.calibration import CALIBRATED
 from planner.hardware import hardware
 from planner.plan import main as plan_main
+from slurm.backends import STACKS
 from slurm.errors import SubmitError
 from slurm.netenv import gpu_env
 from slurm.target import Target
@@ -30,8 +31,11 @@ from spec.platform.instances import (
     instance_facts,
 )
 
-# The training backends each accelerator kind runs (slurm.target pairs them the same way).
-BACKENDS_ON = {"gpu": ("fsdp", "nemo"), "neuron": ("neuron",)}
+# The planner's fitted stacks each accelerator kind runs, from the backend registry (slurm.backends).
+BACKENDS_ON = {
+    accelerator: tuple(name for name, stack in STACKS.items() if stack.accelerator == accelerator)
+    for accelerator in ("gpu", "neuron")
+}
 
 
 def _target(facts: InstanceFacts) -> Target:

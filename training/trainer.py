@@ -151,13 +151,6 @@ class Trainer:
         self.model_args = resolve_model_args(config.model, self.train_loader.vocab_size)
         check_sequence_fits(data, self.model_args)
         self.params = count_parameters(self.model_args)
-        check_state_fits(
-            _model_field(config.model),
-            self.params.total,
-            self.dp_shape.dp_shard,
-            self._least_device_memory(),
-            self.device.type,
-        )
 
         # One data-parallel rank: no FSDP, whose gathers and reduce-scatters would only copy (as in torchtitan).
         self.mesh = build_mesh(self.dp_shape, self.device.type) if self.dp_shape.dp_size > 1 else None
@@ -169,6 +162,17 @@ class Trainer:
             trainable = apply_lora(self.model, self.model_args, self.lora, frozen_dtype)
             log.info("LoRA: %s trainable parameters (%.3f%% of %s)", f"{trainable:,}",
                      100 * trainable / self.params.total, f"{self.params.total:,}")  # fmt: skip
+        # Still on the meta device: refused before any weight is materialized, LoRA's frozen base at its own size.
+        frozen = [p for p in self.model.parameters() if not p.requires_grad]
+        check_state_fits(
+            _model_field(config.model),
+            sum(p.numel() for p in self.model.parameters()),
+            self.dp_shape.dp_shard,
+            self._least_device_memory(),
+            self.device.type,
+            frozen=sum(p.numel() for p in frozen),
+            frozen_bytes=frozen[0].element_size() if frozen else 2,
+        )
         parallelize(self.model, config.parallel, self.mesh, self.mp_policy)
         self.model.to_empty(device=self.device)
         self.model.init_weights(seed=config.train.seed)  # the same weights at any world size (models/init.py)

@@ -1,7 +1,8 @@
 """Does this rank's share of the training state fit its device? Checked before any weight is materialized.
 
-The state of a parameter is 16 bytes however the step computes: the fp32 weight FSDP keeps sharded, its fp32
-gradient and AdamW's two fp32 moments (training/optim.py). FSDP shards it over the data-parallel shard dimension
+The state of a trained parameter is 16 bytes however the step computes: the fp32 weight FSDP keeps sharded, its
+fp32 gradient and AdamW's two fp32 moments (training/optim.py). A frozen one (LoRA's base) is its weight alone, in
+the dtype it was frozen in (training/finetune/lora.py: bf16 wherever the step computes in bf16). FSDP shards it over the data-parallel shard dimension
 (HSDP replicates it across groups). Activations and the gathered bf16 weights come on top, so passing this check
 is necessary, not sufficient: `llm-submit` runs the planner's full model before a job is queued. Failing it means
 the job cannot start on this hardware, however often it is requeued, so it is a config error (exit 2).
@@ -30,8 +31,10 @@ class DeviceMemory:
     source: str  # where the number came from, for the error message
 
 
-def state_bytes_per_rank(parameters: int, shards: int) -> int:
-    return -(-parameters * STATE_BYTES_PER_PARAMETER // shards)
+def state_bytes_per_rank(parameters: int, shards: int, frozen: int = 0, frozen_bytes: int = 2) -> int:
+    """`parameters` in all, `frozen` of them held as weights of `frozen_bytes` each, sharded over `shards`."""
+    total = (parameters - frozen) * STATE_BYTES_PER_PARAMETER + frozen * frozen_bytes
+    return -(-total // shards)
 
 
 def host_available_bytes(meminfo: Path = Path("/proc/meminfo")) -> int:
@@ -61,15 +64,30 @@ def local_world_size() -> int:
     return 1
 
 
-def check_state_fits(model: str, parameters: int, shards: int, memory: DeviceMemory, device_type: str) -> None:
-    """model: the config field and value that chose the model, e.g. "model.name: 'llama3-8b'"."""
-    needed = state_bytes_per_rank(parameters, shards)
+def check_state_fits(
+    model: str,
+    parameters: int,
+    shards: int,
+    memory: DeviceMemory,
+    device_type: str,
+    frozen: int = 0,
+    frozen_bytes: int = 2,
+) -> None:
+    """model: the config field and value that chose the model, e.g. "model.name: 'llama3-8b'"; `frozen` of the
+    `parameters` are held as weights only (LoRA's base), `frozen_bytes` each."""
+    needed = state_bytes_per_rank(parameters, shards, frozen, frozen_bytes)
     if needed <= memory.bytes:
         return
+    trained = parameters - frozen
+    state = (
+        f"{trained / 1e9:.2f}B parameters x {STATE_BYTES_PER_PARAMETER} bytes: fp32 weights, gradients and AdamW "
+        "moments"
+    )
+    if frozen:
+        state += f"; {frozen / 1e9:.2f}B frozen x {frozen_bytes} bytes"
     raise ConfigError(
         [
-            f"{model} does not fit: its training state ({parameters / 1e9:.2f}B parameters x "
-            f"{STATE_BYTES_PER_PARAMETER} bytes: fp32 weights, gradients and AdamW moments) sharded over {shards} "
+            f"{model} does not fit: its training state ({state}) sharded over {shards} "
             f"ranks needs {needed / _GIB:.1f} GiB per rank, more than this {device_type} rank has "
             f"({memory.bytes / _GIB:.1f} GiB: {memory.source}); use more nodes, a smaller model or GPUs with "
             "more memory"

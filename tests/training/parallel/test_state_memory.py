@@ -36,6 +36,23 @@ def test_a_state_too_big_is_one_line_naming_the_model_and_both_figures() -> None
     check_state_fits("model.name: 'tiny'", 10_000_000, 1, DeviceMemory(GIB, "a note"), "cpu")  # fits: no error
 
 
+def test_a_frozen_base_counts_its_weights_only() -> None:
+    # Llama 2 70B with LoRA on one p5 node: 8 ranks of 80 GiB. Trained in full it needs 128.5 GiB a rank.
+    base, adapters = 68_976_648_192, 207_093_760
+    total = base + adapters
+    assert state_bytes_per_rank(total, 8, frozen=base, frozen_bytes=2) == -(-(adapters * 16 + base * 2) // 8)
+    p5 = DeviceMemory(80 * GIB, "NVIDIA H100 80GB HBM3 total memory")
+    check_state_fits("model.name: 'llama2-70b'", total, 8, p5, "cuda", frozen=base, frozen_bytes=2)  # fits
+    with pytest.raises(ConfigError) as caught:
+        check_state_fits("model.name: 'llama2-70b'", total, 8, p5, "cuda")
+    assert "(69.18B parameters x 16 bytes" in str(caught.value)
+    with pytest.raises(ConfigError) as caught:
+        check_state_fits("model.name: 'llama2-70b'", total, 1, p5, "cuda", frozen=base, frozen_bytes=2)
+    assert "0.21B parameters x 16 bytes: fp32 weights, gradients and AdamW moments; 68.98B frozen x 2 bytes)" in str(
+        caught.value
+    )
+
+
 def test_the_hosts_available_memory_is_shared_by_the_nodes_ranks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

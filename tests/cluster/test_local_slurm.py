@@ -24,8 +24,11 @@ def _wait_for_job(cluster: LocalSlurm, job_id: str) -> str:
 
 @pytest.mark.slurm
 def test_a_second_cluster_starts_runs_a_two_node_job_and_stops_cleanly(tmp_path: Path) -> None:
-    # Its own cluster (not the session's): this test is about the lifecycle itself.
-    cluster = LocalSlurm(tmp_path / "c")
+    # Its own cluster (not the session's): this test is about the lifecycle itself. Its folder is deeper than a
+    # pytest-xdist worker's: slurmstepd's sockets (108 bytes at most) must not live under it.
+    state_dir = tmp_path / ("nested-folder-" * 5) / "c"
+    assert len(str(state_dir / "spool" / "n1" / "n1_1.4294967291")) > 108
+    cluster = LocalSlurm(state_dir)
     try:
         cluster.up()
         first = cluster.running_daemons()
@@ -51,7 +54,7 @@ def test_a_second_cluster_starts_runs_a_two_node_job_and_stops_cleanly(tmp_path:
         cluster.down()
     assert cluster.running_daemons() == {}
     assert cluster._step_daemons() == []
-    assert not (cluster.state_dir / "spool").exists()
+    assert not cluster.spool_dir.exists()
 
 
 @pytest.mark.slurm

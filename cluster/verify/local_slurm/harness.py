@@ -149,6 +149,12 @@ class LocalSlurm:
         return Path("/run/local-slurm") / digest / "munge.socket"
 
     @property
+    def spool_dir(self) -> Path:
+        """Job and node state. slurmstepd binds Unix sockets under SlurmdSpoolDir (108 bytes at most), which a
+        pytest worker's tmp folder can exceed: so beside the munge socket, under /run."""
+        return self.munge_socket.parent / "spool"
+
+    @property
     def mysql_dir(self) -> Path:
         return self.state_dir / "mysql"
 
@@ -221,7 +227,7 @@ class LocalSlurm:
                 self._stop(pid, command, timeout_s)
             pid_file.unlink(missing_ok=True)
         self._kill_leftover_steps()
-        shutil.rmtree(self.state_dir / "spool", ignore_errors=True)
+        shutil.rmtree(self.spool_dir, ignore_errors=True)
         shutil.rmtree(self.munge_socket.parent, ignore_errors=True)
 
     def reset(self, timeout_s: float = 300.0) -> None:
@@ -424,11 +430,12 @@ class LocalSlurm:
             (self.munge_socket.parent, 0o755),
             (self.log_dir, 0o755),
             (self.state_dir / "munge", 0o700),
-            (self.state_dir / "spool" / "slurmctld", 0o755),
+            (self.spool_dir, 0o755),
+            (self.spool_dir / "slurmctld", 0o755),
             (self.state_dir / "health", 0o755),
             *(((self.mysql_dir, 0o700),) if self.accounting else ()),
             (self.fsx_dir, 0o755),
-            *((self.state_dir / "spool" / node, 0o755) for node in self.nodes),
+            *((self.spool_dir / node, 0o755) for node in self.nodes),
             *((self.scratch_dir(node), 0o755) for node in self.nodes),
         ):
             directory.mkdir(parents=True, exist_ok=True)
@@ -475,6 +482,7 @@ class LocalSlurm:
             slurmctld_port=ports["slurmctld"],
             munge_socket=self.munge_socket,
             state_dir=self.state_dir,
+            spool_dir=self.spool_dir,
             node_lines=node_lines,
             partition=self.partition,
             node_list=",".join(self.nodes),

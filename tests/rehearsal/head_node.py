@@ -8,7 +8,7 @@ it sees /fsx, the user or the mounts:
 - the release: cluster/bootstrap/head_node.sh lays this repo's payload (the default spec as deployment.yaml) onto
   /fsx and builds its env from requirements-node.txt out of an offline wheelhouse (`make wheelhouse-node-cpu`,
   torch's CPU build), exactly as at boot; then the release tree is remounted read-only, as a user meets it.
-- the user: `ec2-user`, added to a copy of /etc/passwd bind-mounted over the real one, with a home of its own.
+- the user: `ec2-user`, added to a copy of /etc bind-mounted over the real one, with a home of its own.
   The block runs as that user (setpriv) in a login environment: the profile head_node.sh wrote, base PATH.
 - the cluster: a real slurmctld and two slurmd (Debian's slurm-wlm) shaped like the spec's first queue: its
   partition name and node names, 8 CPUs a node for the 8 ranks `llm-submit` starts on a p5, and 8 stand-in GPUs
@@ -148,18 +148,22 @@ def mount(*args: str) -> None:
 
 
 def add_user(work: Path) -> User:
-    """ec2-user in copies of /etc/passwd and /etc/group bind-mounted over the real ones (this namespace only)."""
+    """ec2-user in a copy of /etc bind-mounted over the real one (this namespace only). The whole directory, not
+    its passwd and group files: a package installed meanwhile (a system user's useradd renames a new /etc/passwd
+    into place) lazily unmounts a file mounted over /etc/passwd in every namespace, and the user would vanish
+    mid-rehearsal (Slurm: "getpwuid failed", its job requeued forever)."""
     taken = {int(line.split(":")[2]) for line in Path("/etc/passwd").read_text().splitlines() if line.count(":") >= 6}
     uid = next(candidate for candidate in range(1000, 60000) if candidate not in taken)
     home = work / "home" / USER
     home.mkdir(parents=True)
     os.chown(home, uid, uid)
+    etc = work / "etc-root"
+    subprocess.run(["cp", "-a", "/etc/.", str(etc)], check=True)
     for name, line in (("passwd", f"{USER}:x:{uid}:{uid}:rehearsal:{home}:/bin/bash"), ("group", f"{USER}:x:{uid}:")):
-        copy = work / "etc" / name
-        copy.parent.mkdir(exist_ok=True)
-        copy.write_text(Path(f"/etc/{name}").read_text().rstrip("\n") + f"\n{line}\n")
+        copy = etc / name
+        copy.write_text(copy.read_text().rstrip("\n") + f"\n{line}\n")
         copy.chmod(0o644)
-        mount("--bind", str(copy), f"/etc/{name}")
+    mount("--bind", str(etc), "/etc")
     return User(USER, uid, uid, home)
 
 

@@ -12,6 +12,7 @@ import tomllib
 from pathlib import Path
 
 from cluster.payload import PACKAGES
+from tests.env_cache import CACHE_VARIABLE, OFF, cache_root
 from tests.runbook.blocks import REPO, Block
 from tests.runbook.shim import SLURM_TOOLS
 
@@ -137,6 +138,9 @@ def _base_env(root: Path, repo: Path, log: Path) -> dict[str, str]:
         "RUNBOOK_PYTHON": str(repo / ".venv" / "bin" / "python"),
         "RUNBOOK_SLURM_CONF": str(slurm_conf),
         "RUNBOOK_ASSEMBLIES": str(assemblies),
+        # The reader's HOME is a scratch one, but their `make` links the environments this machine built (the
+        # scratch checkout's copied pin files are newer than the links' markers): the same cache, not a new one.
+        CACHE_VARIABLE: str(cache_root(dict(os.environ)) or OFF),
         **_aws_profiles(root),
     }
 

@@ -108,7 +108,11 @@ def ensure(marker: Path, key_files: Sequence[Path], command: Sequence[str], root
     entry = root / f"{name}-{environment_key(name, key_files, command)}"
     with exclusive(root / f"{entry.name}.lock"):
         reused = (entry / marker.name).exists()
-        if not reused:
+        if reused:
+            # The entry matches these pins by content; dated now, its marker is newer than the clone's pin files, so
+            # a copy of the clone that keeps mtimes (the runbook's scratch checkout) sees it built, as make here does.
+            (entry / marker.name).touch()
+        else:
             build(entry, marker.name, command)
     link(entry, folder)
     return f"{'reused' if reused else 'built'} {entry} -> {folder.name}"

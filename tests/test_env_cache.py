@@ -49,6 +49,17 @@ def test_a_second_clone_links_what_the_first_built(tmp_path: Path) -> None:
     assert (second / ".tool-venv" / "tool").read_text() == "built\n" and (entry / ".installed").exists()
 
 
+def test_a_reused_entrys_marker_is_newer_than_the_pins_that_keyed_it(tmp_path: Path) -> None:
+    first, cache = clone(tmp_path / "a"), tmp_path / "cache"
+    assert run_cache(first, cache, ".tool-venv/.installed", "pins.txt").returncode == 0
+    second = clone(tmp_path / "b")  # a later clone: its pin file is newer than the entry's marker
+    marker = first / ".tool-venv" / ".installed"
+    os.utime(marker, (1_000_000_000, 1_000_000_000))
+    assert run_cache(second, cache, ".tool-venv/.installed", "pins.txt").returncode == 0
+    assert (second / ".tool-venv" / ".installed").stat().st_mtime >= (second / "pins.txt").stat().st_mtime
+    assert builds(second) == []
+
+
 def test_a_folder_under_a_missing_parent_is_linked_there(tmp_path: Path) -> None:
     """A fresh clone has no build/: the wheelhouses' links are made there all the same."""
     repo, cache = clone(tmp_path / "a"), tmp_path / "cache"

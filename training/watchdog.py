@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from training.config import WatchdogSection
+from training.config import JobConfig, WatchdogSection
 from training.signals import EXIT_HANG, write_exit_status
 
 log = logging.getLogger("training")
@@ -52,6 +52,19 @@ def hang_bound_s(section: WatchdogSection, step_times_s: list[float], sync_every
     median = statistics.median(step_times_s) if step_times_s else 0.0
     reference = max(median, section.planned_step_s or 0.0)
     return max(section.floor_s, section.factor * reference * sync_every)
+
+
+def hang_watchdog_note(job: JobConfig) -> str:
+    """What llm-submit prints: the bound the trainer starts with, before it has timed a step of its own."""
+    section = job.watchdog
+    if not section.enabled:
+        return "hang watchdog: off (watchdog.enabled false); a hung collective waits for the process group's timeout"
+    bound = hang_bound_s(section, [], job.train.log_every)
+    planned = f", planned step {section.planned_step_s:.3g} s" if section.planned_step_s else ""
+    return (
+        f"hang watchdog: a step over {bound:.0f} s ends the job (exit {EXIT_HANG}) and drains the silent ranks' "
+        f"nodes (floor {section.floor_s:.0f} s, {section.factor:g} x the step time{planned})"
+    )
 
 
 def clear_reports(run_dir: Path) -> None:

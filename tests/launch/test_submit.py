@@ -526,3 +526,12 @@ def test_the_planned_step_time_rides_in_the_job_config_for_the_hang_watchdog(
     job = yaml.safe_load(next(t for p, t in local.files.items() if p.name == "job-config.yaml"))
     assert job["watchdog"]["planned_step_s"] is None
     assert not any(note.startswith("hang watchdog") for note in local.notes)
+
+
+def test_fsdp_on_gpus_turns_on_the_flight_recorder_the_hang_watchdog_dumps(
+    gpu_config: Path, demo_data: str, tmp_path: Path
+) -> None:
+    (gpu,) = render(_args(*_base(gpu_config, demo_data, tmp_path / "g")), "test").scripts
+    assert "export TORCH_FR_BUFFER_SIZE=2000" in gpu.text.splitlines()
+    (cpu,) = render(_args(*_base(gpu_config, demo_data, tmp_path / "c"), "--local"), "test").scripts
+    assert "TORCH_FR_BUFFER_SIZE" not in cpu.text

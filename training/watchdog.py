@@ -54,6 +54,13 @@ def hang_bound_s(section: WatchdogSection, step_times_s: list[float], sync_every
     return max(section.floor_s, section.factor * reference * sync_every)
 
 
+def with_planned_step(job: JobConfig, step_s: float) -> JobConfig:
+    """The job with the planner's step time for its watchdog, unless the job config names one of its own."""
+    if job.watchdog.planned_step_s is not None:
+        return job
+    return job.with_overrides(**{"watchdog.planned_step_s": step_s})
+
+
 def hang_watchdog_note(job: JobConfig) -> str:
     """What llm-submit prints: the bound the trainer starts with, before it has timed a step of its own."""
     section = job.watchdog

@@ -14,7 +14,14 @@ import pytest
 from tests.training.jobs import records, start_training, tiny_job, wait_for_step, write_job
 from training.config import ConfigError, WatchdogSection, parse_job_config
 from training.signals import EXIT_HANG, EXIT_STATUS_FILE
-from training.watchdog import HANG_DIR, REPORT_FILE, SUSPECT_NODES_FILE, hang_bound_s
+from training.watchdog import (
+    HANG_DIR,
+    REPORT_FILE,
+    SUSPECT_NODES_FILE,
+    hang_bound_s,
+    hang_watchdog_note,
+    with_planned_step,
+)
 
 
 def test_the_bound_is_the_floor_until_steps_are_timed_then_factor_times_the_median_step() -> None:
@@ -90,3 +97,13 @@ def test_a_stopped_rank_ends_the_run_with_the_live_ranks_traces_and_names_its_no
     trace = (run_dir / HANG_DIR / "rank-0.traceback").read_text()
     assert "most recent call first" in trace and "training/trainer.py" in trace and "_train_step" in trace
     assert not (run_dir / HANG_DIR / "rank-1.json").exists()
+
+
+def test_the_planners_step_time_is_taken_unless_the_job_names_its_own(demo_data_prefix: str) -> None:
+    job = parse_job_config(tiny_job(demo_data_prefix))
+    assert with_planned_step(job, 4.0).watchdog.planned_step_s == 4.0
+    own = parse_job_config(tiny_job(demo_data_prefix, watchdog={"planned_step_s": 7.0}))
+    assert with_planned_step(own, 4.0).watchdog.planned_step_s == 7.0
+    assert hang_watchdog_note(with_planned_step(job, 40.0)).startswith("hang watchdog: a step over 400 s ends the job")
+    off = parse_job_config(tiny_job(demo_data_prefix, watchdog={"enabled": False}))
+    assert hang_watchdog_note(off).startswith("hang watchdog: off")

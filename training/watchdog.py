@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,8 +75,8 @@ def hang_watchdog_note(job: JobConfig) -> str:
 
 
 def clear_reports(run_dir: Path) -> None:
-    """A new attempt's reports only (rank 0, before the ranks first meet): an old attempt's would name the wrong
-    ranks."""
+    """A new attempt's reports only (rank 0, before the gather every rank passes before its first timed step): an
+    old attempt's would name the wrong ranks."""
     directory = run_dir / HANG_DIR
     if directory.is_dir():
         for path in directory.iterdir():
@@ -186,9 +186,11 @@ class HangWatchdog:
         """Report, wait for the peers' reports, name the silent ranks (lowest reporter), exit with EXIT_HANG."""
         try:
             self._report(hang)
-            reported = self._wait_for_peers()
+            reported = self._wait_until(lambda: len(self._reported_ranks()) == len(self.rank_nodes))
             if self.rank == min(reported):
                 self._name_suspects(hang, reported)
+            else:  # the first exit ends every rank (torchrun, srun): the lowest reporter must have written first
+                self._wait_until(lambda: (self.directory / REPORT_FILE).exists())
         except Exception as error:  # the exit below must happen whatever the report met
             log.error("hang: the report failed: %s: %s", type(error).__name__, error)
         finally:
@@ -230,13 +232,12 @@ class HangWatchdog:
                 ranks.append(rank)
         return ranks
 
-    def _wait_for_peers(self) -> list[int]:
+    def _wait_until(self, condition: Callable[[], bool]) -> list[int]:
+        """Until the condition holds or report_grace_s has passed; returns the ranks that have reported."""
         deadline = time.monotonic() + self.section.report_grace_s
-        while True:
-            reported = self._reported_ranks()
-            if len(reported) == len(self.rank_nodes) or time.monotonic() >= deadline:
-                return reported
+        while not condition() and time.monotonic() < deadline:
             time.sleep(0.2)
+        return self._reported_ranks()
 
     def _name_suspects(self, hang: Hang, reported: list[int]) -> None:
         silent = [rank for rank in range(len(self.rank_nodes)) if rank not in reported]

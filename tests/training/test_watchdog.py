@@ -66,16 +66,21 @@ def _worker_of_rank(launcher_pid: int, rank: int) -> int:
 def test_a_stopped_rank_ends_the_run_with_the_live_ranks_traces_and_names_its_node(
     demo_data_prefix: str, tmp_path: Path
 ) -> None:
+    """Three ranks, the middle one stopped: both live ranks report, and the lowest names the silent one before any
+    live rank's exit ends the others."""
     watchdog = {"floor_s": 15, "factor": 10, "report_grace_s": 5}
-    job = tiny_job(demo_data_prefix, train={"max_steps": 100_000}, checkpoint={"every": 0}, watchdog=watchdog)
+    data = {"micro_batch_size": 2, "global_batch_size": 6}
+    job = tiny_job(
+        demo_data_prefix, data=data, train={"max_steps": 100_000}, checkpoint={"every": 0}, watchdog=watchdog
+    )
     run_dir = tmp_path / "run"
-    process = start_training(write_job(tmp_path / "job.yaml", job), run_dir, ranks=2)
+    process = start_training(write_job(tmp_path / "job.yaml", job), run_dir, ranks=3)
     stopped = None
     try:
         wait_for_step(run_dir, 3, process)
         stopped = _worker_of_rank(process.pid, 1)
         os.kill(stopped, signal.SIGSTOP)  # rank 1 stops mid-run; its own watchdog cannot run
-        output, _ = process.communicate(timeout=600)  # the event: rank 0's watchdog ends the run
+        output, _ = process.communicate(timeout=600)  # the event: the live ranks' watchdogs end the run
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
@@ -89,13 +94,15 @@ def test_a_stopped_rank_ends_the_run_with_the_live_ranks_traces_and_names_its_no
     assert status["step"] == last_step  # the last step every rank finished
     assert "rank 1 on " in status["reason"] and "sent no report" in status["reason"], status
     report = json.loads((run_dir / HANG_DIR / REPORT_FILE).read_text())
-    assert (report["reported_ranks"], report["silent_ranks"]) == ([0], [1])
+    assert (report["reported_ranks"], report["silent_ranks"]) == ([0, 2], [1])
     assert report["bound_s"] >= 15
     assert (run_dir / HANG_DIR / SUSPECT_NODES_FILE).read_text() == f"{socket.gethostname()}\n"
-    # The live rank's stack traces, in the output and beside the report: it waited in a collective of the step.
-    assert "over the watchdog bound" in output and "---- rank 0 (" in output
-    trace = (run_dir / HANG_DIR / "rank-0.traceback").read_text()
-    assert "most recent call first" in trace and "training/trainer.py" in trace and "_train_step" in trace
+    # Each live rank's stack traces, in the output and beside the report: it waited in a collective of the step.
+    for rank in (0, 2):
+        assert f"---- rank {rank} (" in output, output[-3000:]
+        trace = (run_dir / HANG_DIR / f"rank-{rank}.traceback").read_text()
+        assert "most recent call first" in trace and "training/trainer.py" in trace and "_train_step" in trace
+    assert "over the watchdog bound" in output
     assert not (run_dir / HANG_DIR / "rank-1.json").exists()
 
 

@@ -34,7 +34,8 @@ from tests.launch.slurm_helpers import (
 )
 from training.watchdog import REPORT_FILE
 
-pytestmark = pytest.mark.slurm
+# Two whole jobs and a cluster's start: under make test's load this can pass the 900 s default.
+pytestmark = [pytest.mark.slurm, pytest.mark.timeout(1800)]
 
 STEPS = 40
 CHECKPOINT_EVERY = 10  # write_job's

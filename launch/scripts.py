@@ -30,7 +30,14 @@ from spec.containers import pyxis_image
 from training.config import JobConfig
 from training.models.args import ModelArgs
 from training.parallel.dims import ParallelDims
-from training.signals import EXIT_CHECKPOINT_FAILED, EXIT_CONFIG_ERROR, EXIT_LOSS_GUARD, EXIT_REQUEUE, EXIT_STATUS_FILE
+from training.signals import (
+    EXIT_CHECKPOINT_FAILED,
+    EXIT_CONFIG_ERROR,
+    EXIT_HANG,
+    EXIT_LOSS_GUARD,
+    EXIT_REQUEUE,
+    EXIT_STATUS_FILE,
+)
 
 # The static bash parts of every job script (common.sh and one body per backend).
 JOBS_DIR = Path(__file__).resolve().parent / "jobs"
@@ -113,6 +120,7 @@ def _common_settings(
         "EXIT_REQUEUE": EXIT_REQUEUE,
         "NO_REQUEUE_CODES": " ".join(str(code) for code in NO_REQUEUE_CODES),
         "EXIT_STATUS_FILE": status_file,
+        "EXIT_HANG": EXIT_HANG,
         "PYTHON": options.python,
     }
 

@@ -42,6 +42,7 @@ from spec.errors import problems_from_pydantic
 from spec.model import DeploymentSpec
 from training.config import ConfigError, JobConfig, check_sequence_fits, load_job_config, resolve_model_args
 from training.models.args import ModelArgs
+from training.watchdog import hang_watchdog_note, with_planned_step
 
 _JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -277,6 +278,9 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
                 f"plan: {plan.hours:.1f} h, {plan.usd:,.0f} USD for {plan.steps} steps at backend {plan.backend}'s "
                 "speed (llm-report compares)"
             )
+        if plan is not None and plan.steps and plan.hours > 0 and backend.name == "fsdp":
+            job = with_planned_step(job, plan.hours * 3600 / plan.steps)
+            notes.append(hang_watchdog_note(job))
 
     fsx = spec.cluster.fsx if spec is not None and spec.cluster else None
     window = job_stop_window(job, model, target, options.nodes, backend.name, fsx, layout)

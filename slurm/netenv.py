@@ -84,9 +84,11 @@ def gpu_env(
 def torch_cuda_env() -> dict[str, str]:
     """Our PyTorch trainer on GPUs, as torchtitan's launcher runs it: the caching allocator grows segments in
     place instead of carving fixed blocks, so varying activation and FSDP buffer sizes do not fragment memory
-    into out-of-memory errors. Not given to NeMo jobs: their allocator settings are the container image's and
-    NeMo's (not checked against the image here, which cannot be pulled offline)."""
-    return {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    into out-of-memory errors; and torch's flight recorder is on. Not given to NeMo jobs: their allocator settings
+    are the container image's and NeMo's (not checked against the image here, which cannot be pulled offline)."""
+    # The flight recorder keeps each process group's last collectives: the hang watchdog (training/watchdog.py)
+    # dumps them beside the stack traces, to tell which collective each rank waited in.
+    return {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "TORCH_FR_BUFFER_SIZE": "2000"}
 
 
 def nemo_env() -> dict[str, str]:

@@ -1,6 +1,6 @@
 """The job config: one YAML file validated into typed sections, with one-line errors naming field and value.
 
-Each component (model, data, optim, parallel, checkpoint, guards, metrics, profile) owns one section, so a
+Each component (model, data, optim, parallel, checkpoint, guards, watchdog, metrics, profile) owns one section, so a
 component can be read without the others. Paths in the file are taken relative to the working directory.
 """
 
@@ -151,6 +151,20 @@ class GuardsSection(_Section):
     loss_spike_min_history: PositiveInt = 10
 
 
+class WatchdogSection(_Section):
+    """The hang watchdog (training/watchdog.py): a step running longer than the bound ends the job (EXIT_HANG).
+    Bound = max(floor_s, factor x the step time x train.log_every), the step time being the larger of the running
+    median and planned_step_s; log_every because the host waits for the device only at logged steps."""
+
+    enabled: bool = True
+    floor_s: float = Field(default=300.0, gt=0.0)  # never sooner: start-up stalls, slow file systems, GC
+    factor: float = Field(default=10.0, gt=1.0)
+    planned_step_s: float | None = Field(default=None, gt=0.0)  # the planner's; llm-submit sets it when it plans
+    window: PositiveInt = 20  # step times in the running median
+    # How long a rank that saw the hang waits for its peers' reports before naming the ranks that sent none.
+    report_grace_s: float = Field(default=30.0, ge=0.0)
+
+
 class MetricsSection(_Section):
     tensorboard: bool = True
     plot: bool = True
@@ -180,6 +194,7 @@ class JobConfig(_Section):
     parallel: ParallelSection = ParallelSection()
     checkpoint: CheckpointSection = CheckpointSection()
     guards: GuardsSection = GuardsSection()
+    watchdog: WatchdogSection = WatchdogSection()
     metrics: MetricsSection = MetricsSection()
     profile: ProfileSection = ProfileSection()
     finetune: FinetuneSection | None = None  # None: pretraining (or model.hf_checkpoint's full fine-tuning)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import random
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
@@ -56,6 +57,7 @@ from training.parallel.state_memory import DeviceMemory, check_state_fits, devic
 from training.profiling import StepProfiler
 from training.sft.loader import SFTLoader
 from training.signals import StopRequest
+from training.watchdog import FLIGHT_RECORDER_ENV, HangWatchdog, clear_reports, node_name
 
 log = logging.getLogger("training")
 IGNORE_INDEX = -100
@@ -206,6 +208,7 @@ class Trainer:
         self._note_checkpoint()
         self.profiler = StepProfiler(config.profile, run_dir, ctx.rank, self.device)
         self._init_flops()
+        self.watchdog = self._build_watchdog()
 
     # -- setup -----------------------------------------------------------------------------------------------------
 
@@ -218,6 +221,17 @@ class Trainer:
         if int(least) == memory.bytes:
             return memory
         return DeviceMemory(int(least), f"the least of the {self.ctx.world_size} ranks")
+
+    def _build_watchdog(self) -> HangWatchdog:
+        """Every rank's node, gathered once, so a hang names the nodes of the ranks that stopped answering."""
+        if self.ctx.is_main:
+            clear_reports(self.run_dir)  # before the gather: no rank can have reported yet
+        nodes: list[str] = [""] * self.ctx.world_size
+        dist.all_gather_object(nodes, node_name(), group=self.host_group)
+        recording = any(int(os.environ.get(name, "0") or 0) > 0 for name in FLIGHT_RECORDER_ENV)
+        return HangWatchdog(
+            self.config.watchdog, self.run_dir, self.ctx.rank, nodes, self.config.train.log_every, recording
+        )
 
     def _restore(self) -> Path | None:
         latest = self.checkpoints.prepare()
@@ -277,8 +291,10 @@ class Trainer:
             self._announce()
             if self.resumed_from is None and self.step == 0 and config.train.eval_every:
                 self._evaluate()
+            self.watchdog.start()
             while self.step < config.train.max_steps:
-                stop = self._train_step(batches)
+                with self.watchdog.step(self.step + 1):
+                    stop = self._train_step(batches)
                 if config.train.eval_every and self.step % config.train.eval_every == 0:
                     self._evaluate()
                 if stop:
@@ -295,6 +311,7 @@ class Trainer:
         finally:
             batches.close()  # the loader's generator: stops its prefetch thread
             self.stop_request.uninstall()
+            self.watchdog.close()
             self.profiler.close(self.step)
             self.metrics.close()
             self.prometheus.close()

@@ -6,7 +6,8 @@
 # Settings it reads: RUN_DIR, MAX_REQUEUES (requeues after failures; time-limit requeues are not counted),
 # STEP_STOP_SIGNAL (what the step gets when the batch shell gets USR1), STEP_CHECKPOINTS_ON_STOP (1 when the step
 # checkpoints before it stops on that signal, 0 when it resumes from its last periodic checkpoint), EXIT_REQUEUE,
-# NO_REQUEUE_CODES (exit codes a retry cannot fix), EXIT_STATUS_FILE ("" when the step writes none).
+# NO_REQUEUE_CODES (exit codes a retry cannot fix), EXIT_STATUS_FILE ("" when the step writes none), EXIT_HANG (the
+# trainer's hang watchdog; absent: none).
 set -uo pipefail # no -e: the requeue decision runs after a failed step
 
 STEP_PID=""
@@ -96,6 +97,27 @@ run_step() {
 	return "$rc"
 }
 
+# drain_hung_nodes REASON: after the trainer's hang watchdog ended the step (training/watchdog.py), drain the nodes
+# of the ranks that sent no report, so Slurm places neither the requeued job nor any other there (ParallelCluster
+# replaces a drained static node once it is idle). Slurm takes `scontrol update jobid=... excnodes=...` only from a
+# pending job, never from a running or completing one: the drain is what keeps the requeue off the node. Draining
+# needs Slurm operator rights (root, SlurmUser, or AdminLevel=Operator); without them the line says so.
+drain_hung_nodes() {
+	local reason="$1" suspects="$RUN_DIR/hang/suspect_nodes" node
+	local evidence="$RUN_DIR/hang-${SLURM_JOB_ID:-0}.${SLURM_RESTART_COUNT:-0}"
+	[[ -s "$suspects" ]] || job_log "hang: no rank went silent (every rank reported); no node drained"
+	while read -r node; do
+		[[ -n "$node" ]] || continue
+		if scontrol update nodename="$node" state=drain reason="hang watchdog, job ${SLURM_JOB_ID:-?}: $reason"; then
+			job_log "hang: drained $node (a rank there sent no report); the requeued job runs elsewhere"
+		else
+			job_log "hang: could not drain $node (needs Slurm operator rights); the requeued job may land on it again"
+		fi
+	done < <(cat "$suspects" 2>/dev/null)
+	# This attempt's traces and reports, kept: the requeued trainer starts an empty hang/.
+	mv "$RUN_DIR/hang" "$evidence" 2>/dev/null && job_log "hang: stack traces and reports in $evidence"
+}
+
 # finish_job STEP_STATUS: exit, or requeue this job (bounded by MAX_REQUEUES through SLURM_RESTART_COUNT).
 finish_job() {
 	local step_rc="$1" code="$1" reason="step exit status $1"
@@ -105,6 +127,7 @@ finish_job() {
 		reason="$(sed -n 's/.*"reason": *"\([^"]*\)".*/\1/p' "$EXIT_STATUS_FILE")"
 		code="${code:-$step_rc}"
 	fi
+	[[ "$code" == "${EXIT_HANG:-none}" ]] && drain_hung_nodes "$reason"
 	if ((code == 0)); then
 		job_log "finished"
 		exit 0

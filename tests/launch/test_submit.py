@@ -502,3 +502,36 @@ def test_a_sequence_longer_than_the_models_positions_is_refused_at_submission_on
     config = write_job(tmp_path / "long.yaml", data={"seq_len": 512})  # tiny: max_seq_len 256
     err = _fails(capsys, [*_base(config, demo_data, tmp_path / "r", backend=backend), *extra, "--dry-run"])
     assert err == f"error: --model: {config}: data.seq_len: 512 exceeds model.max_seq_len 256"
+
+
+def test_the_planned_step_time_rides_in_the_job_config_for_the_hang_watchdog(
+    tiny_config: Path, demo_data: str, tmp_path: Path
+) -> None:
+    from planner.comment import parse_plan
+
+    config = write_job(tmp_path / "job.yaml", data={"micro_batch_size": 4, "global_batch_size": 64})
+    argv = [*_base(config, demo_data, tmp_path / "r"), "--spec", str(P4D_SPEC), "--max-steps", "1000"]
+    rendered = render(_args(*argv), "t")
+    (script,) = rendered.scripts
+    (line,) = [line for line in script.text.splitlines() if line.startswith("#SBATCH --comment=")]
+    plan = parse_plan(line.removeprefix("#SBATCH --comment="))
+    assert plan is not None
+    job = yaml.safe_load(next(t for p, t in rendered.files.items() if p.name == "job-config.yaml"))
+    assert job["watchdog"]["planned_step_s"] == pytest.approx(plan.hours * 3600 / 1000, rel=1e-3)
+    # A tiny model's planned step is far under the floor: the floor is the bound the trainer starts with.
+    assert any(note.startswith("hang watchdog: a step over 300 s ends the job (exit 45)") for note in rendered.notes)
+    assert "EXIT_HANG=45" in script.text.splitlines()
+    # Nothing plans the local CPU cluster: the trainer's own step times make the bound.
+    local = render(_args(*_base(tiny_config, demo_data, tmp_path / "l"), "--local"), "t")
+    job = yaml.safe_load(next(t for p, t in local.files.items() if p.name == "job-config.yaml"))
+    assert job["watchdog"]["planned_step_s"] is None
+    assert not any(note.startswith("hang watchdog") for note in local.notes)
+
+
+def test_fsdp_on_gpus_turns_on_the_flight_recorder_the_hang_watchdog_dumps(
+    gpu_config: Path, demo_data: str, tmp_path: Path
+) -> None:
+    (gpu,) = render(_args(*_base(gpu_config, demo_data, tmp_path / "g")), "test").scripts
+    assert "export TORCH_FR_BUFFER_SIZE=2000" in gpu.text.splitlines()
+    (cpu,) = render(_args(*_base(gpu_config, demo_data, tmp_path / "c"), "--local"), "test").scripts
+    assert "TORCH_FR_BUFFER_SIZE" not in cpu.text

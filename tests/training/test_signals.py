@@ -30,6 +30,7 @@ def test_exit_codes_are_distinct_and_the_status_file_names_the_reason(tmp_path: 
         EXIT_REQUEUE,
         signals.EXIT_LOSS_GUARD,
         signals.EXIT_CHECKPOINT_FAILED,
+        signals.EXIT_HANG,
     ]
     assert len(set(codes)) == len(codes)
     write_exit_status(tmp_path, EXIT_REQUEUE, "stopped on request (SIGTERM)", 12)

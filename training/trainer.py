@@ -279,6 +279,8 @@ class Trainer:
                 self._evaluate()
             while self.step < config.train.max_steps:
                 stop = self._train_step(batches)
+                if self.checkpoints.poll() is not None:  # an async save whose write has finished: committed now
+                    self._note_checkpoint()
                 if config.train.eval_every and self.step % config.train.eval_every == 0:
                     self._evaluate()
                 if stop:
@@ -507,8 +509,8 @@ class Trainer:
             log.info("LoRA adapter (PEFT format): %s", out)
 
     def _note_checkpoint(self) -> None:
-        """The newest committed checkpoint for the metrics endpoint: read at checkpoint time, never per step (an
-        async save is seen committed at the next save, its marker's mtime still telling when it was)."""
+        """The newest committed checkpoint for the metrics endpoint: read when a save is made or committed, never
+        per step."""
         if not self.ctx.is_main:
             return
         latest = latest_complete(self.checkpoints.root)

@@ -95,7 +95,7 @@ def _tokenizer(args: argparse.Namespace, run_dir: Path) -> Path:
 
 def _every_steps(args: argparse.Namespace, run_dir: Path) -> int:
     every = _job_config(run_dir).get("checkpoint", {}).get("every")
-    if not isinstance(every, int) or every < 1:
+    if not isinstance(every, int) or isinstance(every, bool) or every < 1:  # 'off' or unset: no periodic saves
         raise SubmitError(f"--every: {run_dir / JOB_CONFIG} names no checkpoint.every (submit the training job first)")
     return int(args.every) * every
 

@@ -20,6 +20,7 @@ from training.checkpoint.layout import MARKER, latest_complete
 from training.checkpoint.manager import CheckpointManager
 from training.checkpoint.state import training_state
 from training.config import (
+    UNSET_EVERY_STEPS,
     ConfigError,
     JobConfig,
     ModelSection,
@@ -288,7 +289,7 @@ class Trainer:
                     self._save()
                     self.checkpoints.wait()
                     return "stopped"
-                every = config.checkpoint.every
+                every = config.checkpoint.steps_between_saves()
                 if every and self.step % every == 0 and self.step < config.train.max_steps:
                     self._save()
             self._save()
@@ -331,6 +332,12 @@ class Trainer:
                 config.data.seq_len,
             )
             log.info("MFU/HFU peak: %.4g FLOP/s per device (%s)", self.peak_flops, self.peak_source)
+            if config.checkpoint.every is None:
+                log.warning(
+                    "checkpoint.every is unset: saving every %d steps (llm-submit writes the plan's interval; set a "
+                    "number, or 'off' for only the end and stop signals)",
+                    UNSET_EVERY_STEPS,
+                )
         event = "resume" if self.resumed_from is not None else "start"
         self.metrics.log_event(
             event,

@@ -8,7 +8,6 @@ Without a pending save the poll is an attribute test and costs nothing measurabl
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import tempfile
@@ -19,6 +18,7 @@ from pathlib import Path
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from spec.cli import OneLineParser, user_errors
 from training.checkpoint.manager import CheckpointManager, _PendingSave
 from training.config import CheckpointSection
 
@@ -42,8 +42,9 @@ def _rank(rank: int, world: int, polls: int, store_dir: str, out: str) -> None:
     dist.destroy_process_group()
 
 
+@user_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.checkpoint_poll", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python -m bench.checkpoint_poll", description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--polls", type=int, default=2000)
     args = parser.parse_args(argv)

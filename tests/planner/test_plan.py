@@ -266,3 +266,14 @@ def test_the_plan_prints_the_checkpoint_interval_from_the_save_and_the_fleets_fa
     (tmp_path / "fast.yaml").write_text(yaml.safe_dump(spec))
     _, fast, _ = run(capsys, "--activation-checkpointing", "selective", "--json", "--spec", str(tmp_path / "fast.yaml"))
     assert json.loads(fast)["checkpoint_interval"]["every_steps"] < planned["every_steps"]
+
+
+def test_the_checkpoint_interval_example_in_the_docs_is_current(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = main_with(
+        capsys, "--model", "llama3-8b", "--instance", "p5.48xlarge", "--nodes", "8", "--seq", "8192",
+        "--micro-batch", "1", "--activation-checkpointing", "selective", "--tokens", "1T",
+    )  # fmt: skip
+    line = out.splitlines()[-1]
+    assert code == 0 and line.startswith("checkpoint every ")
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "planner.md").read_text()
+    assert f"```text\n{line}\n```" in docs

@@ -54,7 +54,7 @@ def _trainer(run_dir: Path, data_prefix: Path, base: Path, finetune: dict[str, A
         "data": {"prefix": str(data_prefix), "validation_fraction": 0.01, **DATA},
         "train": {"max_steps": 1_000_000, "eval_every": 0, "log_every": 1},
         "optim": {"lr": 1e-4, "warmup_steps": 10},
-        "checkpoint": {"every": 0},
+        "checkpoint": {"every": "off"},
         "metrics": {"tensorboard": False, "plot": False, "peak_flops": 1e12, "prometheus_port": None},
         "finetune": finetune,
     }

@@ -83,7 +83,7 @@ def job(args: argparse.Namespace, data_prefix: Path, base: Path, run_dir: Path, 
         "train": {"max_steps": args.steps, "log_every": 1, "eval_every": 0},
         "optim": {"lr": 1e-4, "warmup_steps": 2},
         "parallel": {"mixed_precision": "bf16", "compile": False, "activation_checkpoint": {"mode": "none"}},
-        "checkpoint": {"every": 0, "dir": str(run_dir / "checkpoints")},
+        "checkpoint": {"every": "off", "dir": str(run_dir / "checkpoints")},
         "metrics": {"tensorboard": False, "plot": False},
         "finetune": {"mode": mode, **({"lora": LORA} if mode == "lora" else {})},
     }

@@ -301,7 +301,7 @@ def run_ours(
     job["train"].update(max_steps=args.steps, log_every=1, eval_every=0)
     job["parallel"]["compile"] = compiled
     job["parallel"]["activation_checkpoint"] = {"mode": args.ac}
-    job["checkpoint"] = {"every": 0, "dir": str(run_dir / "checkpoints")}
+    job["checkpoint"] = {"every": "off", "dir": str(run_dir / "checkpoints")}
     job["metrics"] = {"tensorboard": False, "plot": False}
     job.pop("profile", None)
     config = run_dir / "job.yaml"

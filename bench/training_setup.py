@@ -18,7 +18,7 @@ def bench_trainer(run_dir: Path, data_prefix: Path, model: dict[str, Any], data:
         "data": {"prefix": str(data_prefix), "validation_fraction": 0.01, **data},
         "train": {"max_steps": 1_000_000, "eval_every": 0, "log_every": 1},
         "optim": {"lr": 3e-4, "warmup_steps": 10},
-        "checkpoint": {"every": 0, "keep_last": 2, "async_save": False},
+        "checkpoint": {"every": "off", "keep_last": 2, "async_save": False},
         "metrics": {"tensorboard": False, "plot": False, "peak_flops": 1e12},
     }
     logging.getLogger("training").setLevel(logging.WARNING)

@@ -114,7 +114,7 @@ def bridge_config(
         # Saved and resumed from the same directory: a requeued job loads the latest checkpoint there.
         "checkpoint.save": checkpoints,
         "checkpoint.load": checkpoints,
-        "checkpoint.save_interval": checkpoint.every or steps,
+        "checkpoint.save_interval": checkpoint.steps_between_saves() or steps,
         "checkpoint.most_recent_k": checkpoint.keep_last,
         # Periodic saves write in the background (Megatron Core's persistent worker); a stop's save is still
         # waited for before the step exits, which is what --signal-lead must cover (docs/jobs.md).

@@ -26,6 +26,7 @@ from slurm.submission import REPO_ROOT, SPEC_ENV, check_sbatch_args, load_comman
 from slurm.target import Target, local_target, resolve_target
 from spec.cli import OneLineParser, user_errors
 from spec.containers import pyxis_image
+from training.config import UNSET_EVERY_STEPS
 from training.evaluate.errors import EvalError
 from training.evaluate.task_data import TASKS_DIR, build_task_data
 from training.evaluate.task_files import check_tasks, task_index
@@ -94,8 +95,10 @@ def _tokenizer(args: argparse.Namespace, run_dir: Path) -> Path:
 
 
 def _every_steps(args: argparse.Namespace, run_dir: Path) -> int:
-    every = _job_config(run_dir).get("checkpoint", {}).get("every")
-    if not isinstance(every, int) or every < 1:
+    config = _job_config(run_dir)
+    every = (config.get("checkpoint") or {}).get("every") if config else 0  # no config: not submitted yet
+    every = UNSET_EVERY_STEPS if every is None else every  # unset: the trainer's own interval
+    if not isinstance(every, int) or isinstance(every, bool) or every < 1:  # 'off': no periodic saves
         raise SubmitError(f"--every: {run_dir / JOB_CONFIG} names no checkpoint.every (submit the training job first)")
     return int(args.every) * every
 

@@ -74,7 +74,7 @@ def nemo_config(
         "optim.lr_scheduler.max_steps": optim.decay_steps or steps,
         "optim.lr_scheduler.min_lr": optim.lr * optim.min_lr_ratio,
         # Lightning's ModelCheckpoint accepts one trigger: the recipe's 15-minute timer goes, our step count stays.
-        "log.ckpt.every_n_train_steps": job.checkpoint.every or steps,
+        "log.ckpt.every_n_train_steps": job.checkpoint.steps_between_saves() or steps,
         "log.ckpt.train_time_interval": None,
         "log.ckpt.save_top_k": job.checkpoint.keep_last,
     }

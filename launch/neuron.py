@@ -109,7 +109,7 @@ def nxdt_config(
                 "save_last": False,
                 "filename": f"{name}--{{step}}-{{consumed_samples}}",
                 "model_parallel_size": tensor_parallel * pipeline_parallel,
-                "every_n_train_steps": job.checkpoint.every or steps,
+                "every_n_train_steps": job.checkpoint.steps_between_saves() or steps,
             },
             "log_parameter_norm": True,
             "log_gradient_norm": True,

@@ -22,7 +22,7 @@ class SubmitOptions:
     time: str | None  # [D-]HH:MM:SS
     job_name: str | None
     max_steps: int | None
-    checkpoint_every: int | None
+    checkpoint_every: int | str | None
     max_requeues: int
     signal_lead: int | None  # seconds before the time limit that SLURM sends USR1; None: derived (launch.signal_lead)
     python: str  # the training env's python on the nodes

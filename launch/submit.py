@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from launch.checkpoint_every import with_planned_interval
 from launch.data_fit import check_data_fills_splits
 from launch.fit import check_fits, check_global_batch, planned_cost
 from launch.options import SubmitOptions
@@ -40,7 +41,14 @@ from spec.cli_types import existing_directory, existing_file, output_directory
 from spec.containers import ContainersSpec
 from spec.errors import problems_from_pydantic
 from spec.model import DeploymentSpec
-from training.config import ConfigError, JobConfig, check_sequence_fits, load_job_config, resolve_model_args
+from training.config import (
+    ConfigError,
+    JobConfig,
+    check_sequence_fits,
+    every_option,
+    load_job_config,
+    resolve_model_args,
+)
 from training.models.args import ModelArgs
 from training.watchdog import hang_watchdog_note, with_planned_step
 
@@ -85,7 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--time", help="time limit [D-]HH:MM:SS (default: the partition's)")
     parser.add_argument("--job-name", help="default: <backend>-<run dir name>")
     parser.add_argument("--max-steps", type=int, help="override train.max_steps")
-    parser.add_argument("--checkpoint-every", type=int, help="override checkpoint.every")
+    parser.add_argument(
+        "--checkpoint-every",
+        type=every_option,
+        help="override checkpoint.every: steps, or off (default: the job's, else the plan's interval)",
+    )
     parser.add_argument("--max-requeues", type=int, default=10, help="requeues before giving up (default 10)")
     parser.add_argument(
         "--signal-lead",
@@ -290,6 +302,9 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
         notes.append(f"signal lead: {lead} s (needs {window.summary()})")
     if options.time and parse_time(options.time) <= lead:
         raise SubmitError(f"--signal-lead: {lead} s is not shorter than --time {options.time}")
+    job, interval_note = with_planned_interval(job, window, target, options.nodes)
+    if interval_note is not None:
+        notes.append(interval_note)
 
     run_dir = options.run_dir.resolve()
     job_name = options.job_name or f"{options.backend}-{run_dir.name}"

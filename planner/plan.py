@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.calibration import CALIBRATED, LOCAL_LINK_EFFICIENCY
+from planner.checkpoint_interval import CheckpointInterval, checkpoint_interval
 from planner.cost import CostEstimate, job_cost
 from planner.finetune import FINETUNE_MODES
 from planner.flops import CHECKPOINTING_MODES
@@ -44,9 +45,11 @@ from planner.layouts import compare_layouts, ranked, render_table
 from planner.memory import MemoryEstimate, fits_message, job_memory
 from planner.model_source import dataset_vocab_size, is_job_yaml, resolve_model
 from planner.step_time import StepEstimate, estimate_step
+from planner.stop_window import stop_window
 from slurm.backends import BACKENDS, OPTIONS, STACKS, backend_named, default_backend
 from spec.cli import OneLineParser, user_errors
 from spec.cli_types import non_negative_float
+from spec.cluster import FsxSpec
 from training.config import ConfigError, check_sequence_fits
 from training.finetune.config import DEFAULT_LORA_RANK
 from training.models.args import ModelArgs
@@ -313,25 +316,46 @@ def _job_from_options(options: argparse.Namespace) -> Job:
     )
 
 
+def _spec(options: argparse.Namespace) -> Any:
+    from spec import SpecError, load_spec
+
+    try:
+        return load_spec(options.spec)
+    except SpecError as error:
+        raise PlanError("--spec", options.spec, f"is not a valid spec: {str(error).splitlines()[0]}") from None
+
+
 def _price(options: argparse.Namespace) -> float | None:
     """--price-per-hour, else the spec's cluster.prices for the instance, else None (the table's on-demand price)."""
     if options.price_per_hour is not None or options.spec is None:
         return options.price_per_hour
-    from spec import SpecError, load_spec
-
-    try:
-        spec = load_spec(options.spec)
-    except SpecError as error:
-        raise PlanError("--spec", options.spec, f"is not a valid spec: {str(error).splitlines()[0]}") from None
+    spec = _spec(options)
     prices = spec.cluster.prices if spec.cluster is not None else {}
     return prices.get(options.instance)
 
 
-def plan_report(job: Job, tokens: float | None = None) -> dict[str, Any]:
-    """Everything the planner knows about a job, as one JSON-able object."""
+def _fsx(options: argparse.Namespace) -> FsxSpec | None:
+    """Where checkpoints are written: --spec's file system (None: it has none), else the default spec's."""
+    if options.spec is None:
+        return FsxSpec()
+    spec = _spec(options)
+    return spec.cluster.fsx if spec.cluster is not None else None
+
+
+def planned_checkpoint_interval(job: Job, step: StepEstimate, fsx: FsxSpec | None) -> CheckpointInterval | None:
+    """Young's checkpoint interval for the job: its backend's checkpoint written at the file system's throughput."""
+    if fsx is None:
+        return None
+    window = stop_window(job.model, job.software.backend, fsx, step.step_s)
+    return checkpoint_interval(window.save_s, step.step_s, job.nodes * job.hardware.instance.accelerators_per_node)
+
+
+def plan_report(job: Job, tokens: float | None = None, fsx: FsxSpec | None = None) -> dict[str, Any]:
+    """Everything the planner knows about a job, as one JSON-able object; `fsx`: where it checkpoints."""
     memory = job_memory(job)
     step = estimate_step(job)
     cost = job_cost(job, step, tokens)
+    interval = planned_checkpoint_interval(job, step, fsx)
     counts = count_parameters(job.model)
     hw = job.hardware
     return {
@@ -407,6 +431,7 @@ def plan_report(job: Job, tokens: float | None = None) -> dict[str, Any]:
         "tokens": tokens,
         "days": cost.days,
         "cost_usd": cost.usd,
+        "checkpoint_interval": interval.as_json() if interval is not None else None,
     }
 
 
@@ -439,7 +464,14 @@ def _gb(value: float) -> str:
     return f"{value / 1e9:,.1f} GB"
 
 
-def render_text(job: Job, memory: MemoryEstimate, step: StepEstimate, cost: CostEstimate, tokens: float | None) -> str:
+def render_text(
+    job: Job,
+    memory: MemoryEstimate,
+    step: StepEstimate,
+    cost: CostEstimate,
+    tokens: float | None,
+    interval: CheckpointInterval | None = None,
+) -> str:
     hw, counts = job.hardware, count_parameters(job.model)
     peak_t = step.peak_flops_per_device / 1e12
     fraction = CALIBRATED.matmul(job.software.backend, hw.accelerator.compute_die)
@@ -506,6 +538,8 @@ def render_text(job: Job, memory: MemoryEstimate, step: StepEstimate, cost: Cost
         )
     if tokens is not None and cost.days is not None and cost.usd is not None:
         lines.append(f"{tokens:.3g} tokens: {cost.days:,.1f} days, ${cost.usd:,.0f}")
+    if interval is not None:
+        lines.append(interval.summary())
     return "\n".join(lines)
 
 
@@ -538,11 +572,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(render_text_header(job))
             print(render_table(plans, limit=COMPARE_ROWS_SHOWN))
         return 0
+    try:
+        fsx = _fsx(options)
+    except PlanError as error:
+        parser.exit(2, f"{parser.prog}: error: {_named(error, options)}: {error.value!r} {error.reason}\n")
     if options.json:
-        print(json.dumps(plan_report(job, options.tokens), indent=2))
+        print(json.dumps(plan_report(job, options.tokens, fsx), indent=2))
         return 0
     memory, step = job_memory(job), estimate_step(job)
-    print(render_text(job, memory, step, job_cost(job, step, options.tokens), options.tokens))
+    interval = planned_checkpoint_interval(job, step, fsx)
+    print(render_text(job, memory, step, job_cost(job, step, options.tokens), options.tokens, interval))
     return 0
 
 

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from spec.errors import SpecProblem, UserError, not_utf8_text, problems_from_pydantic
 from spec.yaml_file import read_yaml
@@ -135,13 +135,37 @@ class ParallelSection(_Section):
         return self
 
 
+# checkpoint.every left unset by a job that llm-submit did not plan (python -m training.train, the local cluster):
+# never "only at the end" by accident. llm-submit writes the plan's interval instead (planner/checkpoint_interval.py).
+UNSET_EVERY_STEPS = 100
+
+
 class CheckpointSection(_Section):
     dir: str = "checkpoints"  # relative paths are inside the run directory
-    every: NonNegativeInt = 0  # 0: only at the end and on a stop signal
+    # Steps between saves; "off": only at the end and on a stop signal; unset: llm-submit's planned interval, else
+    # UNSET_EVERY_STEPS.
+    every: PositiveInt | Literal["off"] | None = None
     keep_last: PositiveInt = 2
     async_save: bool = False
     # Refuse to save unless free space >= margin x the estimated checkpoint size (0 turns the check off).
     free_space_margin: float = Field(default=1.2, ge=0.0)
+
+    @field_validator("every", mode="before")
+    @classmethod
+    def _interval(cls, value: Any) -> Any:
+        """One line for anything but a step count, 'off' or unset: 0 meant "only at the end" and lost whole runs."""
+        if value is None or value == "off" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            return value
+        raise ValueError(
+            "is not a checkpoint interval: give steps between saves (1 or more), 'off' to save only at the end and "
+            "on a stop signal, or leave it out for the interval llm-submit derives from the plan"
+        )
+
+    def steps_between_saves(self) -> int | None:
+        """The periodic interval in steps; None: only at the end and on a stop signal ('off')."""
+        if self.every == "off":
+            return None
+        return UNSET_EVERY_STEPS if self.every is None else self.every
 
 
 class GuardsSection(_Section):
@@ -231,6 +255,11 @@ class JobConfig(_Section):
             section, field = key.split(".", 1)
             data[section][field] = value
         return parse_job_config(data)
+
+
+def every_option(text: str) -> int | str:
+    """--checkpoint-every's value as checkpoint.every takes it: a number, or a word ('off') the config checks."""
+    return int(text) if text.lstrip("-").isdigit() else text
 
 
 def parse_job_config(data: Any, source: str = "config") -> JobConfig:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from spec.cli import OneLineParser
 from training.checkpoint.errors import CheckpointError
-from training.config import ConfigError, JobConfig, load_job_config, resolve_deterministic
+from training.config import ConfigError, JobConfig, every_option, load_job_config, resolve_deterministic
 from training.data.errors import DataError
 from training.errors import LossGuardError
 from training.models.args import ModelArgsError
@@ -37,7 +37,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--config", required=True, help="job config YAML (see training/configs/)")
     parser.add_argument("--run-dir", required=True, help="run directory: checkpoints, metrics, plots, traces")
     parser.add_argument("--max-steps", type=int, help="override train.max_steps")
-    parser.add_argument("--checkpoint-every", type=int, help="override checkpoint.every (0: only at the end)")
+    parser.add_argument(
+        "--checkpoint-every", type=every_option, help="override checkpoint.every (off: only at the end and on a stop)"
+    )
     return parser.parse_args(argv)
 
 
@@ -50,9 +52,9 @@ def _configure_logging(rank: int) -> None:
     )
 
 
-def load_config(path: str, max_steps: int | None = None, checkpoint_every: int | None = None) -> JobConfig:
+def load_config(path: str, max_steps: int | None = None, checkpoint_every: int | str | None = None) -> JobConfig:
     config = load_job_config(path)
-    overrides: dict[str, int] = {}
+    overrides: dict[str, int | str] = {}
     if max_steps is not None:
         overrides["train.max_steps"] = max_steps
     if checkpoint_every is not None:

@@ -21,6 +21,7 @@ from training.checkpoint.layout import MARKER, latest_complete
 from training.checkpoint.manager import CheckpointManager
 from training.checkpoint.state import training_state
 from training.config import (
+    UNSET_EVERY_STEPS,
     ConfigError,
     JobConfig,
     ModelSection,
@@ -293,8 +294,11 @@ class Trainer:
                 self._evaluate()
             self.watchdog.start()
             while self.step < config.train.max_steps:
-                with self.watchdog.step(self.step + 1):
+                with self.watchdog.step(self.step + 1):  # the poll's collective too: a stopped peer hangs it
                     stop = self._train_step(batches)
+                    committed = self.checkpoints.poll()
+                if committed is not None:  # an async save whose write has finished: committed now
+                    self._note_checkpoint()
                 if config.train.eval_every and self.step % config.train.eval_every == 0:
                     self._evaluate()
                 if stop:
@@ -302,7 +306,7 @@ class Trainer:
                     self._save()
                     self.checkpoints.wait()
                     return "stopped"
-                every = config.checkpoint.every
+                every = config.checkpoint.steps_between_saves()
                 if every and self.step % every == 0 and self.step < config.train.max_steps:
                     self._save()
             self._save()
@@ -346,6 +350,12 @@ class Trainer:
                 config.data.seq_len,
             )
             log.info("MFU/HFU peak: %.4g FLOP/s per device (%s)", self.peak_flops, self.peak_source)
+            if config.checkpoint.every is None:
+                log.warning(
+                    "checkpoint.every is unset: saving every %d steps (llm-submit writes the plan's interval; set a "
+                    "number, or 'off' for only the end and stop signals)",
+                    UNSET_EVERY_STEPS,
+                )
         event = "resume" if self.resumed_from is not None else "start"
         self.metrics.log_event(
             event,
@@ -524,8 +534,8 @@ class Trainer:
             log.info("LoRA adapter (PEFT format): %s", out)
 
     def _note_checkpoint(self) -> None:
-        """The newest committed checkpoint for the metrics endpoint: read at checkpoint time, never per step (an
-        async save is seen committed at the next save, its marker's mtime still telling when it was)."""
+        """The newest committed checkpoint for the metrics endpoint: read when a save is made or committed, never
+        per step."""
         if not self.ctx.is_main:
             return
         latest = latest_complete(self.checkpoints.root)

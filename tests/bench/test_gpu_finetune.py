@@ -12,7 +12,7 @@ def test_both_runs_are_valid_job_configs_that_differ_only_in_the_finetune_mode(m
     config = parse_job_config(job(args, Path("/d/x_text_document"), Path("/base"), Path("/run"), mode))
     assert config.init_from == "/base" and config.finetune is not None and config.finetune.mode == mode
     assert (config.data.seq_len, config.data.micro_batch_size, config.data.global_batch_size) == (1024, 2, 2)
-    assert config.train.max_steps == 9 and config.checkpoint.every == 0
+    assert config.train.max_steps == 9 and config.checkpoint.every == "off"
     lora = config.finetune.lora_settings
     assert (lora is None) == (mode == "full")
     if lora is not None:

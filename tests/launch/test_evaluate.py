@@ -22,6 +22,19 @@ def _argv(run_dir: Path, tasks: Path, *extra: str) -> list[str]:
     return ["--run-dir", str(run_dir), "--tasks-dir", str(tasks), "--tokenizer", str(tokenizer), "--local", *extra]
 
 
+@pytest.mark.parametrize(
+    ("written", "steps"), [("checkpoint: {keep_last: 2}\n", 400), ("checkpoint: {every: null}\n", 400)]
+)
+def test_a_run_without_checkpoint_every_is_scored_at_the_trainers_fallback_interval(
+    tmp_path: Path, tasks: Path, capsys: pytest.CaptureFixture[str], written: str, steps: int
+) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "job-config.yaml").write_text(written)  # unset: the trainer saves every 100 steps
+    assert main(_argv(run_dir, tasks, "--every", "4", "--after", "123", "--dry-run")) == 0
+    assert f"--every-steps {steps}" in capsys.readouterr().out
+
+
 def test_the_rendered_watcher_script_is_valid_bash_and_scores_every_nth_checkpoint(
     tmp_path: Path, tasks: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from planner.plan import main, parse_tokens
 
@@ -246,3 +247,33 @@ def test_a_job_yaml_the_trainer_would_refuse_is_refused_naming_its_field(
         "--seq", "9000",
     )  # fmt: skip
     assert code == 2 and "with the flags given: data.seq_len: 9000 exceeds model.max_seq_len 8192" in err
+
+
+def test_the_plan_prints_the_checkpoint_interval_from_the_save_and_the_fleets_failure_rate(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, _ = run(capsys, "--activation-checkpointing", "selective", "--json")
+    planned = json.loads(out)["checkpoint_interval"]
+    assert code == 0 and planned["accelerators"] == 32  # 4 x p5.48xlarge
+    assert planned["every_steps"] == round(planned["interval_s"] / planned["step_s"])
+    # 8.03 B parameters x 12 bytes at the default spec's FSx (1.2 TiB x 250 MB/s per TiB).
+    assert planned["save_s"] == pytest.approx(8.03e9 * 12 / (1200 / 1024 * 250e6), rel=0.01)
+    _, text, _ = run(capsys, "--activation-checkpointing", "selective")
+    assert f"checkpoint every {planned['every_steps']} steps (" in text
+    # A faster file system saves sooner, so checkpointing more often pays.
+    spec = yaml.safe_load((Path(__file__).resolve().parents[2] / "spec" / "default.yaml").read_text())
+    spec["cluster"]["fsx"].update({"storage_gib": 4800, "throughput_mb_per_tib": 1000})
+    (tmp_path / "fast.yaml").write_text(yaml.safe_dump(spec))
+    _, fast, _ = run(capsys, "--activation-checkpointing", "selective", "--json", "--spec", str(tmp_path / "fast.yaml"))
+    assert json.loads(fast)["checkpoint_interval"]["every_steps"] < planned["every_steps"]
+
+
+def test_the_checkpoint_interval_example_in_the_docs_is_current(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = main_with(
+        capsys, "--model", "llama3-8b", "--instance", "p5.48xlarge", "--nodes", "8", "--seq", "8192",
+        "--micro-batch", "1", "--activation-checkpointing", "selective", "--tokens", "1T",
+    )  # fmt: skip
+    line = out.splitlines()[-1]
+    assert code == 0 and line.startswith("checkpoint every ")
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "planner.md").read_text()
+    assert f"```text\n{line}\n```" in docs

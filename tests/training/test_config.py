@@ -4,7 +4,15 @@ import pytest
 import yaml
 
 from tests.training.jobs import tiny_job
-from training.config import ConfigError, load_job_config, pad_vocab, parse_job_config, resolve_model_args
+from training.config import (
+    UNSET_EVERY_STEPS,
+    CheckpointSection,
+    ConfigError,
+    load_job_config,
+    pad_vocab,
+    parse_job_config,
+    resolve_model_args,
+)
 from training.models import get_model_args
 
 
@@ -140,3 +148,24 @@ def test_an_hf_checkpoint_config_json_that_is_not_utf8_names_the_file(tmp_path: 
     section = parse_job_config({**tiny_job("x"), "model": {"hf_checkpoint": str(tmp_path)}}).model
     with pytest.raises(ConfigError, match=r"model.hf_checkpoint: '.*config.json' is not UTF-8 text \(byte 0xff"):
         resolve_model_args(section, data_vocab_size=None)
+
+
+@pytest.mark.parametrize("value", [0, -5, "sometimes", 2.5, True])
+def test_a_checkpoint_interval_of_0_or_any_non_interval_is_refused_in_one_line(value: object) -> None:
+    job = tiny_job("data/x_text_document", checkpoint={"every": value})
+    lines = _errors(job)
+    assert len(lines) == 1 and lines[0].startswith(f"job.yaml: checkpoint.every: {value!r} "), lines
+    assert "'off'" in lines[0]  # the explicit way to save only at the end and on a stop signal
+
+
+def test_a_checkpoint_interval_is_a_number_off_or_unset() -> None:
+    def section(every: object) -> CheckpointSection:
+        job = tiny_job("data/x_text_document", checkpoint={"every": every})
+        if every is None:
+            del job["checkpoint"]["every"]
+        return parse_job_config(job).checkpoint
+
+    assert section(25).every == 25 and section(25).steps_between_saves() == 25
+    assert section("off").steps_between_saves() is None  # only at the end and on a stop signal, as asked
+    unset = section(None)
+    assert unset.every is None and unset.steps_between_saves() == UNSET_EVERY_STEPS  # never 0 by accident

@@ -26,7 +26,7 @@ def test_held_out_sft_loss_goes_down_on_two_ranks(sft_prefix: str, tmp_path: Pat
         data={"kind": "sft", "seq_len": 256, "validation_fraction": 0.05, "global_batch_size": 8},
         train={"max_steps": STEPS, "eval_every": STEPS // 2, "eval_batches": 2},
         model={"max_seq_len": 256},
-        checkpoint={"every": 0},
+        checkpoint={"every": "off"},
     )
     result = run_training(write_job(tmp_path / "sft.yaml", job), tmp_path / "run", ranks=2)
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]

@@ -44,7 +44,7 @@ def test_loss_falls_on_real_text_and_every_artifact_is_written(demo_data_prefix:
         train={"max_steps": 30, "eval_every": 15},
         metrics={"tensorboard": True, "plot": True},
         profile={"start_step": 3, "steps": 2},
-        checkpoint={"every": 0},
+        checkpoint={"every": "off"},
     )
     code, run_dir = _train(tmp_path, job)
     assert code == EXIT_OK
@@ -81,7 +81,7 @@ def test_a_plot_that_fails_is_a_warning_not_a_failed_run(
         raise RuntimeError("no fonts here")
 
     monkeypatch.setattr(training.trainer, "plot_run", broken_plot)
-    job = tiny_job(demo_data_prefix, train={"max_steps": 2}, metrics={"plot": True}, checkpoint={"every": 0})
+    job = tiny_job(demo_data_prefix, train={"max_steps": 2}, metrics={"plot": True}, checkpoint={"every": "off"})
     code, run_dir = _train(tmp_path, job)
     assert code == EXIT_OK and _status(run_dir)["exit_code"] == EXIT_OK
     assert "WARNING plot not written: RuntimeError: no fonts here" in capfd.readouterr().out
@@ -214,7 +214,7 @@ def test_a_loader_state_of_another_version_is_a_one_line_config_error_not_a_requ
 
 @pytest.mark.usefixtures("process_group")
 def test_one_process_trains_a_plain_module_with_bf16_from_autocast(demo_data_prefix: str, tmp_path: Path) -> None:
-    job = tiny_job(demo_data_prefix, parallel={"mixed_precision": "bf16"}, checkpoint={"every": 0})
+    job = tiny_job(demo_data_prefix, parallel={"mixed_precision": "bf16"}, checkpoint={"every": "off"})
     trainer = Trainer(
         parse_job_config(job, source="test"), tmp_path / "run", DistContext(0, 1, 0, torch.device("cpu"), "gloo")
     )
@@ -261,7 +261,7 @@ class _HostReads(TorchFunctionMode):
 
 @pytest.mark.usefixtures("process_group")
 def test_a_step_reads_nothing_back_from_the_device_until_it_is_logged(demo_data_prefix: str, tmp_path: Path) -> None:
-    job = tiny_job(demo_data_prefix, train={"max_steps": 10, "log_every": 3}, checkpoint={"every": 0})
+    job = tiny_job(demo_data_prefix, train={"max_steps": 10, "log_every": 3}, checkpoint={"every": "off"})
     trainer = Trainer(
         parse_job_config(job, source="test"), tmp_path / "run", DistContext(0, 1, 0, torch.device("cpu"), "gloo")
     )

@@ -71,7 +71,7 @@ def test_a_stopped_rank_ends_the_run_with_the_live_ranks_traces_and_names_its_no
     watchdog = {"floor_s": 15, "factor": 10, "report_grace_s": 5}
     data = {"micro_batch_size": 2, "global_batch_size": 6}
     job = tiny_job(
-        demo_data_prefix, data=data, train={"max_steps": 100_000}, checkpoint={"every": 0}, watchdog=watchdog
+        demo_data_prefix, data=data, train={"max_steps": 100_000}, checkpoint={"every": "off"}, watchdog=watchdog
     )
     run_dir = tmp_path / "run"
     process = start_training(write_job(tmp_path / "job.yaml", job), run_dir, ranks=3)

@@ -79,8 +79,10 @@ class CheckpointManager:
         self.param_count = param_count
         self._pending: _PendingSave | None = None
         self._pruning: threading.Thread | None = None
-        # Background saves run their collectives on their own gloo group, never interleaved with training's.
+        # Background saves run their collectives on their own gloo group, never interleaved with training's; the
+        # per-step poll that commits a finished one agrees on a second, so it never waits behind a save's collective.
         self._async_group = dist.new_group(backend="gloo") if section.async_save else None
+        self._poll_group = dist.new_group(backend="gloo") if section.async_save else None
 
     # -- agreement across ranks ------------------------------------------------------------------------------------
 
@@ -178,10 +180,27 @@ class CheckpointManager:
             raise self._fail(step, "writing shards", describe_failure(failure)) from None
         self._commit(step)
 
+    def poll(self) -> int | None:
+        """Commit a pending async save as soon as every rank's write has finished, as Megatron finalizes its async
+        saves each iteration; returns the committed step, else None. Call on every rank at the same point of every
+        step: nothing pending costs nothing, a pending save one one-integer gloo all-reduce (host to host)."""
+        if self._pending is None or self._poll_group is None:
+            return None
+        done = torch.tensor([int(self._pending.future.done())], dtype=torch.int32)
+        dist.all_reduce(done, op=dist.ReduceOp.MIN, group=self._poll_group)  # done only when done everywhere
+        if not int(done.item()):
+            return None
+        step = self._pending.step
+        self._finish_pending()
+        return step
+
     def wait(self) -> None:
         """Finish a pending async save (wait for its shards, then commit it) and the deletion of pruned
         checkpoints. Call on every rank."""
         self._finish_pruning()
+        self._finish_pending()
+
+    def _finish_pending(self) -> None:
         pending, self._pending = self._pending, None
         if pending is None:
             return

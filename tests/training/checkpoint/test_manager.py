@@ -3,6 +3,7 @@
 import errno
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +14,13 @@ from torch.distributed.checkpoint import FileSystemReader
 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 from torch.distributed.tensor import DTensor
 
+from tests.waiting import wait_until
 from training.checkpoint import file_io
 from training.checkpoint.errors import CheckpointError, CheckpointSpaceError
 from training.checkpoint.layout import MARKER, complete_checkpoints, step_dir, tmp_dir
 from training.checkpoint.manager import CheckpointManager
 from training.checkpoint.state import training_state
+from training.checkpoint.storage import TensorFileWriter
 from training.config import CheckpointSection, ParallelSection
 from training.models import ModelArgs
 from training.models.transformer import build_model
@@ -148,6 +151,42 @@ def test_async_save_commits_when_waited_for(tmp_path: Path) -> None:
     manager.load(step_dir(tmp_path, 5), training_state(other, other_optimizer))
     for name, weight in expected.items():
         assert torch.equal(_weights(other)[name], weight), name
+
+
+def test_a_finished_async_save_is_committed_by_the_next_poll_and_not_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The shard write is held until the test lets it go: a slow disk, made deterministic.
+    write_may_finish = threading.Event()
+    original_write = TensorFileWriter.write_data
+
+    def held_write(self: TensorFileWriter, *args: Any, **kwargs: Any) -> Any:
+        assert write_may_finish.wait(timeout=600)
+        return original_write(self, *args, **kwargs)
+
+    monkeypatch.setattr(TensorFileWriter, "write_data", held_write)
+    model, optimizer = _trained(seed=0)
+    manager = _manager(tmp_path, async_save=True)
+    manager.prepare()
+    _save(manager, 5, model, optimizer)
+    assert manager.poll() is None  # still writing: nothing committed, the save stays pending
+    assert tmp_dir(tmp_path, 5).is_dir() and not step_dir(tmp_path, 5).exists()
+
+    write_may_finish.set()
+    # No further save, stop or end: the poll a training step makes commits it once the write is done.
+    assert wait_until(manager.poll, "the finished async save of step 5 committed by a poll", poll_s=0.01) == 5
+    assert (step_dir(tmp_path, 5) / MARKER).is_file() and not tmp_dir(tmp_path, 5).exists()
+    assert manager.poll() is None  # nothing pending any more
+    manager.wait()  # and nothing left to commit
+    assert [step for step, _ in complete_checkpoints(tmp_path)] == [5]
+
+
+def test_a_poll_without_async_saves_does_nothing(tmp_path: Path) -> None:
+    model, optimizer = _trained(seed=0)
+    manager = _manager(tmp_path)
+    manager.prepare()
+    _save(manager, 3, model, optimizer)
+    assert manager.poll() is None and [step for step, _ in complete_checkpoints(tmp_path)] == [3]
 
 
 def test_a_failed_write_raises_on_every_rank_cleans_up_and_keeps_the_last_good(

@@ -93,7 +93,7 @@ def _check_trainer_step(rank: int, data_prefix: str, run_dir: str) -> None:
         data_prefix,
         parallel={"dp_replicate": 2},
         data={"micro_batch_size": 2, "global_batch_size": 2 * 2 * MICRO_BATCHES, "prefetch": 0},
-        checkpoint={"every": 0, "async_save": False},
+        checkpoint={"every": "off", "async_save": False},
     )
     trainer = Trainer(parse_job_config(job, source="test"), Path(run_dir), init_distributed())
     assert trainer.grad_accum == MICRO_BATCHES

@@ -266,7 +266,7 @@ def kill_wait_s(cluster: ClusterSpec) -> int | None:
     None without shared storage (no checkpoint to wait for: Slurm's default 30 s stands)."""
     if cluster.fsx is None:
         return None
-    return math.ceil(cluster.stop_save.seconds(cluster.fsx))
+    return cluster.stop_save.kill_wait_s(cluster.fsx)
 
 
 def health_floors_gib(cluster: ClusterSpec) -> tuple[int, int]:

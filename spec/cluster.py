@@ -8,6 +8,7 @@ decision, Capacity Block sizing, reservation AZ, Neuron pins, FSx increments, ..
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Any, Literal
 
@@ -222,6 +223,10 @@ class StopSaveSpec(StrictModel):
     def seconds(self, fsx: FsxSpec) -> float:
         """The step, the write at the file system's baseline throughput, and the exit."""
         return self.step_s + self.checkpoint_gb * 1000 / fsx.baseline_mb_per_s() + STOP_EXIT_MARGIN_S
+
+    def kill_wait_s(self, fsx: FsxSpec) -> int:
+        """Slurm's KillWait for this stop, in whole seconds."""
+        return math.ceil(self.seconds(fsx))
 
 
 NEURON_PACKAGES: tuple[str, ...] = (

@@ -197,11 +197,13 @@ build_env() {
 # Prints "<id> <job id>" lines; fails when Slurm cannot answer, so the caller deletes nothing on a guess.
 releases_in_use() {
 	local releases="$1" jobs job
-	jobs="$(PATH="$SLURM_BIN:$PATH" squeue --all --noheader --states="$LIVE_JOB_STATES" --format=%A)" || return 1
+	# A controller that does not answer within a minute is no answer (the update must not hang on it).
+	local -a slurm=(env "PATH=$SLURM_BIN:$PATH" timeout 60)
+	jobs="$("${slurm[@]}" squeue --all --noheader --states="$LIVE_JOB_STATES" --format=%A)" || return 1
 	for job in $jobs; do
 		{
-			PATH="$SLURM_BIN:$PATH" squeue --noheader --jobs="$job" --format='%Z %o' 2>/dev/null || true
-			PATH="$SLURM_BIN:$PATH" scontrol write batch_script "$job" - 2>/dev/null || true
+			"${slurm[@]}" squeue --noheader --jobs="$job" --format='%Z %o' 2>/dev/null || true
+			"${slurm[@]}" scontrol write batch_script "$job" - 2>/dev/null || true
 		} | grep -o "$releases/[0-9a-f]\{16\}" | sed "s|^$releases/||;s|\$| $job|" || true
 	done
 }
@@ -211,7 +213,7 @@ releases_in_use() {
 prune_releases() {
 	local releases="$1" id="$2" previous="$3" used old name
 	if ! used="$(releases_in_use "$releases")"; then
-		log "Slurm cannot list its jobs (squeue failed): every release in $releases kept"
+		log "Slurm cannot list its jobs (squeue failed or timed out): every release in $releases kept"
 		return 0
 	fi
 	for old in "$releases"/*; do

@@ -18,7 +18,8 @@ from cluster.verify.local_slurm import LocalSlurm
 from tests.cluster.test_head_node_env import WHEELHOUSE, clean_env, deployment, head_node
 from tests.launch.slurm_helpers import wait_for_end
 
-pytestmark = [pytest.mark.slurm, pytest.mark.bootstrap]
+# Three release envs built from the wheelhouse (a minute each under CI's load) and a job: a ceiling above 900 s.
+pytestmark = [pytest.mark.slurm, pytest.mark.bootstrap, pytest.mark.timeout(1800)]
 
 
 def pinned_job(release: Path, out: Path) -> str:
@@ -67,8 +68,10 @@ def test_a_queued_job_runs_from_its_release_after_two_updates(local_slurm: Local
     assert f"head_node: release {first.name} kept: job(s) {job_id} use it" in log
     assert (first / ".venv" / "bin" / "python").exists()
 
+    released = time.monotonic()
     local_slurm.run(["scontrol", "release", job_id])
     job = wait_for_end(local_slurm, job_id)
+    print(f"released to {job['JobState']}: {time.monotonic() - released:.0f} s")
     assert job["JobState"] == "COMPLETED", (job, (tmp_path / "slurm.out").read_text())
     prefix, module = out.read_text().splitlines()
     assert (prefix, module) == (str(first / ".venv"), str(first / "launch" / "submit.py"))

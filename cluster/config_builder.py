@@ -12,6 +12,7 @@ prints the config for a spec with example references (what the cluster stack wou
 from __future__ import annotations
 
 import json
+import math
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 import yaml
 
 from cluster.accounting import slurm_conf_settings
+from cluster.health.facts import DEFAULT_MIN_SCRATCH_FREE_GIB
 from policies.cluster_nodes import payload_parameter_name
 from spec.artifacts import artifact_locations
 from spec.cli import OneLineParser, user_errors
@@ -238,6 +240,10 @@ def _slurm_settings(cluster: ClusterSpec, refs: ClusterRefs, no_egress: bool) ->
         # step, and a job whose prolog failed on a drained node must be requeued, not held.
         "CustomSlurmSettings": [{"PrologFlags": "Alloc"}, {"SchedulerParameters": "nohold_on_prolog_fail"}],
     }
+    kill_wait = kill_wait_s(cluster)
+    if kill_wait is not None:
+        # Between SIGTERM (scancel, a preemption, the time limit) and SIGKILL: long enough for the stop's save.
+        settings["CustomSlurmSettings"].append({"KillWait": kill_wait})
     accounting = cluster.accounting
     if accounting.enabled:
         if not (refs.accounting_database_uri and refs.accounting_password_secret_arn):
@@ -253,6 +259,20 @@ def _slurm_settings(cluster: ClusterSpec, refs: ClusterRefs, no_egress: bool) ->
         # Route 53 has no VPC endpoint: without egress the nodes resolve each other by EC2 hostnames.
         settings["Dns"] = {"DisableManagedDns": True, "UseEc2Hostnames": True}
     return settings
+
+
+def kill_wait_s(cluster: ClusterSpec) -> int | None:
+    """Slurm's KillWait: the longest stop (cluster.stop_save) at the shared file system's baseline throughput.
+    None without shared storage (no checkpoint to wait for: Slurm's default 30 s stands)."""
+    if cluster.fsx is None:
+        return None
+    return cluster.stop_save.kill_wait_s(cluster.fsx)
+
+
+def health_floors_gib(cluster: ClusterSpec) -> tuple[int, int]:
+    """The prolog's free-space floors (shared file system, node-local scratch), GiB: room for one stop's checkpoint
+    on the shared file system, and for a container image and compile caches on scratch."""
+    return math.ceil(cluster.stop_save.checkpoint_gb * 1e9 / 2**30), DEFAULT_MIN_SCRATCH_FREE_GIB
 
 
 def compute_resource_name(queue: QueueSpec) -> str:
@@ -329,8 +349,9 @@ SCRATCH_DIR = "/scratch"
 
 def _health_paths(cluster: ClusterSpec) -> list[str]:
     """Where the SLURM prolog checks free space: the shared file system and node-local scratch."""
-    shared = ["--shared-dir", cluster.fsx.mount_dir] if cluster.fsx is not None else []
-    return [*shared, "--scratch-dir", SCRATCH_DIR]
+    fsx_floor, scratch_floor = health_floors_gib(cluster)
+    shared = ["--shared-dir", cluster.fsx.mount_dir, "--min-fsx-free-gib", str(fsx_floor)] if cluster.fsx else []
+    return [*shared, "--scratch-dir", SCRATCH_DIR, "--min-scratch-free-gib", str(scratch_floor)]
 
 
 def _trn1_args(
@@ -382,6 +403,13 @@ def _fsx(cluster: ClusterSpec) -> dict[str, Any]:
             settings["PerUnitStorageThroughput"] = fsx.throughput_mb_per_tib
         if fsx.data_compression != "NONE":
             settings["DataCompressionType"] = fsx.data_compression
+        retention = fsx.backup_retention_days()
+        if retention:
+            # The FSx API's default is 0 (no backups): a deleted file system or an rm -rf would lose every run.
+            settings["AutomaticBackupRetentionDays"] = retention
+            settings["CopyTagsToBackups"] = True
+            if fsx.daily_automatic_backup_start_time is not None:
+                settings["DailyAutomaticBackupStartTime"] = fsx.daily_automatic_backup_start_time
     return {"Name": FSX_NAME, "StorageType": "FsxLustre", "MountDir": fsx.mount_dir, "FsxLustreSettings": settings}
 
 

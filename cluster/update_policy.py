@@ -75,6 +75,7 @@ POLICIES: dict[str, str] = {
     # Free-form slurm.conf entries inside CustomSlurmSettings take the list's policy.
     "Scheduling.SlurmSettings.CustomSlurmSettings[].PrologFlags": "SUPPORTED",
     "Scheduling.SlurmSettings.CustomSlurmSettings[].SchedulerParameters": "SUPPORTED",
+    "Scheduling.SlurmSettings.CustomSlurmSettings[].KillWait": "SUPPORTED",
     # cluster.accounting's slurm.conf settings (cluster/accounting.py).
     "Scheduling.SlurmSettings.CustomSlurmSettings[].AccountingStorageTRES": "SUPPORTED",
     "Scheduling.SlurmSettings.CustomSlurmSettings[].AccountingStoreFlags": "SUPPORTED",
@@ -146,6 +147,9 @@ POLICIES: dict[str, str] = {
     "SharedStorage[].FsxLustreSettings.DataCompressionType": "SUPPORTED",
     "SharedStorage[].FsxLustreSettings.DeletionPolicy": "SUPPORTED",
     "SharedStorage[].FsxLustreSettings.FileSystemId": "UNSUPPORTED",
+    "SharedStorage[].FsxLustreSettings.AutomaticBackupRetentionDays": "SUPPORTED",
+    "SharedStorage[].FsxLustreSettings.DailyAutomaticBackupStartTime": "SUPPORTED",
+    "SharedStorage[].FsxLustreSettings.CopyTagsToBackups": "UNSUPPORTED",
     "Monitoring": "IGNORED",
     "Monitoring.DetailedMonitoring": "COMPUTE_FLEET_STOP",
     "Monitoring.Logs": "UNSUPPORTED",

@@ -5,6 +5,8 @@ Without a spec (the local cluster) or shared storage there is nothing to derive 
 
 from __future__ import annotations
 
+import math
+
 from planner.hardware import hardware
 from planner.job import Backend, PlanError
 from planner.job_config import planner_job
@@ -12,7 +14,7 @@ from planner.step_time import estimate_step
 from planner.stop_window import StopWindow, stop_window
 from slurm.errors import SubmitError
 from slurm.target import Target
-from spec.cluster import FsxSpec
+from spec.cluster import ClusterSpec, FsxSpec
 from training.config import JobConfig
 from training.models.args import ModelArgs
 from training.parallel.dims import ParallelDims
@@ -43,6 +45,21 @@ def resolve_signal_lead(given: int | None, backend: str, window: StopWindow | No
             f"use at least {window.lead_s} or leave it out"
         )
     return given
+
+
+def kill_wait_note(window: StopWindow | None, cluster: ClusterSpec | None) -> str | None:
+    """A warning when the job's stop outlasts the cluster's KillWait (set from cluster.stop_save): a TERM (scancel,
+    a preemption) would kill the stop's save before it is on the file system."""
+    if window is None or cluster is None or cluster.fsx is None:
+        return None
+    kill_wait = cluster.stop_save.kill_wait_s(cluster.fsx)
+    if window.lead_s <= kill_wait:
+        return None
+    return (
+        f"warning: this job's stop needs {window.lead_s} s but the cluster's KillWait is {kill_wait} s: a TERM would "
+        f"kill its save; set cluster.stop_save to checkpoint_gb {math.ceil(window.checkpoint_bytes / 1e9)}, step_s "
+        f"{math.ceil(window.step_s)} and deploy (docs/jobs.md, KillWait)"
+    )
 
 
 def job_stop_window(

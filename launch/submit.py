@@ -28,7 +28,7 @@ from launch.data_fit import check_data_fills_splits
 from launch.fit import check_fits, check_global_batch, planned_cost
 from launch.options import SubmitOptions
 from launch.scripts import RENDERERS, JobInputs, Rendered
-from launch.signal_lead import job_stop_window, resolve_signal_lead
+from launch.signal_lead import job_stop_window, kill_wait_note, resolve_signal_lead
 from planner.comment import plan_comment
 from slurm import netenv
 from slurm.backends import BACKENDS, OPTIONS
@@ -300,6 +300,9 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
     options = dataclasses.replace(options, signal_lead=lead)
     if window is not None:
         notes.append(f"signal lead: {lead} s (needs {window.summary()})")
+    kill_wait = kill_wait_note(window, spec.cluster if spec is not None else None)
+    if kill_wait is not None:
+        notes.append(kill_wait)
     if options.time and parse_time(options.time) <= lead:
         raise SubmitError(f"--signal-lead: {lead} s is not shorter than --time {options.time}")
     job, interval_note = with_planned_interval(job, window, target, options.nodes)

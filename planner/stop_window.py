@@ -14,21 +14,18 @@ import math
 from dataclasses import dataclass
 
 from slurm.backends import backend_named
-from spec.cluster import FsxSpec
+from spec.cluster import STOP_EXIT_MARGIN_S, FsxSpec
 from training.models.args import ModelArgs
 from training.models.params import count_parameters
 
-# FSx for Lustre SCRATCH_2 has no throughput setting: its baseline is 200 MB/s per TiB.
-SCRATCH_MB_PER_TIB = 200
-# Processes leaving, the exit-status file, the requeue itself.
-EXIT_MARGIN_S = 30.0
+# Processes leaving, the exit-status file, the requeue itself (the cluster's KillWait counts it too).
+EXIT_MARGIN_S = STOP_EXIT_MARGIN_S
 MB = 1_000_000
 
 
 def storage_mb_per_s(fsx: FsxSpec) -> float:
     """The file system's baseline throughput: storage (TiB) x throughput per TiB."""
-    per_tib = fsx.throughput_mb_per_tib if fsx.throughput_mb_per_tib is not None else SCRATCH_MB_PER_TIB
-    return fsx.storage_gib / 1024 * per_tib
+    return fsx.baseline_mb_per_s()
 
 
 @dataclass(frozen=True)

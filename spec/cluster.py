@@ -8,6 +8,7 @@ decision, Capacity Block sizing, reservation AZ, Neuron pins, FSx increments, ..
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Any, Literal
 
@@ -30,6 +31,7 @@ _FSX_ID_RE = re.compile(r"^fs-[0-9a-f]{17}$")
 _VERSION_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
 _MOUNT_DIR_RE = re.compile(r"^/[a-zA-Z0-9_][a-zA-Z0-9_./-]*$")
 _SSH_KEY_RE = re.compile(r"^[\x20-\x7e]{1,255}$")
+_BACKUP_TIME_RE = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
 _S3_PREFIX_RE = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](?:/[A-Za-z0-9!_.*'()/-]*)?$")
 
 # CloudWatch Logs accepts only these retention periods (ParallelCluster's schema repeats them).
@@ -43,6 +45,10 @@ LOG_RETENTION_DAYS: tuple[int, ...] = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180
 # so not checked here) decides.
 FSX_LUSTRE_MIN_GIB = 1200
 FSX_LUSTRE_MAX_GIB = 2**31 - 1
+# FSx for Lustre SCRATCH_2 has no throughput setting: its baseline is 200 MB/s per TiB.
+SCRATCH_MB_PER_TIB = 200
+# Automatic backups on a PERSISTENT file system unless the spec says otherwise: a week of daily restore points.
+DEFAULT_FSX_BACKUP_RETENTION_DAYS = 7
 
 OperatingSystem = Literal["alinux2023", "ubuntu2204", "ubuntu2404", "rhel9", "rocky9"]
 # numpy 2.4 and torch 2.13 (requirements-node.txt) need Python 3.11 or newer.
@@ -165,6 +171,62 @@ class FsxSpec(StrictModel):
     file_system_id: Annotated[str, matches(_FSX_ID_RE, "a file system id such as fs-0123456789abcdef0")] | None = Field(
         default=None, description="Mount an existing file system instead of creating one."
     )
+    automatic_backup_retention_days: int | None = Field(
+        default=None,
+        ge=0,
+        le=90,
+        description=(
+            "Days FSx keeps its daily automatic backups (0-90; 0 turns them off). None: "
+            f"{DEFAULT_FSX_BACKUP_RETENTION_DAYS} on PERSISTENT types (the FSx API's own default is 0, no backups); "
+            "SCRATCH_2 has no backups."
+        ),
+    )
+    daily_automatic_backup_start_time: (
+        Annotated[str, matches(_BACKUP_TIME_RE, "a UTC time HH:MM such as 03:00")] | None
+    ) = Field(default=None, description="When the daily backup starts (UTC, HH:MM); None: FSx picks a time.")
+
+    def backup_retention_days(self) -> int:
+        """The retention the cluster config asks for: the field, or the default of its deployment type."""
+        if self.automatic_backup_retention_days is not None:
+            return self.automatic_backup_retention_days
+        return 0 if self.deployment_type.startswith("SCRATCH") else DEFAULT_FSX_BACKUP_RETENTION_DAYS
+
+    def baseline_mb_per_s(self) -> float:
+        """The file system's baseline throughput: storage (TiB) x throughput per TiB (SCRATCH_2: 200 per TiB)."""
+        per_tib = self.throughput_mb_per_tib if self.throughput_mb_per_tib is not None else SCRATCH_MB_PER_TIB
+        return self.storage_gib / 1024 * per_tib
+
+
+# Processes leaving, the exit-status file, the requeue itself: the last part of every stop (planner.stop_window too).
+STOP_EXIT_MARGIN_S = 30.0
+# Slurm refuses a KillWait above this (slurm.conf(5)).
+SLURM_MAX_KILL_WAIT_S = 65533
+
+
+class StopSaveSpec(StrictModel):
+    """The longest stop a job on this cluster makes: the step in flight, then its checkpoint written to cluster.fsx.
+
+    Slurm's KillWait (the seconds between SIGTERM and SIGKILL: scancel, a preemption, a time limit) is derived from
+    it, so a stop that TERM asks for can finish; the prolog's free-space floor on the shared file system is one such
+    checkpoint. llm-submit's signal-lead note prints both figures for each job ("step N s + checkpoint N GB")."""
+
+    checkpoint_gb: float = Field(
+        default=113.0,
+        gt=0,
+        description=(
+            "GB of the largest checkpoint with optimizer state a job writes (parameters x 12 for fsdp, x 14 for "
+            "nemo). Default: Llama 3 8B on nemo, 8.03 B x 14 = 112.4 GB."
+        ),
+    )
+    step_s: float = Field(default=30.0, ge=0, description="Seconds of the step in flight when the stop arrives.")
+
+    def seconds(self, fsx: FsxSpec) -> float:
+        """The step, the write at the file system's baseline throughput, and the exit."""
+        return self.step_s + self.checkpoint_gb * 1000 / fsx.baseline_mb_per_s() + STOP_EXIT_MARGIN_S
+
+    def kill_wait_s(self, fsx: FsxSpec) -> int:
+        """Slurm's KillWait for this stop, in whole seconds."""
+        return math.ceil(self.seconds(fsx))
 
 
 NEURON_PACKAGES: tuple[str, ...] = (
@@ -261,6 +323,10 @@ class ClusterSpec(StrictModel):
             "artifacts stack creates; with nat, PyPI (and no exporters' binaries). Another bucket must be in the "
             "compute account."
         ),
+    )
+    stop_save: StopSaveSpec = Field(
+        default_factory=StopSaveSpec,
+        description="The longest stop a job makes: sets Slurm's KillWait and the shared file system's free-space floor.",
     )
     prices: dict[str, float] = Field(
         default_factory=dict, description="On-demand USD per hour by instance type; overrides the facts table."

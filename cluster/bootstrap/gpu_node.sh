@@ -3,7 +3,7 @@
 #
 #   gpu_node.sh --gpus 8 --efa-devices 32 --pyxis true --enroot-dir /scratch/enroot \
 #               --container-image /fsx/containers/llm-nemo-efa-25.07.00-efa1.43.2.sqsh [--python python3.11]
-#               [--shared-dir /fsx --scratch-dir /scratch]
+#               [--shared-dir /fsx --scratch-dir /scratch --min-fsx-free-gib 106 --min-scratch-free-gib 20]
 #
 # 1. Sanity: the node has the GPUs and EFA devices its instance type promises (facts table), and
 #    libfabric's EFA provider answers (`fi_info -p efa`). A short node fails its bootstrap here instead
@@ -30,6 +30,8 @@ die() {
 log() { echo "gpu_node: $*" >&2; }
 
 gpus="" efa_devices="" pyxis="true" enroot_dir="/scratch/enroot" container_image="" python="" shared_dir="" scratch_dir=""
+# The prolog's free-space floors, GiB (the config builder derives them from the spec: cluster.stop_save).
+min_fsx_free_gib=100 min_scratch_free_gib=20
 while [[ $# -gt 0 ]]; do
 	[[ $# -ge 2 ]] || die "argument $1 needs a value"
 	case "$1" in
@@ -41,7 +43,9 @@ while [[ $# -gt 0 ]]; do
 	--python) python="$2" ;;
 	--shared-dir) shared_dir="$2" ;;
 	--scratch-dir) scratch_dir="$2" ;;
-	*) die "unknown argument $1 (expected --gpus, --efa-devices, --pyxis, --enroot-dir, --container-image, --python, --shared-dir, --scratch-dir)" ;;
+	--min-fsx-free-gib) min_fsx_free_gib="$2" ;;
+	--min-scratch-free-gib) min_scratch_free_gib="$2" ;;
+	*) die "unknown argument $1 (expected --gpus, --efa-devices, --pyxis, --enroot-dir, --container-image, --python, --shared-dir, --scratch-dir, --min-fsx-free-gib, --min-scratch-free-gib)" ;;
 	esac
 	shift 2
 done
@@ -51,6 +55,8 @@ done
 [[ "$enroot_dir" == /* ]] || die "--enroot-dir must be an absolute path, not '$enroot_dir'"
 [[ -z "$shared_dir" || "$shared_dir" == /* ]] || die "--shared-dir must be an absolute path, not '$shared_dir'"
 [[ -z "$scratch_dir" || "$scratch_dir" == /* ]] || die "--scratch-dir must be an absolute path, not '$scratch_dir'"
+[[ "$min_fsx_free_gib" =~ ^[0-9]+$ ]] || die "--min-fsx-free-gib must be a whole number of GiB, not '$min_fsx_free_gib'"
+[[ "$min_scratch_free_gib" =~ ^[0-9]+$ ]] || die "--min-scratch-free-gib must be a whole number of GiB, not '$min_scratch_free_gib'"
 
 # ---- 0. the interpreter the shared training env (built by the head node) links to ----------------
 if [[ -n "$python" ]]; then
@@ -130,12 +136,13 @@ HEALTH_EXPECTED_GPUS=$gpus
 HEALTH_EXPECTED_NEURON=0
 HEALTH_EXPECTED_EFA=$efa_devices
 CONF
-# Free-space checks of the shared file system and the node-local scratch (the prolog's thresholds apply).
+# Free-space checks of the shared file system and the node-local scratch, with their floors: the prolog drains a
+# node below one (unset, its floors are 0 and never fail).
 if [[ -n "$shared_dir" ]]; then
-	echo "HEALTH_FSX_PATH=$shared_dir" >>"$NODE_ROOT/etc/llm-health/health.env"
+	printf 'HEALTH_FSX_PATH=%s\nHEALTH_MIN_FSX_FREE_GIB=%s\n' "$shared_dir" "$min_fsx_free_gib" >>"$NODE_ROOT/etc/llm-health/health.env"
 fi
 if [[ -n "$scratch_dir" ]]; then
-	echo "HEALTH_SCRATCH_PATH=$scratch_dir" >>"$NODE_ROOT/etc/llm-health/health.env"
+	printf 'HEALTH_SCRATCH_PATH=%s\nHEALTH_MIN_SCRATCH_FREE_GIB=%s\n' "$scratch_dir" "$min_scratch_free_gib" >>"$NODE_ROOT/etc/llm-health/health.env"
 fi
 if [[ -n "$container_image" ]]; then
 	echo "$container_image" >"$NODE_ROOT/etc/llm-cluster/container-image"

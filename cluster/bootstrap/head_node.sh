@@ -15,7 +15,9 @@
 #    from a wheelhouse, and the release itself on the env's path. The venv is built in place because its
 #    scripts name their own path; <shared-dir>/llm-training is a symlink switched to the finished release
 #    in one rename, so a job never sees half a copy. The id hashes the payload and the env's inputs: a
-#    rerun with the same ones rebuilds nothing. The previous release stays for jobs still running from it.
+#    rerun with the same ones rebuilds nothing. The previous release stays, and so does every release a job
+#    that Slurm still holds (pending, held, running, requeued) names; the others are removed. When Slurm
+#    cannot list its jobs, nothing is removed.
 # 3. /etc/profile.d/llm-training.sh exports LLM_TRAINING_SPEC (the release's deployment.yaml, which
 #    `python -m launch.submit` reads by default) and puts the release's commands on PATH: pyproject.toml's
 #    entry points (llm-submit, llm-plan, ...) and the env's tensorboard (cluster/bootstrap/login_env.sh).
@@ -44,6 +46,8 @@ PYTHON_INSTALL="${PYTHON_INSTALL:-true}"
 # Slurm's client commands (ParallelCluster installs them here) and how long to wait for slurmdbd.
 SLURM_BIN="${SLURM_BIN:-/opt/slurm/bin}"
 ACCOUNTING_WAIT_SECONDS="${ACCOUNTING_WAIT_SECONDS:-600}"
+# Jobs whose release must outlive an update: every state before the end (a held job is PENDING).
+LIVE_JOB_STATES="PENDING,RUNNING,SUSPENDED,CONFIGURING,COMPLETING,REQUEUED,REQUEUE_HOLD,REQUEUE_FED,RESV_DEL_HOLD,SPECIAL_EXIT,RESIZING,SIGNALING,STAGE_OUT,STOPPED"
 # requirements-node.txt pins numpy 2.4 and torch 2.13, which need Python 3.11 or newer.
 MINIMUM_PYTHON="3.11"
 
@@ -188,6 +192,41 @@ build_env() {
 	log "Python $python_version env built in $release/.venv from ${wheelhouse:-the package index} ($requirements)"
 }
 
+# Releases that a job Slurm still holds (pending, held, running, requeued) names: its batch script, command or working
+# directory pins <releases>/<id> (llm-submit renders the release's real path into WORKDIR, PYTHON and TORCHRUN).
+# Prints "<id> <job id>" lines; fails when Slurm cannot answer, so the caller deletes nothing on a guess.
+releases_in_use() {
+	local releases="$1" jobs job
+	# A controller that does not answer within a minute is no answer (the update must not hang on it).
+	local -a slurm=(env "PATH=$SLURM_BIN:$PATH" timeout 60)
+	jobs="$("${slurm[@]}" squeue --all --noheader --states="$LIVE_JOB_STATES" --format=%A)" || return 1
+	for job in $jobs; do
+		{
+			"${slurm[@]}" squeue --noheader --jobs="$job" --format='%Z %o' 2>/dev/null || true
+			"${slurm[@]}" scontrol write batch_script "$job" - 2>/dev/null || true
+		} | grep -o "$releases/[0-9a-f]\{16\}" | sed "s|^$releases/||;s|\$| $job|" || true
+	done
+}
+
+# Removes every release but the new one, the previous one (jobs submitted just before the switch) and those a live
+# job names; keeps them all when Slurm cannot say which are used.
+prune_releases() {
+	local releases="$1" id="$2" previous="$3" used old name
+	if ! used="$(releases_in_use "$releases")"; then
+		log "Slurm cannot list its jobs (squeue failed or timed out): every release in $releases kept"
+		return 0
+	fi
+	for old in "$releases"/*; do
+		name="$(basename "$old")"
+		[[ "$name" == "$id" || "$name" == "$previous" ]] && continue
+		if grep -q "^$name " <<<"$used"; then
+			log "release $name kept: job(s) $(grep "^$name " <<<"$used" | cut -d' ' -f2 | sort -un | paste -sd, -) use it"
+			continue
+		fi
+		rm -rf "$old"
+	done
+}
+
 if [[ -n "$payload" && -n "$shared_dir" ]]; then
 	for package in training launch planner; do
 		[[ -d "$work/payload/$package" ]] || die "payload $payload lacks $package/"
@@ -222,10 +261,7 @@ if [[ -n "$payload" && -n "$shared_dir" ]]; then
 	mv -T "$dest.link.$$" "$dest"
 	rm -rf "$dest.old.$$"
 	if [[ "$previous" != "$id" ]]; then # a rerun of the live release keeps what the last switch kept
-		for old in "$releases"/*; do
-			name="$(basename "$old")"
-			[[ "$name" == "$id" || "$name" == "$previous" ]] || rm -rf "$old"
-		done
+		prune_releases "$releases" "$id" "$previous"
 	fi
 	log "training package laid out in $dest -> $release"
 

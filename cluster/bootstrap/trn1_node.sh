@@ -65,6 +65,8 @@ companion_script() {
 
 nxdt_wheelhouse="" nxdt_installer=""
 sdk="" pins="" devices="" efa_devices="" compile_cache="" offline="true" installer="" shared_dir="" scratch_dir="" master_port=41000
+# The prolog's free-space floors, GiB (the config builder derives them from the spec: cluster.stop_save).
+min_fsx_free_gib=100 min_scratch_free_gib=20
 while [[ $# -gt 0 ]]; do
 	[[ $# -ge 2 ]] || die "argument $1 needs a value"
 	case "$1" in
@@ -77,10 +79,12 @@ while [[ $# -gt 0 ]]; do
 	--installer) installer="$2" ;;
 	--shared-dir) shared_dir="$2" ;;
 	--scratch-dir) scratch_dir="$2" ;;
+	--min-fsx-free-gib) min_fsx_free_gib="$2" ;;
+	--min-scratch-free-gib) min_scratch_free_gib="$2" ;;
 	--master-port) master_port="$2" ;;
 	--nxdt-wheelhouse) nxdt_wheelhouse="$2" ;;
 	--nxdt-installer) nxdt_installer="$2" ;;
-	*) die "unknown argument $1 (expected --neuron-sdk, --pins, --devices, --efa-devices, --compile-cache, --offline, --installer, --shared-dir, --scratch-dir, --master-port, --nxdt-wheelhouse, --nxdt-installer)" ;;
+	*) die "unknown argument $1 (expected --neuron-sdk, --pins, --devices, --efa-devices, --compile-cache, --offline, --installer, --shared-dir, --scratch-dir, --min-fsx-free-gib, --min-scratch-free-gib, --master-port, --nxdt-wheelhouse, --nxdt-installer)" ;;
 	esac
 	shift 2
 done
@@ -91,6 +95,8 @@ done
 [[ "$offline" == true || "$offline" == false ]] || die "--offline must be true or false, not '$offline'"
 [[ -z "$shared_dir" || "$shared_dir" == /* ]] || die "--shared-dir must be an absolute path, not '$shared_dir'"
 [[ -z "$scratch_dir" || "$scratch_dir" == /* ]] || die "--scratch-dir must be an absolute path, not '$scratch_dir'"
+[[ "$min_fsx_free_gib" =~ ^[0-9]+$ ]] || die "--min-fsx-free-gib must be a whole number of GiB, not '$min_fsx_free_gib'"
+[[ "$min_scratch_free_gib" =~ ^[0-9]+$ ]] || die "--min-scratch-free-gib must be a whole number of GiB, not '$min_scratch_free_gib'"
 [[ -z "$nxdt_wheelhouse" || "$nxdt_wheelhouse" == s3://* || "$nxdt_wheelhouse" == /* ]] ||
 	die "--nxdt-wheelhouse must be an S3 prefix or an absolute path, not '$nxdt_wheelhouse'"
 if [[ ! "$master_port" =~ ^[0-9]+$ ]] || ((master_port < 1 || master_port > 65535)); then
@@ -162,12 +168,13 @@ HEALTH_EXPECTED_GPUS=0
 HEALTH_EXPECTED_NEURON=$devices
 HEALTH_EXPECTED_EFA=$efa_devices
 CONF
-# Free-space checks of the shared file system and the node-local scratch (the prolog's thresholds apply).
+# Free-space checks of the shared file system and the node-local scratch, with their floors: the prolog drains a
+# node below one (unset, its floors are 0 and never fail).
 if [[ -n "$shared_dir" ]]; then
-	echo "HEALTH_FSX_PATH=$shared_dir" >>"$NODE_ROOT/etc/llm-health/health.env"
+	printf 'HEALTH_FSX_PATH=%s\nHEALTH_MIN_FSX_FREE_GIB=%s\n' "$shared_dir" "$min_fsx_free_gib" >>"$NODE_ROOT/etc/llm-health/health.env"
 fi
 if [[ -n "$scratch_dir" ]]; then
-	echo "HEALTH_SCRATCH_PATH=$scratch_dir" >>"$NODE_ROOT/etc/llm-health/health.env"
+	printf 'HEALTH_SCRATCH_PATH=%s\nHEALTH_MIN_SCRATCH_FREE_GIB=%s\n' "$scratch_dir" "$min_scratch_free_gib" >>"$NODE_ROOT/etc/llm-health/health.env"
 fi
 # ---- 4. rendezvous port and Lustre client, as NxDT's launch scripts set them ----------------------
 "$SYSCTL" -w "net.ipv4.ip_local_reserved_ports=$master_port" >/dev/null ||

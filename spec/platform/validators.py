@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from spec.cluster import ClusterSpec, ContainersSpec, FsxSpec, QueueSpec, parse_version
+from spec.cluster import SLURM_MAX_KILL_WAIT_S, ClusterSpec, ContainersSpec, FsxSpec, QueueSpec, parse_version
 from spec.errors import SpecProblem
 from spec.platform.instances import GPUS, HEAD_NODE_TYPES, INSTANCE_TYPES, MIN_CUDA, InstanceFacts
 from spec.platform.neuron import LAST_NXDT_RELEASE, NEURON_RELEASES, NXDT_FAMILIES
@@ -41,6 +41,7 @@ def spec_problems(
         *_neuron(cluster, internet_egress, prefix),
         *_containers(cluster, prefix),
         *_fsx(cluster.fsx, f"{prefix}.fsx"),
+        *_stop_save(cluster, prefix),
         *_prices(cluster, prefix),
     ]
 
@@ -265,6 +266,7 @@ def _is_under(path: str, directory: str) -> bool:
 def _fsx(fsx: FsxSpec | None, path: str) -> Iterator[SpecProblem]:
     if fsx is None or fsx.file_system_id is not None:
         return
+    yield from _fsx_backups(fsx, path)
     size = fsx.storage_gib
     if not (size == 1200 or size % 2400 == 0):
         yield SpecProblem(f"{path}.storage_gib", f"must be 1200 or a multiple of 2400 for {fsx.deployment_type}", size)
@@ -280,6 +282,45 @@ def _fsx(fsx: FsxSpec | None, path: str) -> Iterator[SpecProblem]:
             f"{path}.throughput_mb_per_tib",
             f"must be one of {', '.join(map(str, allowed))} for {fsx.deployment_type}",
             throughput,
+        )
+
+
+def _fsx_backups(fsx: FsxSpec, path: str) -> Iterator[SpecProblem]:
+    """ParallelCluster's FsxBackupOptionsValidator, at load time: backups exist only on PERSISTENT file systems."""
+    retention = fsx.automatic_backup_retention_days
+    if retention and fsx.deployment_type.startswith("SCRATCH"):
+        yield SpecProblem(
+            f"{path}.automatic_backup_retention_days",
+            f"must be 0 or unset for {fsx.deployment_type}: FSx backs up only PERSISTENT file systems",
+            retention,
+        )
+    if fsx.daily_automatic_backup_start_time is not None and fsx.backup_retention_days() == 0:
+        yield SpecProblem(
+            f"{path}.daily_automatic_backup_start_time",
+            "needs automatic backups (automatic_backup_retention_days above 0)",
+            fsx.daily_automatic_backup_start_time,
+        )
+
+
+def _stop_save(cluster: ClusterSpec, prefix: str) -> Iterator[SpecProblem]:
+    """The stop must fit Slurm's KillWait limit, and its checkpoint (the prolog's floor) the file system."""
+    fsx, stop = cluster.fsx, cluster.stop_save
+    if fsx is None:
+        return
+    path = f"{prefix}.stop_save.checkpoint_gb"
+    seconds = stop.seconds(fsx)
+    if seconds > SLURM_MAX_KILL_WAIT_S:
+        yield SpecProblem(
+            path,
+            f"takes {seconds:.0f} s to stop at {fsx.baseline_mb_per_s():.0f} MB/s, past Slurm's KillWait limit of "
+            f"{SLURM_MAX_KILL_WAIT_S} s; raise cluster.fsx.throughput_mb_per_tib or storage_gib",
+            stop.checkpoint_gb,
+        )
+    if fsx.file_system_id is None and stop.checkpoint_gb * 1e9 >= fsx.storage_gib * 2**30:
+        yield SpecProblem(
+            path,
+            f"does not fit cluster.fsx.storage_gib {fsx.storage_gib}: the prolog keeps one checkpoint's room free",
+            stop.checkpoint_gb,
         )
 
 

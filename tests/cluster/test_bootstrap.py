@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cluster.config_builder import build_cluster_config, example_refs
 from cluster.image_config import BOOTSTRAP_DIR, build_image_config, main, render_component
 from cluster.nxdt_wheelhouse import lock_from_wheels, patches_tsv
 from spec import load_spec
@@ -160,9 +161,43 @@ def test_gpu_node_points_the_prolog_at_shared_and_scratch_storage(tmp_path: Path
     result = run("gpu_node.sh", [*GPU_ARGS, "--shared-dir", "/fsx", "--scratch-dir", "/scratch"], env)
     assert result.returncode == 0, result.stderr
     lines = (tmp_path / "root/etc/llm-health/health.env").read_text().splitlines()
-    assert lines[-2:] == ["HEALTH_FSX_PATH=/fsx", "HEALTH_SCRATCH_PATH=/scratch"]
+    # Without floors from the config builder, cluster.health.facts' defaults: never the prolog's 0 (no check).
+    assert lines[-4:] == [
+        "HEALTH_FSX_PATH=/fsx",
+        "HEALTH_MIN_FSX_FREE_GIB=100",
+        "HEALTH_SCRATCH_PATH=/scratch",
+        "HEALTH_MIN_SCRATCH_FREE_GIB=20",
+    ]
     bad = run("gpu_node.sh", [*GPU_ARGS, "--shared-dir", "fsx"], env)
     assert "--shared-dir must be an absolute path, not 'fsx'" in bad.stderr
+    floor = run("gpu_node.sh", [*GPU_ARGS, "--min-fsx-free-gib", "-1"], env)
+    assert "gpu_node: --min-fsx-free-gib must be a whole number of GiB, not '-1'" in floor.stderr
+
+
+@pytest.mark.parametrize("script", ["gpu_node.sh", "trn1_node.sh"])
+def test_node_bootstraps_write_the_floors_the_config_builder_derives(script: str, tmp_path: Path) -> None:
+    """Issue 42, fault 8: the bootstraps wrote the paths but no floors, so the prolog's free-space checks compared
+    with 0. Each queue's OnNodeConfigured arguments (the default and trn1 specs) now reach health.env."""
+    example = "trn1-neuron.yaml" if script == "trn1_node.sh" else "default.yaml"
+    spec = load_spec(next(p for p in ALL_SPECS if p.name == example))
+    (queue,) = build_cluster_config(spec, example_refs(spec))["Scheduling"]["SlurmQueues"]
+    (action,) = queue["CustomActions"]["OnNodeConfigured"]["Sequence"]
+    args: list[str] = action["Args"]
+    if script == "trn1_node.sh":
+        # The NxDT stack in the AMI (no wheelhouse to fetch), the Neuron pins installed.
+        at = args.index("--nxdt-wheelhouse")
+        args = args[:at] + args[at + 4 :]
+        pins = NEURON_RELEASES[args[args.index("--neuron-sdk") + 1]]
+        env = {**fixture_node(tmp_path, efa=8, neuron=16), "INSTALLED_VERSION": installed(tmp_path, pins)}
+    else:
+        env = {**fixture_node(tmp_path, efa=32, gpus=8), "PYTHON_INSTALL": "false"}
+        args[args.index("--python") + 1] = "python3"  # the node's interpreter, whatever this host calls it
+    result = run(script, args, env)
+    assert result.returncode == 0, result.stderr
+    written = (tmp_path / "root/etc/llm-health/health.env").read_text().splitlines()
+    settings = dict(line.split("=", 1) for line in written)
+    assert settings["HEALTH_MIN_FSX_FREE_GIB"] == args[args.index("--min-fsx-free-gib") + 1] == "106"
+    assert settings["HEALTH_MIN_SCRATCH_FREE_GIB"] == args[args.index("--min-scratch-free-gib") + 1] == "20"
 
 
 def test_gpu_node_requires_the_shared_envs_interpreter(tmp_path: Path) -> None:

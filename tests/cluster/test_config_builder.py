@@ -15,6 +15,8 @@ from cluster.config_builder import (
     cluster_name,
     custom_resource_properties,
     example_refs,
+    health_floors_gib,
+    kill_wait_s,
     main,
 )
 from spec import load_spec, parse_spec
@@ -62,7 +64,11 @@ def test_default_p5_on_demand() -> None:
     assert config["Scheduling"]["SlurmSettings"] == {
         "ScaledownIdletime": 10,
         "QueueUpdateStrategy": "DRAIN",
-        "CustomSlurmSettings": [{"PrologFlags": "Alloc"}, {"SchedulerParameters": "nohold_on_prolog_fail"}],
+        "CustomSlurmSettings": [
+            {"PrologFlags": "Alloc"},
+            {"SchedulerParameters": "nohold_on_prolog_fail"},
+            {"KillWait": 446},  # the default stop_save at the default FSx's throughput
+        ],
         "Dns": {"DisableManagedDns": True, "UseEc2Hostnames": True},  # internet_egress: none
     }
     assert config["SharedStorage"] == [
@@ -76,6 +82,8 @@ def test_default_p5_on_demand() -> None:
                 "DeletionPolicy": "Retain",
                 "PerUnitStorageThroughput": 250,
                 "DataCompressionType": "LZ4",
+                "AutomaticBackupRetentionDays": 7,
+                "CopyTagsToBackups": True,
             },
         }
     ]
@@ -312,3 +320,79 @@ def test_the_config_cluster_md_shows_is_what_the_builder_prints_for_the_default_
     ]
     spec = load_spec()
     assert contained(excerpt, build_cluster_config(spec, example_refs(spec))) == []
+
+
+def test_kill_wait_lets_the_longest_stop_finish_its_save() -> None:
+    """Issue 42: Slurm's KillWait (30 s unless set) killed a TERM-triggered save long before an 8B checkpoint was on
+    FSx. The builder sets it from cluster.stop_save at the file system's throughput: the default spec's 1200 GiB at
+    250 MB/s/TiB (293 MB/s) writes 113 GB in 386 s; 30 s of step and 30 s of exit make 446 s."""
+    spec = load_spec()
+    settings = build_cluster_config(spec, example_refs(spec))["Scheduling"]["SlurmSettings"]["CustomSlurmSettings"]
+    (kill_wait,) = [item["KillWait"] for item in settings if "KillWait" in item]
+    assert kill_wait == 446
+    faster = parse_spec(with_cluster(lambda c: c["fsx"].update(storage_gib=4800, throughput_mb_per_tib=1000)))
+    assert build_cluster_config(faster, example_refs(faster))["Scheduling"]["SlurmSettings"]["CustomSlurmSettings"][
+        -1
+    ] == {"KillWait": 85}  # 30 + 113 GB at 4688 MB/s (24.1 s) + 30, rounded up
+    no_fsx = parse_spec(with_cluster(lambda c: c.update(fsx=None)))
+    built = build_cluster_config(no_fsx, example_refs(no_fsx))["Scheduling"]["SlurmSettings"]["CustomSlurmSettings"]
+    assert not [item for item in built if "KillWait" in item]  # nothing to save to: Slurm's default stands
+
+
+def test_the_default_stop_save_covers_the_runbooks_8b_model_on_nemo() -> None:
+    """The spec's default stop is at least the planner's for Llama 3 8B on nemo (14 bytes per parameter) with the
+    planner's step on the default queue's two p5 nodes (about 1 s)."""
+    from planner.stop_window import stop_window
+    from training.models.registry import get_model_args
+
+    spec = load_spec()
+    assert spec.cluster is not None and spec.cluster.fsx is not None
+    planned = stop_window(get_model_args("llama3-8b"), "nemo", spec.cluster.fsx, step_s=2.0)
+    assert spec.cluster.stop_save.checkpoint_gb * 1e9 >= planned.checkpoint_bytes
+    kill_wait = kill_wait_s(spec.cluster)
+    assert kill_wait is not None and kill_wait >= planned.lead_s
+
+
+def test_fsx_keeps_automatic_backups_by_default() -> None:
+    """The FSx API's default is no backups; a PERSISTENT file system the cluster creates keeps a week of them."""
+    spec = load_spec()
+    (storage,) = build_cluster_config(spec, example_refs(spec))["SharedStorage"]
+    settings = storage["FsxLustreSettings"]
+    assert (settings["AutomaticBackupRetentionDays"], settings["CopyTagsToBackups"]) == (7, True)
+    assert "DailyAutomaticBackupStartTime" not in settings
+
+    def timed(cluster: dict[str, Any]) -> None:
+        cluster["fsx"].update(automatic_backup_retention_days=30, daily_automatic_backup_start_time="03:30")
+
+    timed_spec = parse_spec(with_cluster(timed))
+    (storage,) = build_cluster_config(timed_spec, example_refs(timed_spec))["SharedStorage"]
+    assert storage["FsxLustreSettings"]["AutomaticBackupRetentionDays"] == 30
+    assert storage["FsxLustreSettings"]["DailyAutomaticBackupStartTime"] == "03:30"
+
+    offs: list[dict[str, Any]] = [
+        {"automatic_backup_retention_days": 0},
+        {"deployment_type": "SCRATCH_2", "throughput_mb_per_tib": None},
+    ]
+    for off in offs:
+
+        def switch_off(cluster: dict[str, Any], off: dict[str, Any] = off) -> None:
+            cluster["fsx"].update(off)
+
+        spec_off = parse_spec(with_cluster(switch_off))
+        (storage,) = build_cluster_config(spec_off, example_refs(spec_off))["SharedStorage"]
+        assert "AutomaticBackupRetentionDays" not in storage["FsxLustreSettings"], off
+        assert "CopyTagsToBackups" not in storage["FsxLustreSettings"], off
+
+
+def test_node_checks_get_free_space_floors_from_the_stop_save() -> None:
+    """The prolog's floors: one stop's checkpoint on the shared file system (113 GB: 106 GiB), 20 GiB of scratch."""
+    spec = load_spec()
+    queue = build_cluster_config(spec, example_refs(spec))["Scheduling"]["SlurmQueues"][0]
+    args = queue["CustomActions"]["OnNodeConfigured"]["Sequence"][0]["Args"]
+    assert args[args.index("--min-fsx-free-gib") + 1] == "106"
+    assert args[args.index("--min-scratch-free-gib") + 1] == "20"
+    trn1 = load_spec(next(p for p in ALL_SPECS if p.name == "trn1-neuron.yaml"))
+    queue = build_cluster_config(trn1, example_refs(trn1))["Scheduling"]["SlurmQueues"][0]
+    args = queue["CustomActions"]["OnNodeConfigured"]["Sequence"][0]["Args"]
+    assert trn1.cluster is not None
+    assert args[args.index("--min-fsx-free-gib") + 1] == str(health_floors_gib(trn1.cluster)[0])

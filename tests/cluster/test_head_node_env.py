@@ -226,16 +226,21 @@ def test_rerun_with_the_same_payload_rebuilds_nothing(deployed: Deployed) -> Non
     assert (release / ".venv" / "pyvenv.cfg").stat().st_mtime_ns == venv_stamp
 
 
-def test_new_payloads_switch_releases_and_keep_the_previous(tmp_path: Path, wheelhouse: Path) -> None:
+def test_new_payloads_switch_releases_and_keep_all_when_slurm_cannot_say_which_jobs_use_them(
+    tmp_path: Path, wheelhouse: Path
+) -> None:
+    """Switching releases; with no controller answering squeue, no release is removed (a queued job may name any of
+    them). tests/cluster/test_head_node_releases_slurm.py removes them with a controller that answers."""
     (tmp_path / "fsx").mkdir()
     current = tmp_path / "fsx" / "llm-training"
     releases: list[Path] = []
     # The internet path with pip pointed at the local wheelhouse through its own environment variables.
     pip_offline = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheelhouse), "PIP_CONFIG_FILE": os.devnull}
+    no_slurm = {"SLURM_CONF": str(tmp_path / "no-such-slurm.conf"), "SLURM_BIN": str(tmp_path / "no-slurm-bin")}
     for max_count, python_env in ((2, "internet"), (3, None), (4, None)):
         spec, spec_yaml = deployment(max_count)
         payload = build_payload(spec, spec_yaml, tmp_path / f"build-{max_count}")
-        result = head_node(tmp_path, payload, python_env, clean_env(tmp_path, **pip_offline))
+        result = head_node(tmp_path, payload, python_env, clean_env(tmp_path, **pip_offline, **no_slurm))
         assert result.returncode == 0, result.stderr
         releases.append(current.resolve())
         assert f"max_count: {max_count}\n" in (current / "deployment.yaml").read_text()
@@ -243,12 +248,15 @@ def test_new_payloads_switch_releases_and_keep_the_previous(tmp_path: Path, whee
         assert ("from the package index (requirements-submit.txt)" in result.stderr) == (python_env is not None)
     first, previous, latest = releases
     assert len({first, previous, latest}) == 3
-    result = head_node(tmp_path, payload, None, clean_env(tmp_path))  # the live release again
+    folder = tmp_path / "fsx" / "llm-training.releases"
+    assert (
+        f"head_node: Slurm cannot list its jobs (squeue failed or timed out): every release in {folder} kept"
+        in result.stderr
+    )
+    result = head_node(tmp_path, payload, None, clean_env(tmp_path, **no_slurm))  # the live release again
     assert result.returncode == 0, result.stderr
     assert current.resolve() == latest
-    assert sorted(p.name for p in (tmp_path / "fsx" / "llm-training.releases").iterdir()) == sorted(
-        [previous.name, latest.name]
-    )  # the first is gone; the previous stays for jobs still running from it
+    assert sorted(p.name for p in folder.iterdir()) == sorted([first.name, previous.name, latest.name])
 
 
 def test_wheelhouse_without_a_pinned_package_names_it(tmp_path: Path, wheelhouse: Path) -> None:

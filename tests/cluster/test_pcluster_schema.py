@@ -37,12 +37,20 @@ def variant_configs() -> dict[str, dict[str, Any]]:
         )
 
     specs["ssh-ami-existing-fsx-two-queues"] = parse_spec(with_cluster(extras))
+
+    def backups(cluster: dict[str, Any]) -> None:
+        # Issue 42: FSx backups at a set hour, and a long stop (KillWait) on a slower file system.
+        cluster["fsx"].update(automatic_backup_retention_days=35, daily_automatic_backup_start_time="02:30")
+        cluster["fsx"].update(deployment_type="PERSISTENT_1", throughput_mb_per_tib=50)
+        cluster["stop_save"] = {"checkpoint_gb": 980, "step_s": 60}
+
+    specs["timed-backups-long-stop"] = parse_spec(with_cluster(backups))
     return {name: build_cluster_config(spec, example_refs(spec)) for name, spec in specs.items()}
 
 
 def test_every_variant_passes_parallelclusters_schema(pcluster_venv: Path) -> None:
     configs = variant_configs()
-    assert len(configs) == 8
+    assert len(configs) == 9
     errors = schema_errors(configs)
     assert errors == dict.fromkeys(configs)
 
@@ -94,6 +102,28 @@ ec2.describe_instance_types(InstanceTypes=["p5.48xlarge"])
         "offline.AwsCallRefused: ec2.DescribeInstanceTypes: an AWS call; ParallelCluster's checks here run offline "
         "(offline.py)"
     )
+
+
+def test_kill_wait_and_fsx_backups_reach_parallelclusters_checks(pcluster_venv: Path) -> None:
+    """The settings issue 42 adds are the ones ParallelCluster validates: KillWait is not on its CustomSlurmSettings
+    deny list, and its FsxBackupOptionsValidator refuses backups on a SCRATCH file system."""
+    configs = variant_configs()
+    timed = configs["timed-backups-long-stop"]
+    assert {"KillWait": 16_816} in timed["Scheduling"]["SlurmSettings"]["CustomSlurmSettings"]  # 980 GB at 59 MB/s
+    lustre = timed["SharedStorage"][0]["FsxLustreSettings"]
+    assert (lustre["AutomaticBackupRetentionDays"], lustre["DailyAutomaticBackupStartTime"]) == (35, "02:30")
+    scratch = json.loads(json.dumps(configs["default"]))
+    scratch["SharedStorage"][0]["FsxLustreSettings"].update(DeploymentType="SCRATCH_2")
+    del scratch["SharedStorage"][0]["FsxLustreSettings"]["PerUnitStorageThroughput"]
+    errors = schema_errors({"scratch-with-backups": scratch})["scratch-with-backups"]
+    assert errors == {
+        "SharedStorage": {
+            "0": [
+                "FsxBackupOptionsValidator: FSx automatic backup features can be used only with ['PERSISTENT_1', "
+                "'PERSISTENT_2'] file systems."
+            ]
+        }
+    }
 
 
 def test_the_schema_check_can_fail(pcluster_venv: Path) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from cluster.config_builder import kill_wait_s
 from cluster.verify.local_slurm.pcluster_shaped import PclusterShapedSlurm
 from launch.submit import parse_options, render
 from spec import load_spec
@@ -147,3 +148,15 @@ def test_a_wrong_partition_gres_or_node_count_is_refused(
     (other,) = _scripts(REPO / "spec" / "examples" / "p4d-odcr.yaml", "a100", "fsdp", 2, demo_data, tmp_path / "o")
     answer = p5_controller.test_only(other)
     assert answer.returncode != 0 and "invalid partition" in answer.stderr.lower(), answer.stderr
+
+
+def test_the_controller_runs_with_the_kill_wait_the_cluster_config_derives(p5_controller: PclusterShapedSlurm) -> None:
+    """Issue 42: slurm.conf takes the config's KillWait (CustomSlurmSettings) as its own, not Slurm's default 30 s:
+    the time between a TERM (scancel, preemption, time limit) and the KILL that would cut the stop's save short."""
+    spec = load_spec(REPO / "spec" / "examples" / "p5-on-demand.yaml")
+    assert spec.cluster is not None
+    expected = kill_wait_s(spec.cluster)
+    assert expected is not None and expected > 30
+    shown = p5_controller.run(["scontrol", "show", "config"]).stdout
+    (line,) = [line for line in shown.splitlines() if line.startswith("KillWait ")]
+    assert line.split("=", 1)[1].strip() == f"{expected} sec"

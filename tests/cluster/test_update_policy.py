@@ -160,7 +160,9 @@ def test_replace_for_os_head_node_and_version() -> None:
 
 def test_unsupported_for_managed_file_system_settings() -> None:
     plan = plan_update(load_spec(), edited(lambda d: d["cluster"]["fsx"].update(storage_gib=2400)))
-    (item,) = [c for c in plan.changes if c.change.path != PAYLOAD]
+    # A faster file system also shortens the stop's save, so KillWait follows (a live change).
+    kill_wait, item = [c for c in plan.changes if c.change.path != PAYLOAD]
+    assert (kill_wait.change.path, kill_wait.action) == ("Scheduling.SlurmSettings.CustomSlurmSettings", Action.LIVE)
     assert item.change.path == "SharedStorage[fsx].FsxLustreSettings.StorageCapacity"
     assert (item.change.old, item.change.new, item.action) == (1200, 2400, Action.UNSUPPORTED)
     assert plan.steps[0].startswith("Refused: revert the changes marked 'unsupported'")

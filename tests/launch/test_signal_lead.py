@@ -64,3 +64,21 @@ def test_faster_storage_fits_the_default_lead(demo_data: str, tmp_path: Path) ->
     assert _lead(render(parse_options(argv), "t").scripts[0].text) == 300
     derived = render(parse_options(argv[:-2]), "t")
     assert _lead(derived.scripts[0].text) == 300  # never below the old default
+
+
+def test_a_stop_longer_than_the_clusters_kill_wait_is_named_in_a_note(demo_data: str, tmp_path: Path) -> None:
+    """Issue 42: the cluster's KillWait comes from cluster.stop_save. A job whose stop needs more (Llama 3 8B on
+    nemo writes 112 GB; this spec plans for 50) is told which figures to put there, before a TERM cuts its save."""
+    spec = yaml.safe_load((REPO / "spec" / "default.yaml").read_text())
+    spec["cluster"]["stop_save"] = {"checkpoint_gb": 50}
+    small = tmp_path / "small-stop.yaml"
+    small.write_text(yaml.safe_dump(spec))
+    rendered = render(parse_options(_argv(tmp_path, demo_data, "nemo", "--spec", str(small))), "t")
+    lead = _lead(rendered.scripts[0].text)
+    (note,) = [note for note in rendered.notes if note.startswith("warning: this job's stop")]
+    assert note.startswith(f"warning: this job's stop needs {lead} s but the cluster's KillWait is 231 s: a TERM")
+    assert "set cluster.stop_save to checkpoint_gb 113, step_s " in note
+    # The default spec plans for this job: no warning.
+    (tmp_path / "default").mkdir()
+    default = render(parse_options(_argv(tmp_path / "default", demo_data, "nemo")), "t")
+    assert not [note for note in default.notes if note.startswith("warning: this job's stop")]

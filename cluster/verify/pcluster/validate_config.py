@@ -5,8 +5,8 @@ stdout: JSON list, one {"name": str, "errors": {...} | null} per input (errors a
 Exit status 0 even when configs are invalid; non-zero only when this script itself fails.
 
 Offline (tests/cluster/test_pcluster_schema.py runs it in a network namespace with no interface): the schema
-checks every key, type and allowed value; of ParallelCluster's validators only OFFLINE_VALIDATORS and the
-instance-type/OS check (queue_failures) run. The others
+checks every key, type and allowed value; of ParallelCluster's validators only OFFLINE_VALIDATORS (on the Slurm settings and each shared
+storage) and the instance-type/OS check (queue_failures) run. The others
 it registers are skipped: most ask AWS (instance types, AMIs, subnets, security groups, capacity reservations,
 IAM, S3, key pairs, FSx), and the repo's own rules (spec.platform.validators) cover the ones that matter offline.
 """
@@ -30,8 +30,14 @@ from pcluster.validators.common import FailureLevel, ValidatorContext
 from pcluster.validators.ec2_validators import InstanceTypeOSCompatibleValidator
 
 # ParallelCluster's own validators that need no AWS call, by the resource that registers them: the custom
-# Slurm settings deny-lists (global, and accounting ones when a Database is set) and the database URI check.
-OFFLINE_VALIDATORS = {"CustomSlurmSettingsValidator", "CustomSlurmNodeNamesValidator", "DatabaseUriValidator"}
+# Slurm settings deny-lists (global, and accounting ones when a Database is set), the database URI check, and the
+# FSx for Lustre backup options (retention, start time, tags: PERSISTENT only, not on S3-linked file systems).
+OFFLINE_VALIDATORS = {
+    "CustomSlurmSettingsValidator",
+    "CustomSlurmNodeNamesValidator",
+    "DatabaseUriValidator",
+    "FsxBackupOptionsValidator",
+}
 
 
 def offline_failures(resource: Any) -> list[str]:
@@ -58,6 +64,13 @@ def slurm_settings_failures(config: Any) -> dict[str, Any] | None:
     return {"Scheduling": {"SlurmSettings": messages}} if messages else None
 
 
+def storage_failures(config: Any) -> dict[str, Any] | None:
+    """The offline validators of each shared storage (FSx for Lustre's backup options), by its index."""
+    failures = {str(index): offline_failures(storage) for index, storage in enumerate(config.shared_storage or [])}
+    failures = {index: messages for index, messages in failures.items() if messages}
+    return {"SharedStorage": failures} if failures else None
+
+
 def queue_failures(config: Any) -> dict[str, Any] | None:
     """ParallelCluster's instance-type/OS check (offline: it reads only its own tables, e.g. p6e-gb200 and p6-b300's
     supported OSes), run on every compute resource's instance types as SlurmClusterConfig registers it."""
@@ -82,7 +95,8 @@ def validate(item: dict[str, Any]) -> dict[str, Any]:
         return {"name": item["name"], "errors": error.messages}
     if kind != "cluster":
         return {"name": item["name"], "errors": None}
-    return {"name": item["name"], "errors": slurm_settings_failures(loaded) or queue_failures(loaded)}
+    errors = slurm_settings_failures(loaded) or queue_failures(loaded) or storage_failures(loaded)
+    return {"name": item["name"], "errors": errors}
 
 
 def main() -> None:

@@ -457,3 +457,52 @@ def test_a_container_whose_cuda_predates_the_queues_gpu_is_one_line(monkeypatch:
         "cluster.containers.nemo_framework: 'nemo-25.07' carries CUDA 12.6, too old for queue 'b200' "
         "(p6-b200.48xlarge, B200, sm_100 needs CUDA 12.8 or newer); use megatron-bridge-26.08 (CUDA 13.0)"
     ]
+
+
+def test_fsx_backups_only_on_persistent_file_systems() -> None:
+    def scratch(cluster: dict[str, Any]) -> None:
+        cluster["fsx"].update(
+            deployment_type="SCRATCH_2", throughput_mb_per_tib=None, automatic_backup_retention_days=7
+        )
+
+    assert problems_of(with_cluster(scratch)) == [
+        "cluster.fsx.automatic_backup_retention_days: 7 must be 0 or unset for SCRATCH_2: FSx backs up only "
+        "PERSISTENT file systems"
+    ]
+    data = with_cluster(
+        lambda c: c["fsx"].update(automatic_backup_retention_days=0, daily_automatic_backup_start_time="03:00")
+    )
+    assert problems_of(data) == [
+        "cluster.fsx.daily_automatic_backup_start_time: '03:00' needs automatic backups "
+        "(automatic_backup_retention_days above 0)"
+    ]
+    assert problems_of(with_cluster(lambda c: c["fsx"].update(automatic_backup_retention_days=91))) == [
+        "cluster.fsx.automatic_backup_retention_days: 91 input should be less than or equal to 90"
+    ]
+    assert problems_of(with_cluster(lambda c: c["fsx"].update(daily_automatic_backup_start_time="3am"))) == [
+        "cluster.fsx.daily_automatic_backup_start_time: '3am' must be a UTC time HH:MM such as 03:00"
+    ]
+
+
+def test_the_stop_save_must_fit_slurms_kill_wait_and_the_file_system() -> None:
+    data = with_cluster(
+        lambda c: (
+            c["stop_save"].update(checkpoint_gb=1300)
+            if "stop_save" in c
+            else c.update(stop_save={"checkpoint_gb": 1300})
+        )
+    )
+    assert problems_of(data) == [
+        "cluster.stop_save.checkpoint_gb: 1300.0 does not fit cluster.fsx.storage_gib 1200: the prolog keeps one "
+        "checkpoint's room free"
+    ]
+
+    # A step of 70,000 s (nothing real): the stop could never fit Slurm's KillWait.
+    (line,) = problems_of(with_cluster(lambda c: c.update(stop_save={"step_s": 70_000})))
+    assert line == (
+        "cluster.stop_save.checkpoint_gb: 113.0 takes 70416 s to stop at 293 MB/s, past Slurm's KillWait limit of "
+        "65533 s; raise cluster.fsx.throughput_mb_per_tib or storage_gib"
+    )
+    assert problems_of(with_cluster(lambda c: c.update(stop_save={"checkpoint_gb": 0}))) == [
+        "cluster.stop_save.checkpoint_gb: 0 input should be greater than 0"
+    ]

@@ -1,5 +1,6 @@
 """Faults of a job's life on a real local SLURM cluster with the rendered FSDP script, real torchrun and real DCP
-checkpoints: a user's scancel, a preemption, the same job submitted twice, and a job killed with SIGKILL.
+checkpoints: a user's scancel, a preemption, the same job submitted twice, a job killed with SIGKILL, and the time
+limit of a job in a Capacity Block.
 
 The cluster is shaped for them (its own, beside the session's): the partition `local` (PriorityTier 1) shares its two
 nodes with `urgent` (PriorityTier 2) under PreemptType=preempt/partition_prio and PreemptMode=CANCEL with no
@@ -13,14 +14,18 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import signal
+import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import torch
 
 from cluster.verify.local_slurm import LocalSlurm
+from launch.capacity_block import TERMINATION_LEAD_S
 from launch.submit import main as submit_main
 from tests.launch.conftest import write_job
 from tests.launch.slurm_helpers import (
@@ -237,3 +242,23 @@ def test_a_lease_left_by_a_killed_job_is_reclaimed_by_the_next(
     assert (job["JobState"], job["Restarts"]) == ("COMPLETED", "0"), job_story(fault_cluster, run_dir, again)
     assert resumed_steps(run_dir)[-1] >= CHECKPOINT_EVERY
     _assert_ends_like_the_reference(run_dir, reference)
+
+
+def test_a_capacity_blocks_end_lowers_each_attempts_time_limit_at_its_start(
+    fault_cluster: FaultCluster, demo_data: str, tmp_path: Path
+) -> None:
+    """--ends-at: the limit llm-submit sets counts from the start, so the script lowers it again when it starts."""
+    run_dir = tmp_path / "run"
+    ends_by = int(time.time()) + 20 * 60  # where EC2 starts terminating: 30 min before the block's end
+    ends = datetime.fromtimestamp(ends_by + TERMINATION_LEAD_S, UTC).isoformat()
+    argv = [*_argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir), "--ends-at", ends]
+    (job_id,) = submit(fault_cluster, argv)
+    line = re.compile(r"time limit (\d+) min: the Capacity Block's instances terminate at (\S+)")
+    found = wait_until(lambda: line.search(job_log(run_dir)), "the script's time limit line")
+    minutes = int(found.group(1))
+    started = datetime.fromisoformat(fault_cluster.job(job_id)["StartTime"]).timestamp()
+    assert (ends_by - started) // 60 - 1 <= minutes <= (ends_by - started) // 60 + 1
+    assert found.group(2) == datetime.fromtimestamp(ends_by, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert fault_cluster.job(job_id)["TimeLimit"] == f"00:{minutes:02d}:00"
+    fault_cluster.run(["scancel", job_id])
+    wait_for_end(fault_cluster, job_id, run_dir=run_dir)

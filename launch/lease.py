@@ -118,8 +118,8 @@ def holder_is_alive(lease: Lease, states: dict[str, str] | None, now: float) -> 
         ended = ", ".join(f"{job} {states.get(job, 'unknown to Slurm')}" for job in lease.jobs) or "no job"
         return False, ended
     said = ", ".join(f"{job} {state}" for job, state in live.items())
-    running = [state for state in live.values() if state != "PENDING"]
-    if running and age > STALE_AFTER_S:
+    # Only a running job beats (a pending or suspended one does not).
+    if "RUNNING" in live.values() and age > STALE_AFTER_S:
         return False, f"{said} with its heartbeat {age:.0f} s old (over {STALE_AFTER_S} s)"
     return True, f"{said} on {lease.host}, heartbeat {age:.0f} s ago"
 

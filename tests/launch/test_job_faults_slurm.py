@@ -124,18 +124,21 @@ def _assert_ends_like_the_reference(run_dir: Path, reference: Path) -> None:
     assert not different, different
 
 
-def _batch_shell_pid(job_id: str) -> int:
-    """The job's batch script (slurmstepd runs it as `slurm_script`, SLURM_JOB_ID in its environment)."""
-    marker = f"\0SLURM_JOB_ID={job_id}\0".encode()
+def _batch_shell_pid(cluster: LocalSlurm, job_id: str, run_dir: Path) -> int:
+    """The job's batch script: slurmstepd runs it as `slurm_script` with SLURM_JOB_ID in its environment. Other
+    local clusters on this host (another test run, the demo) number their jobs alike, so the process must also
+    carry this cluster's SLURM_CONF and run the script rendered for this run directory."""
+    markers = (f"\0SLURM_JOB_ID={job_id}\0".encode(), f"\0SLURM_CONF={cluster.conf_path}\0".encode())
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
-            cmdline = (proc / "cmdline").read_bytes()
+            args = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
             environ = b"\0" + (proc / "environ").read_bytes()
+            scripts = [Path(arg).read_text(errors="replace") for arg in args if arg.endswith("/slurm_script")]
         except OSError:
             continue
-        if b"slurm_script" in cmdline and marker in environ:
+        if all(marker in environ for marker in markers) and any(f"RUN_DIR={run_dir}\n" in text for text in scripts):
             return int(proc.name)
     raise AssertionError(f"no batch shell of job {job_id}")
 
@@ -232,7 +235,7 @@ def test_a_lease_left_by_a_killed_job_is_reclaimed_by_the_next(
     argv = _argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir)
     (killed,) = submit(fault_cluster, argv)
     wait_until(lambda: _committed(run_dir, CHECKPOINT_EVERY), "the first scheduled checkpoint")
-    os.kill(_batch_shell_pid(killed), signal.SIGKILL)
+    os.kill(_batch_shell_pid(fault_cluster, killed, run_dir), signal.SIGKILL)
     job = wait_for_end(fault_cluster, killed, run_dir=run_dir)
     assert job["JobState"] == "FAILED", job_story(fault_cluster, run_dir, killed)
     assert (run_dir / ".lease").read_text().startswith(f"jobs={killed}\n"), "the killed job never gave it back"

@@ -47,8 +47,9 @@ def test_a_holder_slurm_says_has_ended_is_reclaimed(tmp_path: Path, state: str |
 def test_a_running_holder_whose_heartbeat_stopped_is_reclaimed_but_a_pending_one_keeps_it(tmp_path: Path) -> None:
     lease.take(tmp_path, "11", _states())
     _age(tmp_path, lease.STALE_AFTER_S + 5)
-    with pytest.raises(lease.LeaseHeld):  # requeued and waiting: it has no heartbeat until it runs again
-        lease.take(tmp_path, "12", _states(j11="PENDING"))
+    for waiting in ("PENDING", "SUSPENDED"):  # requeued or suspended: no heartbeat until it runs again
+        with pytest.raises(lease.LeaseHeld):
+            lease.take(tmp_path, "12", _states(j11=waiting))
     assert "heartbeat" in lease.take(tmp_path, "12", _states(j11="RUNNING"))
 
 

@@ -93,14 +93,18 @@ end_job() {
 # Why SIGTERM came, from the job's record in slurmctld, which sets it before slurmd signals the job. Measured on
 # Slurm 22.05 (tests/launch/test_job_faults_slurm.py); slurmctld's job_state_string() shows every terminating job as
 # COMPLETING, so the base state (CANCELLED, TIMEOUT, PREEMPTED) is not readable here, but these fields are:
-#   preempted   PreemptTime set: preemption (PreemptMode CANCEL or REQUEUE) at the end of its GraceTime
+#   requeued    Restarts above this attempt's: `scontrol requeue`, or Slurm's own (PreemptMode=REQUEUE); the job
+#               runs again by itself
+#   preempted   PreemptTime set: preemption (PreemptMode CANCEL) at the end of its GraceTime
 #   time limit  Reason=TimeLimit: the time limit itself (the USR1 before it did not end the step in time)
 #   signal      still RUNNING: a TERM sent to this script alone (`scancel --signal=TERM --batch`, a site's tool)
 #   cancelled   anything else: `scancel` by a user or an administrator; the job must end
 term_cause() {
 	local record
 	record=" $(scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null) "
-	if [[ "$record" =~ \ PreemptTime=([^ ]+) && "${BASH_REMATCH[1]}" != None ]]; then
+	if [[ "$record" =~ \ Restarts=([0-9]+)\  ]] && ((BASH_REMATCH[1] > ${SLURM_RESTART_COUNT:-0})); then
+		echo requeued
+	elif [[ "$record" =~ \ PreemptTime=([^ ]+) && "${BASH_REMATCH[1]}" != None ]]; then
 		echo preempted
 	elif [[ "$record" == *" Reason=TimeLimit "* ]]; then
 		echo "time limit"
@@ -148,6 +152,11 @@ forward_signal() {
 		if [[ "$TERM_CAUSE" == cancelled ]]; then
 			STOP_SIGNAL=CANCEL
 			job_log "got SIGTERM: cancelled (scancel); the job ends when the step does, not requeued"
+			return
+		fi
+		if [[ "$TERM_CAUSE" == requeued ]]; then
+			STOP_SIGNAL=REQUEUED
+			job_log "got SIGTERM: requeued (scontrol requeue, or by Slurm); the job runs again by itself"
 			return
 		fi
 		if [[ "$TERM_CAUSE" != signal ]]; then
@@ -203,6 +212,11 @@ finish_job() {
 	if [[ " $NO_REQUEUE_CODES " == *" $code "* ]]; then
 		job_log "failed with exit $code ($reason): a retry cannot fix this, not requeued"
 		end_job "$code"
+	fi
+	if [[ "$STOP_SIGNAL" == REQUEUED ]]; then
+		# Already pending again: it keeps the run directory's lease.
+		job_log "requeued while running ($reason): resumes from the last checkpoint when it starts again"
+		exit "$code"
 	fi
 	if [[ "$STOP_SIGNAL" == CANCEL ]]; then
 		job_log "cancelled (scancel; $reason): not requeued; submit the same command to resume"

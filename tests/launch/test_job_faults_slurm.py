@@ -265,3 +265,20 @@ def test_a_capacity_blocks_end_lowers_each_attempts_time_limit_at_its_start(
     assert fault_cluster.job(job_id)["TimeLimit"] == f"00:{minutes:02d}:00"
     fault_cluster.run(["scancel", job_id])
     wait_for_end(fault_cluster, job_id, run_dir=run_dir)
+
+
+def test_a_requeue_by_scontrol_is_left_to_slurm_and_the_job_keeps_its_run_directory(
+    fault_cluster: FaultCluster, demo_data: str, tmp_path: Path
+) -> None:
+    """`scontrol requeue` also sends TERM; the script neither requeues again nor gives the run directory back."""
+    run_dir = tmp_path / "run"
+    (job_id,) = submit(fault_cluster, _argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir))
+    wait_for_step(run_dir, 3)
+    fault_cluster.run(["scontrol", "requeue", job_id])
+    wait_for_restart(fault_cluster, run_dir, job_id, 1)
+    log = job_log(run_dir)
+    assert "got SIGTERM: requeued (scontrol requeue, or by Slurm); the job runs again by itself" in log
+    assert "requeued while running (" in log and "not requeued" not in log
+    assert (run_dir / ".lease").read_text().startswith(f"jobs={job_id}\n")
+    fault_cluster.run(["scancel", job_id])
+    wait_for_end(fault_cluster, job_id, run_dir=run_dir)

@@ -25,6 +25,7 @@ class SubmitOptions:
     checkpoint_every: int | str | None
     max_requeues: int
     signal_lead: int | None  # seconds before the time limit that SLURM sends USR1; None: derived (launch.signal_lead)
+    ends_at: str | None  # a Capacity Block's end, ISO 8601: the job's time limit ends before EC2 ends its instances
     python: str  # the training env's python on the nodes
     workdir: Path  # the repository on shared storage
     tensor_parallel: int | None

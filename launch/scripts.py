@@ -15,8 +15,10 @@ from typing import Any, Protocol
 
 import yaml
 
+from launch import lease
 from launch.bridge import CONFIG_NAME as BRIDGE_CONFIG_NAME
 from launch.bridge import bridge_config, hf_config_path, hf_llama_config
+from launch.capacity_block import parse_ends_at
 from launch.nemo import nemo_config
 from launch.neuron import default_parallelism, nxdt_config
 from launch.nxdt_contract import finetune_refusal
@@ -25,6 +27,7 @@ from launch.vocab import TOKENIZER_FILE, check_vocabulary, tokenizer_rows
 from slurm import netenv
 from slurm.errors import SubmitError
 from slurm.render import SettingValue, assemble
+from slurm.submission import parse_time
 from slurm.target import Target
 from spec.containers import pyxis_image
 from training.config import JobConfig
@@ -122,6 +125,13 @@ def _common_settings(
         "EXIT_STATUS_FILE": status_file,
         "EXIT_HANG": EXIT_HANG,
         "PYTHON": options.python,
+        # One job per run directory (launch/lease.py, run by path: stdlib only).
+        "LEASE_TOOL": str(options.workdir.resolve() / "launch" / "lease.py"),
+        "EXIT_LEASE_HELD": lease.EXIT_HELD,
+        "LEASE_HEARTBEAT_S": lease.HEARTBEAT_S,
+        # --ends-at: the epoch second a Capacity Block's instances start to terminate ("" without one).
+        "ENDS_BY": str(parse_ends_at(options.ends_at)) if options.ends_at else "",
+        "TIME_LIMIT_S": parse_time(options.time) if options.time else "",
     }
 
 

@@ -23,6 +23,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from launch import lease
+from launch.capacity_block import block_time_limit, parse_ends_at
 from launch.checkpoint_every import with_planned_interval
 from launch.data_fit import check_data_fills_splits
 from launch.fit import check_fits, check_global_batch, planned_cost
@@ -104,6 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="seconds before the time limit that SLURM sends USR1 to checkpoint and requeue (default: the step plus "
         "the checkpoint's write at the spec's storage throughput, at least 300; a shorter one is refused)",
+    )
+    parser.add_argument(
+        "--ends-at",
+        help="a Capacity Block's end time, ISO 8601 with a zone (2026-12-01T11:30:00Z): the job's time limit ends "
+        "where EC2 starts terminating the block's instances (30 min before), so the stop's checkpoint finishes first",
     )
     parser.add_argument("--python", default=sys.executable, help="python of the training env on the nodes")
     parser.add_argument("--workdir", type=Path, default=REPO_ROOT, help="the repository on shared storage")
@@ -303,6 +310,13 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
     kill_wait = kill_wait_note(window, spec.cluster if spec is not None else None)
     if kill_wait is not None:
         notes.append(kill_wait)
+    if options.ends_at is not None:
+        # A Capacity Block: the time limit ends where EC2 starts terminating its instances; each attempt trims it
+        # again at its start (launch/jobs/common.sh trim_time_limit), as a job may wait in the queue.
+        ends_by = parse_ends_at(options.ends_at)
+        options = dataclasses.replace(options, time=block_time_limit(ends_by, options.time, lead))
+        notes.append(f"capacity block: ends by {options.ends_at}; the job stops and saves by {lead} s before EC2 ends "
+                     f"its instances (time limit {options.time})")  # fmt: skip
     if options.time and parse_time(options.time) <= lead:
         raise SubmitError(f"--signal-lead: {lead} s is not shorter than --time {options.time}")
     job, interval_note = with_planned_interval(job, window, target, options.nodes)
@@ -366,13 +380,24 @@ def main(argv: list[str] | None = None) -> int:
             print(f"# ===== {script.path} =====")
             print(script.text)
         return 0
-    write(rendered)
     env = submit_env(options.local)
+    run_dir = options.run_dir.resolve()
     ids: dict[str, str] = {}
-    for script in rendered.scripts:
-        dependency = ids[script.depends_on] if script.depends_on else None
-        ids[script.name] = sbatch(script.path, dependency, env, list(options.sbatch_args))
-        print(f"{ids[script.name]} {script.path}")
+    # One job per run directory (launch/lease.py): checked, written and recorded under the lease's lock, before
+    # anything in the run directory is rewritten.
+    with lease.locked(run_dir):
+        try:
+            reclaimed = lease.check_free(run_dir, states=lambda: lease.slurm_job_states(env))
+        except lease.LeaseHeld as held:
+            raise SubmitError(str(held)) from None
+        write(rendered)
+        for script in rendered.scripts:
+            dependency = ids[script.depends_on] if script.depends_on else None
+            ids[script.name] = sbatch(script.path, dependency, env, list(options.sbatch_args))
+            print(f"{ids[script.name]} {script.path}")
+        lease.record(run_dir, list(ids.values()))
+    if reclaimed:
+        print(reclaimed, file=sys.stderr)
     for note in rendered.notes:
         print(note, file=sys.stderr)
     print(f"logs: {options.run_dir.resolve() / 'logs'}/<job name>-<job id>.out", file=sys.stderr)

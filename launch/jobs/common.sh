@@ -7,12 +7,17 @@
 # STEP_STOP_SIGNAL (what the step gets when the batch shell gets USR1), STEP_CHECKPOINTS_ON_STOP (1 when the step
 # checkpoints before it stops on that signal, 0 when it resumes from its last periodic checkpoint), EXIT_REQUEUE,
 # NO_REQUEUE_CODES (exit codes a retry cannot fix), EXIT_STATUS_FILE ("" when the step writes none), EXIT_HANG (the
-# trainer's hang watchdog; absent: none).
+# trainer's hang watchdog; absent: none),
+# LEASE_TOOL (launch/lease.py of the release; unset for a job that shares the run directory, as llm-eval's),
+# EXIT_LEASE_HELD, LEASE_HEARTBEAT_S, ENDS_BY (epoch second a Capacity Block's instances start to terminate, or ""),
+# TIME_LIMIT_S (the submitted --time, or "").
 set -uo pipefail # no -e: the requeue decision runs after a failed step
 
 STEP_PID=""
 STOP_SIGNAL=""
 SIGNAL_ARRIVED=""
+TERM_CAUSE=""
+HEARTBEAT_PID=""
 
 job_log() { echo "job[$(date -u +%FT%TZ)]: $*"; }
 
@@ -31,6 +36,84 @@ job_start() {
 	echo "---- environment ----"
 	env | LC_ALL=C sort | sed -E 's/^([A-Za-z0-9_]*(SECRET|TOKEN|PASSWORD|CREDENTIAL|PRIVATE)[A-Za-z0-9_]*)=.*/\1=<hidden>/'
 	echo "---- end of environment ----"
+	take_lease
+	trim_time_limit
+}
+
+# In a Capacity Block (--ends-at) this attempt's time limit ends where EC2 starts terminating the instances, so
+# SLURM's USR1 (the signal lead before the limit) leaves the stop's checkpoint the time to finish. A job may lower
+# its own limit (raising it needs an administrator): this runs at every start, after any wait in the queue.
+trim_time_limit() {
+	[[ -n "${ENDS_BY:-}" ]] || return 0
+	local left minutes
+	left=$((ENDS_BY - $(date +%s)))
+	minutes=$(((left < ${TIME_LIMIT_S:-$left} ? left : TIME_LIMIT_S) / 60))
+	if ((minutes < 1)); then
+		job_log "the Capacity Block's instances terminate in ${left} s: no time to train; not requeued"
+		end_job 1
+	fi
+	if scontrol update JobId="$SLURM_JOB_ID" TimeLimit="$minutes"; then
+		job_log "time limit $minutes min: the Capacity Block's instances terminate at $(date -u -d "@$ENDS_BY" +%FT%TZ)"
+	else
+		job_log "could not lower the time limit to $minutes min before the Capacity Block's end"
+	fi
+}
+
+# One job per run directory (launch/lease.py): taken before anything in RUN_DIR is touched; while another live job
+# holds it this job ends at once (not requeued), leaving that job's files alone. A background loop refreshes the
+# lease's time (the heartbeat) while the job runs.
+take_lease() {
+	[[ -n "${LEASE_TOOL:-}" ]] || return 0
+	local said
+	said="$("$PYTHON" "$LEASE_TOOL" take --run-dir "$RUN_DIR" --job-id "$SLURM_JOB_ID" 2>&1)"
+	case $? in
+	0) job_log "$said" ;;
+	"$EXIT_LEASE_HELD")
+		job_log "refused: $said; this job touched nothing there, not requeued"
+		exit "$EXIT_LEASE_HELD"
+		;;
+	*)
+		job_log "could not take the run directory's lease: $said; not requeued"
+		exit "$EXIT_LEASE_HELD"
+		;;
+	esac
+	(while sleep "$LEASE_HEARTBEAT_S"; do touch -c "$RUN_DIR/.lease"; done) &
+	HEARTBEAT_PID=$!
+}
+
+# Ends the job for good: stops the heartbeat and gives the run directory's lease back.
+end_job() {
+	if [[ -n "${LEASE_TOOL:-}" ]]; then
+		[[ -n "$HEARTBEAT_PID" ]] && kill "$HEARTBEAT_PID" 2>/dev/null
+		"$PYTHON" "$LEASE_TOOL" release --run-dir "$RUN_DIR" --job-id "$SLURM_JOB_ID" ||
+			job_log "could not release the run directory's lease"
+	fi
+	exit "$1"
+}
+
+# Why SIGTERM came, from the job's record in slurmctld, which sets it before slurmd signals the job. Measured on
+# Slurm 22.05 (tests/launch/test_job_faults_slurm.py); slurmctld's job_state_string() shows every terminating job as
+# COMPLETING, so the base state (CANCELLED, TIMEOUT, PREEMPTED) is not readable here, but these fields are:
+#   requeued    Restarts above this attempt's: `scontrol requeue`, or Slurm's own (PreemptMode=REQUEUE); the job
+#               runs again by itself
+#   preempted   PreemptTime set: preemption (PreemptMode CANCEL) at the end of its GraceTime
+#   time limit  Reason=TimeLimit: the time limit itself (the USR1 before it did not end the step in time)
+#   signal      still RUNNING: a TERM sent to this script alone (`scancel --signal=TERM --batch`, a site's tool)
+#   cancelled   anything else: `scancel` by a user or an administrator; the job must end
+term_cause() {
+	local record
+	record=" $(scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null) "
+	if [[ "$record" =~ \ Restarts=([0-9]+)\  ]] && ((BASH_REMATCH[1] > ${SLURM_RESTART_COUNT:-0})); then
+		echo requeued
+	elif [[ "$record" =~ \ PreemptTime=([^ ]+) && "${BASH_REMATCH[1]}" != None ]]; then
+		echo preempted
+	elif [[ "$record" == *" Reason=TimeLimit "* ]]; then
+		echo "time limit"
+	elif [[ "$record" == *" JobState=RUNNING "* ]]; then
+		echo signal
+	else
+		echo cancelled
+	fi
 }
 
 # LIBRARY_DIRS (a setting, may be empty) first on LD_LIBRARY_PATH: the AMI's EFA libfabric and aws-ofi-nccl.
@@ -59,16 +142,33 @@ free_port() {
 # USR1: SLURM's warning before the time limit (#SBATCH --signal=B:USR1@...) or `scancel --signal=USR1 --batch`:
 #   the step checkpoints and stops, and the job requeues itself.
 # USR2 (`scancel --signal=USR2 --batch`): the step checkpoints and stops, and the job ends (resume: submit again).
-# TERM: scancel, preemption or the time limit itself; SLURM signals the step's tasks directly, nothing to add.
+# TERM: a preemption, the time limit itself or a TERM to the script: handled as USR1 (the step also gets TERM from
+#   slurmd and saves within KillWait); after `scancel` by a user (term_cause) the job ends, not requeued.
 forward_signal() {
 	local name="$1"
 	STOP_SIGNAL="$name"
 	SIGNAL_ARRIVED=1
 	if [[ "$name" == TERM ]]; then
-		job_log "got SIGTERM (cancel, preemption or time limit); SLURM signals the training step itself"
-		return
+		TERM_CAUSE="$(term_cause)"
+		if [[ "$TERM_CAUSE" == cancelled ]]; then
+			STOP_SIGNAL=CANCEL
+			job_log "got SIGTERM: cancelled (scancel); the job ends when the step does, not requeued"
+			return
+		fi
+		if [[ "$TERM_CAUSE" == requeued ]]; then
+			STOP_SIGNAL=REQUEUED
+			job_log "got SIGTERM: requeued (scontrol requeue, or by Slurm); the job runs again by itself"
+			return
+		fi
+		if [[ "$TERM_CAUSE" != signal ]]; then
+			# Slurm is ending the job: slurmd sent TERM to the step as well, which saves within KillWait.
+			job_log "got SIGTERM ($TERM_CAUSE): the training step got it too; requeueing after its stop"
+			return
+		fi
+		job_log "got SIGTERM (to this script alone); sending SIG$STEP_STOP_SIGNAL to the training step, requeueing after it"
+	else
+		job_log "got SIG$name; sending SIG$STEP_STOP_SIGNAL to the training step"
 	fi
-	job_log "got SIG$name; sending SIG$STEP_STOP_SIGNAL to the training step"
 	# Through slurmstepd to the step's tasks (all steps but the batch shell), never to srun itself:
 	# srun answers TERM by killing its tasks outright.
 	scancel --signal="$STEP_STOP_SIGNAL" "$SLURM_JOB_ID" || job_log "could not signal the training step"
@@ -130,22 +230,30 @@ finish_job() {
 	[[ "$code" == "${EXIT_HANG:-none}" ]] && drain_hung_nodes "$reason"
 	if ((code == 0)); then
 		job_log "finished"
-		exit 0
+		end_job 0
 	fi
 	if [[ " $NO_REQUEUE_CODES " == *" $code "* ]]; then
 		job_log "failed with exit $code ($reason): a retry cannot fix this, not requeued"
+		end_job "$code"
+	fi
+	if [[ "$STOP_SIGNAL" == REQUEUED ]]; then
+		# Already pending again: it keeps the run directory's lease.
+		job_log "requeued while running ($reason): resumes from the last checkpoint when it starts again"
 		exit "$code"
 	fi
-	if [[ "$STOP_SIGNAL" == TERM ]]; then
-		job_log "stopped by SIGTERM (cancelled or preempted; exit $code): not requeued by this script"
-		exit "$code"
+	if [[ "$STOP_SIGNAL" == CANCEL ]]; then
+		job_log "cancelled (scancel; $reason): not requeued; submit the same command to resume"
+		end_job "$code"
 	fi
 	if [[ "$STOP_SIGNAL" == USR2 ]]; then
 		job_log "stopped on request (SIGUSR2; $reason): not requeued; submit the same command to resume"
-		exit "$code"
+		end_job "$code"
 	fi
 	local restarts="${SLURM_RESTART_COUNT:-0}"
-	if [[ "$STOP_SIGNAL" == USR1 || "$code" == "$EXIT_REQUEUE" ]]; then
+	if [[ "$STOP_SIGNAL" == TERM ]]; then
+		# Preemption or the time limit: Slurm ends the job, this script requeues it, as for USR1 not a failure.
+		job_log "stopped by SIGTERM ($TERM_CAUSE; $reason); requeueing (restart $((restarts + 1)), not a failure)"
+	elif [[ "$STOP_SIGNAL" == USR1 || "$code" == "$EXIT_REQUEUE" ]]; then
 		# A healthy stop before the time limit: requeued without counting against MAX_REQUEUES.
 		if [[ "$code" == "$EXIT_REQUEUE" || "$STEP_CHECKPOINTS_ON_STOP" == 1 ]]; then
 			job_log "stopped before the time limit with a checkpoint ($reason); requeueing (restart $((restarts + 1)), not a failure)"
@@ -157,7 +265,7 @@ finish_job() {
 		failures="$(failures_so_far)"
 		if ((failures >= MAX_REQUEUES)); then
 			job_log "step failed ($reason): a rank died, hung or lost its node; giving up after $failures failed attempts (MAX_REQUEUES=$MAX_REQUEUES)"
-			exit "$((code == 0 ? 1 : code))"
+			end_job "$((code == 0 ? 1 : code))"
 		fi
 		mkdir -p "$RUN_DIR"
 		echo "$((failures + 1))" >"$(failure_count_file)"

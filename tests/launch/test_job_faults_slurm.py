@@ -1,0 +1,284 @@
+"""Faults of a job's life on a real local SLURM cluster with the rendered FSDP script, real torchrun and real DCP
+checkpoints: a user's scancel, a preemption, the same job submitted twice, a job killed with SIGKILL, and the time
+limit of a job in a Capacity Block.
+
+The cluster is shaped for them (its own, beside the session's): the partition `local` (PriorityTier 1) shares its two
+nodes with `urgent` (PriorityTier 2) under PreemptType=preempt/partition_prio and PreemptMode=CANCEL with no
+GraceTime, as a site that lets urgent work in does; KillWait is long enough for the tiny model's stop checkpoint,
+as the cluster config sets it from the planned stop on a real cluster; each node has two CPUs, so two 2-node jobs of
+one rank per node can run at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import signal
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import torch
+
+from cluster.verify.local_slurm import LocalSlurm
+from launch.capacity_block import TERMINATION_LEAD_S
+from launch.submit import main as submit_main
+from tests.launch.conftest import write_job
+from tests.launch.slurm_helpers import (
+    job_log,
+    job_story,
+    losses_by_step,
+    resumed_steps,
+    submit,
+    wait_for_end,
+    wait_for_restart,
+    wait_for_step,
+)
+from tests.waiting import wait_until
+from training.export import load_checkpoint_model
+
+pytestmark = pytest.mark.slurm
+
+STEPS = 30
+CHECKPOINT_EVERY = 10  # write_job's
+KILL_WAIT_S = 240  # the stop's checkpoint of the tiny model, with room for a loaded 2-core machine
+
+
+class FaultCluster(LocalSlurm):
+    """The local cluster with an `urgent` partition that preempts `local`, and a KillWait a stop fits in."""
+
+    def _write_config(self) -> None:
+        super()._write_config()
+        partition = f"PartitionName={self.partition} Nodes={','.join(self.nodes)} Default=YES MaxTime=INFINITE State=UP"
+        text = self.conf_path.read_text()
+        assert partition in text and "\nKillWait=" in text
+        text = text.replace(
+            partition,
+            f"{partition} PriorityTier=1\n"
+            f"PartitionName=urgent Nodes={','.join(self.nodes)} MaxTime=INFINITE State=UP PriorityTier=2 PreemptMode=OFF",
+        )
+        text = text.replace("\nKillWait=", f"\nKillWait={KILL_WAIT_S}\n# the template's: KillWait=")
+        self.conf_path.write_text(text + "\nPreemptType=preempt/partition_prio\nPreemptMode=CANCEL\n")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultCluster]:
+    if os.geteuid() != 0:
+        pytest.skip("the local SLURM cluster needs root (it installs slurm-wlm and runs slurmd)")
+    faults = FaultCluster(tmp_path_factory.mktemp("slurm-faults"), cpus_per_node=2)
+    try:
+        faults.up()
+        yield faults
+    finally:
+        faults.down()
+
+
+@pytest.fixture
+def fault_cluster(cluster: FaultCluster) -> FaultCluster:
+    cluster.reset()
+    return cluster
+
+
+def _argv(config: Path, data: str, run_dir: Path) -> list[str]:
+    return [
+        "--backend", "fsdp", "--model", str(config), "--nodes", "2", "--data-prefix", data,
+        "--run-dir", str(run_dir), "--local", "--time", "00:30:00", "--signal-lead", "120",
+        "--max-steps", str(STEPS),
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def reference(cluster: FaultCluster, demo_data: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An uninterrupted run: the faulted runs must end with its losses and its final weights."""
+    base = tmp_path_factory.mktemp("reference")
+    run_dir = base / "run"
+    (job_id,) = submit(cluster, _argv(write_job(base / "tiny.yaml"), demo_data, run_dir))
+    job = wait_for_end(cluster, job_id, run_dir=run_dir)
+    assert (job["JobState"], job["Restarts"]) == ("COMPLETED", "0"), job_story(cluster, run_dir, job_id)
+    return run_dir
+
+
+def _committed(run_dir: Path, step: int) -> bool:
+    return (run_dir / "checkpoints" / f"step-{step}" / "COMMITTED").exists()
+
+
+def _newest_committed(run_dir: Path) -> int:
+    steps = [int(p.parent.name.split("-")[1]) for p in (run_dir / "checkpoints").glob("step-*/COMMITTED")]
+    return max(steps, default=0)
+
+
+def _assert_ends_like_the_reference(run_dir: Path, reference: Path) -> None:
+    """Every step's loss, and the final weights tensor for tensor (the resume's bit-exactness)."""
+    expected, got = losses_by_step(reference), losses_by_step(run_dir)
+    assert sorted(got) == list(range(1, STEPS + 1))
+    for step, loss in expected.items():
+        assert abs(got[step] - loss) <= 1e-6, (step, got[step], loss)
+    final = load_checkpoint_model(run_dir / "checkpoints" / f"step-{STEPS}").state_dict()
+    wanted = load_checkpoint_model(reference / "checkpoints" / f"step-{STEPS}").state_dict()
+    assert final.keys() == wanted.keys()
+    different = [name for name in wanted if not torch.equal(final[name], wanted[name])]
+    assert not different, different
+
+
+def _batch_shell_pid(cluster: LocalSlurm, job_id: str, run_dir: Path) -> int:
+    """The job's batch script: slurmstepd runs it as `slurm_script` with SLURM_JOB_ID in its environment. Other
+    local clusters on this host (another test run, the demo) number their jobs alike, so the process must also
+    carry this cluster's SLURM_CONF and run the script rendered for this run directory."""
+    markers = (f"\0SLURM_JOB_ID={job_id}\0".encode(), f"\0SLURM_CONF={cluster.conf_path}\0".encode())
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            args = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            environ = b"\0" + (proc / "environ").read_bytes()
+            scripts = [Path(arg).read_text(errors="replace") for arg in args if arg.endswith("/slurm_script")]
+        except OSError:
+            continue
+        if all(marker in environ for marker in markers) and any(f"RUN_DIR={run_dir}\n" in text for text in scripts):
+            return int(proc.name)
+    raise AssertionError(f"no batch shell of job {job_id}")
+
+
+def test_a_user_scancel_ends_the_job_not_requeued_and_the_last_checkpoint_is_intact(
+    fault_cluster: FaultCluster, demo_data: str, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    (job_id,) = submit(fault_cluster, _argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir))
+    wait_until(lambda: _committed(run_dir, CHECKPOINT_EVERY), "the first scheduled checkpoint")
+    wait_for_step(run_dir, CHECKPOINT_EVERY + 2)
+    fault_cluster.run(["scancel", job_id])
+    job = wait_for_end(fault_cluster, job_id, run_dir=run_dir)
+    story = job_story(fault_cluster, run_dir, job_id)
+    assert (job["JobState"], job["Restarts"]) == ("CANCELLED", "0"), story
+    log = job_log(run_dir)
+    assert "got SIGTERM: cancelled (scancel); the job ends when the step does, not requeued" in log, story
+    assert "cancelled (scancel; " in log and "): not requeued; submit the same command to resume" in log, story
+    # The newest committed checkpoint (the scheduled one, or the stop's if it finished within KillWait) loads whole.
+    newest = _newest_committed(run_dir)
+    assert newest >= CHECKPOINT_EVERY
+    assert load_checkpoint_model(run_dir / "checkpoints" / f"step-{newest}").state_dict()
+    assert not (run_dir / ".lease").exists(), "a job that ended gives its run directory back"
+
+
+def test_a_preemption_saves_within_killwait_requeues_and_resumes_with_the_reference_weights(
+    fault_cluster: FaultCluster, demo_data: str, reference: Path, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    (job_id,) = submit(fault_cluster, _argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir))
+    # Between two scheduled checkpoints: without the stop's own checkpoint the resume would lose the steps since.
+    preempted_at = wait_for_step(run_dir, CHECKPOINT_EVERY + 3)
+    urgent = fault_cluster.run(
+        ["sbatch", "--parsable", "--partition=urgent", "--nodes=2", "--exclusive",
+         f"--output={tmp_path / 'urgent.out'}", "--wrap", "true"]
+    ).stdout.strip()  # fmt: skip
+    assert wait_for_end(fault_cluster, urgent)["JobState"] == "COMPLETED"
+    wait_for_restart(fault_cluster, run_dir, job_id, 1)
+    job = wait_for_end(fault_cluster, job_id, run_dir=run_dir)
+    story = job_story(fault_cluster, run_dir, job_id)
+    assert (job["JobState"], job["Restarts"]) == ("COMPLETED", "1"), story
+    log = job_log(run_dir)
+    assert "got SIGTERM (preempted): the training step got it too; requeueing after its stop" in log, story
+    assert "stopped by SIGTERM (preempted; stopped on request (SIGTERM)); requeueing (restart 1, not a failure)" in log
+    (resumed,) = resumed_steps(run_dir)
+    assert resumed >= preempted_at, f"resumed from step {resumed}, preempted at {preempted_at}: steps were lost"
+    _assert_ends_like_the_reference(run_dir, reference)
+
+
+def _submit_refused(cluster: LocalSlurm, argv: list[str]) -> str:
+    """llm-submit's one-line error for a submission it refuses (exit 2)."""
+    saved = dict(os.environ)
+    os.environ["SLURM_CONF"] = str(cluster.conf_path)
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            code = submit_main(argv)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    assert code == 2, err.getvalue()
+    return err.getvalue().strip()
+
+
+def test_the_same_job_submitted_twice_is_refused_at_submission_and_at_start(
+    fault_cluster: FaultCluster, demo_data: str, reference: Path, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    argv = _argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir)
+    (first,) = submit(fault_cluster, argv)
+    # llm-submit: one line naming the run directory and the job that holds it; nothing written or submitted.
+    refused = _submit_refused(fault_cluster, argv)
+    assert refused.startswith(f"error: --run-dir: {run_dir} is in use by job {first} (")
+    assert "\n" not in refused
+    # The rendered script submitted again without llm-submit starts beside the first (two CPUs a node) and ends
+    # at once, before it touches anything in the run directory.
+    wait_for_step(run_dir, 3)
+    second = fault_cluster.run(["sbatch", "--parsable", str(tmp_path / "run.fsdp.sbatch")]).stdout.strip()
+    job = wait_for_end(fault_cluster, second)
+    second_log = (run_dir / "logs" / f"fsdp-run-{second}.out").read_text()
+    assert (job["JobState"], job["ExitCode"]) == ("FAILED", "3:0"), second_log
+    assert f"refused: {run_dir} is in use by job {first} (" in second_log, second_log
+    assert "step:" not in second_log  # no training step was started
+    # The first job never noticed: it ends with the reference's losses and weights.
+    job = wait_for_end(fault_cluster, first, run_dir=run_dir)
+    assert (job["JobState"], job["Restarts"]) == ("COMPLETED", "0"), job_story(fault_cluster, run_dir, first)
+    _assert_ends_like_the_reference(run_dir, reference)
+
+
+def test_a_lease_left_by_a_killed_job_is_reclaimed_by_the_next(
+    fault_cluster: FaultCluster, demo_data: str, reference: Path, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    argv = _argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir)
+    (killed,) = submit(fault_cluster, argv)
+    wait_until(lambda: _committed(run_dir, CHECKPOINT_EVERY), "the first scheduled checkpoint")
+    os.kill(_batch_shell_pid(fault_cluster, killed, run_dir), signal.SIGKILL)
+    job = wait_for_end(fault_cluster, killed, run_dir=run_dir)
+    assert job["JobState"] == "FAILED", job_story(fault_cluster, run_dir, killed)
+    assert (run_dir / ".lease").read_text().startswith(f"jobs={killed}\n"), "the killed job never gave it back"
+    # The same command again: Slurm says the holder ended, so its lease is reclaimed and the run resumes.
+    (again,) = submit(fault_cluster, argv)
+    job = wait_for_end(fault_cluster, again, run_dir=run_dir)
+    assert (job["JobState"], job["Restarts"]) == ("COMPLETED", "0"), job_story(fault_cluster, run_dir, again)
+    assert resumed_steps(run_dir)[-1] >= CHECKPOINT_EVERY
+    _assert_ends_like_the_reference(run_dir, reference)
+
+
+def test_a_capacity_blocks_end_lowers_each_attempts_time_limit_at_its_start(
+    fault_cluster: FaultCluster, demo_data: str, tmp_path: Path
+) -> None:
+    """--ends-at: the limit llm-submit sets counts from the start, so the script lowers it again when it starts."""
+    run_dir = tmp_path / "run"
+    ends_by = int(time.time()) + 20 * 60  # where EC2 starts terminating: 30 min before the block's end
+    ends = datetime.fromtimestamp(ends_by + TERMINATION_LEAD_S, UTC).isoformat()
+    argv = [*_argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir), "--ends-at", ends]
+    (job_id,) = submit(fault_cluster, argv)
+    line = re.compile(r"time limit (\d+) min: the Capacity Block's instances terminate at (\S+)")
+    found = wait_until(lambda: line.search(job_log(run_dir)), "the script's time limit line")
+    minutes = int(found.group(1))
+    started = datetime.fromisoformat(fault_cluster.job(job_id)["StartTime"]).timestamp()
+    assert (ends_by - started) // 60 - 1 <= minutes <= (ends_by - started) // 60 + 1
+    assert found.group(2) == datetime.fromtimestamp(ends_by, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert fault_cluster.job(job_id)["TimeLimit"] == f"00:{minutes:02d}:00"
+    fault_cluster.run(["scancel", job_id])
+    wait_for_end(fault_cluster, job_id, run_dir=run_dir)
+
+
+def test_a_requeue_by_scontrol_is_left_to_slurm_and_the_job_keeps_its_run_directory(
+    fault_cluster: FaultCluster, demo_data: str, tmp_path: Path
+) -> None:
+    """`scontrol requeue` also sends TERM; the script neither requeues again nor gives the run directory back."""
+    run_dir = tmp_path / "run"
+    (job_id,) = submit(fault_cluster, _argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir))
+    wait_for_step(run_dir, 3)
+    fault_cluster.run(["scontrol", "requeue", job_id])
+    wait_for_restart(fault_cluster, run_dir, job_id, 1)
+    log = job_log(run_dir)
+    assert "got SIGTERM: requeued (scontrol requeue, or by Slurm); the job runs again by itself" in log
+    assert "requeued while running (" in log and "not requeued" not in log
+    assert (run_dir / ".lease").read_text().startswith(f"jobs={job_id}\n")
+    fault_cluster.run(["scancel", job_id])
+    wait_for_end(fault_cluster, job_id, run_dir=run_dir)

@@ -78,6 +78,19 @@ def parse_replica_url(url: str) -> ReplicaTarget:
     return ReplicaTarget(match["bucket"], match["prefix"], region)
 
 
+def replica_url(base: str, run_dir: Path) -> str:
+    """A run's replica: the base (s3://BUCKET/PREFIX/) plus the run directory's absolute path, so that two runs never
+    share one, and the same command after a lost file system finds its own."""
+    url = f"{base}{str(run_dir.absolute()).strip('/')}/"
+    try:
+        parse_replica_url(url)
+    except ReplicaError:
+        raise ReplicaError(
+            f"--run-dir: {str(run_dir)!r} cannot name an S3 prefix (letters, digits and !_.*'()=+- between slashes)"
+        ) from None
+    return url
+
+
 def replica_from_env(environ: Mapping[str, str] = os.environ) -> ReplicaTarget | None:
     url = environ.get(REPLICA_ENV, "").strip()
     return parse_replica_url(url) if url else None

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from moto.server import ThreadedMotoServer
 
+from tests.s3_standin import s3_standin
 from training.checkpoint.errors import CheckpointError
 from training.checkpoint.layout import MARKER, complete_checkpoints, step_dir
 from training.checkpoint.manager import CheckpointManager
@@ -39,27 +37,9 @@ URL = f"s3://{BUCKET}/checkpoints/run-a/"
 
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    saved = dict(os.environ)
-    os.environ.update(
-        AWS_ACCESS_KEY_ID="testing",
-        AWS_SECRET_ACCESS_KEY="testing",
-        AWS_SESSION_TOKEN="testing",
-        AWS_ENDPOINT_URL_S3=f"http://127.0.0.1:{port}",
-        AWS_DEFAULT_REGION="us-east-1",
-    )
-    try:
+    with s3_standin() as env:
         make_client("us-east-1", None, 4).create_bucket(Bucket=BUCKET)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
-        os.environ.clear()
-        os.environ.update(saved)
+        yield env["AWS_ENDPOINT_URL_S3"]
 
 
 @pytest.fixture

@@ -164,9 +164,13 @@ class CheckpointReplica:
             return next(copy for copy in copies if copy.step == step)
         newest = copies[-1].slot if copies else SLOTS - 1
         slot = (newest + 1) % SLOTS
-        files: dict[str, dict[str, Any]] = {}
-        for file in sorted(p for p in path.rglob("*") if p.is_file() and p.name != MARKER):
-            files[file.relative_to(path).as_posix()] = {"size": file.stat().st_size, "sha256": _sha256(file)}
+        local = sorted(p for p in path.rglob("*") if p.is_file() and p.name != MARKER)
+        with ThreadPoolExecutor(FILES_AT_ONCE, thread_name_prefix="replica-hash") as pool:  # hashlib frees the GIL
+            digests = list(pool.map(_sha256, local))
+        files = {
+            file.relative_to(path).as_posix(): {"size": file.stat().st_size, "sha256": digest}
+            for file, digest in zip(local, digests, strict=True)
+        }
         self._put_manifest(slot, {"state": "writing", "step": step})
         with ThreadPoolExecutor(FILES_AT_ONCE, thread_name_prefix="replica-put") as pool:
             list(pool.map(lambda relative: self._put_file(slot, path / relative, relative, files[relative]), files))

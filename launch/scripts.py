@@ -30,6 +30,7 @@ from slurm.render import SettingValue, assemble
 from slurm.submission import parse_time
 from slurm.target import Target
 from spec.containers import pyxis_image
+from training.checkpoint.replica import REPLICA_ENV, ReplicaError, replica_url
 from training.config import JobConfig
 from training.models.args import ModelArgs
 from training.parallel.dims import ParallelDims
@@ -208,6 +209,11 @@ def fsdp_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered) 
     if target.instance.accelerator == "gpu":
         env.update(netenv.gpu_env(target, options.libfabric_version, options.aws_ofi_nccl_version, options.nccl_debug))
         env.update(netenv.torch_cuda_env())
+    if target.checkpoint_replica is not None:
+        try:
+            env[REPLICA_ENV] = replica_url(target.checkpoint_replica, run_dir)
+        except ReplicaError as error:
+            raise SubmitError(str(error)) from None
     config_path = run_dir / "job-config.yaml"
     rendered.files[config_path] = _yaml(inputs.job.model_dump(mode="json"))
     settings: dict[str, SettingValue] = {

@@ -45,6 +45,8 @@ class Target:
     local: bool = False
     # The backend the job runs (slurm.backends): --backend resolved by the spec's container framework.
     backend: TrainingBackend = field(default_factory=lambda: BACKENDS["fsdp"])
+    # s3://<access point ARN>/<output prefix>: where FSDP jobs copy their checkpoints (spec data.checkpoint_replica).
+    checkpoint_replica: str | None = None
 
     @property
     def workers_per_node(self) -> int:
@@ -128,7 +130,15 @@ def resolve_target(spec: DeploymentSpec, backend: str, queue_name: str | None, p
         pyxis=cluster.containers.pyxis,
         neuron=cluster.neuron,
         backend=running,
+        checkpoint_replica=_checkpoint_replica(spec),
     )
+
+
+def _checkpoint_replica(spec: DeploymentSpec) -> str | None:
+    dataset = spec.checkpoint_dataset
+    if dataset is None or dataset.output_prefix is None:
+        return None
+    return f"s3://{spec.access_point_arn(dataset)}/{dataset.output_prefix}"
 
 
 def _facts(instance_type: str) -> InstanceFacts:

@@ -25,6 +25,7 @@ def cross_field_problems(spec: DeploymentSpec) -> list[SpecProblem]:
         *_encryption(spec),
         *_bucket(spec),
         *_datasets(spec),
+        *_checkpoint_replica(spec),
         *_cluster(spec),
         *container_problems(spec),
         *(accounting_problems(spec.cluster.accounting) if spec.cluster is not None else ()),
@@ -156,6 +157,24 @@ def _datasets(spec: DeploymentSpec) -> Iterator[SpecProblem]:
                     yield SpecProblem(ref_path, "is listed twice", ref)
                 seen_refs.add(ref)
                 yield from _role_ref_problems(spec, ref_path, ref)
+
+
+def _checkpoint_replica(spec: DeploymentSpec) -> Iterator[SpecProblem]:
+    name = spec.data.checkpoint_replica
+    if name is None:
+        return
+    dataset = spec.checkpoint_dataset
+    if dataset is None:
+        names = ", ".join(d.name for d in spec.data.datasets)
+        yield SpecProblem("data.checkpoint_replica", f"names no dataset (datasets: {names})", name)
+        return
+    for field in ("readers", "writers"):
+        if "cluster-node" not in getattr(dataset, field):
+            yield SpecProblem(
+                "data.checkpoint_replica",
+                f"names dataset {name!r}, whose {field} lack cluster-node: jobs upload and restore checkpoints there",
+                name,
+            )
 
 
 def _role_ref_problems(spec: DeploymentSpec, path: str, ref: str) -> Iterator[SpecProblem]:

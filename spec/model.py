@@ -241,6 +241,14 @@ class DataSpec(StrictModel):
     noncurrent_version_days: int = Field(
         default=30, ge=1, le=3650, description="Days a replaced or deleted object version is kept."
     )
+    checkpoint_replica: str | None = Field(
+        default=None,
+        description=(
+            "Name of the dataset that FSDP jobs copy every committed checkpoint to, under its output_prefix and the "
+            "run's name (docs/checkpointing.md); cluster-node must read and write it. None: the file system holds "
+            "the only copy."
+        ),
+    )
     access_log_days: int = Field(
         default=1096,
         ge=90,
@@ -413,6 +421,12 @@ class DeploymentSpec(StrictModel):
 
     def datasets_readable_by(self, ref: str) -> list[DatasetSpec]:
         return [d for d in self.data.datasets if ref in d.readers]
+
+    @property
+    def checkpoint_dataset(self) -> DatasetSpec | None:
+        """The dataset named by data.checkpoint_replica (the spec's checks make sure it exists)."""
+        name = self.data.checkpoint_replica
+        return next((d for d in self.data.datasets if d.name == name), None) if name else None
 
     def datasets_writable_by(self, ref: str) -> list[DatasetSpec]:
         return [d for d in self.data.datasets if ref in d.writers]

@@ -311,6 +311,7 @@ class Trainer:
                     self._save()
             self._save()
             self.checkpoints.wait()
+            self.checkpoints.finish_replica()  # the final checkpoint's S3 copy, before the job ends
             self._export_adapter()
         finally:
             batches.close()  # the loader's generator: stops its prefetch thread

@@ -39,7 +39,8 @@ class DatasetBucket(Construct):
                     id="expire-noncurrent-versions",
                     noncurrent_version_expiration=Duration.days(spec.data.noncurrent_version_days),
                     abort_incomplete_multipart_upload_after=Duration.days(7),
-                )
+                ),
+                *_checkpoint_replica_rules(spec),
             ],
             removal_policy=RemovalPolicy.RETAIN,
         )
@@ -52,3 +53,23 @@ class DatasetBucket(Construct):
             self, "Policy", bucket=spec.data.bucket_name, policy_document=bucket_policy(spec, key.key_arn)
         )
         self.policy.add_resource_dependency(self.bucket.node.default_child)  # type: ignore[arg-type]
+
+
+# A run's replica overwrites its two slots at every checkpoint (training/checkpoint/replica.py); kept for
+# data.noncurrent_version_days, the overwritten versions of an 8B run would add up to a hundred TB a month. The two
+# current slots are the copies that count, so an overwritten one is kept a day only.
+CHECKPOINT_NONCURRENT_DAYS = 1
+
+
+def _checkpoint_replica_rules(spec: DeploymentSpec) -> list[s3.LifecycleRule]:
+    dataset = spec.checkpoint_dataset
+    if dataset is None or dataset.output_prefix is None:
+        return []
+    return [
+        s3.LifecycleRule(
+            id="expire-overwritten-checkpoint-copies",
+            prefix=dataset.output_prefix,
+            noncurrent_version_expiration=Duration.days(CHECKPOINT_NONCURRENT_DAYS),
+            abort_incomplete_multipart_upload_after=Duration.days(1),
+        )
+    ]

@@ -131,6 +131,24 @@ def test_fsdp_on_gpus_uses_expandable_segments_and_a_cpu_run_does_not(
     assert "PYTORCH_CUDA_ALLOC_CONF" not in cpu.text
 
 
+def test_fsdp_jobs_copy_their_checkpoints_to_the_specs_replica_under_their_own_run_directory(
+    gpu_config: Path, demo_data: str, tmp_path: Path
+) -> None:
+    (script,) = render(_args(*_base(gpu_config, demo_data, tmp_path / "r")), "test").scripts
+    prefix = str(tmp_path / "r").strip("/")
+    expected = f"s3://arn:aws:s3:us-east-1:222222222222:accesspoint/llm-demo-checkpoints/checkpoints/runs/{prefix}/"
+    assert f"export LLM_CHECKPOINT_REPLICA={expected}" in script.text.splitlines()
+    (local,) = render(_args(*_base(gpu_config, demo_data, tmp_path / "l"), "--local"), "test").scripts
+    assert "LLM_CHECKPOINT_REPLICA" not in local.text  # no spec, no S3: a local run sets it itself if it wants one
+
+
+def test_a_run_directory_that_cannot_name_an_s3_prefix_is_refused(
+    gpu_config: Path, demo_data: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = _fails(capsys, [*_base(gpu_config, demo_data, tmp_path / "my run"), "--dry-run"])
+    assert err.startswith(f"error: --run-dir: {str(tmp_path / 'my run')!r} cannot name an S3 prefix")
+
+
 def test_older_efa_stacks_get_the_variables_they_need(gpu_config: Path, demo_data: str, tmp_path: Path) -> None:
     argv = [*_base(gpu_config, demo_data, tmp_path / "r"), "--spec", str(P4D_SPEC)]
     (script,) = render(_args(*argv, "--libfabric-version", "1.16.1", "--aws-ofi-nccl-version", "1.5.0"), "t").scripts

@@ -122,7 +122,14 @@ def test_endpoint_policy_never_writes_to_aws_owned_buckets_except_cloudformation
 def test_identity_policy_only_for_roles_with_grants(spec: DeploymentSpec) -> None:
     assert identity_policy(spec, "arn:aws:iam::111111111111:role/unrelated") is None
     head = _statements(identity_policy(spec, "head-node"))
-    assert set(head) == {"ReadPretraining", "ListPretraining", "WritePretraining", "UseDatasetKeyThroughS3"}
+    assert set(head) == {
+        "ReadPretraining",
+        "ListPretraining",
+        "WritePretraining",
+        "ReadCheckpoints",
+        "ListCheckpoints",
+        "UseDatasetKeyThroughS3",
+    }
     notebook_key = _statements(identity_policy(spec, "notebook"))["UseDatasetKeyThroughS3"]
     assert notebook_key["Action"] == "kms:Decrypt"
     assert notebook_key["Condition"]["StringEquals"] == {"kms:ViaService": "s3.us-east-1.amazonaws.com"}

@@ -30,6 +30,7 @@ EDITS: tuple[tuple[str, str], ...] = (
     ("data.datasets[0].access_point", "acme-pretrain"),
     ("data.datasets[1].access_point", "acme-finetune"),
     ("data.datasets[2].access_point", "acme-weights"),
+    ("data.datasets[3].access_point", "acme-checkpoints"),
     ("perimeter.operator_roles[0]", "arn:aws:iam::444444444444:role/acme-llm-operator"),
 )
 # The table's fields the rehearsal leaves as the example has them, and why.

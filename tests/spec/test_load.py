@@ -164,6 +164,18 @@ BAD_SPECS: list[tuple[str, list[tuple[str, Any]], str, str]] = [
         "None",
     ),
     ("dataset granting nobody", [("data.datasets[1].readers", [])], "data.datasets[1].readers", "[]"),
+    (
+        "checkpoint replica naming no dataset",
+        [("data.checkpoint_replica", "ckpts")],
+        "data.checkpoint_replica",
+        "'ckpts'",
+    ),
+    (
+        "checkpoint replica the nodes cannot write",
+        [("data.checkpoint_replica", "finetuning")],
+        "data.checkpoint_replica",
+        "'finetuning'",
+    ),
     ("bad notebook type", [("notebook.instance_type", "t3.medium")], "notebook.instance_type", "'t3.medium'"),
     # Over what the FSx API takes (StorageCapacity is a 32-bit integer), though a multiple of 2400.
     ("FSx past the API's size", [("cluster.fsx.storage_gib", 2400 * 10**6)], "cluster.fsx.storage_gib", "2400000000"),

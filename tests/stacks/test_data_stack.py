@@ -36,6 +36,16 @@ def test_bucket_is_private_encrypted_with_bucket_keys_and_versioned(default_asse
     )
 
 
+def test_overwritten_checkpoint_copies_expire_after_a_day_and_the_datasets_keep_theirs(
+    default_assembly: Assembly,
+) -> None:
+    rules = {rule["Id"]: rule for rule in _bucket(default_assembly)["Properties"]["LifecycleConfiguration"]["Rules"]}
+    replica = rules["expire-overwritten-checkpoint-copies"]
+    assert replica["Prefix"] == "checkpoints/runs/" and replica["Status"] == "Enabled"
+    assert replica["NoncurrentVersionExpiration"] == {"NoncurrentDays": 1}
+    assert "Prefix" not in rules["expire-noncurrent-versions"]
+
+
 def test_access_log_bucket_is_private_and_tls_only(default_assembly: Assembly) -> None:
     template = Template.from_json(default_assembly.templates["data"])
     template.has_resource_properties(

@@ -40,6 +40,7 @@ from training.checkpoint.layout import (
     uncommit,
     write_durably,
 )
+from training.checkpoint.replica import ReplicaSync
 from training.checkpoint.space import check_free_space, out_of_space_hint
 from training.checkpoint.storage import TensorFileReader, TensorFileWriter
 from training.config import CheckpointSection
@@ -83,6 +84,7 @@ class CheckpointManager:
         # per-step poll that commits a finished one agrees on a second, so it never waits behind a save's collective.
         self._async_group = dist.new_group(backend="gloo") if section.async_save else None
         self._poll_group = dist.new_group(backend="gloo") if section.async_save else None
+        self._replica = ReplicaSync.from_env(root, rank)  # the S3 copy ($LLM_CHECKPOINT_REPLICA), rank 0's side
 
     # -- agreement across ranks ------------------------------------------------------------------------------------
 
@@ -120,12 +122,17 @@ class CheckpointManager:
                 for leftover in incomplete_entries(self.root):
                     log.warning("checkpoint: removing incomplete %s (no %s marker)", leftover, MARKER)
                     shutil.rmtree(leftover)
+                self._replica.restore_if_newer(latest_complete(self.root))
             except OSError as failure:
                 error = f"checkpoint.dir: {str(self.root)!r} cannot be prepared: {failure}"
+            except CheckpointError as failure:
+                error = str(failure)
         agreed = self._agree(error)
         if agreed is not None:
             raise CheckpointError(agreed)
-        return latest_complete(self.root)
+        latest = latest_complete(self.root)
+        self._replica.catch_up(latest)
+        return latest
 
     # -- saving ----------------------------------------------------------------------------------------------------
 
@@ -227,6 +234,7 @@ class CheckpointManager:
             raise self._fail(step, "committing", agreed)
         if self.rank == 0:
             log.info("checkpoint: committed %s", final)
+            self._replica.submit(step, final)
             self._prune()
 
     def _prune(self) -> None:
@@ -238,6 +246,7 @@ class CheckpointManager:
         doomed = []
         for _, path in committed[: max(0, len(committed) - self.section.keep_last)]:
             try:
+                self._replica.release(path)
                 uncommit(path)
                 doomed.append(path)
             except OSError as failure:
@@ -245,6 +254,10 @@ class CheckpointManager:
         if doomed:
             self._pruning = threading.Thread(target=_delete_all, args=(doomed,), name="checkpoint-prune")
             self._pruning.start()
+
+    def finish_replica(self) -> None:
+        """At the end of a run: wait until the last checkpoint's upload to the replica has been tried."""
+        self._replica.finish()
 
     def _finish_pruning(self) -> None:
         pruning, self._pruning = self._pruning, None

@@ -87,9 +87,9 @@ def test_the_named_weakenings_are_caught_by_the_cases_that_guard_them(mutation_r
         report, "access-point:llm-demo-pretraining", "StringLike s3:prefix corpora/pretraining/* -> *"
     )
     assert "unrelated-role-read/models" in _find(report, "access-point:llm-demo-models", "add an unconditioned Allow")
-    assert "internet-origin-write/models" in _find(
+    assert "internet-origin-write/checkpoints" in _find(
         report,
-        "access-point:llm-demo-models",
+        "access-point:llm-demo-checkpoints",
         "WritersPutUnderOutputPrefix: drop StringEquals aws:SourceVpce",
     )
     assert "decrypt-outside-s3/notebook" in _find(

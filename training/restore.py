@@ -1,0 +1,102 @@
+"""`llm-restore`: bring a run's checkpoint back from its S3 copy onto the file system, or list the copies.
+
+    llm-restore --run-dir /fsx/runs/llama3-8b --list
+    llm-restore --run-dir /fsx/runs/llama3-8b            # the newest copy, unless the file system has it already
+
+A job does the same by itself at start (training/checkpoint/replica.py); this command is for a restore ahead of the
+job (a new file system, a copy to another cluster) and to see what the replica holds. The replica is --replica, else
+$LLM_CHECKPOINT_REPLICA, else the deployment spec's data.checkpoint_replica for this run directory (what llm-submit
+gives the job).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from spec import load_spec
+from spec.cli import OneLineParser, user_errors
+from spec.errors import SpecError, UserError
+from training.checkpoint.layout import latest_complete, step_dir
+from training.checkpoint.replica import (
+    REPLICA_ENV,
+    CheckpointReplica,
+    ReplicaError,
+    parse_replica_url,
+    replica_url,
+)
+
+SPEC_ENV = "LLM_TRAINING_SPEC"  # what the head node sets (slurm.submission reads the same variable)
+
+
+class RestoreError(UserError):
+    pass
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = OneLineParser(prog="llm-restore", description=__doc__.splitlines()[0])
+    parser.add_argument("--run-dir", required=True, type=Path, help="the run directory the job was submitted with")
+    parser.add_argument("--checkpoint-dir", type=Path, help="checkpoint.dir when not RUN_DIR/checkpoints")
+    parser.add_argument(
+        "--replica", help=f"s3://BUCKET-OR-ACCESS-POINT-ARN/PREFIX/ (default: ${REPLICA_ENV} or the spec)"
+    )
+    parser.add_argument("--spec", type=Path, help=f"deployment spec (default: ${SPEC_ENV}, else spec/default.yaml)")
+    parser.add_argument("--step", type=int, help="restore this step's copy (default: the newest)")
+    parser.add_argument("--list", action="store_true", help="list the complete copies and restore nothing")
+    return parser.parse_args(argv)
+
+
+def _replica_url(args: argparse.Namespace) -> str:
+    if args.replica:
+        return str(args.replica)
+    if os.environ.get(REPLICA_ENV):
+        return os.environ[REPLICA_ENV]
+    try:
+        spec = load_spec(args.spec or os.environ.get(SPEC_ENV) or None)
+    except SpecError as problem:
+        raise RestoreError(f"--spec: {str(problem).splitlines()[0]}") from None
+    dataset = spec.checkpoint_dataset
+    if dataset is None or dataset.output_prefix is None:
+        raise RestoreError(
+            f"--replica: not given, ${REPLICA_ENV} is unset and spec {spec.name!r} sets no data.checkpoint_replica"
+        )
+    return replica_url(f"s3://{spec.access_point_arn(dataset)}/{dataset.output_prefix}", args.run_dir)
+
+
+@user_errors
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parse(argv)
+    root = args.checkpoint_dir or args.run_dir / "checkpoints"
+    try:
+        replica = CheckpointReplica(parse_replica_url(_replica_url(args)))
+        copies = replica.copies()
+        if args.list:
+            for copy in copies:
+                size = sum(int(record["size"]) for record in copy.files.values())
+                print(
+                    f"step-{copy.step}  {replica.target.url}slot-{copy.slot}/  {len(copy.files)} files  {size / 1e9:.3f} GB"
+                )
+            return 0
+        wanted = [c for c in copies if args.step is None or c.step == args.step]
+        if not wanted:
+            held = ", ".join(f"step-{c.step}" for c in copies) or "none"
+            what = f"step-{args.step}" if args.step is not None else "a complete copy"
+            raise RestoreError(f"--step: {replica.target.url} holds no {what} (complete copies: {held})")
+        copy = wanted[-1]
+        if step_dir(root, copy.step).joinpath("COMMITTED").is_file():
+            print(f"{step_dir(root, copy.step)} is already committed here; nothing to restore")
+            return 0
+        path = replica.restore(copy, root)
+    except ReplicaError as error:
+        raise RestoreError(str(error)) from None
+    latest = latest_complete(root)
+    note = "" if latest is None or latest[0] == copy.step else f" (the run resumes from its newest, step-{latest[0]})"
+    print(f"restored {path} from {replica.target.url}slot-{copy.slot}/{note}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -12,8 +12,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from cluster.verify.local_slurm import LocalSlurm
 from launch.submit import main as submit_main
+from training.export import load_checkpoint_model
 
 NEVER_RUNS = {"PartitionConfig", "BadConstraints", "DependencyNeverSatisfied", "PartitionNodeLimit", "InvalidAccount"}
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
@@ -130,6 +133,32 @@ def train_records(run_dir: Path) -> list[dict[str, Any]]:
 def losses_by_step(run_dir: Path) -> dict[int, float]:
     """The last loss logged for each step (steps re-run after a resume overwrite the lost attempt's)."""
     return {record["step"]: record["loss"] for record in train_records(run_dir)}
+
+
+def fsdp_argv(config: Path, data: str, run_dir: Path, max_steps: int, *extra: str, time: str = "00:20:00") -> list[str]:
+    """llm-submit's arguments for the tiny FSDP job on two local nodes, as the fault tests submit it."""
+    return [
+        "--backend", "fsdp", "--model", str(config), "--nodes", "2", "--data-prefix", data,
+        "--run-dir", str(run_dir), "--local", "--time", time, "--signal-lead", "120",
+        "--max-steps", str(max_steps), *extra,
+    ]  # fmt: skip
+
+
+def assert_same_losses(run_dir: Path, reference: Path, steps: int) -> None:
+    """Every step logged once at least, each step's last loss the uninterrupted run's (within float noise)."""
+    expected, got = losses_by_step(reference), losses_by_step(run_dir)
+    assert sorted(got) == list(range(1, steps + 1))
+    for step, loss in expected.items():
+        assert abs(got[step] - loss) <= 1e-6, (step, got[step], loss)
+
+
+def assert_same_final_weights(run_dir: Path, reference: Path, steps: int) -> None:
+    """The final checkpoint's weights equal the uninterrupted run's, tensor for tensor (the resume is bit-exact)."""
+    final = load_checkpoint_model(run_dir / "checkpoints" / f"step-{steps}").state_dict()
+    wanted = load_checkpoint_model(reference / "checkpoints" / f"step-{steps}").state_dict()
+    assert final.keys() == wanted.keys()
+    different = [name for name in wanted if not torch.equal(final[name], wanted[name])]
+    assert not different, different
 
 
 def wait_for_step(run_dir: Path, step: int, timeout_s: float = 600, poll_s: float = 0.05) -> int:

@@ -14,14 +14,15 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
 from cluster.verify.local_slurm import LocalSlurm
 from tests.launch.conftest import write_job
 from tests.launch.slurm_helpers import (
+    assert_same_final_weights,
+    assert_same_losses,
+    fsdp_argv,
     job_log,
     job_story,
-    losses_by_step,
     resumed_steps,
     submit,
     train_records,
@@ -31,20 +32,11 @@ from tests.launch.slurm_helpers import (
 )
 from tests.waiting import wait_until
 from training.checkpoint.layout import MARKER, step_dir, tmp_dir
-from training.export import load_checkpoint_model
 
 pytestmark = pytest.mark.slurm
 
 STEPS = 40
 EVERY = 10
-
-
-def _argv(config: Path, data: str, run_dir: Path) -> list[str]:
-    return [
-        "--backend", "fsdp", "--model", str(config), "--nodes", "2", "--data-prefix", data,
-        "--run-dir", str(run_dir), "--local", "--time", "00:20:00", "--signal-lead", "120",
-        "--max-steps", str(STEPS),
-    ]  # fmt: skip
 
 
 def _async_job(directory: Path) -> Path:
@@ -66,7 +58,7 @@ def reference(local_slurm_session: LocalSlurm, demo_data: str, tmp_path_factory:
     local_slurm_session.reset()
     base = tmp_path_factory.mktemp("async-reference")
     run_dir = base / "run"
-    (job_id,) = submit(local_slurm_session, _argv(_async_job(base), demo_data, run_dir))
+    (job_id,) = submit(local_slurm_session, fsdp_argv(_async_job(base), demo_data, run_dir, STEPS))
     job = wait_for_end(local_slurm_session, job_id, run_dir=run_dir)
     assert (job["JobState"], job["Restarts"]) == ("COMPLETED", "0"), job_story(local_slurm_session, run_dir, job_id)
     return run_dir
@@ -74,20 +66,15 @@ def reference(local_slurm_session: LocalSlurm, demo_data: str, tmp_path_factory:
 
 def _assert_matches_reference(run_dir: Path, reference: Path) -> None:
     """Every step's loss and the final weights of the uninterrupted run, bit for bit."""
-    expected, got = losses_by_step(reference), losses_by_step(run_dir)
-    assert sorted(got) == list(range(1, STEPS + 1))
-    for step, loss in expected.items():
-        assert abs(got[step] - loss) <= 1e-6, (step, got[step], loss)
-    final = load_checkpoint_model(step_dir(_checkpoints(run_dir), STEPS)).state_dict()
-    for name, weight in load_checkpoint_model(step_dir(_checkpoints(reference), STEPS)).state_dict().items():
-        assert torch.equal(final[name], weight), name
+    assert_same_losses(run_dir, reference, STEPS)
+    assert_same_final_weights(run_dir, reference, STEPS)
 
 
 def test_kill_9_just_after_an_async_save_commits_resumes_from_it(
     local_slurm: LocalSlurm, demo_data: str, reference: Path, tmp_path: Path
 ) -> None:
     run_dir = tmp_path / "run"
-    (job_id,) = submit(local_slurm, _argv(_async_job(tmp_path), demo_data, run_dir))
+    (job_id,) = submit(local_slurm, fsdp_argv(_async_job(tmp_path), demo_data, run_dir, STEPS))
     marker = step_dir(_checkpoints(run_dir), EVERY) / MARKER
     wait_until(marker.is_file, f"{marker}", story=lambda: job_log(run_dir), poll_s=0.01)
     os.kill(trainer_rank_pid(run_dir, rank=1), signal.SIGKILL)
@@ -113,7 +100,7 @@ def test_kill_9_while_an_async_save_is_written_resumes_from_the_previous_one_and
 ) -> None:
     run_dir = tmp_path / "run"
     checkpoints = _checkpoints(run_dir)
-    (job_id,) = submit(local_slurm, _argv(_async_job(tmp_path), demo_data, run_dir))
+    (job_id,) = submit(local_slurm, fsdp_argv(_async_job(tmp_path), demo_data, run_dir, STEPS))
     wait_until((step_dir(checkpoints, EVERY) / MARKER).is_file, "the first commit", story=lambda: job_log(run_dir))
     # Caught in the act: the next save's directory exists. Rank 0 alone commits, so once it is stopped nothing can;
     # a save that committed before the stop landed (a fast disk) moves the kill to the next interval's save.

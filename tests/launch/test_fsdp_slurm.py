@@ -19,6 +19,8 @@ from cluster.verify.local_slurm.install import ensure_shellcheck
 from launch.follow import follow
 from tests.launch.conftest import write_job
 from tests.launch.slurm_helpers import (
+    assert_same_losses,
+    fsdp_argv,
     job_id_of,
     job_log,
     job_story,
@@ -43,21 +45,13 @@ def _next_checkpoint(step: int) -> int:
     return (step // CHECKPOINT_EVERY + 1) * CHECKPOINT_EVERY
 
 
-def _argv(config: Path, data: str, run_dir: Path, *extra: str) -> list[str]:
-    return [
-        "--backend", "fsdp", "--model", str(config), "--nodes", "2", "--data-prefix", data,
-        "--run-dir", str(run_dir), "--local", "--time", "00:20:00", "--signal-lead", "120",
-        "--max-steps", str(STEPS), *extra,
-    ]  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def reference(local_slurm_session: LocalSlurm, demo_data: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An uninterrupted run; the tests compare with its losses."""
     local_slurm_session.reset()
     base = tmp_path_factory.mktemp("reference")
     run_dir = base / "run"
-    (job_id,) = submit(local_slurm_session, _argv(write_job(base / "tiny.yaml"), demo_data, run_dir))
+    (job_id,) = submit(local_slurm_session, fsdp_argv(write_job(base / "tiny.yaml"), demo_data, run_dir, STEPS))
     job = wait_for_end(local_slurm_session, job_id)
     story = job_story(local_slurm_session, run_dir, job_id)
     assert (job["JobState"], job["ExitCode"], job["Restarts"]) == ("COMPLETED", "0:0", "0"), story
@@ -66,10 +60,7 @@ def reference(local_slurm_session: LocalSlurm, demo_data: str, tmp_path_factory:
 
 
 def _assert_matches_reference(run_dir: Path, reference: Path) -> None:
-    expected, got = losses_by_step(reference), losses_by_step(run_dir)
-    assert sorted(got) == list(range(1, STEPS + 1))
-    for step, loss in expected.items():
-        assert abs(got[step] - loss) <= 1e-6, (step, got[step], loss)
+    assert_same_losses(run_dir, reference, STEPS)
 
 
 def test_the_rendered_script_trains_on_two_nodes_and_ends_with_a_checkpoint(
@@ -103,7 +94,7 @@ def test_stops_and_failures_requeue_or_end_and_the_run_resumes_with_the_referenc
     local_slurm: LocalSlurm, demo_data: str, reference: Path, tmp_path: Path
 ) -> None:
     config, run_dir = write_job(tmp_path / "tiny.yaml"), tmp_path / "run"
-    (job_id,) = submit(local_slurm, _argv(config, demo_data, run_dir))
+    (job_id,) = submit(local_slurm, fsdp_argv(config, demo_data, run_dir, STEPS))
 
     # 1. What #SBATCH --signal=B:USR1@120 does 120 s before the time limit: USR1 to the batch shell only.
     wait_for_step(run_dir, 3)
@@ -137,7 +128,7 @@ def test_stops_and_failures_requeue_or_end_and_the_run_resumes_with_the_referenc
     assert _next_checkpoint(first_resume) <= resumed[1] <= killed_at
 
     # 4. The same command again resumes from the USR2 checkpoint and finishes.
-    (again,) = submit(local_slurm, _argv(config, demo_data, run_dir))
+    (again,) = submit(local_slurm, fsdp_argv(config, demo_data, run_dir, STEPS))
     job = wait_for_end(local_slurm, again, run_dir=run_dir)
     assert (job["JobState"], job["Restarts"]) == ("COMPLETED", "0"), job_story(local_slurm, run_dir, again)
     assert resumed_steps(run_dir)[-1] >= stop_after
@@ -148,7 +139,7 @@ def test_an_error_a_retry_cannot_fix_is_not_requeued(local_slurm: LocalSlurm, de
     # Refusing to save (free space below margin x checkpoint size) ends the trainer with EXIT_CHECKPOINT_FAILED.
     config = write_job(tmp_path / "tiny.yaml", checkpoint={"every": 1, "free_space_margin": 1e12})
     run_dir = tmp_path / "run"
-    (job_id,) = submit(local_slurm, _argv(config, demo_data, run_dir))
+    (job_id,) = submit(local_slurm, fsdp_argv(config, demo_data, run_dir, STEPS))
     job = wait_for_end(local_slurm, job_id)
     log = job_log(run_dir)
     assert (job["JobState"], job["ExitCode"], job["Restarts"]) == ("FAILED", "44:0", "0"), job_story(
@@ -161,7 +152,9 @@ def test_rank_failures_stop_requeueing_at_the_bound_and_time_limit_stops_do_not_
     local_slurm: LocalSlurm, demo_data: str, tmp_path: Path
 ) -> None:
     run_dir = tmp_path / "run"
-    (job_id,) = submit(local_slurm, _argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir, "--max-requeues", "0"))
+    (job_id,) = submit(
+        local_slurm, fsdp_argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir, STEPS, "--max-requeues", "0")
+    )
     # A healthy stop before the time limit requeues even when no failure may be retried.
     wait_for_step(run_dir, 2)
     local_slurm.run(["scancel", "--signal=USR1", "--batch", job_id])

@@ -21,6 +21,7 @@ import pytest
 from cluster.verify.local_slurm import LocalSlurm
 from tests.launch.conftest import write_job
 from tests.launch.slurm_helpers import (
+    fsdp_argv,
     job_log,
     job_story,
     losses_by_step,
@@ -57,14 +58,6 @@ def three_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSlurm
         cluster.down()
 
 
-def _argv(config: Path, data: str, run_dir: Path) -> list[str]:
-    return [
-        "--backend", "fsdp", "--model", str(config), "--nodes", "2", "--data-prefix", data,
-        "--run-dir", str(run_dir), "--local", "--time", "00:20:00", "--signal-lead", "120",
-        "--max-steps", str(STEPS),
-    ]  # fmt: skip
-
-
 def _job(tmp_path: Path) -> Path:
     return write_job(tmp_path / "tiny.yaml", train={"max_steps": STEPS}, watchdog=WATCHDOG)
 
@@ -86,12 +79,12 @@ def test_a_stopped_rank_drains_its_node_and_the_requeued_job_resumes_elsewhere_w
     cluster.reset()
     reference = tmp_path / "reference"
     (tmp_path / "r").mkdir()
-    (reference_id,) = submit(cluster, _argv(_job(tmp_path / "r"), demo_data, reference))
+    (reference_id,) = submit(cluster, fsdp_argv(_job(tmp_path / "r"), demo_data, reference, STEPS))
     job = wait_for_end(cluster, reference_id, run_dir=reference)
     assert (job["JobState"], job["Restarts"]) == ("COMPLETED", "0"), job_story(cluster, reference, reference_id)
 
     run_dir = tmp_path / "run"
-    (job_id,) = submit(cluster, _argv(_job(tmp_path), demo_data, run_dir))
+    (job_id,) = submit(cluster, fsdp_argv(_job(tmp_path), demo_data, run_dir, STEPS))
     wait_for_step(run_dir, CHECKPOINT_EVERY + 2)  # past the first checkpoint
     hung = trainer_rank_pid(run_dir, rank=1)
     hung_node = _node_of(hung)

@@ -22,16 +22,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-import torch
 
 from cluster.verify.local_slurm import LocalSlurm
 from launch.capacity_block import TERMINATION_LEAD_S
 from launch.submit import main as submit_main
 from tests.launch.conftest import write_job
 from tests.launch.slurm_helpers import (
+    assert_same_final_weights,
+    assert_same_losses,
+    fsdp_argv,
     job_log,
     job_story,
-    losses_by_step,
     resumed_steps,
     submit,
     wait_for_end,
@@ -44,6 +45,7 @@ from training.export import load_checkpoint_model
 pytestmark = pytest.mark.slurm
 
 STEPS = 30
+TIME_LIMIT = "00:30:00"  # the stops here wait out a KillWait of their own
 CHECKPOINT_EVERY = 10  # write_job's
 KILL_WAIT_S = 240  # the stop's checkpoint of the tiny model, with room for a loaded 2-core machine
 
@@ -83,20 +85,12 @@ def fault_cluster(cluster: FaultCluster) -> FaultCluster:
     return cluster
 
 
-def _argv(config: Path, data: str, run_dir: Path) -> list[str]:
-    return [
-        "--backend", "fsdp", "--model", str(config), "--nodes", "2", "--data-prefix", data,
-        "--run-dir", str(run_dir), "--local", "--time", "00:30:00", "--signal-lead", "120",
-        "--max-steps", str(STEPS),
-    ]  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def reference(cluster: FaultCluster, demo_data: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An uninterrupted run: the faulted runs must end with its losses and its final weights."""
     base = tmp_path_factory.mktemp("reference")
     run_dir = base / "run"
-    (job_id,) = submit(cluster, _argv(write_job(base / "tiny.yaml"), demo_data, run_dir))
+    (job_id,) = submit(cluster, fsdp_argv(write_job(base / "tiny.yaml"), demo_data, run_dir, STEPS, time=TIME_LIMIT))
     job = wait_for_end(cluster, job_id, run_dir=run_dir)
     assert (job["JobState"], job["Restarts"]) == ("COMPLETED", "0"), job_story(cluster, run_dir, job_id)
     return run_dir
@@ -112,16 +106,8 @@ def _newest_committed(run_dir: Path) -> int:
 
 
 def _assert_ends_like_the_reference(run_dir: Path, reference: Path) -> None:
-    """Every step's loss, and the final weights tensor for tensor (the resume's bit-exactness)."""
-    expected, got = losses_by_step(reference), losses_by_step(run_dir)
-    assert sorted(got) == list(range(1, STEPS + 1))
-    for step, loss in expected.items():
-        assert abs(got[step] - loss) <= 1e-6, (step, got[step], loss)
-    final = load_checkpoint_model(run_dir / "checkpoints" / f"step-{STEPS}").state_dict()
-    wanted = load_checkpoint_model(reference / "checkpoints" / f"step-{STEPS}").state_dict()
-    assert final.keys() == wanted.keys()
-    different = [name for name in wanted if not torch.equal(final[name], wanted[name])]
-    assert not different, different
+    assert_same_losses(run_dir, reference, STEPS)
+    assert_same_final_weights(run_dir, reference, STEPS)
 
 
 def _batch_shell_pid(cluster: LocalSlurm, job_id: str, run_dir: Path) -> int:
@@ -147,7 +133,9 @@ def test_a_user_scancel_ends_the_job_not_requeued_and_the_last_checkpoint_is_int
     fault_cluster: FaultCluster, demo_data: str, tmp_path: Path
 ) -> None:
     run_dir = tmp_path / "run"
-    (job_id,) = submit(fault_cluster, _argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir))
+    (job_id,) = submit(
+        fault_cluster, fsdp_argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir, STEPS, time=TIME_LIMIT)
+    )
     wait_until(lambda: _committed(run_dir, CHECKPOINT_EVERY), "the first scheduled checkpoint")
     wait_for_step(run_dir, CHECKPOINT_EVERY + 2)
     fault_cluster.run(["scancel", job_id])
@@ -168,7 +156,9 @@ def test_a_preemption_saves_within_killwait_requeues_and_resumes_with_the_refere
     fault_cluster: FaultCluster, demo_data: str, reference: Path, tmp_path: Path
 ) -> None:
     run_dir = tmp_path / "run"
-    (job_id,) = submit(fault_cluster, _argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir))
+    (job_id,) = submit(
+        fault_cluster, fsdp_argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir, STEPS, time=TIME_LIMIT)
+    )
     # Between two scheduled checkpoints: without the stop's own checkpoint the resume would lose the steps since.
     preempted_at = wait_for_step(run_dir, CHECKPOINT_EVERY + 3)
     urgent = fault_cluster.run(
@@ -207,7 +197,7 @@ def test_the_same_job_submitted_twice_is_refused_at_submission_and_at_start(
     fault_cluster: FaultCluster, demo_data: str, reference: Path, tmp_path: Path
 ) -> None:
     run_dir = tmp_path / "run"
-    argv = _argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir)
+    argv = fsdp_argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir, STEPS, time=TIME_LIMIT)
     (first,) = submit(fault_cluster, argv)
     # llm-submit: one line naming the run directory and the job that holds it; nothing written or submitted.
     refused = _submit_refused(fault_cluster, argv)
@@ -232,7 +222,7 @@ def test_a_lease_left_by_a_killed_job_is_reclaimed_by_the_next(
     fault_cluster: FaultCluster, demo_data: str, reference: Path, tmp_path: Path
 ) -> None:
     run_dir = tmp_path / "run"
-    argv = _argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir)
+    argv = fsdp_argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir, STEPS, time=TIME_LIMIT)
     (killed,) = submit(fault_cluster, argv)
     wait_until(lambda: _committed(run_dir, CHECKPOINT_EVERY), "the first scheduled checkpoint")
     os.kill(_batch_shell_pid(fault_cluster, killed, run_dir), signal.SIGKILL)
@@ -254,7 +244,11 @@ def test_a_capacity_blocks_end_lowers_each_attempts_time_limit_at_its_start(
     run_dir = tmp_path / "run"
     ends_by = int(time.time()) + 20 * 60  # where EC2 starts terminating: 30 min before the block's end
     ends = datetime.fromtimestamp(ends_by + TERMINATION_LEAD_S, UTC).isoformat()
-    argv = [*_argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir), "--ends-at", ends]
+    argv = [
+        *fsdp_argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir, STEPS, time=TIME_LIMIT),
+        "--ends-at",
+        ends,
+    ]
     (job_id,) = submit(fault_cluster, argv)
     line = re.compile(r"time limit (\d+) min: the Capacity Block's instances terminate at (\S+)")
     found = wait_until(lambda: line.search(job_log(run_dir)), "the script's time limit line")
@@ -272,7 +266,9 @@ def test_a_requeue_by_scontrol_is_left_to_slurm_and_the_job_keeps_its_run_direct
 ) -> None:
     """`scontrol requeue` also sends TERM; the script neither requeues again nor gives the run directory back."""
     run_dir = tmp_path / "run"
-    (job_id,) = submit(fault_cluster, _argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir))
+    (job_id,) = submit(
+        fault_cluster, fsdp_argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir, STEPS, time=TIME_LIMIT)
+    )
     wait_for_step(run_dir, 3)
     fault_cluster.run(["scontrol", "requeue", job_id])
     wait_for_restart(fault_cluster, run_dir, job_id, 1)

@@ -17,6 +17,7 @@ import torch
 from cluster.verify.local_slurm import LocalSlurm
 from tests.launch.conftest import write_job
 from tests.launch.slurm_helpers import (
+    fsdp_argv,
     job_log,
     job_story,
     kill_rank,
@@ -39,14 +40,6 @@ CHECKPOINT_EVERY = 10  # write_job's
 BUCKET = "llm-demo-datasets-222222222222"
 
 
-def _argv(config: Path, data: str, run_dir: Path) -> list[str]:
-    return [
-        "--backend", "fsdp", "--model", str(config), "--nodes", "2", "--data-prefix", data,
-        "--run-dir", str(run_dir), "--local", "--time", "00:20:00", "--signal-lead", "120",
-        "--max-steps", str(STEPS),
-    ]  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def s3() -> Iterator[dict[str, str]]:
     with s3_standin() as env:
@@ -63,13 +56,13 @@ def test_a_run_whose_file_system_lost_its_checkpoints_resumes_from_s3_with_the_u
 ) -> None:
     config = write_job(tmp_path / "tiny.yaml")
     reference = tmp_path / "reference"
-    (ref_job,) = submit(local_slurm, _argv(config, demo_data, reference))
+    (ref_job,) = submit(local_slurm, fsdp_argv(config, demo_data, reference, STEPS))
 
     run_dir = tmp_path / "run"
     url = f"s3://{BUCKET}/checkpoints/{run_dir.name}-{tmp_path.name}/"
     env = {**s3, REPLICA_ENV: url}
     replica = CheckpointReplica(parse_replica_url(url))
-    (job_id,) = submit(local_slurm, _argv(config, demo_data, run_dir), env=env)
+    (job_id,) = submit(local_slurm, fsdp_argv(config, demo_data, run_dir, STEPS), env=env)
 
     # The fault: once a checkpoint's S3 copy is complete, the run's checkpoint directory is emptied under the running
     # job (an rm -rf, a file system replaced by an empty one) and a rank dies (SIGKILL), so the job requeues itself.

@@ -30,7 +30,7 @@ from slurm.render import SettingValue, assemble
 from slurm.submission import parse_time
 from slurm.target import Target
 from spec.containers import pyxis_image
-from training.checkpoint.replica import REPLICA_ENV, ReplicaError, replica_url
+from training.checkpoint.replica_location import REPLICA_ENV, ReplicaError, replica_url
 from training.config import JobConfig
 from training.models.args import ModelArgs
 from training.parallel.dims import ParallelDims

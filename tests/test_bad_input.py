@@ -137,7 +137,8 @@ def replaced_values(draw: st.DrawFn) -> BadSpec:
     doc = copy.deepcopy(DEFAULT_DOC)
     node, key = parent_and_key(doc, path)
     node[key] = value
-    return BadSpec(f"{path} = {value!r}", dumped(doc), (f"{path}:",))
+    # A mapping replaced by a wrong one is refused by the fields inside it (`accounts.compute: ... missing`).
+    return BadSpec(f"{path} = {value!r}", dumped(doc), (f"{path}:", f"{path}.", f"{path}["))
 
 
 @st.composite

@@ -126,6 +126,8 @@ def _options() -> list[Option]:
         ("llm-eval", evaluate, "--tokenizer", (IN_FILE,)),
         ("llm-eval", evaluate, "--step", (POSITIVE_INT,)),
         ("llm-eval", evaluate, "--batch-size", (POSITIVE_INT,)),
+        ("llm-restore", ("--run-dir", "r", "--list"), "--step", (POSITIVE_INT,)),
+        ("llm-restore", ("--run-dir", "r", "--list"), "--spec", (IN_FILE,)),
         ("llm-export", ("--run-dir", "r", "--output", "o"), "--run-dir", (IN_DIR,)),
         ("llm-export", ("--run-dir", "r", "--output", "o"), "--output", (OUT_DIR,)),
         ("llm-report", ("--sacct-file", "s"), "--price", (PRICE,)),

@@ -21,19 +21,24 @@ from spec import load_spec
 from spec.cli import OneLineParser, user_errors
 from spec.errors import SpecError, UserError
 from training.checkpoint.layout import latest_complete, step_dir
-from training.checkpoint.replica import (
-    REPLICA_ENV,
-    CheckpointReplica,
-    ReplicaError,
-    parse_replica_url,
-    replica_url,
-)
+from training.checkpoint.replica import CheckpointReplica
+from training.checkpoint.replica_location import REPLICA_ENV, ReplicaError, parse_replica_url, replica_url
 
 SPEC_ENV = "LLM_TRAINING_SPEC"  # what the head node sets (slurm.submission reads the same variable)
 
 
 class RestoreError(UserError):
     pass
+
+
+def _step(text: str) -> int:
+    try:
+        step = int(text)
+    except ValueError:
+        step = 0
+    if step < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a training step (1 or more)")
+    return step
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -44,7 +49,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--replica", help=f"s3://BUCKET-OR-ACCESS-POINT-ARN/PREFIX/ (default: ${REPLICA_ENV} or the spec)"
     )
     parser.add_argument("--spec", type=Path, help=f"deployment spec (default: ${SPEC_ENV}, else spec/default.yaml)")
-    parser.add_argument("--step", type=int, help="restore this step's copy (default: the newest)")
+    parser.add_argument("--step", type=_step, help="restore this step's copy (default: the newest)")
     parser.add_argument("--list", action="store_true", help="list the complete copies and restore nothing")
     return parser.parse_args(argv)
 

@@ -29,7 +29,8 @@ from tests.launch.slurm_helpers import (
 )
 from tests.s3_standin import s3_standin
 from tests.waiting import wait_until
-from training.checkpoint.replica import REPLICA_ENV, CheckpointReplica, parse_replica_url
+from training.checkpoint.replica import CheckpointReplica
+from training.checkpoint.replica_location import REPLICA_ENV, parse_replica_url
 from training.export import load_checkpoint_model
 from training.stage import make_client
 

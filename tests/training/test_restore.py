@@ -12,7 +12,7 @@ import torch
 from tests.s3_standin import s3_standin
 from training.checkpoint.layout import MARKER, complete_checkpoints, step_dir
 from training.checkpoint.manager import CheckpointManager
-from training.checkpoint.replica import REPLICA_ENV
+from training.checkpoint.replica_location import REPLICA_ENV
 from training.checkpoint.state import training_state
 from training.config import CheckpointSection
 from training.restore import main

@@ -23,7 +23,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import shutil
 import threading
 import time
@@ -35,65 +34,21 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from training.checkpoint.errors import CheckpointError
 from training.checkpoint.layout import MARKER, fsync_dir, fsync_tree, step_dir, tmp_dir, write_durably
+from training.checkpoint.replica_location import (
+    ReplicaError,
+    ReplicaTarget,
+    ReplicaUnreachable,
+    replica_from_env,
+)
 from training.stage import default_transfer_config, make_client
 
 log = logging.getLogger("training")
 
-REPLICA_ENV = "LLM_CHECKPOINT_REPLICA"
 MANIFEST = "MANIFEST.json"
 STATUS_FILE = "replica.json"  # in the checkpoint root: the last upload's outcome
 SLOTS = 2
 FILES_AT_ONCE = 4
-_URL = re.compile(
-    r"^s3://(?P<bucket>arn:aws[a-z-]*:s3:(?P<region>[a-z0-9-]+):\d{12}:accesspoint/[a-z0-9][a-z0-9-]{1,48}[a-z0-9]"
-    r"|[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/(?P<prefix>(?:[A-Za-z0-9!_.*'()=+-]+/)+)$"
-)
-
-
-class ReplicaError(CheckpointError):
-    """The replica cannot be read or written; the message is one line naming the S3 location."""
-
-
-@dataclass(frozen=True)
-class ReplicaTarget:
-    bucket: str  # boto3's Bucket: a name, an access point alias or an access point ARN
-    prefix: str  # ends with "/"
-    region: str | None  # the access point ARN's, else the environment's
-
-    @property
-    def url(self) -> str:
-        return f"s3://{self.bucket}/{self.prefix}"
-
-
-def parse_replica_url(url: str) -> ReplicaTarget:
-    match = _URL.match(url)
-    if match is None:
-        raise ReplicaError(
-            f"{REPLICA_ENV}: {url!r} is not s3://BUCKET/PREFIX/ (BUCKET a bucket name, an access point alias or "
-            "arn:aws:s3:REGION:ACCOUNT:accesspoint/NAME; PREFIX non-empty and ending with /)"
-        )
-    region = match["region"] or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    return ReplicaTarget(match["bucket"], match["prefix"], region)
-
-
-def replica_url(base: str, run_dir: Path) -> str:
-    """A run's replica: the base (s3://BUCKET/PREFIX/) plus the run directory's absolute path, so that two runs never
-    share one, and the same command after a lost file system finds its own."""
-    url = f"{base}{str(run_dir.absolute()).strip('/')}/"
-    try:
-        parse_replica_url(url)
-    except ReplicaError:
-        raise ReplicaError(
-            f"--run-dir: {str(run_dir)!r} cannot name an S3 prefix (letters, digits and !_.*'()=+- between slashes)"
-        ) from None
-    return url
-
-
-def replica_from_env(environ: Mapping[str, str] = os.environ) -> ReplicaTarget | None:
-    url = environ.get(REPLICA_ENV, "").strip()
-    return parse_replica_url(url) if url else None
 
 
 @dataclass(frozen=True)
@@ -135,9 +90,13 @@ class CheckpointReplica:
         except ClientError as error:
             if error.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
                 return None
-            raise ReplicaError(f"{self.target.url}: cannot read slot-{slot}/{MANIFEST}: {_describe(error)}") from None
+            raise ReplicaUnreachable(
+                f"{self.target.url}: cannot read slot-{slot}/{MANIFEST}: {_describe(error)}"
+            ) from None
         except BotoCoreError as error:
-            raise ReplicaError(f"{self.target.url}: cannot read slot-{slot}/{MANIFEST}: {_describe(error)}") from None
+            raise ReplicaUnreachable(
+                f"{self.target.url}: cannot read slot-{slot}/{MANIFEST}: {_describe(error)}"
+            ) from None
         try:
             manifest = json.loads(body)
         except ValueError:
@@ -362,10 +321,20 @@ class ReplicaSync:
         try:
             return restore_if_newer(self.replica, self.root, latest_local[0] if latest_local else None)
         except (ReplicaError, OSError) as error:
-            if latest_local is None:
+            if latest_local is None and not isinstance(error, ReplicaUnreachable):
                 raise ReplicaError(
                     f"the file system has no checkpoint and the replica cannot be restored: {error}"
                 ) from None
+            if latest_local is None:
+                # A first run in a cluster that cannot reach S3 (no endpoint, no credentials) must train; a lost file
+                # system loses no copy by it: uploads never overwrite the slot holding the highest step, and the
+                # next start that reaches the replica restores that copy, since it is newer.
+                log.error(
+                    "replica: %s; the file system has no checkpoint either: starting from step 0 (a later start "
+                    "that reaches the replica restores a newer copy; llm-restore does it by hand)",
+                    error,
+                )
+                return None
             log.error("replica: %s; resuming from %s on the file system", error, latest_local[1])
             return None
 

@@ -24,6 +24,7 @@ Per step:
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -217,6 +218,7 @@ def _exposed_data_parallel(
     return micro_batches * (exposed_forward + exposed_backward) + exposed_step
 
 
+@functools.lru_cache(maxsize=4096)  # pure in the job; the fit evaluates each published job thousands of times
 def matmul_flops_by_rate(job: Job) -> tuple[float, float]:
     """(block linear-layer FLOPs, other matmul FLOPs) per token on the slowest pipeline stage, recomputation
     included. The first run at the FP8 rate under --precision fp8; the other (attention scores and values, the output

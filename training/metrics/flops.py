@@ -15,6 +15,7 @@ and NVL differ by 30 %); an unknown GPU is an error unless metrics.peak_flops gi
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -32,6 +33,7 @@ CHECKPOINTING_MODES: tuple[str, ...] = ("none", "selective", "every_n", "full")
 MEASURE = "measure"
 
 
+@functools.lru_cache(maxsize=4096)  # the planner's fit asks for the same shapes millions of times
 def model_flops_per_token(args: ModelArgs, seq_len: int) -> float:
     """6 N + 12 l h s: forward and backward of every matmul parameter, plus attention scores and values."""
     return 6.0 * count_parameters(args).flop_params + 12.0 * args.n_layers * args.attention_dim * seq_len

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from training.models.args import ModelArgs
@@ -21,6 +22,7 @@ class ParamCounts:
     per_layer: int
 
 
+@functools.lru_cache(maxsize=1024)  # the planner's fit asks for the same shapes millions of times
 def count_parameters(args: ModelArgs) -> ParamCounts:
     family = family_named(args.flavor)
     per_layer = family.layer_parameters(args)

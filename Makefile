@@ -276,14 +276,18 @@ build/wheelhouse-node-cpu/.complete: requirements-node.txt constraints.txt | $(V
 		$(PY) -m pip download --quiet --only-binary=:all: --find-links "$$ENV_DIR" -r requirements-node.txt \
 			-c constraints.txt -d "$$ENV_DIR"'
 
-# The environments in parallel (SETUP_JOBS; output kept per target), then pytest on TEST_WORKERS processes, one test
-# file per worker at a time (module fixtures run once; tests/scheduling.py sends the long journeys out first).
-test:
-	$(MAKE) --no-print-directory -j$(SETUP_JOBS) --output-sync=target test-setup
-	$(PY) -m pytest $(PYTEST_PARALLEL)
+# `.venv` and `node_modules` first (everything imports them), then pytest on TEST_WORKERS processes, one test file per
+# worker at a time (module fixtures run once; tests/scheduling.py sends the long journeys out first), while lint and
+# the test-only environments build beside it in one `make -j$(SETUP_JOBS)` (tests/suite.py; its output in
+# build/test-setup.log): they are mostly downloads, and a test that needs one waits for it (tests/environments.py).
+# `make test-setup` builds them all first instead.
+TEST_BESIDE := awscli-venv wheelhouse-node-cpu pcluster-venv wheelhouse-test lint checkov-venv torchtitan-venv \
+	nemo-venv bridge-venv
 
-test-setup: setup lint pcluster-venv checkov-venv nemo-venv bridge-venv torchtitan-venv awscli-venv wheelhouse-test \
-	wheelhouse-node-cpu
+test: setup
+	$(PY) -m tests.suite --jobs $(SETUP_JOBS) --log build/test-setup.log $(TEST_BESIDE) -- $(PYTEST_PARALLEL)
+
+test-setup: setup $(TEST_BESIDE)
 
 # The tests that wait on SLURM jobs, torchrun ranks and Prometheus scrapes, STRESS_ROUNDS times under busy loops on
 # every core (tests/stress.py); every failure is printed with its job story. Before stopping; not part of CI.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -11,6 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.durations import Durations
+from tests.environments import ready
 from tests.once_per_run import once_per_run
 from tests.scheduling import ordered
 
@@ -79,17 +79,11 @@ def default_assembly(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Assem
 
 @pytest.fixture(scope="session")
 def nemo_python() -> Path:
-    """The isolated NeMo 2.4.0 environment (.nemo-venv, with its pinned transformers); built with `make nemo-venv`
-    when missing."""
-    if not (REPO / ".nemo-venv" / ".installed").exists():
-        subprocess.run(["make", "--no-print-directory", "nemo-venv"], cwd=REPO, check=True)
-    return REPO / ".nemo-venv" / "bin" / "python"
+    """The isolated NeMo 2.4.0 environment (.nemo-venv, with its pinned transformers), built or waited for."""
+    return ready("nemo-venv") / "bin" / "python"
 
 
 @pytest.fixture(scope="session")
 def bridge_python() -> Path:
-    """The isolated Megatron Bridge 0.6.0 environment (.bridge-venv, Python 3.12); built with `make bridge-venv`
-    when missing."""
-    if not (REPO / ".bridge-venv" / ".installed").exists():
-        subprocess.run(["make", "--no-print-directory", "bridge-venv"], cwd=REPO, check=True)
-    return REPO / ".bridge-venv" / "bin" / "python"
+    """The isolated Megatron Bridge 0.6.0 environment (.bridge-venv, Python 3.12), built or waited for."""
+    return ready("bridge-venv") / "bin" / "python"

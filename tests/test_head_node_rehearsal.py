@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
+from tests.environments import ready
 from tests.rehearsal.head_node import (
-    WHEELHOUSE,
     after_pretraining_block,
     first_job_block,
     split_at_placeholder,
@@ -44,8 +44,7 @@ pytestmark = pytest.mark.timeout(3600)
 def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     if os.geteuid() != 0:
         pytest.fail("the head-node rehearsal needs root (a mount namespace, a user, SLURM daemons)")
-    if not (WHEELHOUSE / ".complete").exists():
-        pytest.fail(f"{WHEELHOUSE} is missing: run `make wheelhouse-node-cpu` (make test does it first)")
+    ready("wheelhouse-node-cpu")  # built beside the suite by `make test`: waited for here
     work = tmp_path_factory.mktemp("head-node-rehearsal")
     result = subprocess.run(
         [sys.executable, "-m", "tests.rehearsal.head_node", "--work", str(work)],

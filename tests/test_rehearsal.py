@@ -16,6 +16,7 @@ import pytest
 
 from spec import load_spec
 from spec.phase_two import NETWORK_OUTPUTS
+from tests.environments import ready
 from tests.rehearsal import readme, user_spec
 from tests.rehearsal.moto_server import (
     EC2_PROBE,
@@ -54,6 +55,7 @@ pytestmark = pytest.mark.timeout(3600)
 
 @pytest.fixture(scope="module")
 def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rehearsal]:
+    ready("awscli-venv")  # the README's aws commands; built beside the suite by `make test`
     yield rehearse(tmp_path_factory.mktemp("rehearsal"))
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ import pytest
 from cluster.image_config import image_id
 from cluster.slurm_names import spec_partitions
 from spec import DeploymentSpec, load_spec
+from tests.environments import ready
 from tests.rehearsal import readme
 from tests.runbook.blocks import DOCS, REPO, Block, all_blocks, blocks_in
 from tests.runbook.sandbox import calls, env_for, prepare, run_block
@@ -48,10 +48,10 @@ def test_every_doc_is_read() -> None:
 
 @pytest.fixture(scope="module")
 def runbook_tools() -> None:
-    """The real parsers the aws and head-node blocks go through, built as `make test` builds them when missing."""
-    for target, stamp in (("awscli-venv", ".awscli-venv"), ("pcluster-venv", ".pcluster-venv")):
-        if not (REPO / stamp / ".installed").exists():
-            subprocess.run(["make", "--no-print-directory", target], cwd=REPO, check=True)
+    """The real parsers the aws and head-node blocks go through, and the wheelhouse the scratch checkouts link
+    (tests/runbook/sandbox.LINKED): built, or waited for while `make test` builds them."""
+    for target in ("awscli-venv", "pcluster-venv", "wheelhouse-test"):
+        ready(target)
 
 
 def check_doc(blocks: list[Block], root: Path) -> list[str]:

@@ -14,6 +14,7 @@ import pytest
 
 from bench.gpu_vs_torchtitan import torchtitan_corpus_dir, torchtitan_env
 from bench.torchtitan_releases import release_named
+from tests.environments import ready
 
 REPO = Path(__file__).resolve().parents[2]
 TORCHTITAN_VENV = REPO / ".torchtitan-venv"
@@ -63,10 +64,8 @@ DATASET_PROBE = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def torchtitan_python() -> Path:
-    """The isolated torchtitan environment; built with `make torchtitan-venv` when missing."""
-    if not (TORCHTITAN_VENV / ".installed").exists():
-        subprocess.run(["make", "--no-print-directory", "torchtitan-venv"], cwd=REPO, check=True)
-    return TORCHTITAN_VENV / "bin" / "python"
+    """The isolated torchtitan environment, built or waited for."""
+    return ready("torchtitan-venv") / "bin" / "python"
 
 
 def _run(python: Path, probe: str, args: list[str], env: dict[str, str], tmp_path: Path) -> dict:

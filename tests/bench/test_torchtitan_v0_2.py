@@ -16,6 +16,7 @@ import pytest
 
 from bench.gpu_vs_torchtitan import torchtitan_corpus_dir
 from bench.torchtitan_v0_2_job import TorchtitanV02Job, job_toml
+from tests.environments import ready
 from training.models.params import count_parameters
 from training.models.registry import get_model_args
 
@@ -61,9 +62,8 @@ PROBE = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def torchtitan_python() -> Path:
-    if not (RELEASE_DIR / ".installed").exists():
-        subprocess.run(["make", "--no-print-directory", "torchtitan-venv"], cwd=REPO, check=True)
-    return TORCHTITAN_VENV / "bin" / "python"
+    """.torchtitan-venv (0.2.2 sits in it, RELEASE_DIR), built or waited for."""
+    return ready("torchtitan-venv") / "bin" / "python"
 
 
 @pytest.mark.parametrize(("ac", "compiled"), [("none", False), ("selective", True)])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,8 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from cluster.verify.pcluster.runner import PCLUSTER_VENV, REPO_ROOT
+from cluster.verify.pcluster.runner import REPO_ROOT
 from spec import DEFAULT_SPEC_PATH, DeploymentSpec, parse_spec
+from tests.environments import ready
 
 EXAMPLES = sorted((REPO_ROOT / "spec" / "examples").glob("*.yaml"))
 ALL_SPECS: list[Path] = [DEFAULT_SPEC_PATH, *EXAMPLES]
@@ -35,7 +35,5 @@ def parse(data: dict[str, Any]) -> DeploymentSpec:
 
 @pytest.fixture(scope="session")
 def pcluster_venv() -> Path:
-    """The isolated aws-parallelcluster environment; built with `make pcluster-venv` when missing."""
-    if not (PCLUSTER_VENV / ".installed").exists():
-        subprocess.run(["make", "--no-print-directory", "pcluster-venv"], cwd=REPO_ROOT, check=True)
-    return PCLUSTER_VENV
+    """The isolated aws-parallelcluster environment, built or waited for."""
+    return ready("pcluster-venv")

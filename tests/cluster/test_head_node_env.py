@@ -26,6 +26,7 @@ from cluster.image_config import BOOTSTRAP_DIR
 from cluster.payload import build_payload
 from spec import parse_spec
 from tests.cluster.conftest import spec_dict
+from tests.environments import ready
 from tests.rehearsal.head_node import llama_sized_dataset
 
 pytestmark = pytest.mark.bootstrap
@@ -43,9 +44,7 @@ def node_python_version() -> str:
 
 @pytest.fixture(scope="module")
 def wheelhouse() -> Path:
-    if not (WHEELHOUSE / ".complete").exists():
-        pytest.fail("build/wheelhouse-test is missing: run `make wheelhouse-test` (make test does it first)")
-    return WHEELHOUSE
+    return ready("wheelhouse-test")
 
 
 def deployment(max_count: int = 2) -> tuple[Any, str]:

@@ -16,6 +16,7 @@ import pytest
 from cluster.payload import build_payload
 from cluster.verify.local_slurm import LocalSlurm
 from tests.cluster.test_head_node_env import WHEELHOUSE, clean_env, deployment, head_node
+from tests.environments import ready
 from tests.launch.slurm_helpers import wait_for_end
 
 # Three release envs built from the wheelhouse (a minute each under CI's load) and a job: a ceiling above 900 s.
@@ -35,8 +36,7 @@ def pinned_job(release: Path, out: Path) -> str:
 
 
 def test_a_queued_job_runs_from_its_release_after_two_updates(local_slurm: LocalSlurm, tmp_path: Path) -> None:
-    if not (WHEELHOUSE / ".complete").exists():
-        pytest.fail("build/wheelhouse-test is missing: run `make wheelhouse-test` (make test does it first)")
+    ready("wheelhouse-test")
     (tmp_path / "fsx").mkdir()
     current = tmp_path / "fsx" / "llm-training"
     # head_node.sh asks this cluster's controller which jobs it holds (on a head node: /opt/slurm/bin).

@@ -13,6 +13,7 @@ import pytest
 from cluster.quotas import ON_DEMAND_QUOTAS, capacity_blocks, main, quota_for, report, vcpu_needs
 from spec import DEFAULT_SPEC_PATH, load_spec
 from spec.platform.instances import INSTANCE_TYPES
+from tests.environments import ready
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "spec" / "examples"
@@ -73,11 +74,10 @@ def test_the_printed_commands_parse_with_the_aws_cli(capsys: pytest.CaptureFixtu
         "AWS_ENDPOINT_URL": "http://127.0.0.1:9",  # nothing listens: only the connection may fail
         "AWS_MAX_ATTEMPTS": "1",
     }
+    aws = ready("awscli-venv") / "bin" / "aws"
     for command in commands:
         argv = shlex.split(command)
-        done = subprocess.run(
-            [str(REPO / ".awscli-venv" / "bin" / "aws"), *argv[1:]], env=env, capture_output=True, text=True
-        )
+        done = subprocess.run([str(aws), *argv[1:]], env=env, capture_output=True, text=True)
         assert "Could not connect to the endpoint URL" in done.stderr, (command, done.stderr)
 
 

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from policies.verify.second_opinion import (
-    CHECKOV_VENV,
-    REPO,
     Finding,
     Skip,
     load_skips,
@@ -17,15 +14,14 @@ from policies.verify.second_opinion import (
     stale,
     unexplained,
 )
+from tests.environments import ready
 from tests.stacks.conftest import Assembly
 
 
 @pytest.fixture(scope="session")
 def checkov_venv() -> Path:
-    """The isolated checkov environment; built with `make checkov-venv` when missing."""
-    if not (CHECKOV_VENV / ".installed").exists():
-        subprocess.run(["make", "--no-print-directory", "checkov-venv"], cwd=REPO, check=True)
-    return CHECKOV_VENV
+    """The isolated checkov environment, built or waited for."""
+    return ready("checkov-venv")
 
 
 def test_checkov_finds_nothing_unexplained(default_assembly: Assembly, checkov_venv: Path) -> None:

@@ -523,10 +523,15 @@ def _gb(value: float) -> str:
     return f"{value / 1e9:,.1f} GB"
 
 
+def _parameters(total: int) -> str:
+    """Billions, or millions below a billion (the CPU demos' 0.00 B said nothing)."""
+    return f"{total / 1e9:.2f} B" if total >= 1e9 else f"{total / 1e6:.2f} M"
+
+
 def _layout_and_memory(job: Job, memory: MemoryEstimate) -> list[str]:
     hw, counts = job.hardware, count_parameters(job.model)
     lines = [
-        f"{counts.total / 1e9:.2f} B parameters on {job.nodes} x {hw.label} ({job.world_size} devices, "
+        f"{_parameters(counts.total)} parameters on {job.nodes} x {hw.label} ({job.world_size} devices, "
         f"{hw.accelerator.name}), seq {job.seq_len}, micro-batch {job.micro_batch}, checkpointing "
         f"{job.checkpointing}",
         f"backend {job.software.backend} ({_stack(job)}); "
@@ -622,7 +627,7 @@ def render_text(
 def render_text_header(job: Job) -> str:
     counts, hw = count_parameters(job.model), job.hardware
     return (
-        f"{counts.total / 1e9:.2f} B parameters on {job.nodes} x {hw.label} ({job.world_size} devices), seq "
+        f"{_parameters(counts.total)} parameters on {job.nodes} x {hw.label} ({job.world_size} devices), seq "
         f"{job.seq_len}, micro-batch {job.micro_batch}, checkpointing {job.checkpointing}, global batch "
         f"{job.global_batch_sequences} sequences in every layout, precision {job.software.precision}, backend "
         f"{job.software.backend}; ranked: "

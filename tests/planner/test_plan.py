@@ -180,11 +180,28 @@ def _documented_plan_commands() -> list[tuple[list[str], int]]:
 DOCUMENTED = _documented_plan_commands()
 
 
+# The dataset the docs prepare before a command that reads one (make demo's: python -m training.prepare --demo-corpus).
+DOCS_DATA_PREFIX = "build/data/demo_text_document"
+
+
+@pytest.fixture(scope="module")
+def demo_data_prefix(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The first documents of the demo corpus through the real `training.prepare`, standing in for the docs' data."""
+    from tests.training.jobs import prepare_demo_subset
+
+    return prepare_demo_subset(tmp_path_factory.mktemp("docs-data"))
+
+
 @pytest.mark.parametrize(("argv", "expected"), DOCUMENTED, ids=[" ".join(a)[:60] for a, _ in DOCUMENTED])
 def test_every_command_in_the_docs_runs_as_written(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str], expected: int
-) -> None:
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str], expected: int,
+    request: pytest.FixtureRequest,
+) -> None:  # fmt: skip
     monkeypatch.chdir(Path(__file__).resolve().parents[2])  # the docs' paths are from the repo root
+    if "--data-prefix" in argv:  # the docs prepare it in the block before; a prepared subset here
+        at = argv.index("--data-prefix") + 1
+        assert argv[at] == DOCS_DATA_PREFIX
+        argv = [*argv[:at], request.getfixturevalue("demo_data_prefix"), *argv[at + 1 :]]
     code, _, err = main_with(capsys, *argv)
     assert code == expected, err
     assert len(DOCUMENTED) >= 10
@@ -296,7 +313,7 @@ def test_local_cpu_plans_the_layout_and_memory_and_says_time_and_cost_are_not_mo
     code, out, err = main_with(capsys, *LOCAL_CPU)
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[0].startswith("0.00 B parameters on 2 x local-cpu (2 devices, CPU), seq 256, micro-batch 4")
+    assert lines[0].startswith("1.90 M parameters on 2 x local-cpu (2 devices, CPU), seq 256, micro-batch 4")
     assert "TP 1 x PP 1 x CP 1 x DP 2" in lines[1] and "global batch 8 sequences" in lines[1]
     assert re.search(r"^memory per device: \d+\.\d of 4\.0 GiB -> fits$", out, re.M)
     assert re.search(r"^  weights\s+\d+\.\d\d GiB$", out, re.M)

@@ -4,7 +4,7 @@ One memory model decides, the capacity planner's (planner.memory: training state
 by checkpointing policy, the logits, gathered FSDP blocks and the runtime's reserve), for the job as written
 (planner.job_config.planner_job) on the backend's stack and model-parallel layout: `llm-plan --model job.yaml`
 and `llm-submit` give the same figure. The local CPU cluster's node is planned as one device holding the node's
-memory (slurm.target.LOCAL_INSTANCE); the planner times nothing there.
+memory (planner.hardware.LOCAL_HARDWARE, `llm-plan --instance local-cpu`); the planner times nothing there.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import dataclasses
 import math
 
 from planner.comment import Plan
-from planner.hardware import Accelerator, Hardware, hardware
+from planner.hardware import LOCAL_HARDWARE, Hardware, hardware
 from planner.job import Backend, Job, PlanError
 from planner.job_config import YAML_FIELDS, planner_job
 from planner.memory import fits
 from planner.step_time import estimate_step
 from slurm.errors import SubmitError
-from slurm.target import LOCAL_INSTANCE, Target
+from slurm.target import Target
 from training.config import JobConfig
 from training.models.args import ModelArgs
 from training.parallel.dims import ParallelDims
@@ -34,14 +34,6 @@ SUBMIT_FIELDS = {
     "context_parallel": "--context-parallel",
     "nodes": "--nodes",
 }
-# The local cluster's node as the planner sees it: one device, the node's memory, no rate (never timed).
-LOCAL_HARDWARE = Hardware(
-    instance=dataclasses.replace(
-        LOCAL_INSTANCE, accelerators_per_node=1, accelerator_memory_gib=LOCAL_INSTANCE.memory_gib
-    ),
-    accelerator=Accelerator("CPU", "CPU", hbm_bytes_per_s=0.0, local_link_bytes_per_s=0.0),
-    label=LOCAL_INSTANCE.name,
-)
 
 
 def planner_hardware(target: Target, usd_per_node_hour: float | None = None) -> Hardware:

@@ -2,7 +2,9 @@
 
 A "device" here is one training worker: a GPU, or a NeuronCore on Trainium (two per chip, each with its own half
 of the chip's HBM and compute). Everything per device in the planner uses that unit. The chip's HBM and link
-bandwidths and its compute die are catalogue facts (spec.platform.instances.CHIPS, with their sources).
+bandwidths and its compute die are catalogue facts (spec.platform.instances.CHIPS, with their sources). The local
+CPU cluster's node (spec.platform.instances.LOCAL_INSTANCE) is one device holding the node's memory, with no rate:
+the planner plans its memory and times nothing there.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from dataclasses import dataclass
 
 from spec.errors import UserError
 from spec.platform.hardware_facts import ChipFacts
-from spec.platform.instances import CHIPS, INSTANCE_TYPES, InstanceFacts, instance_facts
+from spec.platform.instances import CHIPS, INSTANCE_TYPES, LOCAL_INSTANCE, InstanceFacts, instance_facts
 
 # The planner's name for a chip; a calibration cluster's own chip (planner/published.py) is one more of these.
 Accelerator = ChipFacts
@@ -74,11 +76,38 @@ class Hardware:
     def usd_per_node_hour(self) -> float:
         return self.instance.on_demand_usd_per_hour
 
+    @property
+    def timed(self) -> bool:
+        """Whether the planner can time a step here: not on a node without a rate (the local CPU cluster's)."""
+        return self.peak_flops_per_device > 0
+
+
+# The local cluster's node as the planner sees it: one device, the node's memory, no rate and no price.
+LOCAL_HARDWARE = Hardware(
+    instance=dataclasses.replace(
+        LOCAL_INSTANCE, accelerators_per_node=1, accelerator_memory_gib=LOCAL_INSTANCE.memory_gib
+    ),
+    accelerator=Accelerator("CPU", "CPU", hbm_bytes_per_s=0.0, local_link_bytes_per_s=0.0),
+    label=LOCAL_INSTANCE.name,
+)
+
+
+def _local_hardware(network_gbps: float | None, usd_per_hour: float | None) -> Hardware:
+    where = f"the local CPU cluster ({LOCAL_INSTANCE.name})"
+    if usd_per_hour is not None:
+        raise HardwareError(f"--price-per-hour: {usd_per_hour!r}: {where} is not priced")
+    if network_gbps is not None:
+        raise HardwareError(f"network_gbps: {network_gbps!r}: {where} has no network the planner models")
+    return LOCAL_HARDWARE
+
 
 def hardware(
     instance_type: str, *, network_gbps: float | None = None, usd_per_hour: float | None = None, label: str = ""
 ) -> Hardware:
-    """Hardware for an instance type from spec.platform.instances, optionally with another network or price."""
+    """Hardware for an instance type from spec.platform.instances, optionally with another network or price;
+    "local-cpu" is the local CPU cluster's node (LOCAL_HARDWARE)."""
+    if instance_type == LOCAL_INSTANCE.name:
+        return _local_hardware(network_gbps, usd_per_hour)
     try:
         facts = instance_facts(instance_type)
     except KeyError as error:

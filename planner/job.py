@@ -201,7 +201,8 @@ class Job:
         cpu_fsdp = accelerator == "none" and self.software.backend == "fsdp"
         if not out and not cpu_fsdp and STACKS[self.software.backend].accelerator != accelerator:
             instance = self.hardware.instance.name
-            wanted = " or ".join(name for name, stack in STACKS.items() if stack.accelerator == accelerator)
+            # A CPU node has no stack of its own: the fsdp trainer is what runs there.
+            wanted = " or ".join(name for name, stack in STACKS.items() if stack.accelerator == accelerator) or "fsdp"
             out.append(PlanError("backend", self.software.backend, f"does not run on {instance}: use {wanted}"))
         if out:
             return out

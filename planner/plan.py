@@ -5,9 +5,11 @@
     python -m planner.plan ... --compare      # the same job as FSDP, HSDP and TP + FSDP, side by side
     python -m planner.plan --model path/to/config.json ...   # any dense decoder by its Hugging Face config
     python -m planner.plan --model training/configs/1b.yaml --instance p5.48xlarge --nodes 1   # a job as written
+    python -m planner.plan --model tiny --instance local-cpu --nodes 2 ...   # the local CPU cluster: memory only
 
 The model behind the numbers (and how well it reproduces published tables) is in docs/planner.md. A "device"
-is one training worker: a GPU, or a NeuronCore on Trainium.
+is one training worker: a GPU, a NeuronCore on Trainium, or a node of the local CPU cluster (local-cpu), where the
+planner has no rate: it plans the layout and memory as llm-submit --local does, and times and costs nothing.
 """
 
 from __future__ import annotations
@@ -25,7 +27,12 @@ from planner.calibration import CALIBRATED, LOCAL_LINK_EFFICIENCY
 from planner.checkpoint_interval import CheckpointInterval, checkpoint_interval
 from planner.cost import CostEstimate, job_cost
 from planner.finetune import FINETUNE_MODES
-from planner.flops import CHECKPOINTING_MODES
+from planner.flops import (
+    CHECKPOINTING_MODES,
+    hardware_flops_per_token,
+    megatron_flops_per_token,
+    model_flops_per_token,
+)
 from planner.hardware import Hardware, HardwareError, hardware
 from planner.job import (
     ATTENTIONS,
@@ -118,7 +125,10 @@ def build_parser() -> argparse.ArgumentParser:
         "decoder), a directory holding one, or a job YAML",
     )
     parser.add_argument(
-        "--instance", required=True, help="instance type, e.g. p5.48xlarge, p4de.24xlarge, trn1.32xlarge"
+        "--instance",
+        required=True,
+        help="instance type, e.g. p5.48xlarge, p4de.24xlarge, trn1.32xlarge; or local-cpu, the local CPU cluster's "
+        "node (make demo): its layout and memory as llm-submit --local plans them, no time or cost",
     )
     parser.add_argument("--nodes", type=int, required=True)
     parser.add_argument(
@@ -216,7 +226,7 @@ def backend_of(options: argparse.Namespace, node: Hardware) -> Backend:
     if options.backend is not None:
         return str(options.backend)
     default = default_backend(node.instance.accelerator)
-    return default.name if default is not None else "fsdp"  # hardware() has refused a node without accelerators
+    return default.name if default is not None else "fsdp"  # the local CPU cluster runs the fsdp trainer
 
 
 def _software(options: argparse.Namespace, node: Hardware, sharding: Sharding | None, compiled: bool) -> Software:
@@ -292,7 +302,30 @@ def job_from_args(options: argparse.Namespace) -> Job:
     return _finetuned(_job_from_options(options), options)
 
 
+# Flags that only time or cost a job, refused where the planner has no rate (the local CPU cluster): -> the rest of
+# the one-line refusal after the flag.
+_TIMING_FLAGS: dict[str, str] = {
+    "tokens": "{value:g}: time and cost are not modelled on {node}; plan its memory without --tokens",
+    "price_per_hour": "{value!r}: time and cost are not modelled on {node}; plan its memory without --price-per-hour",
+    "spec": "{value!r}: time and cost are not modelled on {node}; plan its memory without --spec",
+    "compare": "layouts are ranked by their time, which is not modelled on {node}; plan one layout without --compare",
+}
+
+
+def _refuse_timing_flags(options: argparse.Namespace, node: Hardware) -> None:
+    """On a node the planner cannot time, a flag that only times or costs the job is refused, not ignored."""
+    if node.timed:
+        return
+    for option, rest in _TIMING_FLAGS.items():
+        value = getattr(options, option)
+        if value is not None and value is not False:
+            flag = "--" + option.replace("_", "-")
+            where = f"{node.label} (the local CPU cluster)"
+            raise HardwareError(f"{flag}: {rest.format(value=value, node=where)}")
+
+
 def _job_from_options(options: argparse.Namespace) -> Job:
+    _refuse_timing_flags(options, hardware(options.instance))
     node = hardware(options.instance, usd_per_hour=_price(options))
     if is_job_yaml(options.model):
         return _job_from_yaml(options, node)
@@ -350,12 +383,33 @@ def planned_checkpoint_interval(job: Job, step: StepEstimate, fsx: FsxSpec | Non
     return checkpoint_interval(window.save_s, step.step_s, job.nodes * job.hardware.instance.accelerators_per_node)
 
 
+# plan_report's keys that time or cost the job: null where the planner has no rate (the local CPU cluster).
+TIMED_KEYS: tuple[str, ...] = (
+    "peak_flops_per_device", "peak_fp8_flops_per_device", "time_s", "communication_per_step", "step_time_s",
+    "tokens_per_s", "tokens_per_s_per_device", "mfu", "hfu", "model_tflops_per_device", "cost_per_hour_usd",
+    "tokens_per_usd", "tokens", "days", "cost_usd", "checkpoint_interval",
+)  # fmt: skip
+
+
+def flops_per_token(job: Job) -> dict[str, float]:
+    """FLOPs per token by both formulas and with the job's recompute: counts, so known on any node."""
+    return {
+        "model_6n_plus_attention": model_flops_per_token(job.model, job.seq_len),
+        "megatron_96bslh2_per_token": megatron_flops_per_token(job.model, job.seq_len, recompute=True),
+        "hardware_with_recompute": hardware_flops_per_token(job.model, job.seq_len, job.recomputed_fraction),
+    }
+
+
 def plan_report(job: Job, tokens: float | None = None, fsx: FsxSpec | None = None) -> dict[str, Any]:
-    """Everything the planner knows about a job, as one JSON-able object; `fsx`: where it checkpoints."""
+    """Everything the planner knows about a job, as one JSON-able object; `fsx`: where it checkpoints. On a node it
+    cannot time (local-cpu) the TIMED_KEYS are null and `timed` is false."""
+    report = _untimed_report(job)
+    timed = _timed_report(job, tokens, fsx) if job.hardware.timed else dict.fromkeys(TIMED_KEYS)
+    return {**report, **timed, "timed": job.hardware.timed}
+
+
+def _untimed_report(job: Job) -> dict[str, Any]:
     memory = job_memory(job)
-    step = estimate_step(job)
-    cost = job_cost(job, step, tokens)
-    interval = planned_checkpoint_interval(job, step, fsx)
     counts = count_parameters(job.model)
     hw = job.hardware
     return {
@@ -383,14 +437,19 @@ def plan_report(job: Job, tokens: float | None = None, fsx: FsxSpec | None = Non
         "memory_gib_per_device": memory.total_gib,
         "memory_capacity_gib_per_device": memory.capacity_gib,
         "memory_breakdown_gib": memory.breakdown(),
-        "flops_per_token": {
-            "model_6n_plus_attention": step.model_flops_per_token,
-            "megatron_96bslh2_per_token": step.megatron_flops_per_token,
-            "hardware_with_recompute": step.hardware_flops_per_token,
-        },
+        "flops_per_token": flops_per_token(job),
         "precision": job.software.precision,
         "backend": job.software.backend,
         "kernels": job.software.kernels,
+    }
+
+
+def _timed_report(job: Job, tokens: float | None, fsx: FsxSpec | None) -> dict[str, Any]:
+    step = estimate_step(job)
+    cost = job_cost(job, step, tokens)
+    interval = planned_checkpoint_interval(job, step, fsx)
+    hw = job.hardware
+    return {
         "peak_flops_per_device": step.peak_flops_per_device,
         "peak_fp8_flops_per_device": hw.peak_fp8_flops_per_device,
         "time_s": {
@@ -464,19 +523,15 @@ def _gb(value: float) -> str:
     return f"{value / 1e9:,.1f} GB"
 
 
-def render_text(
-    job: Job,
-    memory: MemoryEstimate,
-    step: StepEstimate,
-    cost: CostEstimate,
-    tokens: float | None,
-    interval: CheckpointInterval | None = None,
-) -> str:
+def _parameters(total: int) -> str:
+    """Billions, or millions below a billion (the CPU demos' 0.00 B said nothing)."""
+    return f"{total / 1e9:.2f} B" if total >= 1e9 else f"{total / 1e6:.2f} M"
+
+
+def _layout_and_memory(job: Job, memory: MemoryEstimate) -> list[str]:
     hw, counts = job.hardware, count_parameters(job.model)
-    peak_t = step.peak_flops_per_device / 1e12
-    fraction = CALIBRATED.matmul(job.software.backend, hw.accelerator.compute_die)
     lines = [
-        f"{counts.total / 1e9:.2f} B parameters on {job.nodes} x {hw.label} ({job.world_size} devices, "
+        f"{_parameters(counts.total)} parameters on {job.nodes} x {hw.label} ({job.world_size} devices, "
         f"{hw.accelerator.name}), seq {job.seq_len}, micro-batch {job.micro_batch}, checkpointing "
         f"{job.checkpointing}",
         f"backend {job.software.backend} ({_stack(job)}); "
@@ -493,6 +548,32 @@ def render_text(
     lines += [f"  {name:<16} {gib:8.2f} GiB" for name, gib in memory.breakdown().items()]
     if not memory.fits:
         lines.append(f"  {fits_message(job, memory)}")
+    return lines
+
+
+def render_untimed_text(job: Job, memory: MemoryEstimate) -> str:
+    """The plan on a node without a rate (local-cpu): its layout and memory, and that nothing is timed."""
+    return "\n".join(
+        [
+            *_layout_and_memory(job, memory),
+            "",
+            f"time and cost: not modelled on the local CPU cluster ({job.hardware.label} has no rate to time with)",
+        ]
+    )
+
+
+def render_text(
+    job: Job,
+    memory: MemoryEstimate,
+    step: StepEstimate,
+    cost: CostEstimate,
+    tokens: float | None,
+    interval: CheckpointInterval | None = None,
+) -> str:
+    hw, counts = job.hardware, count_parameters(job.model)
+    peak_t = step.peak_flops_per_device / 1e12
+    fraction = CALIBRATED.matmul(job.software.backend, hw.accelerator.compute_die)
+    lines = _layout_and_memory(job, memory)
     lines += [
         "",
         "FLOPs per token",
@@ -546,7 +627,7 @@ def render_text(
 def render_text_header(job: Job) -> str:
     counts, hw = count_parameters(job.model), job.hardware
     return (
-        f"{counts.total / 1e9:.2f} B parameters on {job.nodes} x {hw.label} ({job.world_size} devices), seq "
+        f"{_parameters(counts.total)} parameters on {job.nodes} x {hw.label} ({job.world_size} devices), seq "
         f"{job.seq_len}, micro-batch {job.micro_batch}, checkpointing {job.checkpointing}, global batch "
         f"{job.global_batch_sequences} sequences in every layout, precision {job.software.precision}, backend "
         f"{job.software.backend}; ranked: "
@@ -578,6 +659,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.exit(2, f"{parser.prog}: error: {_named(error, options)}: {error.value!r} {error.reason}\n")
     if options.json:
         print(json.dumps(plan_report(job, options.tokens, fsx), indent=2))
+        return 0
+    if not job.hardware.timed:
+        print(render_untimed_text(job, job_memory(job)))
         return 0
     memory, step = job_memory(job), estimate_step(job)
     interval = planned_checkpoint_interval(job, step, fsx)

@@ -1,6 +1,7 @@
 """Where a job runs: the SLURM partition and what its nodes have, from the deployment spec's cluster section
 (queue -> instance type -> accelerators, EFA, shared storage, container image, Neuron SDK) or from the
-explicit local profile (the CPU cluster of `python -m cluster.verify.local_slurm`).
+explicit local profile (the CPU cluster of `python -m cluster.verify.local_slurm`, whose node is
+spec.platform.instances.LOCAL_INSTANCE).
 """
 
 from __future__ import annotations
@@ -11,23 +12,9 @@ from slurm.backends import BACKENDS, TrainingBackend, resolve_backend
 from slurm.errors import SubmitError
 from spec import DeploymentSpec
 from spec.cluster import NeuronSpec
-from spec.platform.instances import InstanceFacts, UnknownInstanceType, instance_facts
+from spec.platform.instances import LOCAL_INSTANCE, InstanceFacts, UnknownInstanceType, instance_facts
 
 LOCAL_PARTITION = "local"
-
-# The local cluster's nodes: one CPU each, one rank per node, gloo. Memory is what a share of a small host gives.
-LOCAL_INSTANCE = InstanceFacts(
-    name="local-cpu",
-    accelerator="none",
-    accelerators_per_node=0,
-    accelerator_memory_gib=0.0,
-    efa_interfaces=0,
-    network_gbps=0.0,
-    peak_bf16_flops_per_accelerator=0.0,
-    on_demand_usd_per_hour=0.0,
-    vcpus=1,
-    memory_gib=4.0,
-)
 
 
 @dataclass(frozen=True)

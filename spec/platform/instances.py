@@ -46,8 +46,9 @@ from collections.abc import Mapping
 from spec.platform.hardware_facts import Accelerator, ChipFacts, GpuFacts, InstanceFacts, PublishedBaseline
 
 __all__ = [
-    "ACCELERATED_TYPES", "CHIPS", "GPUS", "HEAD_NODE_TYPES", "INSTANCE_TYPES", "MIN_CUDA", "Accelerator", "ChipFacts",
-    "GpuFacts", "InstanceFacts", "PublishedBaseline", "UnknownInstanceType", "instance_facts", "on_demand_usd_per_hour",
+    "ACCELERATED_TYPES", "CHIPS", "GPUS", "HEAD_NODE_TYPES", "INSTANCE_TYPES", "LOCAL_INSTANCE", "MIN_CUDA",
+    "Accelerator", "ChipFacts", "GpuFacts", "InstanceFacts", "PublishedBaseline", "UnknownInstanceType",
+    "instance_facts", "on_demand_usd_per_hour",
 ]  # fmt: skip
 
 _T = 1e12
@@ -189,6 +190,23 @@ _ALL: tuple[InstanceFacts, ...] = (
 )  # fmt: skip
 
 INSTANCE_TYPES: dict[str, InstanceFacts] = {facts.name: facts for facts in _ALL}
+
+# The local SLURM cluster's node (`make demo`, python -m cluster.verify.local_slurm): one CPU each, one rank per
+# node, gloo; its memory is what a share of a small host gives. Not in INSTANCE_TYPES: no spec deploys it, so a queue
+# naming it is refused. llm-submit --local runs on it and llm-plan --instance local-cpu plans its memory (no rate:
+# the planner times nothing there).
+LOCAL_INSTANCE = InstanceFacts(
+    name="local-cpu",
+    accelerator="none",
+    accelerators_per_node=0,
+    accelerator_memory_gib=0.0,
+    efa_interfaces=0,
+    network_gbps=0.0,
+    peak_bf16_flops_per_accelerator=0.0,
+    on_demand_usd_per_hour=0.0,
+    vcpus=1,
+    memory_gib=4.0,
+)
 
 ACCELERATED_TYPES: tuple[str, ...] = tuple(name for name, f in INSTANCE_TYPES.items() if f.accelerator != "none")
 HEAD_NODE_TYPES: tuple[str, ...] = tuple(name for name, f in INSTANCE_TYPES.items() if f.accelerator == "none")

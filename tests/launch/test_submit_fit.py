@@ -1,5 +1,6 @@
 """llm-submit's memory check is llm-plan's: the same figure for every shipped job YAML, on the same instance and node
-count, and Llama 2 70B with LoRA renders for one p5 node (the 16-bytes-a-parameter check refused it)."""
+count (the CPU demos on the local cluster: `llm-submit --local`, `llm-plan --instance local-cpu`), and Llama 2 70B
+with LoRA renders for one p5 node (the 16-bytes-a-parameter check refused it)."""
 
 from __future__ import annotations
 
@@ -17,15 +18,20 @@ from tests.launch.long_data import write_long_dataset
 
 REPO = Path(__file__).resolve().parents[2]
 TRN1_SPEC = REPO / "spec" / "examples" / "trn1-neuron.yaml"
-# The CPU demos (tiny, tiny-lora) run on the local cluster only, which llm-plan has no --instance for: their
-# local check is tests/launch/test_fit.py's. Every other shipped job YAML, with its README/header command's backend.
-GPU_CONFIGS = sorted(
-    path for path in (REPO / "training" / "configs").glob("*.yaml") if path.stem not in ("tiny", "tiny-lora")
-)
+LOCAL = "local-cpu"
+# The CPU demos run where `make demo` and `make demo-finetune` run them: on the local cluster's two nodes.
+CPU_DEMOS = ("tiny", "tiny-lora")
+# Every shipped job YAML, with its README/header command's backend and where it runs.
 CASES = [
-    *((path, "fsdp", 1, []) for path in GPU_CONFIGS),
-    (REPO / "training" / "configs" / "llama3-8b.yaml", "nemo", 2, ["--tensor-parallel", "2"]),
-    *((path, "neuron", 4, []) for path in sorted((REPO / "launch" / "jobs" / "configs").glob("neuron-*.yaml"))),
+    *(
+        (path, "fsdp", 2, [], LOCAL) if path.stem in CPU_DEMOS else (path, "fsdp", 1, [], "p5.48xlarge")
+        for path in sorted((REPO / "training" / "configs").glob("*.yaml"))
+    ),
+    (REPO / "training" / "configs" / "llama3-8b.yaml", "nemo", 2, ["--tensor-parallel", "2"], "p5.48xlarge"),
+    *(
+        (path, "neuron", 4, [], "trn1.32xlarge")
+        for path in sorted((REPO / "launch" / "jobs" / "configs").glob("neuron-*.yaml"))
+    ),
 ]
 
 
@@ -41,10 +47,14 @@ def _figure(message: str) -> float:
     return float(message.split(" GiB per device")[0].split()[-1])
 
 
-def _submit_figure(config: Path, backend: str, nodes: int, extra: list[str], data: str, run_dir: Path) -> float:
+def _submit_figure(
+    config: Path, backend: str, nodes: int, extra: list[str], instance: str, data: str, run_dir: Path
+) -> float:
     argv = ["--backend", backend, "--model", str(config), "--nodes", str(nodes), "--data-prefix", data,
             "--run-dir", str(run_dir), *extra]  # fmt: skip
-    if backend == "neuron":
+    if instance == LOCAL:
+        argv.append("--local")
+    elif backend == "neuron":
         argv += ["--spec", str(TRN1_SPEC)]
     try:
         return _figure(render(parse_options(argv), "t").notes[0])
@@ -53,9 +63,9 @@ def _submit_figure(config: Path, backend: str, nodes: int, extra: list[str], dat
 
 
 def _plan_figure(
-    config: Path, backend: str, nodes: int, extra: list[str], data: str, capsys: pytest.CaptureFixture[str]
-) -> float:
-    instance = "trn1.32xlarge" if backend == "neuron" else "p5.48xlarge"
+    config: Path, backend: str, nodes: int, extra: list[str], instance: str, data: str,
+    capsys: pytest.CaptureFixture[str],
+) -> float:  # fmt: skip
     layout = list(extra)
     if backend == "neuron":  # llm-submit's default NxDT layout for the model, given to llm-plan as flags
         tp, pp = default_parallelism(config.stem.removeprefix("neuron-"))
@@ -66,14 +76,14 @@ def _plan_figure(
     return json.loads(capsys.readouterr().out)["memory_gib_per_device"]
 
 
-@pytest.mark.parametrize(("config", "backend", "nodes", "extra"), CASES,
-                         ids=[f"{case[0].stem}-{case[1]}" for case in CASES])  # fmt: skip
+@pytest.mark.parametrize(("config", "backend", "nodes", "extra", "instance"), CASES,
+                         ids=[f"{case[0].stem}-{case[1]}-{case[4]}" for case in CASES])  # fmt: skip
 def test_llm_plan_and_llm_submit_give_the_same_memory_figure(
-    config: Path, backend: str, nodes: int, extra: list[str], long_data: str, tmp_path: Path,
+    config: Path, backend: str, nodes: int, extra: list[str], instance: str, long_data: str, tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
-    submitted = _submit_figure(config, backend, nodes, extra, long_data, tmp_path / "run")
-    planned = _plan_figure(config, backend, nodes, extra, long_data, capsys)
+    submitted = _submit_figure(config, backend, nodes, extra, instance, long_data, tmp_path / "run")
+    planned = _plan_figure(config, backend, nodes, extra, instance, long_data, capsys)
     assert submitted == round(planned, 1)
 
 

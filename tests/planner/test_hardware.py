@@ -66,3 +66,28 @@ def test_trainium2_devices_are_logical_neuroncores() -> None:
     assert node.peak_flops_per_device == pytest.approx(10.7e15 / 64)
     assert node.memory_gib_per_device == 24.0
     assert node.accelerator.compute_die == "Trainium2"
+
+
+def test_the_local_cpu_node_is_one_device_holding_the_nodes_memory_with_no_rate() -> None:
+    from planner.hardware import LOCAL_HARDWARE
+    from spec.platform.instances import LOCAL_INSTANCE
+
+    node = hardware("local-cpu")
+    assert node is LOCAL_HARDWARE and node.instance.name == LOCAL_INSTANCE.name == node.label
+    assert (node.devices_per_node, node.memory_gib_per_device) == (1, LOCAL_INSTANCE.memory_gib)
+    assert node.peak_flops_per_device == 0 and not node.timed
+    assert hardware("p5.48xlarge").timed
+
+
+@pytest.mark.parametrize(
+    ("overrides", "line"),
+    [
+        ({"usd_per_hour": 3.0}, "--price-per-hour: 3.0: the local CPU cluster (local-cpu) is not priced"),
+        ({"network_gbps": 100.0}, "network_gbps: 100.0: the local CPU cluster (local-cpu) has no network the planner "
+         "models"),
+    ],
+)  # fmt: skip
+def test_the_local_cpu_node_takes_no_price_or_network(overrides: dict[str, float], line: str) -> None:
+    with pytest.raises(HardwareError) as refused:
+        hardware("local-cpu", **overrides)  # type: ignore[arg-type]
+    assert str(refused.value) == line

@@ -180,11 +180,28 @@ def _documented_plan_commands() -> list[tuple[list[str], int]]:
 DOCUMENTED = _documented_plan_commands()
 
 
+# The dataset the docs prepare before a command that reads one (make demo's: python -m training.prepare --demo-corpus).
+DOCS_DATA_PREFIX = "build/data/demo_text_document"
+
+
+@pytest.fixture(scope="module")
+def demo_data_prefix(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The first documents of the demo corpus through the real `training.prepare`, standing in for the docs' data."""
+    from tests.training.jobs import prepare_demo_subset
+
+    return prepare_demo_subset(tmp_path_factory.mktemp("docs-data"))
+
+
 @pytest.mark.parametrize(("argv", "expected"), DOCUMENTED, ids=[" ".join(a)[:60] for a, _ in DOCUMENTED])
 def test_every_command_in_the_docs_runs_as_written(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str], expected: int
-) -> None:
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str], expected: int,
+    request: pytest.FixtureRequest,
+) -> None:  # fmt: skip
     monkeypatch.chdir(Path(__file__).resolve().parents[2])  # the docs' paths are from the repo root
+    if "--data-prefix" in argv:  # the docs prepare it in the block before; a prepared subset here
+        at = argv.index("--data-prefix") + 1
+        assert argv[at] == DOCS_DATA_PREFIX
+        argv = [*argv[:at], request.getfixturevalue("demo_data_prefix"), *argv[at + 1 :]]
     code, _, err = main_with(capsys, *argv)
     assert code == expected, err
     assert len(DOCUMENTED) >= 10
@@ -277,3 +294,72 @@ def test_the_checkpoint_interval_example_in_the_docs_is_current(capsys: pytest.C
     assert code == 0 and line.startswith("checkpoint every ")
     docs = (Path(__file__).resolve().parents[2] / "docs" / "planner.md").read_text()
     assert f"```text\n{line}\n```" in docs
+
+
+# The local CPU cluster's two nodes (make demo): memory as llm-submit --local plans it, no time or cost.
+LOCAL_CPU = ["--model", "tiny", "--instance", "local-cpu", "--nodes", "2", "--seq", "256", "--micro-batch", "4",
+             "--global-batch", "8"]  # fmt: skip
+# What a plan times or costs: null on local-cpu, where the planner has no rate to time with.
+TIMED_OR_COSTED = (
+    "peak_flops_per_device", "peak_fp8_flops_per_device", "time_s", "communication_per_step", "step_time_s",
+    "tokens_per_s", "tokens_per_s_per_device", "mfu", "hfu", "model_tflops_per_device", "cost_per_hour_usd",
+    "tokens_per_usd", "tokens", "days", "cost_usd", "checkpoint_interval",
+)  # fmt: skip
+
+
+def test_local_cpu_plans_the_layout_and_memory_and_says_time_and_cost_are_not_modelled(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = main_with(capsys, *LOCAL_CPU)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("1.90 M parameters on 2 x local-cpu (2 devices, CPU), seq 256, micro-batch 4")
+    assert "TP 1 x PP 1 x CP 1 x DP 2" in lines[1] and "global batch 8 sequences" in lines[1]
+    assert re.search(r"^memory per device: \d+\.\d of 4\.0 GiB -> fits$", out, re.M)
+    assert re.search(r"^  weights\s+\d+\.\d\d GiB$", out, re.M)
+    assert lines[-1] == "time and cost: not modelled on the local CPU cluster (local-cpu has no rate to time with)"
+    for timed in ("time per step", "MFU", "tokens/s", "cost: $", "tokens per $", "checkpoint every"):
+        assert timed not in out
+
+
+def test_local_cpu_json_has_every_key_with_null_for_what_is_timed_or_costed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    local, p5 = _plan_json(capsys, *LOCAL_CPU), _plan_json(capsys, *BASE)
+    assert local.keys() == p5.keys() and local["layout"].keys() == p5["layout"].keys()
+    assert [key for key in TIMED_OR_COSTED if local[key] is not None] == []
+    assert [key for key in local if key not in TIMED_OR_COSTED and local[key] is None] == []
+    assert (local["instance"], local["devices"], local["fits"]) == ("local-cpu", 2, True)
+    assert local["memory_capacity_gib_per_device"] == 4.0
+    assert local["memory_breakdown_gib"].keys() == p5["memory_breakdown_gib"].keys()
+    assert local["memory_gib_per_device"] == pytest.approx(sum(local["memory_breakdown_gib"].values()))
+    assert local["flops_per_token"]["model_6n_plus_attention"] > 0
+    assert (local["timed"], p5["timed"]) == (False, True)
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (["--tokens", "1T"], "--tokens: 1e+12: time and cost are not modelled on local-cpu (the local CPU cluster); "
+         "plan its memory without --tokens"),
+        (["--compare"], "--compare: layouts are ranked by their time, which is not modelled on local-cpu (the local "
+         "CPU cluster); plan one layout without --compare"),
+        (["--price-per-hour", "3"], "--price-per-hour: 3.0: time and cost are not modelled on local-cpu (the local "
+         "CPU cluster); plan its memory without --price-per-hour"),
+        (["--spec", "spec/default.yaml"], "--spec: 'spec/default.yaml': time and cost are not modelled on local-cpu "
+         "(the local CPU cluster); plan its memory without --spec"),
+        (["--backend", "nemo"], "--backend: 'nemo' does not run on local-cpu: use fsdp"),
+    ],
+    ids=["tokens", "compare", "price", "spec", "backend"],
+)  # fmt: skip
+def test_local_cpu_refuses_what_it_cannot_plan_in_one_line_naming_the_flag(
+    capsys: pytest.CaptureFixture[str], argv: list[str], line: str
+) -> None:
+    code, out, err = main_with(capsys, *LOCAL_CPU, *argv)
+    assert (code, out, err) == (2, "", f"python -m planner.plan: error: {line}\n")
+
+
+def test_help_names_the_local_cpu_cluster() -> None:
+    from planner.plan import build_parser
+
+    assert "local-cpu" in " ".join(build_parser().format_help().split())

@@ -177,3 +177,12 @@ def test_p5_and_p6_need_aws_ofi_nccl_1_7_3_and_p4_has_its_published_baseline() -
         facts = instance_facts(name)
         assert facts.min_aws_ofi_nccl is None
         assert facts.published_busbw is not None and facts.published_busbw.busbw_gb_per_s == 78.0
+
+
+def test_the_local_cpu_node_is_catalogued_apart_from_the_deployable_types() -> None:
+    from spec.platform.instances import LOCAL_INSTANCE
+
+    assert LOCAL_INSTANCE.name == "local-cpu" and LOCAL_INSTANCE.accelerator == "none"
+    assert LOCAL_INSTANCE.name not in INSTANCE_TYPES and LOCAL_INSTANCE not in INSTANCE_TYPES.values()
+    with pytest.raises(UnknownInstanceType):
+        instance_facts(LOCAL_INSTANCE.name)

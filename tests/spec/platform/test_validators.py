@@ -39,6 +39,13 @@ def test_unknown_queue_instance_type() -> None:
     ]
 
 
+def test_the_local_cpu_node_is_not_a_queue_instance_type() -> None:
+    # local-cpu is the local SLURM cluster's node (spec.platform.instances.LOCAL_INSTANCE), never a deployable type.
+    data = with_cluster(lambda c: queue0(c).update(instance_type="local-cpu"))
+    (line,) = problems_of(data)
+    assert line.startswith("cluster.queues[0].instance_type: 'local-cpu' is not in the facts table ")
+
+
 def test_unknown_head_node_type() -> None:
     data = with_cluster(lambda c: c["head_node"].update(instance_type="t2.nano"))
     (line,) = problems_of(data)

@@ -71,7 +71,7 @@ drain_requested() {
 		meta="$(stat -c '%F|%u|%h|%d:%i' "$entry")" || continue
 		if [[ "$meta" != "regular file|"* && "$meta" != "regular empty file|"* ]]; then
 			echo "health: ignored drain request $name: a ${meta%%|*}, not a regular file"
-			rm -f -- "$entry"
+			rm -f -- "$entry" 2>/dev/null # a directory stays: never a recursive removal as root in users' entries
 			continue
 		fi
 		IFS='|' read -r _ owner links _ <<<"$meta"
@@ -98,10 +98,11 @@ drain_requested() {
 		[[ "$asked" == "$node" ]] || continue # another node's request: its own epilog reads it
 		reason="$(printf '%s' "job $job_id: $reason" | LC_ALL=C tr -cd '[:print:]')"
 		reason="${reason:0:200}"
-		if [[ "$HEALTH_DRAIN" != 1 ]]; then
-			echo "health: not drained (HEALTH_DRAIN=0): $node on request of job $job_id: $reason"
+		if [[ "$HEALTH_DRAIN" != 1 ]]; then # by hand: report, and leave the request to the real epilog
+			echo "health: not drained (HEALTH_DRAIN=0): $node on request of job $job_id, reason: $reason"
+			continue
 		elif health_run "$SCONTROL" update nodename="$node" state=drain reason="$reason" >/dev/null; then
-			echo "health: drained $node on request of job $job_id: $reason"
+			echo "health: drained $node on request of job $job_id, reason: $reason"
 		else
 			echo "health: could not drain $node on request of job $job_id with $SCONTROL" >&2
 		fi

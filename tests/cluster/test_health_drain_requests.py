@@ -149,6 +149,14 @@ def test_requests_older_than_a_day_are_removed(node: Node) -> None:
     assert not stale.exists() and fresh.exists()
 
 
+def test_report_only_mode_says_what_it_would_drain_and_leaves_the_request(node: Node) -> None:
+    asked = hang_request(node)
+    result = epilog(node, HEALTH_DRAIN="0")
+    assert node.drain_calls() == []
+    assert f"not drained (HEALTH_DRAIN=0): {THIS_NODE} on request of job {JOB_ID}" in result.stdout
+    assert asked.exists()
+
+
 def test_without_a_job_uid_nothing_is_read(node: Node) -> None:
     asked = hang_request(node)
     epilog(node, SLURM_JOB_UID="")

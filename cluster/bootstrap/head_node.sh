@@ -27,7 +27,8 @@
 # 6. The shared directories the runbook uses, made once: <shared-dir>/data (prepared datasets), runs (run
 #    directories), containers (imported .sqsh images) and fabric-checks (`llm-fabric render`'s default output),
 #    root-owned with mode 1777 like /tmp: every cluster user may create their own entries there and no user may
-#    remove another's. Existing ones are left as they are.
+#    remove another's. Existing ones are left as they are. And <shared-dir>/.slurm/drain-requests (root, 1733), where a
+#    job asks the epilog to drain a node of its own (cluster/health/epilog.sh).
 #
 # OnNodeConfigured passes --payload-parameter, an SSM parameter (a stable key) whose value is the S3 URI of the
 # current payload, so the cluster config's OnNodeConfigured never changes with the code (ParallelCluster
@@ -278,6 +279,11 @@ if [[ -n "$shared_dir" ]]; then
 			log "created $shared_dir/$name (root, 1777: users add their own entries)"
 		fi
 	done
+	# The spool of jobs' drain requests that the epilog (root) reads, cluster/health/epilog.sh: root's, sticky, and
+	# writable but not listable by users (1733); made so on every run, the epilog trusts nothing else.
+	install -d -o root -g root -m 0755 "$shared_dir/.slurm"
+	install -d -o root -g root -m 1733 "$shared_dir/.slurm/drain-requests"
+	log "drain-request spool $shared_dir/.slurm/drain-requests (root, 1733: the epilog drains a job's own nodes on request)"
 fi
 
 # ---- 5. metrics: exporters and the Prometheus agent (cluster/bootstrap/observability.sh) -----------------

@@ -15,6 +15,8 @@
 #   SCONTROL=scontrol             used to drain the node
 #   HEALTH_TIMEOUT_S=15           a tool that hangs (nvidia-smi on a wedged GPU, df on a hung Lustre) fails
 #   HEALTH_DRAIN=1                0: report only (for running the checks by hand)
+#   HEALTH_DRAIN_REQUESTS         the spool of jobs' drain requests the epilog reads (default
+#                                 $HEALTH_FSX_PATH/.slurm/drain-requests; "" reads none)
 
 # SLURM runs prolog/epilog with no PATH at all (ParallelCluster installs SLURM under /opt/slurm).
 export PATH="${PATH:+$PATH:}/opt/slurm/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -51,6 +53,7 @@ health_defaults() {
 	: "${HEALTH_SCRATCH_PATH:=}" "${HEALTH_MIN_SCRATCH_FREE_GIB:=0}"
 	: "${HEALTH_SYSFS_ROOT:=/sys}" "${HEALTH_DEV_ROOT:=/dev}"
 	: "${HEALTH_TIMEOUT_S:=15}" "${HEALTH_DRAIN:=1}" "${SCONTROL:=scontrol}"
+	: "${HEALTH_DRAIN_REQUESTS=${HEALTH_FSX_PATH:+$HEALTH_FSX_PATH/.slurm/drain-requests}}"
 	if [[ -z "${NVIDIA_SMI+set}" ]]; then NVIDIA_SMI="$(command -v nvidia-smi || true)"; fi
 	if [[ -z "${NEURON_LS+set}" ]]; then NEURON_LS="$(command -v neuron-ls || true)"; fi
 	local name

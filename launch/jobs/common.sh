@@ -197,21 +197,43 @@ run_step() {
 	return "$rc"
 }
 
-# drain_hung_nodes REASON: after the trainer's hang watchdog ended the step (training/watchdog.py), drain the nodes
-# of the ranks that sent no report, so Slurm places neither the requeued job nor any other there (ParallelCluster
+# The spool where a job asks for a node of its own to be drained (cluster/health/epilog.sh): LLM_DRAIN_REQUESTS (the
+# local cluster's environment), else the node's health settings (its bootstrap writes them), where the epilog that
+# reads the spool finds it too; "" when the node has none.
+drain_request_spool() {
+	local settings="/etc/llm-health/health.env" spool fsx
+	if [[ -n "${LLM_DRAIN_REQUESTS:-}" ]]; then
+		echo "$LLM_DRAIN_REQUESTS"
+		return
+	fi
+	spool="$(sed -n 's/^HEALTH_DRAIN_REQUESTS=//p' "$settings" 2>/dev/null | tail -n 1)"
+	fsx="$(sed -n 's/^HEALTH_FSX_PATH=//p' "$settings" 2>/dev/null | tail -n 1)"
+	echo "${spool:-${fsx:+$fsx/.slurm/drain-requests}}"
+}
+
+# drain_hung_nodes REASON: after the trainer's hang watchdog ended the step (training/watchdog.py), have the nodes of
+# the ranks that sent no report drained, so Slurm places neither the requeued job nor any other there (ParallelCluster
 # replaces a drained static node once it is idle). Slurm takes `scontrol update jobid=... excnodes=...` only from a
-# pending job, never from a running or completing one: the drain is what keeps the requeue off the node. Draining
-# needs Slurm operator rights (root, SlurmUser, or AdminLevel=Operator); without them the line says so.
+# pending job, never from a running or completing one: the drain is what keeps the requeue off the node. A drain needs
+# Slurm operator rights, which a job's user lacks on ParallelCluster; so this script writes one request per node into
+# the drain-request spool and the node's epilog, root, drains it as this attempt ends (before the requeue can start).
 drain_hung_nodes() {
-	local reason="$1" suspects="$RUN_DIR/hang/suspect_nodes" node
+	local reason="$1" suspects="$RUN_DIR/hang/suspect_nodes" node spool request
 	local evidence="$RUN_DIR/hang-${SLURM_JOB_ID:-0}.${SLURM_RESTART_COUNT:-0}"
+	spool="$(drain_request_spool)"
 	[[ -s "$suspects" ]] || job_log "hang: no rank went silent (every rank reported); no node drained"
 	while read -r node; do
 		[[ -n "$node" ]] || continue
-		if scontrol update nodename="$node" state=drain reason="hang watchdog, job ${SLURM_JOB_ID:-?}: $reason"; then
-			job_log "hang: drained $node (a rank there sent no report); the requeued job runs elsewhere"
+		if [[ ! "$node" =~ ^[A-Za-z0-9._-]+$ ]]; then
+			job_log "hang: '$node' is not a node name; not asked to drain"
+			continue
+		fi
+		# mktemp: a name nobody could have taken first, mode 600 (the epilog reads it as root).
+		if [[ -n "$spool" ]] && request="$(mktemp "$spool/${SLURM_JOB_ID:-0}.$node.XXXXXXXX" 2>/dev/null)" &&
+			printf 'node=%s\nreason=%s\n' "$node" "hang watchdog: $reason" >"$request"; then
+			job_log "hang: asked to drain $node (a rank there sent no report): its epilog drains it as this attempt ends, the requeued job runs elsewhere"
 		else
-			job_log "hang: could not drain $node (needs Slurm operator rights); the requeued job may land on it again"
+			job_log "hang: could not ask to drain $node (no drain-request spool${spool:+ writable at $spool}); the requeued job may land on it again"
 		fi
 	done < <(cat "$suspects" 2>/dev/null)
 	# This attempt's traces and reports, kept: the requeued trainer starts an empty hang/.

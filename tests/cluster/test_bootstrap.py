@@ -326,6 +326,21 @@ def test_head_node_installs_checks_training_and_pyxis(tmp_path: Path) -> None:
     )
 
 
+def test_head_node_makes_the_drain_request_spool_roots_and_sticky_on_every_run(tmp_path: Path) -> None:
+    """The epilog trusts requests only in root's sticky spool (cluster/health/epilog.sh): made so even where a
+    directory of another mode was there before."""
+    shared = tmp_path / "fsx"
+    (shared / ".slurm" / "drain-requests").mkdir(parents=True)
+    (shared / ".slurm" / "drain-requests").chmod(0o777)
+    env = {**os.environ, "SLURM_ETC": str(tmp_path / "slurm-etc"), "PROFILE_D": str(tmp_path / "profile.d")}
+    result = run("head_node.sh", ["--shared-dir", str(shared), "--payload", str(make_payload(tmp_path))], env)
+    assert result.returncode == 0, result.stderr
+    spool = (shared / ".slurm" / "drain-requests").stat()
+    assert (spool.st_uid, spool.st_mode & 0o7777) == (0, 0o1733)
+    assert ((shared / ".slurm").stat().st_uid, (shared / ".slurm").stat().st_mode & 0o7777) == (0, 0o755)
+    assert f"head_node: drain-request spool {shared}/.slurm/drain-requests (root, 1733" in result.stderr
+
+
 @pytest.mark.parametrize("missing", ["training", "launch", "planner"])
 def test_head_node_refuses_an_incomplete_payload(tmp_path: Path, missing: str) -> None:
     env = {**os.environ, "SLURM_ETC": str(tmp_path / "etc")}

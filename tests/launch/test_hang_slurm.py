@@ -1,8 +1,9 @@
 """A hung rank on the local SLURM cluster (three nodes, a two-node FSDP job): one rank stopped with SIGSTOP mid-run.
 
-The live rank's watchdog ends the step with its stack traces and EXIT_HANG, the job script drains the stopped rank's
-node with the reason and requeues, and the requeued job runs on the two other nodes from the last checkpoint to an
-uninterrupted run's losses.
+The job runs as a user without Slurm operator rights (`nobody`), as every job does on ParallelCluster. The live rank's
+watchdog ends the step with its stack traces and EXIT_HANG, the job script asks for the stopped rank's node to be
+drained (a request in the drain-request spool) and requeues; that node's epilog, root, drains it with the reason, and
+the requeued job runs on the two other nodes from the last checkpoint to an uninterrupted run's losses.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import time
 from collections.abc import Iterator
@@ -33,6 +35,14 @@ from tests.launch.slurm_helpers import (
     wait_for_resume,
     wait_for_step,
 )
+from tests.launch.slurm_user import (
+    JOB_UID,
+    JOB_USER,
+    UserReachableSlurm,
+    owned_by_job_user,
+    shared_work_dir,
+    submit_as_job_user,
+)
 from training.watchdog import REPORT_FILE
 
 # Two whole jobs and a cluster's start: under make test's load this can pass the 900 s default.
@@ -46,16 +56,29 @@ NODES = ("n1", "n2", "n3")
 
 
 @pytest.fixture(scope="module")
-def three_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSlurm]:
+def three_nodes() -> Iterator[UserReachableSlurm]:
     """A cluster of its own: a two-node job must still find two nodes once the hung rank's node is drained."""
     if os.geteuid() != 0:
         pytest.skip("the local SLURM cluster needs root (it installs slurm-wlm and runs slurmd)")
-    cluster = LocalSlurm(tmp_path_factory.mktemp("slurm-3"), nodes=NODES)
+    # Not under pytest's tmp folder (mode 700): the job user's sbatch reads slurm.conf, its jobs the spool.
+    state = shared_work_dir("local-slurm-hang-")
+    cluster = UserReachableSlurm(state, nodes=NODES)
     try:
         cluster.up()
         yield cluster
     finally:
         cluster.down()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+@pytest.fixture
+def user_work() -> Iterator[Path]:
+    """The job user's folder: the data, the job config and the run directory, reachable and theirs."""
+    work = owned_by_job_user(shared_work_dir("hang-user-"))  # llm-submit writes the script beside the run dir
+    try:
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _job(tmp_path: Path) -> Path:
@@ -72,8 +95,8 @@ def _hostnames(cluster: LocalSlurm, nodelist: str) -> list[str]:
     return cluster.run(["scontrol", "show", "hostnames", nodelist]).stdout.split()
 
 
-def test_a_stopped_rank_drains_its_node_and_the_requeued_job_resumes_elsewhere_with_the_reference_losses(
-    three_nodes: LocalSlurm, demo_data: str, tmp_path: Path
+def test_a_stopped_rank_of_a_users_job_gets_its_node_drained_by_the_epilog_and_the_requeue_runs_elsewhere(
+    three_nodes: UserReachableSlurm, demo_data: str, tmp_path: Path, user_work: Path
 ) -> None:
     cluster = three_nodes
     cluster.reset()
@@ -83,8 +106,16 @@ def test_a_stopped_rank_drains_its_node_and_the_requeued_job_resumes_elsewhere_w
     job = wait_for_end(cluster, reference_id, run_dir=reference)
     assert (job["JobState"], job["Restarts"]) == ("COMPLETED", "0"), job_story(cluster, reference, reference_id)
 
-    run_dir = tmp_path / "run"
-    (job_id,) = submit(cluster, fsdp_argv(_job(tmp_path), demo_data, run_dir, STEPS))
+    data_dir = Path(demo_data).parent
+    data = user_work / "data"
+    shutil.copytree(data_dir, data)
+    for path in [data, *data.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)  # the copy keeps pytest's mode 700
+    user_data = str(data / Path(demo_data).relative_to(data_dir))
+    run_dir = owned_by_job_user(user_work / "run")
+    argv = fsdp_argv(_job(user_work), user_data, run_dir, STEPS)
+    (job_id,) = submit_as_job_user(cluster, argv, home=user_work / "home")
+    assert cluster.job(job_id)["UserId"] == f"{JOB_USER}({JOB_UID})"
     wait_for_step(run_dir, CHECKPOINT_EVERY + 2)  # past the first checkpoint
     hung = trainer_rank_pid(run_dir, rank=1)
     hung_node = _node_of(hung)
@@ -113,12 +144,15 @@ def test_a_stopped_rank_drains_its_node_and_the_requeued_job_resumes_elsewhere_w
     assert (report["silent_ranks"], report["suspect_nodes"]) == ([1], [hung_node])
     watched = json.loads((evidence / "rank-0.json").read_text())
     assert watched["bound_s"] <= watched["elapsed_s"] < 2 * watched["bound_s"]  # the step ended on the bound
-    assert f"hang: drained {hung_node}" in log
 
-    # The node is drained with the reason, and the requeued attempt ran on the two others.
+    # The epilog drained the node with the job's reason (the job's user has no rights to), the requeued attempt ran
+    # on the two others, and the request is gone.
     (state,) = [node for node in cluster.node_states() if node.name == hung_node]
-    assert state.state in {"drained", "draining"} and f"hang watchdog, job {job_id}" in state.reason, state
+    assert state.state in {"drained", "draining"}, (state, story)
+    assert state.reason.startswith(f"job {job_id}: hang watchdog: hang: step {hang_step} ran over"), state
+    assert f"hang: asked to drain {hung_node}" in log, story
     assert hung_node not in _hostnames(cluster, job["NodeList"]), job["NodeList"]
+    assert list(cluster.drain_requests_dir.iterdir()) == []
 
     # It resumed from the last checkpoint the hung attempt committed: at most one interval lost.
     last_finished = hang_step - 1

@@ -135,6 +135,12 @@ class LocalSlurm:
         """Stands in for the cluster's /fsx: shared by every local node."""
         return self.state_dir / "fsx"
 
+    @property
+    def drain_requests_dir(self) -> Path:
+        """The spool of jobs' drain requests that the epilog reads (cluster/health/epilog.sh): on the shared file
+        system, root's, sticky, writable and not listable by users (mode 1733), as head_node.sh makes it on /fsx."""
+        return self.fsx_dir / ".slurm" / "drain-requests"
+
     def scratch_dir(self, node: str) -> Path:
         return self.state_dir / "scratch" / node
 
@@ -176,8 +182,9 @@ class LocalSlurm:
         ]
 
     def env(self) -> dict[str, str]:
-        """Environment for SLURM client commands (sbatch, squeue, ...) against this cluster."""
-        return {**os.environ, "SLURM_CONF": str(self.conf_path)}
+        """Environment for SLURM client commands (sbatch, squeue, ...) against this cluster; a job submitted with it
+        finds the drain-request spool in LLM_DRAIN_REQUESTS (its nodes have no /etc/llm-health/health.env)."""
+        return {**os.environ, "SLURM_CONF": str(self.conf_path), "LLM_DRAIN_REQUESTS": str(self.drain_requests_dir)}
 
     # ----- daemons -----
     def running_daemons(self) -> dict[str, int]:
@@ -435,6 +442,8 @@ class LocalSlurm:
             (self.state_dir / "health", 0o755),
             *(((self.mysql_dir, 0o700),) if self.accounting else ()),
             (self.fsx_dir, 0o755),
+            (self.drain_requests_dir.parent, 0o755),
+            (self.drain_requests_dir, 0o1733),
             *((self.spool_dir / node, 0o755) for node in self.nodes),
             *((self.scratch_dir(node), 0o755) for node in self.nodes),
         ):
@@ -584,6 +593,7 @@ class LocalSlurm:
         (self.state_dir / "env.sh").write_text(
             f"# source this file to point sbatch, squeue, scontrol and sinfo at the local cluster\n"
             f'export SLURM_CONF="{self.conf_path}"\n'
+            f'export LLM_DRAIN_REQUESTS="{self.drain_requests_dir}"\n'
         )
 
     def reset_health(self, node: str) -> None:

@@ -1,9 +1,10 @@
 """Jobs of a user without Slurm operator rights on the local cluster, as on ParallelCluster, where no user is root.
 
 The user is `nobody` (on every Debian host). The repo's venv runs on an interpreter that may live under root's home
-(pyenv: /root is mode 700), out of that user's reach; so the cluster's daemons run in a private mount namespace of
-their own (`unshare --mount`) where /root is an empty tmpfs holding only the interpreter's tree. Jobs inherit the
-namespace from slurmd; nothing outside it changes. The test's own processes stay where they are: they reach the
+(pyenv: /root is mode 700), and the venv itself may too (the environment cache, ~/.cache/llm-training-on-aws, that
+the clone's .venv links to), out of that user's reach; so the cluster's daemons run in a private mount namespace of
+their own (`unshare --mount`) where /root is an empty tmpfs holding only what jobs run: the interpreter's tree, the
+venv's real folder and the repo. Jobs inherit the namespace from slurmd; nothing outside it changes. The test's own processes stay where they are: they reach the
 daemons over TCP and the jobs' files through paths outside /root.
 """
 
@@ -21,21 +22,32 @@ REPO = Path(__file__).resolve().parents[2]
 JOB_USER = "nobody"
 JOB_UID = 65534
 
-# Hides root's home but for the interpreter's tree, bound back at the same path (mount --move keeps it mounted
+# Hides root's home but for the folders given, each bound back at the same path (mount --move keeps a bind mounted
 # across the tmpfs mount that hides its source). Then waits, holding the namespace, until killed.
 NAMESPACE_SCRIPT = """set -euo pipefail
-interpreter="$1"
-if [[ "$interpreter" == /root/* ]]; then
-	stage="$(mktemp -d /run/local-slurm-interpreter.XXXXXX)"
-	mount --bind "$interpreter" "$stage"
+kept=() stages=()
+for path in "$@"; do
+	[[ "$path" == /root/* ]] || continue
+	stage="$(mktemp -d /run/local-slurm-kept.XXXXXX)"
+	mount --bind "$path" "$stage"
+	kept+=("$path") stages+=("$stage")
+done
+if ((${#kept[@]})); then
 	mount -t tmpfs -o mode=0755 tmpfs /root
-	mkdir -p "$interpreter"
-	mount --move "$stage" "$interpreter"
-	rmdir "$stage"
+	for i in "${!kept[@]}"; do
+		mkdir -p "${kept[$i]}"
+		mount --move "${stages[$i]}" "${kept[$i]}"
+		rmdir "${stages[$i]}"
+	done
 fi
 echo ready
 exec sleep infinity
 """
+
+
+def kept_folders() -> list[str]:
+    """What a job runs from: the interpreter's tree, the venv's real folder (a cache entry) and the repo."""
+    return [sys.base_prefix, str((REPO / ".venv").resolve()), str(REPO)]
 
 
 class UserReachableSlurm(LocalSlurm):
@@ -48,7 +60,7 @@ class UserReachableSlurm(LocalSlurm):
         if self.holder is None or self.holder.poll() is not None:
             self.holder = subprocess.Popen(
                 ["unshare", "--mount", "--propagation", "private", "bash", "-c", NAMESPACE_SCRIPT, "namespace",
-                 sys.base_prefix],
+                 *kept_folders()],
                 stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
             )  # fmt: skip
             assert self.holder.stdout is not None

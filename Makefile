@@ -284,7 +284,8 @@ build/wheelhouse-node-cpu/.complete: requirements-node.txt constraints.txt | $(V
 TEST_BESIDE := awscli-venv wheelhouse-node-cpu pcluster-venv wheelhouse-test lint checkov-venv torchtitan-venv \
 	nemo-venv bridge-venv
 
-test: setup
+test:
+	$(MAKE) --no-print-directory -j$(SETUP_JOBS) --output-sync=target setup
 	$(PY) -m tests.suite --jobs $(SETUP_JOBS) --log build/test-setup.log $(TEST_BESIDE) -- $(PYTEST_PARALLEL)
 
 test-setup: setup $(TEST_BESIDE)

@@ -280,9 +280,10 @@ build/wheelhouse-node-cpu/.complete: requirements-node.txt constraints.txt | $(V
 # worker at a time (module fixtures run once; tests/scheduling.py sends the long journeys out first), while lint and
 # the test-only environments build beside it in one `make -j$(SETUP_JOBS)` (tests/suite.py; its output in
 # build/test-setup.log): they are mostly downloads, and a test that needs one waits for it (tests/environments.py).
-# `make test-setup` builds them all first instead.
-TEST_BESIDE := awscli-venv wheelhouse-node-cpu pcluster-venv wheelhouse-test lint checkov-venv torchtitan-venv \
-	nemo-venv bridge-venv
+# The order is what the first test files need (the AWS CLI, the node wheelhouse), then the longest builds, so that
+# none is still building when the files that need it come up. `make test-setup` builds them all first instead.
+TEST_BESIDE := awscli-venv wheelhouse-node-cpu bridge-venv nemo-venv pcluster-venv wheelhouse-test lint checkov-venv \
+	torchtitan-venv
 
 test:
 	$(MAKE) --no-print-directory -j$(SETUP_JOBS) --output-sync=target setup

@@ -285,7 +285,8 @@ def test_a_requeue_by_scontrol_is_left_to_slurm_and_the_job_keeps_its_run_direct
 
 
 RESERVATION = "fault-resv"
-# What a pending job that waits for good shows (scontrol's Reason): held, or waiting for a reservation that ended.
+# A requeued job that waits for good: held when Slurm purged its reservation (JobState RESV_DEL_HOLD, Reason
+# "Reservation <name> was deleted"), or held (Priority 0) or waiting for a reservation that ended.
 STUCK_REASONS = {"ReservationDeleted", "Reservation", "JobHeldAdmin", "JobHeldUser"}
 
 
@@ -302,7 +303,8 @@ def _restarted_outside_the_reservation(cluster: FaultCluster, run_dir: Path, job
     job = cluster.job(job_id)
     if attempt_started(run_dir, job_id, 1):
         return True
-    stuck = job.get("JobState") == "PENDING" and (job.get("Priority") == "0" or job.get("Reason") in STUCK_REASONS)
+    held = job.get("Priority") == "0" or job.get("Reason") in STUCK_REASONS
+    stuck = job.get("JobState") == "RESV_DEL_HOLD" or (job.get("JobState") == "PENDING" and held)
     assert not stuck, f"the requeued job waits for good: {job_story(cluster, run_dir, job_id)}"
     assert job.get("JobState") not in TERMINAL, f"ended, not requeued: {job_story(cluster, run_dir, job_id)}"
     return False
@@ -365,6 +367,51 @@ def test_a_reservations_end_saves_within_killwait_and_the_job_runs_again_outside
         assert "stopped by SIGTERM (reservation end; stopped on request (SIGTERM)); requeueing (restart 1" in log, story
         assert f"the reservation {RESERVATION} has ended: requeued outside it, in partition local" in log, story
         assert resumed >= ended_at_step, f"resumed from step {resumed}, the reservation ended at {ended_at_step}"
+        _assert_ends_like_the_reference(run_dir, reference)
+    finally:
+        for pid in held:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        fault_cluster.run(["scontrol", "delete", f"reservation={RESERVATION}"], check=False)
+
+
+def test_a_job_that_requeues_itself_after_its_reservations_end_runs_again_outside_it(
+    fault_cluster: FaultCluster, demo_data: str, reference: Path, tmp_path: Path
+) -> None:
+    """A stop of the job's own (USR1: the time-limit warning, or `scancel --signal=USR1 --batch`) that ends after its
+    reservation has ended but before slurmctld has ended the job: requeued still naming the ended reservation, Slurm
+    would hold the job for good (an administrator's hold, expired reservation); it runs again outside it."""
+    nodes = ",".join(fault_cluster.nodes)
+    fault_cluster.run(["scontrol", "create", "reservation", f"reservationname={RESERVATION}", "starttime=now",
+                       "duration=60", f"nodes={nodes}", "users=root"])  # fmt: skip
+    held: list[int] = []
+    try:
+        run_dir = tmp_path / "run"
+        argv = fsdp_argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir, STEPS, time=TIME_LIMIT)
+        (job_id,) = submit(fault_cluster, [*argv, f"--sbatch-arg=--reservation={RESERVATION}"])
+        wait_for_step(run_dir, CHECKPOINT_EVERY + 3)
+        # The ranks wait stopped while the reservation ends and the stop request reaches them.
+        held += [trainer_rank_pid(run_dir, rank) for rank in (0, 1)]
+        for pid in held:
+            os.kill(pid, signal.SIGSTOP)
+        stopped_at_step = train_records(run_dir)[-1]["step"]
+        fault_cluster.run(["scontrol", "update", f"reservation={RESERVATION}", "endtime=now"])
+        fault_cluster.run(["scancel", "--signal=USR1", "--batch", job_id])
+        wait_until(lambda: "got SIGUSR1; sending SIGUSR1 to the training step" in job_log(run_dir), "the stop request")
+        for pid in held:
+            os.kill(pid, signal.SIGCONT)
+        wait_until(
+            lambda: _restarted_outside_the_reservation(fault_cluster, run_dir, job_id),
+            "the second attempt",
+            story=lambda: job_story(fault_cluster, run_dir, job_id),
+        )
+        job = wait_for_end(fault_cluster, job_id, run_dir=run_dir)
+        story = job_story(fault_cluster, run_dir, job_id)
+        assert (job["JobState"], job["Restarts"]) == ("COMPLETED", "1"), story
+        assert "Reservation" not in job, story
+        assert f"the reservation {RESERVATION} has ended: requeued outside it, in partition local" in job_log(run_dir)
+        (resumed,) = resumed_steps(run_dir)
+        assert resumed >= stopped_at_step, f"resumed from step {resumed}, stopped at {stopped_at_step}"
         _assert_ends_like_the_reference(run_dir, reference)
     finally:
         for pid in held:

@@ -11,6 +11,7 @@
 # LEASE_TOOL (launch/lease.py of the release; unset for a job that shares the run directory, as llm-eval's),
 # EXIT_LEASE_HELD, LEASE_HEARTBEAT_S, ENDS_BY (epoch second a Capacity Block's instances start to terminate, or ""),
 # TIME_LIMIT_S (the submitted --time, or "").
+# Reads Slurm's SLURM_JOB_RESERVATION: the advance reservation (--reservation) this attempt runs in, if any.
 set -uo pipefail # no -e: the requeue decision runs after a failed step
 
 STEP_PID=""
@@ -91,6 +92,46 @@ end_job() {
 	exit "$1"
 }
 
+# A job in an advance reservation (sbatch --reservation, SBATCH_RESERVATION) is ended by slurmctld when the
+# reservation ends (ResvOverRun, default 0): TERM with Reason=TimeLimit, as at the time limit, with no USR1 before it
+# (Slurm 22.05 counts the --signal lead from the job's own time limit, not from the reservation's end). A requeued
+# job that still names the ended reservation is held for good: Slurm holds it (admin hold, "expired reservation") when
+# it schedules it, or with Reason=ReservationDeleted when it purges the reservation. So the requeue of a job whose
+# reservation has ended drops the reservation, and the job runs again in its partition like any other job; a
+# reservation that still runs is kept (the requeued job goes back into it).
+
+# True when the reservation this attempt ran in has ended or is gone (Slurm purges an ended one); false outside a
+# reservation, for a list of reservations, and when Slurm does not answer.
+reservation_ended() {
+	local name="${SLURM_JOB_RESERVATION:-}" record end_s
+	[[ -n "$name" && "$name" != *,* ]] || return 1
+	# Explicit statuses: a bare `return` in the TERM trap would return the status the trap interrupted.
+	if ! record="$(SLURM_TIME_FORMAT=standard scontrol show reservation -o "$name" 2>&1)"; then
+		[[ "$record" == *"not found"* ]] && return 0
+		return 1
+	fi
+	[[ " $record " =~ \ EndTime=([^ ]+)\  ]] || return 1
+	end_s="$(date -d "${BASH_REMATCH[1]}" +%s 2>/dev/null)" || return 1
+	((end_s <= $(date +%s)))
+}
+
+# Requeues this job; after its reservation's end, held while the reservation is taken off it (a job may change its
+# own pending job), then released.
+requeue_job() {
+	if ! reservation_ended; then
+		scontrol requeue "$SLURM_JOB_ID"
+		return $?
+	fi
+	scontrol requeuehold "$SLURM_JOB_ID" || return 1
+	scontrol update JobId="$SLURM_JOB_ID" Reservation= ||
+		job_log "could not take the ended reservation $SLURM_JOB_RESERVATION off the job; Slurm may hold it"
+	if scontrol release "$SLURM_JOB_ID"; then
+		job_log "the reservation $SLURM_JOB_RESERVATION has ended: requeued outside it, in partition ${SLURM_JOB_PARTITION:-?}"
+	else
+		job_log "requeued held: release it with: scontrol update JobId=$SLURM_JOB_ID Reservation= && scontrol release $SLURM_JOB_ID"
+	fi
+}
+
 # Why SIGTERM came, from the job's record in slurmctld, which sets it before slurmd signals the job. Measured on
 # Slurm 22.05 (tests/launch/test_job_faults_slurm.py); slurmctld's job_state_string() shows every terminating job as
 # COMPLETING, so the base state (CANCELLED, TIMEOUT, PREEMPTED) is not readable here, but these fields are:
@@ -98,6 +139,7 @@ end_job() {
 #               runs again by itself
 #   preempted   PreemptTime set: preemption (PreemptMode CANCEL) at the end of its GraceTime
 #   time limit  Reason=TimeLimit: the time limit itself (the USR1 before it did not end the step in time)
+#   reservation end  Reason=TimeLimit too, and the reservation this attempt ran in has ended (reservation_ended)
 #   signal      still RUNNING: a TERM sent to this script alone (`scancel --signal=TERM --batch`, a site's tool)
 #   cancelled   anything else: `scancel` by a user or an administrator; the job must end
 term_cause() {
@@ -107,6 +149,8 @@ term_cause() {
 		echo requeued
 	elif [[ "$record" =~ \ PreemptTime=([^ ]+) && "${BASH_REMATCH[1]}" != None ]]; then
 		echo preempted
+	elif [[ "$record" == *" Reason=TimeLimit "* ]] && reservation_ended; then
+		echo "reservation end"
 	elif [[ "$record" == *" Reason=TimeLimit "* ]]; then
 		echo "time limit"
 	elif [[ "$record" == *" JobState=RUNNING "* ]]; then
@@ -142,8 +186,9 @@ free_port() {
 # USR1: SLURM's warning before the time limit (#SBATCH --signal=B:USR1@...) or `scancel --signal=USR1 --batch`:
 #   the step checkpoints and stops, and the job requeues itself.
 # USR2 (`scancel --signal=USR2 --batch`): the step checkpoints and stops, and the job ends (resume: submit again).
-# TERM: a preemption, the time limit itself or a TERM to the script: handled as USR1 (the step also gets TERM from
-#   slurmd and saves within KillWait); after `scancel` by a user (term_cause) the job ends, not requeued.
+# TERM: a preemption, the time limit itself, a reservation's end or a TERM to the script: handled as USR1 (the step
+#   also gets TERM from slurmd and saves within KillWait); after `scancel` by a user (term_cause) the job ends, not
+#   requeued.
 forward_signal() {
 	local name="$1"
 	STOP_SIGNAL="$name"
@@ -273,7 +318,8 @@ finish_job() {
 	fi
 	local restarts="${SLURM_RESTART_COUNT:-0}"
 	if [[ "$STOP_SIGNAL" == TERM ]]; then
-		# Preemption or the time limit: Slurm ends the job, this script requeues it, as for USR1 not a failure.
+		# Preemption, the time limit or a reservation's end: Slurm ends the job, this script requeues it, as for USR1
+		# not a failure.
 		job_log "stopped by SIGTERM ($TERM_CAUSE; $reason); requeueing (restart $((restarts + 1)), not a failure)"
 	elif [[ "$STOP_SIGNAL" == USR1 || "$code" == "$EXIT_REQUEUE" ]]; then
 		# A healthy stop before the time limit: requeued without counting against MAX_REQUEUES.
@@ -293,7 +339,7 @@ finish_job() {
 		echo "$((failures + 1))" >"$(failure_count_file)"
 		job_log "step failed ($reason): a rank died, hung or lost its node; requeueing (failure $((failures + 1)) of at most $MAX_REQUEUES)"
 	fi
-	if ! scontrol requeue "$SLURM_JOB_ID"; then
+	if ! requeue_job; then
 		job_log "scontrol requeue $SLURM_JOB_ID failed"
 		exit "$code"
 	fi

@@ -1,6 +1,6 @@
 """Faults of a job's life on a real local SLURM cluster with the rendered FSDP script, real torchrun and real DCP
-checkpoints: a user's scancel, a preemption, the same job submitted twice, a job killed with SIGKILL, and the time
-limit of a job in a Capacity Block.
+checkpoints: a user's scancel, a preemption, the same job submitted twice, a job killed with SIGKILL, the time
+limit of a job in a Capacity Block, and the end of the advance reservation a job runs in.
 
 The cluster is shaped for them (its own, beside the session's): the partition `local` (PriorityTier 1) shares its two
 nodes with `urgent` (PriorityTier 2) under PreemptType=preempt/partition_prio and PreemptMode=CANCEL with no
@@ -28,13 +28,17 @@ from launch.capacity_block import TERMINATION_LEAD_S
 from launch.submit import main as submit_main
 from tests.launch.conftest import write_job
 from tests.launch.slurm_helpers import (
+    TERMINAL,
     assert_same_final_weights,
     assert_same_losses,
+    attempt_started,
     fsdp_argv,
     job_log,
     job_story,
     resumed_steps,
     submit,
+    train_records,
+    trainer_rank_pid,
     wait_for_end,
     wait_for_restart,
     wait_for_step,
@@ -278,3 +282,139 @@ def test_a_requeue_by_scontrol_is_left_to_slurm_and_the_job_keeps_its_run_direct
     assert (run_dir / ".lease").read_text().startswith(f"jobs={job_id}\n")
     fault_cluster.run(["scancel", job_id])
     wait_for_end(fault_cluster, job_id, run_dir=run_dir)
+
+
+RESERVATION = "fault-resv"
+# A requeued job that waits for good: held when Slurm purged its reservation (JobState RESV_DEL_HOLD, Reason
+# "Reservation <name> was deleted"), or held (Priority 0) or waiting for a reservation that ended.
+STUCK_REASONS = {"ReservationDeleted", "Reservation", "JobHeldAdmin", "JobHeldUser"}
+
+
+def _logged_at(run_dir: Path, line: re.Pattern[str]) -> float:
+    """The epoch second of the job script's first log line matching `line` (its `job[<UTC time>]: ` prefix)."""
+    found = line.search(job_log(run_dir))
+    assert found, line.pattern
+    return datetime.strptime(found.group(1), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+
+
+def _restarted_outside_the_reservation(cluster: FaultCluster, run_dir: Path, job_id: str) -> bool:
+    """True once the job's second attempt has started; fails at once when the requeued job waits for good (held, or
+    bound to the ended reservation) after its first attempt has ended, rather than after the wait's bound."""
+    job = cluster.job(job_id)
+    if attempt_started(run_dir, job_id, 1):
+        return True
+    held = job.get("Priority") == "0" or job.get("Reason") in STUCK_REASONS
+    stuck = job.get("JobState") == "RESV_DEL_HOLD" or (job.get("JobState") == "PENDING" and held)
+    assert not stuck, f"the requeued job waits for good: {job_story(cluster, run_dir, job_id)}"
+    assert job.get("JobState") not in TERMINAL, f"ended, not requeued: {job_story(cluster, run_dir, job_id)}"
+    return False
+
+
+def test_a_reservations_end_saves_within_killwait_and_the_job_runs_again_outside_it(
+    fault_cluster: FaultCluster, demo_data: str, reference: Path, tmp_path: Path
+) -> None:
+    """slurmctld ends a job whose advance reservation ends (ResvOverRun 0) as at its time limit: TERM, then KILL after
+    KillWait. The step saves within KillWait, the script requeues the job without the ended reservation, and it runs
+    again in the partition to the reference's losses and weights."""
+    nodes = ",".join(fault_cluster.nodes)
+    fault_cluster.run(["scontrol", "create", "reservation", f"reservationname={RESERVATION}", "starttime=now",
+                       "duration=60", f"nodes={nodes}", "users=root"])  # fmt: skip
+    held: list[int] = []
+    try:
+        run_dir = tmp_path / "run"
+        argv = fsdp_argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir, STEPS, time=TIME_LIMIT)
+        (job_id,) = submit(fault_cluster, [*argv, f"--sbatch-arg=--reservation={RESERVATION}"])
+        # Between two scheduled checkpoints: without the stop's own checkpoint the resume would lose the steps since.
+        wait_for_step(run_dir, CHECKPOINT_EVERY + 3)
+        assert fault_cluster.job(job_id).get("Reservation") == RESERVATION
+        # slurmctld looks at reservations' ends every 30 s (PERIODIC_TIMEOUT), longer than the tiny model's 30 steps
+        # take on an idle machine: the ranks wait stopped until slurmctld ends the job, as a long run would be training
+        # then; its kill sends SIGCONT before SIGTERM (slurmd's _rpc_terminate_job).
+        held += [trainer_rank_pid(run_dir, rank) for rank in (0, 1)]
+        for pid in held:
+            os.kill(pid, signal.SIGSTOP)
+        ended_at_step = train_records(run_dir)[-1]["step"]
+        fault_cluster.run(["scontrol", "update", f"reservation={RESERVATION}", "endtime=now"])
+        ended_at = time.time()
+        slurmctld_log = fault_cluster.log_dir / "slurmctld.log"
+        wait_until(
+            lambda: f"Reservation ended for JobId={job_id}" in slurmctld_log.read_text(errors="replace"),
+            "slurmctld ending the job at its reservation's end",
+        )
+        wait_until(
+            lambda: _restarted_outside_the_reservation(fault_cluster, run_dir, job_id),
+            "the second attempt",
+            story=lambda: job_story(fault_cluster, run_dir, job_id),
+        )
+        job = wait_for_end(fault_cluster, job_id, run_dir=run_dir)
+        story = job_story(fault_cluster, run_dir, job_id)
+        assert (job["JobState"], job["Restarts"]) == ("COMPLETED", "1"), story
+        # The figures docs/jobs.md quotes: when TERM came, the steps the stop lost, when training went on.
+        (resumed,) = resumed_steps(run_dir)
+        termed_at = _logged_at(run_dir, re.compile(r"^job\[(\S+)\]: got SIGTERM", re.M))
+        restarted_at = _logged_at(run_dir, re.compile(rf"^job\[(\S+)\]: job {job_id} \(.*\) restart 1;", re.M))
+        records = train_records(run_dir)
+        last_before = max(record["step"] for record in records if record["time"] < restarted_at)
+        first_after = next(record for record in records if record["time"] > restarted_at)
+        print(
+            f"reservation end at step {ended_at_step}: TERM {termed_at - ended_at:.0f} s later, last step "
+            f"{last_before}, resumed from step {resumed} ({last_before - resumed} steps lost), step "
+            f"{first_after['step']} {first_after['time'] - ended_at:.0f} s after the end"
+        )
+        assert "Reservation" not in job, story
+        log = job_log(run_dir)
+        assert "got SIGTERM (reservation end): the training step got it too; requeueing after its stop" in log, story
+        assert "stopped by SIGTERM (reservation end; stopped on request (SIGTERM)); requeueing (restart 1" in log, story
+        assert f"the reservation {RESERVATION} has ended: requeued outside it, in partition local" in log, story
+        assert resumed >= ended_at_step, f"resumed from step {resumed}, the reservation ended at {ended_at_step}"
+        _assert_ends_like_the_reference(run_dir, reference)
+    finally:
+        for pid in held:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        fault_cluster.run(["scontrol", "delete", f"reservation={RESERVATION}"], check=False)
+
+
+def test_a_job_that_requeues_itself_after_its_reservations_end_runs_again_outside_it(
+    fault_cluster: FaultCluster, demo_data: str, reference: Path, tmp_path: Path
+) -> None:
+    """A stop of the job's own (USR1: the time-limit warning, or `scancel --signal=USR1 --batch`) that ends after its
+    reservation has ended but before slurmctld has ended the job: requeued still naming the ended reservation, Slurm
+    would hold the job for good (an administrator's hold, expired reservation); it runs again outside it."""
+    nodes = ",".join(fault_cluster.nodes)
+    fault_cluster.run(["scontrol", "create", "reservation", f"reservationname={RESERVATION}", "starttime=now",
+                       "duration=60", f"nodes={nodes}", "users=root"])  # fmt: skip
+    held: list[int] = []
+    try:
+        run_dir = tmp_path / "run"
+        argv = fsdp_argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir, STEPS, time=TIME_LIMIT)
+        (job_id,) = submit(fault_cluster, [*argv, f"--sbatch-arg=--reservation={RESERVATION}"])
+        wait_for_step(run_dir, CHECKPOINT_EVERY + 3)
+        # The ranks wait stopped while the reservation ends and the stop request reaches them.
+        held += [trainer_rank_pid(run_dir, rank) for rank in (0, 1)]
+        for pid in held:
+            os.kill(pid, signal.SIGSTOP)
+        stopped_at_step = train_records(run_dir)[-1]["step"]
+        fault_cluster.run(["scontrol", "update", f"reservation={RESERVATION}", "endtime=now"])
+        fault_cluster.run(["scancel", "--signal=USR1", "--batch", job_id])
+        wait_until(lambda: "got SIGUSR1; sending SIGUSR1 to the training step" in job_log(run_dir), "the stop request")
+        for pid in held:
+            os.kill(pid, signal.SIGCONT)
+        wait_until(
+            lambda: _restarted_outside_the_reservation(fault_cluster, run_dir, job_id),
+            "the second attempt",
+            story=lambda: job_story(fault_cluster, run_dir, job_id),
+        )
+        job = wait_for_end(fault_cluster, job_id, run_dir=run_dir)
+        story = job_story(fault_cluster, run_dir, job_id)
+        assert (job["JobState"], job["Restarts"]) == ("COMPLETED", "1"), story
+        assert "Reservation" not in job, story
+        assert f"the reservation {RESERVATION} has ended: requeued outside it, in partition local" in job_log(run_dir)
+        (resumed,) = resumed_steps(run_dir)
+        assert resumed >= stopped_at_step, f"resumed from step {resumed}, stopped at {stopped_at_step}"
+        _assert_ends_like_the_reference(run_dir, reference)
+    finally:
+        for pid in held:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        fault_cluster.run(["scontrol", "delete", f"reservation={RESERVATION}"], check=False)

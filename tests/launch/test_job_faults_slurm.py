@@ -165,11 +165,22 @@ def test_a_preemption_saves_within_killwait_requeues_and_resumes_with_the_refere
     )
     # Between two scheduled checkpoints: without the stop's own checkpoint the resume would lose the steps since.
     preempted_at = wait_for_step(run_dir, CHECKPOINT_EVERY + 3)
-    urgent = fault_cluster.run(
-        ["sbatch", "--parsable", "--partition=urgent", "--nodes=2", "--exclusive",
-         f"--output={tmp_path / 'urgent.out'}", "--wrap", "true"]
-    ).stdout.strip()  # fmt: skip
-    assert wait_for_end(fault_cluster, urgent)["JobState"] == "COMPLETED"
+    # On an idle machine the tiny model's last steps take less than Slurm takes to schedule the urgent job: the
+    # ranks wait stopped until the preemption, as a long run would be training then; Slurm's kill sends SIGCONT
+    # before SIGTERM (slurmd's _rpc_terminate_job).
+    held = [trainer_rank_pid(run_dir, rank) for rank in (0, 1)]
+    for pid in held:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        urgent = fault_cluster.run(
+            ["sbatch", "--parsable", "--partition=urgent", "--nodes=2", "--exclusive",
+             f"--output={tmp_path / 'urgent.out'}", "--wrap", "true"]
+        ).stdout.strip()  # fmt: skip
+        assert wait_for_end(fault_cluster, urgent)["JobState"] == "COMPLETED"
+    finally:
+        for pid in held:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
     wait_for_restart(fault_cluster, run_dir, job_id, 1)
     job = wait_for_end(fault_cluster, job_id, run_dir=run_dir)
     story = job_story(fault_cluster, run_dir, job_id)

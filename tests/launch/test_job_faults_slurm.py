@@ -133,6 +133,21 @@ def _batch_shell_pid(cluster: LocalSlurm, job_id: str, run_dir: Path) -> int:
     raise AssertionError(f"no batch shell of job {job_id}")
 
 
+def _stop_ranks(run_dir: Path) -> list[int]:
+    """SIGSTOP both trainer ranks: they wait, as a long run's would be training, until Slurm's kill (SIGCONT before
+    SIGTERM, slurmd's _rpc_terminate_job) or `_continue_ranks`."""
+    pids = [trainer_rank_pid(run_dir, rank) for rank in (0, 1)]
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    return pids
+
+
+def _continue_ranks(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+
+
 def test_a_user_scancel_ends_the_job_not_requeued_and_the_last_checkpoint_is_intact(
     fault_cluster: FaultCluster, demo_data: str, tmp_path: Path
 ) -> None:
@@ -168,9 +183,7 @@ def test_a_preemption_saves_within_killwait_requeues_and_resumes_with_the_refere
     # On an idle machine the tiny model's last steps take less than Slurm takes to schedule the urgent job: the
     # ranks wait stopped until the preemption, as a long run would be training then; Slurm's kill sends SIGCONT
     # before SIGTERM (slurmd's _rpc_terminate_job).
-    held = [trainer_rank_pid(run_dir, rank) for rank in (0, 1)]
-    for pid in held:
-        os.kill(pid, signal.SIGSTOP)
+    held = _stop_ranks(run_dir)
     try:
         urgent = fault_cluster.run(
             ["sbatch", "--parsable", "--partition=urgent", "--nodes=2", "--exclusive",
@@ -178,9 +191,7 @@ def test_a_preemption_saves_within_killwait_requeues_and_resumes_with_the_refere
         ).stdout.strip()  # fmt: skip
         assert wait_for_end(fault_cluster, urgent)["JobState"] == "COMPLETED"
     finally:
-        for pid in held:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
+        _continue_ranks(held)
     wait_for_restart(fault_cluster, run_dir, job_id, 1)
     job = wait_for_end(fault_cluster, job_id, run_dir=run_dir)
     story = job_story(fault_cluster, run_dir, job_id)
@@ -341,9 +352,7 @@ def test_a_reservations_end_saves_within_killwait_and_the_job_runs_again_outside
         # slurmctld looks at reservations' ends every 30 s (PERIODIC_TIMEOUT), longer than the tiny model's 30 steps
         # take on an idle machine: the ranks wait stopped until slurmctld ends the job, as a long run would be training
         # then; its kill sends SIGCONT before SIGTERM (slurmd's _rpc_terminate_job).
-        held += [trainer_rank_pid(run_dir, rank) for rank in (0, 1)]
-        for pid in held:
-            os.kill(pid, signal.SIGSTOP)
+        held += _stop_ranks(run_dir)
         ended_at_step = train_records(run_dir)[-1]["step"]
         fault_cluster.run(["scontrol", "update", f"reservation={RESERVATION}", "endtime=now"])
         ended_at = time.time()
@@ -380,9 +389,7 @@ def test_a_reservations_end_saves_within_killwait_and_the_job_runs_again_outside
         assert resumed >= ended_at_step, f"resumed from step {resumed}, the reservation ended at {ended_at_step}"
         _assert_ends_like_the_reference(run_dir, reference)
     finally:
-        for pid in held:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
+        _continue_ranks(held)
         fault_cluster.run(["scontrol", "delete", f"reservation={RESERVATION}"], check=False)
 
 
@@ -402,15 +409,12 @@ def test_a_job_that_requeues_itself_after_its_reservations_end_runs_again_outsid
         (job_id,) = submit(fault_cluster, [*argv, f"--sbatch-arg=--reservation={RESERVATION}"])
         wait_for_step(run_dir, CHECKPOINT_EVERY + 3)
         # The ranks wait stopped while the reservation ends and the stop request reaches them.
-        held += [trainer_rank_pid(run_dir, rank) for rank in (0, 1)]
-        for pid in held:
-            os.kill(pid, signal.SIGSTOP)
+        held += _stop_ranks(run_dir)
         stopped_at_step = train_records(run_dir)[-1]["step"]
         fault_cluster.run(["scontrol", "update", f"reservation={RESERVATION}", "endtime=now"])
         fault_cluster.run(["scancel", "--signal=USR1", "--batch", job_id])
         wait_until(lambda: "got SIGUSR1; sending SIGUSR1 to the training step" in job_log(run_dir), "the stop request")
-        for pid in held:
-            os.kill(pid, signal.SIGCONT)
+        _continue_ranks(held)
         wait_until(
             lambda: _restarted_outside_the_reservation(fault_cluster, run_dir, job_id),
             "the second attempt",
@@ -425,7 +429,5 @@ def test_a_job_that_requeues_itself_after_its_reservations_end_runs_again_outsid
         assert resumed >= stopped_at_step, f"resumed from step {resumed}, stopped at {stopped_at_step}"
         _assert_ends_like_the_reference(run_dir, reference)
     finally:
-        for pid in held:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
+        _continue_ranks(held)
         fault_cluster.run(["scontrol", "delete", f"reservation={RESERVATION}"], check=False)

@@ -40,38 +40,16 @@ BRIDGE_EXPORT_CODE = (
 )
 
 
-def hf_llama_config(model: ModelArgs) -> dict[str, Any]:
-    """A transformers LlamaConfig of our shape (transformers 5 writes rope settings as rope_parameters)."""
-    rope: dict[str, Any] = {"rope_type": "default", "rope_theta": model.rope_theta}
-    if model.rope_type == "llama3":
-        rope = {
-            "rope_type": "llama3",
-            "rope_theta": model.rope_theta,
-            "factor": model.rope_factor,
-            "low_freq_factor": model.rope_low_freq_factor,
-            "high_freq_factor": model.rope_high_freq_factor,
-            "original_max_position_embeddings": model.rope_original_max_seq_len,
-        }
-    return {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
-        "hidden_size": model.dim,
-        "intermediate_size": model.ffn_dim,
-        "num_hidden_layers": model.n_layers,
-        "num_attention_heads": model.n_heads,
-        "num_key_value_heads": model.kv_heads,
-        "head_dim": model.dim // model.n_heads,
-        "vocab_size": model.vocab_size,
-        "max_position_embeddings": model.max_seq_len,  # seq_len <= it: llm-submit refuses longer
-        "rms_norm_eps": model.norm_eps,
-        "rope_parameters": rope,
-        "tie_word_embeddings": model.tie_embeddings,
-        "initializer_range": model.init_std,
-        "hidden_act": "silu",
-        "attention_bias": False,
-        "mlp_bias": False,
-        "torch_dtype": "bfloat16",
-    }
+def bridge_hf_config(model: ModelArgs) -> dict[str, Any]:
+    """The model family's Hugging Face config (training/models/<family>/hf.py, what our HF export writes) with the
+    rotary settings as transformers 5, the container's, writes them (`rope_parameters`) and the head size spelled out."""
+    # The adapters live beside the state-dict mapping, which needs torch: imported only when a Bridge job renders.
+    from training.models.hf import hf_config, rope_parameters
+
+    config = hf_config(model, torch_dtype="bfloat16")
+    for older in ("rope_theta", "rope_scaling"):
+        config.pop(older, None)
+    return {**config, "head_dim": model.dim // model.n_heads, "rope_parameters": rope_parameters(model)}
 
 
 def bridge_config(
@@ -126,7 +104,7 @@ def bridge_config(
     recipe = BRIDGE_RECIPE
     config: dict[str, Any] = {}
     if job.finetune is not None:  # Bridge's own SFT/PEFT recipe, the same contract (launch/bridge_finetune.py)
-        recipe, extra, config["finetune"] = finetune_settings(job, model, layout, run_dir, hf_llama_config(model))
+        recipe, extra, config["finetune"] = finetune_settings(job, model, layout, run_dir, bridge_hf_config(model))
         overrides.update(extra)
     return {
         **config,

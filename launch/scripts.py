@@ -17,7 +17,7 @@ import yaml
 
 from launch import lease
 from launch.bridge import CONFIG_NAME as BRIDGE_CONFIG_NAME
-from launch.bridge import bridge_config, hf_config_path, hf_llama_config
+from launch.bridge import bridge_config, bridge_hf_config, hf_config_path
 from launch.capacity_block import parse_ends_at
 from launch.nemo import nemo_config
 from launch.neuron import default_parallelism, nxdt_config
@@ -269,7 +269,7 @@ def bridge_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered
     layout = _megatron_layout(options)
     config = bridge_config(inputs.job, inputs.model, target, options.nodes, run_dir, tokenizer, layout)
     config_path = run_dir / BRIDGE_CONFIG_NAME
-    rendered.files[hf_config_path(config)] = json.dumps(hf_llama_config(inputs.model), indent=2) + "\n"
+    rendered.files[hf_config_path(config)] = json.dumps(bridge_hf_config(inputs.model), indent=2) + "\n"
     rendered.files[config_path] = _yaml(config)
     # The recipe's model comes from the rendered config directory; nothing may try the Hub (no route to it).
     env = {**_megatron_env(options, target), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}

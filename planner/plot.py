@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from planner.compare import Comparison, compare_all
+from slurm.backends import STACKS
 from spec.cli import OneLineParser, user_errors
 
 TABLE_START = "<!-- predicted-vs-published:start (python -m planner.plot) -->"
@@ -38,7 +39,9 @@ LABELS = {
     "megatron-readme": "Megatron-LM README, H100: MFU",
 }
 # Colour says the backend (each has its own fitted efficiency); the marker says the source.
-BACKEND_COLORS = {"fsdp": "tab:blue", "nemo": "tab:orange", "neuron": "tab:green"}
+# matplotlib's default colour cycle (C0 tab:blue, C1 tab:orange, ...) in the order of slurm.backends.STACKS: a new
+# stack gets the next colour.
+BACKEND_COLORS: dict[str, str] = {stack: f"C{index}" for index, stack in enumerate(STACKS)}
 MARKERS = dict(zip(PRIMARY, "osD^v<>PX*hpd", strict=True))
 
 

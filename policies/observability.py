@@ -23,6 +23,8 @@ QUERY_ACTIONS: tuple[str, ...] = ("aps:QueryMetrics", "aps:GetSeries", "aps:GetL
 # The VPC endpoint service of AMP's Prometheus-compatible APIs (remote write and query); `aps` is the
 # control plane (CreateWorkspace, ...), which nothing in the VPC calls.
 ENDPOINT_SERVICE = "aps-workspaces"
+# The inline policy of the Grafana role (stacks/parts/managed_grafana.py).
+GRAFANA_POLICY_NAME = "query-metrics"
 
 
 def metrics_key_alias(spec: DeploymentSpec) -> str:

@@ -19,6 +19,7 @@ from typing import Literal, Protocol
 from policies.artifacts import ARTIFACTS_POLICY_NAME, artifacts_read_policy
 from policies.documents import PolicyDocument
 from policies.identity import identity_policy
+from policies.observability import GRAFANA_POLICY_NAME, grafana_trust_policy
 from policies.operator import OPERATOR_POLICY_NAME, operator_session_policy, operator_trust_policy
 from spec.model import OPERATOR_ROLE, DeploymentSpec
 
@@ -51,10 +52,12 @@ class PrincipalEntry:
     # Inline policy name -> builder: what the templates must attach exactly (the drift check, and the documents the
     # matrix evaluates for specs that are not synthesized). A builder returning None attaches nothing.
     exact_policies: Mapping[str, PolicyBuilder]
-    # Policies other stacks attach by role name, built from deploy-time ARNs (not spec-only): fnmatch patterns.
+    # Policies built from deploy-time ARNs (not spec-only), attached by its own construct or by other stacks by role
+    # name: fnmatch patterns.
     attached_elsewhere: tuple[str, ...] = ()
-    # Its own family of matrix cases, "module:function" (a function of the spec returning cases), its report section
-    # and that section's title; empty where the shared families (dataset grants, platform) cover it.
+    # Its own family of matrix cases, "module:function" (a function of the spec and the MatrixContext returning
+    # cases), its report section and that section's title; empty where the shared families (dataset grants,
+    # platform) cover it.
     matrix_cases: str = ""
     case_group: str = ""
     case_group_title: str = ""
@@ -125,6 +128,21 @@ PRINCIPALS: tuple[PrincipalEntry, ...] = (
         case_group="operators",
         case_group_title=(
             "The operator role: SSM sessions on this cluster's nodes, and no dataset (policies/operator.py)"
+        ),
+    ),
+    PrincipalEntry(
+        key="grafana",
+        stack="observability",
+        description="Managed Grafana's workspace role (stacks/parts/managed_grafana.py), when managed_grafana",
+        created=lambda spec: spec.cluster is not None and spec.cluster.observability.managed_grafana,
+        trust=grafana_trust_policy,
+        exact_policies={},
+        # It names the Prometheus workspace, whose ARN exists only once CloudFormation made it.
+        attached_elsewhere=(GRAFANA_POLICY_NAME,),
+        matrix_cases="policies.verify.matrix.cases.grafana:grafana_cases",
+        case_group="grafana",
+        case_group_title=(
+            "The Grafana workspace's role: queries this cluster's metrics, and no dataset (policies/observability.py)"
         ),
     ),
 )

@@ -197,6 +197,9 @@ class ExtractedPolicies:
     # Interface endpoints of the compute VPC: service ("logs", "ecr.api", "notebook") -> policy, None when
     # the endpoint has none (the allow-all default).
     interface_endpoints: Mapping[str, PolicyDocument | None] = field(default_factory=dict)
+    # The Prometheus workspace's ARN as resolved offline (policies that name it: head node, Grafana); None when the
+    # templates hold none, or from the builders (the ARN exists only once CloudFormation made it).
+    metrics_workspace_arn: str | None = None
 
 
 def stack_environments(cdk_out: Path) -> dict[str, StackEnvironment]:
@@ -296,6 +299,14 @@ def extract_policies(
             creating = Resolver(templates[key], environments[names[key]])
             roles.update(_role_policies(creating, names[key], sources, compute_stacks))
 
+    metrics_workspace_arn: str | None = None
+    if "observability" in templates:
+        observability = Resolver(templates["observability"], environments[names["observability"]])
+        workspaces = [(k, r) for k, r in observability.resources.items() if r["Type"] == "AWS::APS::Workspace"]
+        logical, _ = _only(workspaces, "Prometheus workspace")
+        metrics_workspace_arn = observability.get_att(logical, "Arn", logical)
+        sources["metrics-workspace"] = f"{names['observability']}/{logical}"
+
     key_policy: PolicyDocument | None = None
     key_arn = spec.data.encryption.kms_key_arn or ""
     if spec.kms_key_is_managed:
@@ -323,6 +334,7 @@ def extract_policies(
         key_arn=key_arn,
         sources=sources,
         interface_endpoints=interface_endpoints,
+        metrics_workspace_arn=metrics_workspace_arn,
     )
 
 

@@ -13,7 +13,12 @@ from aws_cdk import aws_grafana as grafana
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from policies.observability import grafana_query_policy, grafana_role_name, grafana_trust_policy
+from policies.observability import (
+    GRAFANA_POLICY_NAME,
+    grafana_query_policy,
+    grafana_role_name,
+    grafana_trust_policy,
+)
 from spec import DeploymentSpec
 
 # Managed Grafana's major version the repo's dashboards are written for (AMG supports 8.4, 9.4, 10.4).
@@ -39,7 +44,7 @@ class ManagedGrafana(Construct):
             assume_role_policy_document=grafana_trust_policy(spec),
             policies=[
                 iam.CfnRole.PolicyProperty(
-                    policy_name="query-metrics", policy_document=grafana_query_policy(workspace_arn)
+                    policy_name=GRAFANA_POLICY_NAME, policy_document=grafana_query_policy(workspace_arn)
                 )
             ],
         )

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from launch.bridge import hf_llama_config
+from launch.bridge import bridge_hf_config
 from training.config import load_job_config, resolve_model_args
 
 ROWS = [
@@ -37,6 +37,6 @@ def hf_init(directory: Path, job_yaml: Path, vocab: int = 512, **changed: Any) -
     """config.json of the job's model shape (fields in `changed` altered) and a safetensors file."""
     directory.mkdir(parents=True, exist_ok=True)
     model = resolve_model_args(load_job_config(job_yaml).model, vocab)
-    (directory / "config.json").write_text(json.dumps({**hf_llama_config(model), **changed}))
+    (directory / "config.json").write_text(json.dumps({**bridge_hf_config(model), **changed}))
     (directory / "model.safetensors").write_bytes(b"")  # llm-submit checks presence; Bridge reads it on the nodes
     return directory

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from launch.bridge import BRIDGE_RECIPE, bridge_config, hf_config_path, hf_llama_config
+from launch.bridge import BRIDGE_RECIPE, bridge_config, bridge_hf_config, hf_config_path
 from slurm.errors import SubmitError
 from slurm.target import resolve_target
 from spec import load_spec
@@ -36,7 +36,7 @@ def test_schedule_checkpoints_and_stop_carry_over() -> None:
 
 def test_the_hf_config_is_our_shape() -> None:
     model = get_model_args("llama3-8b")
-    hf = hf_llama_config(model)
+    hf = bridge_hf_config(model)
     assert (hf["hidden_size"], hf["intermediate_size"], hf["num_hidden_layers"]) == (4096, 14336, 32)
     assert (hf["num_attention_heads"], hf["num_key_value_heads"], hf["vocab_size"]) == (32, 8, 128256)
     assert hf["rope_parameters"] == {"rope_type": "default", "rope_theta": 500000.0}
@@ -45,7 +45,7 @@ def test_the_hf_config_is_our_shape() -> None:
 
 def test_llama3_rope_scaling_is_carried_as_transformers_5_writes_it() -> None:
     model = dataclasses.replace(get_model_args("llama3-8b"), rope_type="llama3", rope_factor=32.0)
-    rope = hf_llama_config(model)["rope_parameters"]
+    rope = bridge_hf_config(model)["rope_parameters"]
     assert (rope["rope_type"], rope["factor"], rope["original_max_position_embeddings"]) == ("llama3", 32.0, 8192)
 
 

@@ -25,6 +25,8 @@ def synth(doc: dict[str, Any], out: Path) -> tuple[dict[str, dict[str, Any]], di
     """In-process synth with the same feature flags as cdk.json, cdk-nag on; raises if nag fails."""
     spec = parse_spec(doc)
     context = json.loads((REPO / "cdk.json").read_text())["context"]
+    # The construct paths the CDK CLI writes into every template (what the principal coverage check reads).
+    context |= {"aws:cdk:enable-path-metadata": True}
     app = App(outdir=str(out), context=context)
     deployment = assemble(app, spec)
     app.synth()

@@ -114,6 +114,13 @@ def rope_scaling(args: ModelArgs) -> dict[str, Any]:
     }
 
 
+def rope_parameters(args: ModelArgs) -> dict[str, Any]:
+    """The rotary settings as transformers 5 writes them: one `rope_parameters` mapping of the rope type, theta and
+    the scaling keys (what rope_from_hf_config reads back)."""
+    scaling = {key: value for key, value in rope_scaling(args).get("rope_scaling", {}).items() if key != "rope_type"}
+    return {"rope_type": args.rope_type, "rope_theta": args.rope_theta, **scaling}
+
+
 # Shape fields the planner reads from Qwen configs and the trainer builds, but that this export does not write yet.
 _NOT_EXPORTED = ("attention_head_dim", "qk_norm", "qkv_bias")
 

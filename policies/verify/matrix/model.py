@@ -57,11 +57,13 @@ class Case:
 
 @dataclass(frozen=True)
 class MatrixContext:
-    """What every case needs beyond the request: the dataset key S3 uses on the caller's behalf."""
+    """What the cases need beyond the spec: the dataset key S3 uses on the caller's behalf, and the ARNs that exist
+    only once CloudFormation made the resource (as the extraction resolves them)."""
 
     key_arn: str
     key_aliases: tuple[str, ...]
     via_service: str
+    metrics_workspace_arn: str | None = None  # the Prometheus workspace; None without templates that hold one
 
 
 @dataclass(frozen=True)

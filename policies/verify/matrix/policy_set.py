@@ -76,4 +76,4 @@ def policy_set(extracted: ExtractedPolicies, spec: DeploymentSpec, base: Path | 
 
 def matrix_context(spec: DeploymentSpec, extracted: ExtractedPolicies) -> MatrixContext:
     aliases = (spec.kms_key_alias,) if spec.kms_key_is_managed else ()
-    return MatrixContext(extracted.key_arn, aliases, spec.s3_service_principal_for_kms)
+    return MatrixContext(extracted.key_arn, aliases, spec.s3_service_principal_for_kms, extracted.metrics_workspace_arn)

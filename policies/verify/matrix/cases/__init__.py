@@ -38,7 +38,7 @@ def build_cases(
         *artifact_cases(spec),
         *interface_endpoint_cases(spec, policies_present),
         *guardrail_cases(spec, policies_present),
-        *principal_cases(spec),
+        *principal_cases(spec, context),
     ]
     cases = [adjusted(case, spec) for case in cases]
     ids = [case.case_id for case in cases]
@@ -58,18 +58,21 @@ def implied_policy_ids(spec: DeploymentSpec) -> frozenset[str]:
     return frozenset(ids)
 
 
-def principal_cases(spec: DeploymentSpec) -> list[Case]:
+def principal_cases(spec: DeploymentSpec, context: MatrixContext) -> list[Case]:
     """The cases of each principal the spec creates that has a family of its own, in registry order."""
     owners = [entry for entry in PRINCIPALS if entry.matrix_cases and entry.created(spec)]
-    return [case for entry in owners for case in case_family(entry)(spec)]
+    return [case for entry in owners for case in case_family(entry)(spec, context)]
 
 
-def case_family(entry: PrincipalEntry) -> Callable[[DeploymentSpec], list[Case]]:
+CaseFamily = Callable[[DeploymentSpec, MatrixContext], list[Case]]
+
+
+def case_family(entry: PrincipalEntry) -> CaseFamily:
     """The function `entry.matrix_cases` names ("module:function"); the registry holds it by name because the
     policy builders may not import their verification."""
     module, _, function = entry.matrix_cases.partition(":")
     try:
-        family: Callable[[DeploymentSpec], list[Case]] = getattr(importlib.import_module(module), function)
+        family: CaseFamily = getattr(importlib.import_module(module), function)
     except (ImportError, AttributeError) as error:
         raise ValueError(f"policies/principals.py {entry.key}: matrix_cases {entry.matrix_cases!r}: {error}") from None
     return family

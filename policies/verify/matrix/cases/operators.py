@@ -8,7 +8,7 @@ from policies.operator import SHELL_DOCUMENT
 from policies.verify.harness.layers import ACCESS_POINT, IDENTITY, KEY, KMS_IDENTITY
 from policies.verify.harness.model import ApiRequest, Principal
 from policies.verify.matrix.cases.common import through_access_point
-from policies.verify.matrix.model import Case, implicit
+from policies.verify.matrix.model import Case, MatrixContext, implicit
 from spec import DeploymentSpec
 from spec.model import OPERATOR_ROLE
 
@@ -18,7 +18,7 @@ OTHER_USERID = "AROAOPERATOREXAMPLE01:bob"
 SESSION_TAG = "ssm:resourceTag/aws:ssmmessages:session-id"
 
 
-def operator_cases(spec: DeploymentSpec) -> list[Case]:
+def operator_cases(spec: DeploymentSpec, context: MatrixContext) -> list[Case]:
     """Only when the identity stack creates the role (perimeter.operator_roles names it)."""
     if not spec.creates_operator_role:
         return []

@@ -11,22 +11,19 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from slurm.errors import SubmitError
-from spec import DeploymentSpec, SpecError, load_spec
+from spec import DeploymentSpec
+from spec.cli import SPEC_ENV
+from spec.cli import load_command_spec as _load_command_spec
 from spec.errors import UserError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LOCAL_SLURM_CONF = REPO_ROOT / ".local-slurm" / "slurm.conf"
-# The head-node bootstrap exports it (/etc/profile.d/llm-training.sh): the spec the cluster was deployed from.
-SPEC_ENV = "LLM_TRAINING_SPEC"
+__all__ = ["SPEC_ENV"]  # re-exported for the commands that name it in their --help
 
 
 def load_command_spec(option: Path | None, error: type[UserError] = SubmitError) -> DeploymentSpec:
-    """The spec a command works on: its --spec, else $LLM_TRAINING_SPEC (the head node's), else spec/default.yaml.
-    One that does not load raises `error` with one line naming --spec."""
-    try:
-        return load_spec(option or os.environ.get(SPEC_ENV) or None)
-    except SpecError as problem:
-        raise error(f"--spec: {str(problem).splitlines()[0]}") from None
+    """spec.cli.load_command_spec, raising SubmitError unless told otherwise."""
+    return _load_command_spec(option, error)
 
 
 _TIME_RE = re.compile(r"^(?:(\d+)-)?(\d{1,2}):(\d{2}):(\d{2})$")

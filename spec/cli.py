@@ -6,14 +6,33 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import sys
 from collections.abc import Callable
-from typing import NoReturn, ParamSpec
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn, ParamSpec
 
 from spec.errors import UserError
 
+if TYPE_CHECKING:
+    from spec.model import DeploymentSpec
+
 EXIT_USAGE = 2
 _P = ParamSpec("_P")
+# The head-node bootstrap exports it (/etc/profile.d/llm-training.sh): the spec the cluster was deployed from.
+SPEC_ENV = "LLM_TRAINING_SPEC"
+
+
+def load_command_spec(option: Path | None, error: type[UserError]) -> DeploymentSpec:
+    """The spec a command works on: its --spec, else $LLM_TRAINING_SPEC (the head node's), else spec/default.yaml.
+    One that does not load raises `error` with one line naming --spec."""
+    from spec.errors import SpecError
+    from spec.load import load_spec  # spec.load imports the model, which the CLI contract does not need
+
+    try:
+        return load_spec(option or os.environ.get(SPEC_ENV) or None)
+    except SpecError as problem:
+        raise error(f"--spec: {str(problem).splitlines()[0]}") from None
 
 
 def report(error: UserError) -> int:

@@ -17,14 +17,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from spec import load_spec
-from spec.cli import OneLineParser, user_errors
-from spec.errors import SpecError, UserError
+from spec.cli import SPEC_ENV, OneLineParser, load_command_spec, user_errors
+from spec.errors import UserError
 from training.checkpoint.layout import latest_complete, step_dir
 from training.checkpoint.replica import CheckpointReplica
 from training.checkpoint.replica_location import REPLICA_ENV, ReplicaError, parse_replica_url, replica_url
-
-SPEC_ENV = "LLM_TRAINING_SPEC"  # what the head node sets (slurm.submission reads the same variable)
 
 
 class RestoreError(UserError):
@@ -59,10 +56,7 @@ def _replica_url(args: argparse.Namespace) -> str:
         return str(args.replica)
     if os.environ.get(REPLICA_ENV):
         return os.environ[REPLICA_ENV]
-    try:
-        spec = load_spec(args.spec or os.environ.get(SPEC_ENV) or None)
-    except SpecError as problem:
-        raise RestoreError(f"--spec: {str(problem).splitlines()[0]}") from None
+    spec = load_command_spec(args.spec, RestoreError)
     dataset = spec.checkpoint_dataset
     if dataset is None or dataset.output_prefix is None:
         raise RestoreError(

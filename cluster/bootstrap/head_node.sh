@@ -29,6 +29,8 @@
 #    root-owned with mode 1777 like /tmp: every cluster user may create their own entries there and no user may
 #    remove another's. Existing ones are left as they are. And <shared-dir>/.slurm/drain-requests (root, 1733), where a
 #    job asks the epilog to drain a node of its own (cluster/health/epilog.sh).
+# 7. With --python-env, where systemd runs: llm-reservation-holds.timer, which every minute releases a requeued job
+#    that Slurm holds because its reservation ended (cluster/reservation_holds.py).
 #
 # OnNodeConfigured passes --payload-parameter, an SSM parameter (a stable key) whose value is the S3 URI of the
 # current payload, so the cluster config's OnNodeConfigured never changes with the code (ParallelCluster
@@ -46,6 +48,9 @@ PYXIS_PLUGIN="${PYXIS_PLUGIN:-}"
 PYTHON_INSTALL="${PYTHON_INSTALL:-true}"
 # Slurm's client commands (ParallelCluster installs them here) and how long to wait for slurmdbd.
 SLURM_BIN="${SLURM_BIN:-/opt/slurm/bin}"
+# Where the head node's own timers go, and the systemctl that starts them (both redirected by tests).
+SYSTEMD_DIR="${SYSTEMD_DIR:-/etc/systemd/system}"
+SYSTEMCTL="${SYSTEMCTL:-systemctl}"
 ACCOUNTING_WAIT_SECONDS="${ACCOUNTING_WAIT_SECONDS:-600}"
 # Jobs whose release must outlive an update: every state before the end (a held job is PENDING).
 LIVE_JOB_STATES="PENDING,RUNNING,SUSPENDED,CONFIGURING,COMPLETING,REQUEUED,REQUEUE_HOLD,REQUEUE_FED,RESV_DEL_HOLD,SPECIAL_EXIT,RESIZING,SIGNALING,STAGE_OUT,STOPPED"
@@ -298,6 +303,39 @@ if [[ -n "$payload" && -n "$shared_dir" && -n "$python_env" && -f "$dest/cluster
 		NODE_ROOT="${OBSERVABILITY_NODE_ROOT:-}" bash "$dest/cluster/bootstrap/observability.sh" \
 			--role head --release "$dest" --binaries "${wheelhouse%/}/observability" --stage "$shared_dir/llm-training.observability"
 	fi
+fi
+
+# ---- 7. requeued jobs held by an ended reservation (cluster/reservation_holds.py) ------------------------------
+# Every minute, as root, from the live release's env: a job requeued into a reservation that then ended (a Capacity
+# Block's end) runs again outside it instead of waiting held. Only where systemd runs (or tests redirect it).
+if [[ -n "$payload" && -n "$shared_dir" && -n "$python_env" ]] && [[ -d /run/systemd/system || "$SYSTEMD_DIR" != /etc/systemd/system ]]; then
+	install -d -m 0755 "$SYSTEMD_DIR"
+	cat >"$SYSTEMD_DIR/llm-reservation-holds.service" <<EOF
+[Unit]
+Description=Run again requeued Slurm jobs held by an ended reservation (cluster/reservation_holds.py)
+After=slurmctld.service
+
+[Service]
+Type=oneshot
+Environment=PATH=$SLURM_BIN:/usr/bin:/bin
+WorkingDirectory=$dest
+ExecStart=$dest/.venv/bin/python -m cluster.reservation_holds
+EOF
+	cat >"$SYSTEMD_DIR/llm-reservation-holds.timer" <<EOF
+[Unit]
+Description=Every minute: requeued Slurm jobs held by an ended reservation
+
+[Timer]
+OnBootSec=2min
+OnUnitActiveSec=1min
+AccuracySec=10s
+
+[Install]
+WantedBy=timers.target
+EOF
+	"$SYSTEMCTL" daemon-reload
+	"$SYSTEMCTL" enable --now llm-reservation-holds.timer
+	log "llm-reservation-holds.timer: every minute, requeued jobs held by an ended reservation run again outside it"
 fi
 
 # ---- 4. pyxis ------------------------------------------------------------------------------------

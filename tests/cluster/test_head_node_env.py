@@ -24,6 +24,7 @@ import yaml
 
 from cluster.image_config import BOOTSTRAP_DIR
 from cluster.payload import build_payload
+from cluster.verify.local_slurm import LocalSlurm
 from spec import parse_spec
 from tests.cluster.conftest import spec_dict
 from tests.environments import ready
@@ -331,3 +332,35 @@ def test_llm_report_runs_in_the_release_env_on_sacct_output(deployed: Deployed) 
     lines = result.stdout.splitlines()
     assert lines[0].split()[:3] == ["user", "jobs", "node-hours"]
     assert lines[-1].split()[:2] == ["total", "4"]
+
+
+@pytest.mark.slurm
+def test_the_reservation_hold_timer_runs_from_the_live_release_env(
+    deployed: Deployed, tmp_path: Path, local_slurm: LocalSlurm
+) -> None:
+    """Run again as on a head node with systemd (a fake systemctl): the timer and its service pass systemd's own
+    check (`systemd-analyze verify`), and the service's command, run as the unit says (its directory, PATH and
+    ExecStart), answers the local SLURM cluster from the release's env (cluster/reservation_holds.py)."""
+    assert deployed.result.returncode == 0, deployed.result.stderr
+    systemctl = tmp_path / "systemctl"
+    systemctl.write_text(f'#!/bin/sh\necho "$@" >> {tmp_path}/systemctl.log\n')
+    systemctl.chmod(0o755)
+    units = tmp_path / "systemd"
+    env = {**deployed.env, "SYSTEMD_DIR": str(units), "SYSTEMCTL": str(systemctl), "SLURM_BIN": "/usr/bin"}
+    result = head_node(deployed.root, deployed.payload, deployed.python_env, env)
+    assert result.returncode == 0, result.stderr
+    assert "head_node: llm-reservation-holds.timer: every minute" in result.stderr
+    assert (tmp_path / "systemctl.log").read_text() == "daemon-reload\nenable --now llm-reservation-holds.timer\n"
+    service, timer = units / "llm-reservation-holds.service", units / "llm-reservation-holds.timer"
+    verify = subprocess.run(["systemd-analyze", "verify", str(service), str(timer)], capture_output=True, text=True)
+    assert verify.returncode == 0, verify.stderr
+    settings = dict(
+        line.split("=", 1) for line in service.read_text().splitlines() if "=" in line and not line.startswith("#")
+    )
+    assert settings["WorkingDirectory"] == str(deployed.current)  # the live release: an update switches it
+    path = settings["Environment"].removeprefix("PATH=")
+    ran = subprocess.run(
+        [*settings["ExecStart"].split(), "--dry-run"], cwd=settings["WorkingDirectory"], capture_output=True,
+        text=True, env={"PATH": path, "SLURM_CONF": str(local_slurm.conf_path)}, timeout=120,
+    )  # fmt: skip
+    assert (ran.returncode, ran.stdout) == (0, ""), ran.stderr

@@ -17,8 +17,8 @@ It acts only on a job that has run before (Restarts >= 1: a requeue, not a job t
 and never started): pending and naming a reservation whose end has passed, it takes the reservation off and releases
 the job if it is held, unless by its owner (JobHeldUser); held by Slurm because the reservation was purged
 (`RESV_DEL_HOLD`, which takes the name off the job), it releases it. Both are what the owner may do to their own
-pending job, so it grants nothing: it does for them what they would do by hand (docs/jobs.md, "A reservation's
-end").
+pending job, so it grants nothing: it does for them what they would do by hand (docs/jobs.md, "Advance
+reservations").
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ one rank per node can run at once.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import re
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from cluster.reservation_holds import release_held_jobs, run_scontrol
 from cluster.verify.local_slurm import LocalSlurm
 from launch.capacity_block import TERMINATION_LEAD_S
 from launch.submit import main as submit_main
@@ -387,6 +389,58 @@ def test_a_reservations_end_saves_within_killwait_and_the_job_runs_again_outside
         assert "stopped by SIGTERM (reservation end; stopped on request (SIGTERM)); requeueing (restart 1" in log, story
         assert f"the reservation {RESERVATION} has ended: requeued outside it, in partition local" in log, story
         assert resumed >= ended_at_step, f"resumed from step {resumed}, the reservation ended at {ended_at_step}"
+        _assert_ends_like_the_reference(run_dir, reference)
+    finally:
+        _continue_ranks(held)
+        fault_cluster.run(["scontrol", "delete", f"reservation={RESERVATION}"], check=False)
+
+
+def test_a_job_that_requeues_itself_after_its_reservations_end_runs_again_outside_it(
+    fault_cluster: FaultCluster, demo_data: str, reference: Path, tmp_path: Path
+) -> None:
+    """A stop of the job's own (USR1: the time-limit warning, or `scancel --signal=USR1 --batch`) that ends after its
+    reservation has ended but before slurmctld has ended the job. The script takes the ended reservation off its
+    requeued job where Slurm lets it in time; where it does not (a loaded controller: the job is not pending yet),
+    Slurm holds the job, and the head node's timer (cluster/reservation_holds.py, run here at every poll as the timer
+    would every minute) releases it. Either way it runs again outside the reservation and ends like the reference."""
+    nodes = ",".join(fault_cluster.nodes)
+    fault_cluster.run(["scontrol", "create", "reservation", f"reservationname={RESERVATION}", "starttime=now",
+                       "duration=60", f"nodes={nodes}", "users=root"])  # fmt: skip
+    held: list[int] = []
+    released: list[str] = []
+    timer = functools.partial(run_scontrol, environ=fault_cluster.env())
+
+    def restarted() -> bool:
+        released.extend(release_held_jobs(timer))
+        if attempt_started(run_dir, job_id, 1):
+            return True
+        state = fault_cluster.job(job_id).get("JobState")
+        assert state not in TERMINAL, f"ended, not requeued: {job_story(fault_cluster, run_dir, job_id)}"
+        return False
+
+    try:
+        run_dir = tmp_path / "run"
+        argv = fsdp_argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir, STEPS, time=TIME_LIMIT)
+        (job_id,) = submit(fault_cluster, [*argv, f"--sbatch-arg=--reservation={RESERVATION}"])
+        wait_for_step(run_dir, CHECKPOINT_EVERY + 3)
+        # The ranks wait stopped while the reservation ends and the stop request reaches them.
+        held += _stop_ranks(run_dir)
+        stopped_at_step = train_records(run_dir)[-1]["step"]
+        fault_cluster.run(["scontrol", "update", f"reservation={RESERVATION}", "endtime=now"])
+        fault_cluster.run(["scancel", "--signal=USR1", "--batch", job_id])
+        wait_until(lambda: "got SIGUSR1; sending SIGUSR1 to the training step" in job_log(run_dir), "the stop request")
+        _continue_ranks(held)
+        wait_until(restarted, "the second attempt", story=lambda: job_story(fault_cluster, run_dir, job_id))
+        job = wait_for_end(fault_cluster, job_id, run_dir=run_dir)
+        story = job_story(fault_cluster, run_dir, job_id)
+        assert (job["JobState"], job["Restarts"]) == ("COMPLETED", "1"), story
+        assert "Reservation" not in job, story
+        by_the_script = f"the reservation {RESERVATION} has ended: requeued outside it" in job_log(run_dir)
+        by_the_timer = [line for line in released if line.startswith(f"job {job_id} ")]
+        assert by_the_script or by_the_timer, story
+        print(f"run again outside the reservation by {'the script' if by_the_script else 'the timer'}: {released}")
+        (resumed,) = resumed_steps(run_dir)
+        assert resumed >= stopped_at_step, f"resumed from step {resumed}, stopped at {stopped_at_step}"
         _assert_ends_like_the_reference(run_dir, reference)
     finally:
         _continue_ranks(held)

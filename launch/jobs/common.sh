@@ -285,6 +285,34 @@ drain_hung_nodes() {
 	mv "$RUN_DIR/hang" "$evidence" 2>/dev/null && job_log "hang: stack traces and reports in $evidence"
 }
 
+# collective_timeout_suspects RANKS_PER_NODE: after a step that ran with the flight recorder (nemo.sh) failed, the
+# ranks that wrote no dump (RUN_DIR/hang/nccl-trace-rank-<rank>) while others did are the silent ones: a collective
+# timed out waiting for them. Their nodes (block distribution: rank / RANKS_PER_NODE) go to hang/suspect_nodes, as
+# the FSDP trainer's watchdog writes them, for drain_hung_nodes. Prints the reason; fails when no rank dumped (not
+# a collective timeout).
+collective_timeout_suspects() {
+	local per_node="$1" hang="$RUN_DIR/hang" rank node dumped=0 silent=() nodes=()
+	[[ "$per_node" =~ ^[1-9][0-9]*$ && -d "$hang" ]] || return 1
+	mapfile -t nodes < <(scontrol show hostnames "${SLURM_JOB_NODELIST:-}" 2>/dev/null)
+	((${#nodes[@]} > 0)) || return 1
+	for ((rank = 0; rank < ${#nodes[@]} * per_node; rank++)); do
+		if [[ -s "$hang/nccl-trace-rank-$rank" ]]; then
+			dumped=$((dumped + 1))
+		else
+			silent+=("$rank")
+		fi
+	done
+	((dumped > 0)) || return 1
+	: >"$hang/suspect_nodes"
+	for rank in "${silent[@]}"; do
+		node="${nodes[rank / per_node]}"
+		grep -qxF "$node" "$hang/suspect_nodes" || echo "$node" >>"$hang/suspect_nodes"
+	done
+	local listed="${silent[*]:0:16}"
+	((${#silent[@]} > 16)) && listed+=" ..."
+	echo "a collective timed out: $dumped ranks wrote flight-recorder dumps, ${#silent[@]} did not (${listed:-none})"
+}
+
 # finish_job STEP_STATUS: exit, or requeue this job (bounded by MAX_REQUEUES through SLURM_RESTART_COUNT).
 finish_job() {
 	local step_rc="$1" code="$1" reason="step exit status $1"
@@ -293,6 +321,12 @@ finish_job() {
 		code="$(sed -n 's/.*"exit_code": *\(-\{0,1\}[0-9][0-9]*\).*/\1/p' "$EXIT_STATUS_FILE")"
 		reason="$(sed -n 's/.*"reason": *"\([^"]*\)".*/\1/p' "$EXIT_STATUS_FILE")"
 		code="${code:-$step_rc}"
+	fi
+	local timed_out
+	if [[ -n "${FLIGHT_RECORDER_RANKS_PER_NODE:-}" && "$step_rc" != 0 && "$code" != 0 && -n "${EXIT_HANG:-}" ]] &&
+		timed_out="$(collective_timeout_suspects "$FLIGHT_RECORDER_RANKS_PER_NODE")"; then
+		code="$EXIT_HANG" reason="$timed_out"
+		job_log "hang: $timed_out"
 	fi
 	[[ "$code" == "${EXIT_HANG:-none}" ]] && drain_hung_nodes "$reason"
 	if ((code == 0)); then

@@ -10,6 +10,17 @@
 job_start
 mkdir -p "$RUN_DIR"
 rm -f "$EXIT_STATUS_FILE" # a stale status from the last attempt must not decide this one
+# torch.distributed's flight recorder: when a collective times out (the framework's process-group timeout), every live
+# rank dumps its recent collectives to hang/nccl-trace-rank-<global rank>, the names torch's own reader
+# (torch.distributed.flight_recorder) takes; a rank stopped in its tracks writes none. finish_job names those ranks'
+# nodes (collective_timeout_suspects) and has them drained. Both variable names: torch reads the newer first.
+rm -rf "$RUN_DIR/hang"
+mkdir -p "$RUN_DIR/hang"
+export TORCH_FR_BUFFER_SIZE="${TORCH_FR_BUFFER_SIZE:-2000}" TORCH_NCCL_TRACE_BUFFER_SIZE="${TORCH_NCCL_TRACE_BUFFER_SIZE:-2000}"
+export TORCH_FR_DUMP_TEMP_FILE="$RUN_DIR/hang/nccl-trace-rank-" TORCH_NCCL_DEBUG_INFO_TEMP_FILE="$RUN_DIR/hang/nccl-trace-rank-"
+export TORCH_NCCL_DUMP_ON_TIMEOUT=1
+# shellcheck disable=SC2034 # read by finish_job (common.sh)
+FLIGHT_RECORDER_RANKS_PER_NODE="$NPROC_PER_NODE"
 MASTER_ADDR="$(first_node_addr)"
 MASTER_PORT="$(free_port)"
 export MASTER_ADDR MASTER_PORT

@@ -216,3 +216,44 @@ def test_neuron_compile_job_then_dependent_training_job(
     assert nxdt_config["distributed_strategy"]["tensor_model_parallel_size"] == 8
     assert nxdt_config["data"]["data_prefix"] == [1.0, str(Path(demo_data).resolve())]
     assert (run_dir / "tokenizer" / "tokenizer.json").exists()
+
+
+def test_nemo_collective_timeout_drains_the_silent_ranks_node_and_requeues_off_it(
+    local_slurm: LocalSlurm, demo_data: str, tmp_path: Path
+) -> None:
+    """A rank hangs under NeMo (issue 42, fault 4): the framework's collective times out, the live ranks dump the
+    flight recorder into RUN_DIR/hang, and the job script names the ranks that wrote none, has their node drained
+    (the epilog, root, on request), keeps the dumps and requeues; the requeue waits until a node is free of the
+    suspicion. torch's own flight-recorder reader takes every dump the script counted."""
+    from torch.distributed.flight_recorder.components.loader import read_dump
+
+    argv, env, run_dir = _nemo_with_standin(tmp_path, demo_data, "collective_timeout_step.py")
+    ranks_per_node = 8  # the default spec's p5 queue, rendered for the local partition
+    # The spool the nodes' epilogs read (on a node: /etc/llm-health/health.env names it).
+    env |= {"STANDIN_RANKS_PER_NODE": str(ranks_per_node), "LLM_DRAIN_REQUESTS": str(local_slurm.drain_requests_dir)}
+    (job_id,) = submit(local_slurm, argv, env)
+    story = lambda: job_story(local_slurm, run_dir, job_id)  # noqa: E731
+    wait_until(lambda: local_slurm.job(job_id).get("Restarts") == "1", "the requeue after the timeout", story=story)
+    log = job_log(run_dir)
+    silent = " ".join(str(rank) for rank in range(ranks_per_node, 2 * ranks_per_node))
+    reason = f"a collective timed out: {ranks_per_node} ranks wrote flight-recorder dumps, {ranks_per_node} did not ({silent})"
+    assert f"hang: {reason}" in log, story()
+    assert "hang: asked to drain n2" in log, story()
+    evidence = run_dir / f"hang-{job_id}.0"
+    assert (evidence / "suspect_nodes").read_text() == "n2\n"
+    dumps = sorted(evidence.glob("nccl-trace-rank-*"))
+    assert [read_dump("nccl-trace-rank-", str(path))["rank"] for path in dumps] == sorted(
+        range(ranks_per_node), key=str
+    )
+
+    # The epilog drained n2 with the job's reason; the requeued 2-node job cannot run until it is back.
+    drained = wait_until(
+        lambda: next((n for n in local_slurm.node_states() if n.name == "n2" and n.state in {"drained", "draining"}), None),
+        "n2 drained by its epilog", story=story,
+    )  # fmt: skip
+    assert drained.reason.startswith(f"job {job_id}: hang watchdog: {reason}"), drained
+    wait_until(lambda: local_slurm.job(job_id).get("JobState") == "PENDING", "the requeued job pending", story=story)
+    local_slurm.run(["scontrol", "update", "nodename=n2", "state=resume"])  # an operator cleared it
+    job = wait_for_end(local_slurm, job_id, run_dir=run_dir)
+    assert (job["JobState"], job["Restarts"]) == ("COMPLETED", "1"), story()
+    assert "requeueing (failure 1 of at most" in log, story()

@@ -9,12 +9,15 @@ from policies.verify.harness.layers import (
     ENDPOINT,
     ENDPOINT_BUCKET,
     IDENTITY,
+    KEY,
+    KMS_IDENTITY,
 )
 from policies.verify.harness.model import (
     AccessPointTarget,
     Principal,
     S3Request,
 )
+from policies.verify.matrix.model import Case, implicit
 from spec import DatasetSpec, DeploymentSpec
 
 
@@ -54,3 +57,21 @@ def sibling_prefix(prefix: str) -> str:
 
 
 ALL_S3_LAYERS: tuple[str, ...] = (IDENTITY, ENDPOINT, ENDPOINT_BUCKET, ACCESS_POINT, BUCKET)
+
+
+def no_dataset_reads(
+    spec: DeploymentSpec, principal: Principal, case_prefix: str, group: str, who: str, why: str
+) -> list[Case]:
+    """A case per dataset: `principal`, a role that holds no dataset grant, reads it through its access point from
+    inside the VPC and is refused by its own policies, the access point's and the key's."""
+    return [
+        Case(
+            f"{case_prefix}/read/{dataset.name}",
+            group,
+            f"{who} reads dataset {dataset.name} through its access point, from inside the VPC",
+            through_access_point(spec, principal, "s3:GetObject", dataset, key=f"{dataset.prefix}sample.txt"),
+            implicit(IDENTITY, ACCESS_POINT, KMS_IDENTITY, KEY),
+            why=why,
+        )
+        for dataset in spec.data.datasets
+    ]

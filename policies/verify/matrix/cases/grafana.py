@@ -4,9 +4,9 @@ writes nothing to it, and reaches none of the datasets."""
 from __future__ import annotations
 
 from policies.observability import QUERY_ACTIONS, grafana_role_name
-from policies.verify.harness.layers import ACCESS_POINT, IDENTITY, KEY, KMS_IDENTITY
+from policies.verify.harness.layers import IDENTITY
 from policies.verify.harness.model import ApiRequest, Principal
-from policies.verify.matrix.cases.common import through_access_point
+from policies.verify.matrix.cases.common import no_dataset_reads
 from policies.verify.matrix.model import Case, MatrixContext, implicit
 from spec import DeploymentSpec
 
@@ -57,15 +57,7 @@ def grafana_cases(spec: DeploymentSpec, context: MatrixContext) -> list[Case]:
                 why="the role names exactly this cluster's workspace",
             ),
         ]
-    for dataset in spec.data.datasets:
-        cases.append(
-            Case(
-                f"grafana/read/{dataset.name}",
-                "grafana",
-                f"the Grafana role reads dataset {dataset.name} through its access point",
-                through_access_point(spec, grafana, "s3:GetObject", dataset, key=f"{dataset.prefix}sample.txt"),
-                implicit(IDENTITY, ACCESS_POINT, KMS_IDENTITY, KEY),
-                why="a metrics reader is not a data reader",
-            )
-        )
+    cases += no_dataset_reads(
+        spec, grafana, "grafana", "grafana", "the Grafana role", "a metrics reader is not a data reader"
+    )
     return cases

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from policies.cluster_nodes import CLUSTER_TAG
 from policies.operator import SHELL_DOCUMENT
-from policies.verify.harness.layers import ACCESS_POINT, IDENTITY, KEY, KMS_IDENTITY
+from policies.verify.harness.layers import IDENTITY
 from policies.verify.harness.model import ApiRequest, Principal
-from policies.verify.matrix.cases.common import through_access_point
+from policies.verify.matrix.cases.common import no_dataset_reads
 from policies.verify.matrix.model import Case, MatrixContext, implicit
 from spec import DeploymentSpec
 from spec.model import OPERATOR_ROLE
@@ -94,15 +94,12 @@ def operator_cases(spec: DeploymentSpec, context: MatrixContext) -> list[Case]:
             why="another person's session is theirs (aws:ssmmessages:session-id)",
         ),
     ]
-    for dataset in spec.data.datasets:
-        cases.append(
-            Case(
-                f"operator/read/{dataset.name}",
-                "operators",
-                f"the operator role reads dataset {dataset.name} through its access point, from inside the VPC",
-                through_access_point(spec, operator, "s3:GetObject", dataset, key=f"{dataset.prefix}sample.txt"),
-                implicit(IDENTITY, ACCESS_POINT, KMS_IDENTITY, KEY),
-                why="a shell on a node is not a grant: the datasets are the node roles' alone",
-            )
-        )
+    cases += no_dataset_reads(
+        spec,
+        operator,
+        "operator",
+        "operators",
+        "the operator role",
+        "a shell on a node is not a grant: the datasets are the node roles' alone",
+    )
     return cases

@@ -291,17 +291,14 @@ drain_hung_nodes() {
 # REPLICA_FINAL_PASS_S (the bound on the last upload after the step ended).
 REPLICA_WATCH_PID=""
 REPLICA_STOP_FILE=""
-replica_tool() {
-	PYTHONPATH="$WORKDIR${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m training.checkpoint.framework_replica "$1" \
-		--run-dir "$RUN_DIR" --layout "$CHECKPOINT_LAYOUT" "${@:2}"
-}
 
 # Before the step: the replica's newest copy back in its place when the file system has no checkpoint that recent.
 # A copy that cannot be restored onto a file system with no checkpoint fails the attempt (requeued as a failure);
 # with a checkpoint here, or S3 out of reach, the job trains on and says so.
 replica_restore() {
 	[[ -n "${LLM_CHECKPOINT_REPLICA:-}" ]] || return 0
-	replica_tool restore && return 0
+	PYTHONPATH="$WORKDIR${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m training.checkpoint.framework_replica restore \
+		--run-dir "$RUN_DIR" --layout "$CHECKPOINT_LAYOUT" && return 0
 	job_log "replica: the checkpoint could not be restored from $LLM_CHECKPOINT_REPLICA (above); not starting from step 0"
 	finish_job 1
 }
@@ -311,7 +308,10 @@ replica_watch_start() {
 	[[ -n "${LLM_CHECKPOINT_REPLICA:-}" ]] || return 0
 	REPLICA_STOP_FILE="$RUN_DIR/.replica-watch.${SLURM_JOB_ID:-0}.stop"
 	rm -f "$REPLICA_STOP_FILE"
-	replica_tool watch --stop-file "$REPLICA_STOP_FILE" &
+	# A simple command, not replica_tool: $! must be the watcher itself, which the final pass waits for (a function
+	# in the background is a subshell, which Slurm's TERM ends while the watcher goes on).
+	PYTHONPATH="$WORKDIR${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m training.checkpoint.framework_replica watch \
+		--run-dir "$RUN_DIR" --layout "$CHECKPOINT_LAYOUT" --stop-file "$REPLICA_STOP_FILE" &
 	REPLICA_WATCH_PID=$!
 }
 

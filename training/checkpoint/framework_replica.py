@@ -179,7 +179,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stdout)
+    log.setLevel(logging.INFO)  # ours; boto3's INFO lines stay out of the job's log
     layout = LAYOUTS[args.layout]
     try:
         target = replica_from_env()

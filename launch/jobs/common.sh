@@ -293,14 +293,18 @@ REPLICA_WATCH_PID=""
 REPLICA_STOP_FILE=""
 
 # Before the step: the replica's newest copy back in its place when the file system has no checkpoint that recent.
-# A copy that cannot be restored onto a file system with no checkpoint fails the attempt (requeued as a failure);
-# with a checkpoint here, or S3 out of reach, the job trains on and says so.
+# A copy that cannot be restored onto a file system with no checkpoint fails the attempt (exit 1: requeued as a
+# failure); a malformed LLM_CHECKPOINT_REPLICA ends the job (exit 2, a configuration error); with a checkpoint
+# here, or S3 out of reach, the job trains on and says so.
 replica_restore() {
 	[[ -n "${LLM_CHECKPOINT_REPLICA:-}" ]] || return 0
+	local rc
 	PYTHONPATH="$WORKDIR${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m training.checkpoint.framework_replica restore \
-		--run-dir "$RUN_DIR" --layout "$CHECKPOINT_LAYOUT" && return 0
-	job_log "replica: the checkpoint could not be restored from $LLM_CHECKPOINT_REPLICA (above); not starting from step 0"
-	finish_job 1
+		--run-dir "$RUN_DIR" --layout "$CHECKPOINT_LAYOUT"
+	rc=$?
+	((rc == 0)) && return 0
+	job_log "replica: nothing restored from $LLM_CHECKPOINT_REPLICA (above, exit $rc); not starting from step 0"
+	finish_job "$rc"
 }
 
 # Beside the step: each newly committed checkpoint copied to S3 (failures logged and in RUN_DIR/replica.json).

@@ -31,6 +31,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from spec.cli import OneLineParser, user_errors
+from spec.errors import UserError
 from training.checkpoint.framework_layout import (
     LAYOUTS,
     CheckpointLayout,
@@ -45,9 +47,8 @@ log = logging.getLogger("training")
 
 POLL_S = 2.0
 # Exit statuses of `restore`: the file system has no checkpoint and the replica's copy cannot be restored (a retry
-# may succeed: the job counts it as a failed attempt); the replica's setting is wrong (no retry fixes it).
+# may succeed: the job counts it as a failed attempt). A wrong $LLM_CHECKPOINT_REPLICA is a UserError (exit 2).
 EXIT_RESTORE_FAILED = 1
-EXIT_BAD_SETTING = 2
 
 
 def _place(copy: ReplicaCopy, run_dir: Path, layout: CheckpointLayout, url: str) -> Path:
@@ -163,7 +164,7 @@ class ReplicaWatcher:
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m training.checkpoint.framework_replica", description=__doc__)
+    parser = OneLineParser(prog="python -m training.checkpoint.framework_replica", description=__doc__)
     parser.add_argument("action", choices=("restore", "watch"))
     parser.add_argument("--run-dir", required=True, type=Path)
     parser.add_argument("--layout", required=True, choices=sorted(LAYOUTS))
@@ -177,6 +178,11 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+class ReplicaSettingError(UserError):
+    pass
+
+
+@user_errors
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stdout)
@@ -185,8 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         target = replica_from_env()
     except ReplicaError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_BAD_SETTING
+        raise ReplicaSettingError(str(error)) from None  # exit 2: no retry fixes it
     if target is None:
         return 0  # no replica configured: nothing to keep
     replica = CheckpointReplica(target)

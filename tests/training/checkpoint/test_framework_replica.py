@@ -237,3 +237,12 @@ def test_the_watch_command_outlives_the_stop_signals_and_makes_its_final_pass_wh
     copy = replica.latest()
     assert copy is not None and copy.step == 10, log.read_text()
     assert "replica: final pass done" in log.read_text()
+
+
+def test_a_malformed_replica_setting_is_one_line_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(REPLICA_ENV, "s3://bucket-without-prefix")
+    assert main(["restore", "--run-dir", str(tmp_path), "--layout", "megatron"]) == 2  # the job does not retry it
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: {REPLICA_ENV}: 's3://bucket-without-prefix' is not")

@@ -26,6 +26,7 @@ from training.stage import make_client
 
 REPO = Path(__file__).resolve().parents[3]
 PROBE = REPO / "tests" / "launch" / "contracts" / "bridge_checkpoint_probe.py"
+NEMO_PROBE = REPO / "tests" / "launch" / "contracts" / "nemo_resume_probe.py"
 BUCKET = "llm-framework-replica-test"
 
 
@@ -179,7 +180,7 @@ def test_a_newer_checkpoint_on_the_file_system_is_kept(replica: CheckpointReplic
 
 
 def test_a_nemo_checkpoint_goes_back_in_its_place_and_an_unfinished_one_never_leaves(
-    replica: CheckpointReplica, tmp_path: Path
+    replica: CheckpointReplica, tmp_path: Path, nemo_python: Path
 ) -> None:
     run = tmp_path / "run"
     checkpoints = run / "nemo" / "run" / "checkpoints"
@@ -195,11 +196,19 @@ def test_a_nemo_checkpoint_goes_back_in_its_place_and_an_unfinished_one_never_le
     assert _watcher(replica, run, "lightning").pass_once(final=True) == 99
     assert [c.step for c in replica.copies()] == [99]
 
+    before = tmp_path / "before" / "checkpoints"
+    shutil.copytree(checkpoints, before)  # with the unfinished one and its marker, for NeMo's own choice below
     shutil.rmtree(run)
     assert main(["restore", "--run-dir", str(run), "--layout", "lightning"]) == 0
     assert _files(last) == original
     assert [c.path for c in lightning_committed(run)] == [last]
     assert [path.name for path in checkpoints.iterdir()] == [last.name]  # no staging directory left
+    # NeMo's own AutoResume: before the loss it skips the unfinished checkpoint for the one the watcher copied, and
+    # after the restore it resumes from the restored one.
+    result = subprocess.run(
+        [str(nemo_python), str(NEMO_PROBE), str(before), str(checkpoints)], capture_output=True, text=True, check=True
+    )
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == {"resumes_from": [str(before / last.name), str(last)]}
 
 
 def test_a_copy_of_another_framework_is_refused_by_name(replica: CheckpointReplica, tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from typing import Any, TextIO
 
 from spec.cli import OneLineParser, user_errors
 from spec.cli_types import output_directory
+from training.checkpoint.framework_layout import LIGHTNING_DIRS, newest_committed
 
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
 _FIELD_RE = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:/]*)=(.*?)(?=\s+[A-Za-z][A-Za-z0-9_:/]*=|$)")
@@ -98,33 +99,14 @@ class RunSummary:
         return lines
 
 
-# NeMo (RUN_DIR/nemo/...) and NxDT (RUN_DIR/nxdt/...) name checkpoints after their step: `...--step=120-...`.
-_FRAMEWORK_DIRS = ("nemo", "nxdt")
-_STEP_RE = re.compile(r"step=(\d+)")
+# NeMo (RUN_DIR/nemo/...), NxDT (RUN_DIR/nxdt/...) and Megatron Bridge (RUN_DIR/checkpoints/iter_*) checkpoints,
+# committed by each framework's own rule (training/checkpoint/framework_layout.py, which the replica watcher reads too).
+_FRAMEWORK_DIRS = LIGHTNING_DIRS
 
 
 def _framework_checkpoint(run_dir: Path) -> Path | None:
-    found: list[tuple[int, str, Path]] = []
-    for base in _FRAMEWORK_DIRS:
-        for path in (run_dir / base).glob("**/checkpoints/*"):
-            match = _STEP_RE.search(path.name)
-            if match and not path.name.endswith((".partial", "-unfinished")):
-                found.append((int(match.group(1)), path.name, path))
-    return max(found)[2] if found else None
-
-
-# Megatron Bridge (RUN_DIR/checkpoints/iter_0000120/): rank 0 writes the iteration's train_state.pt once every rank
-# has saved, so a directory without it is an unfinished save.
-_MEGATRON_ITER_RE = re.compile(r"^iter_(\d+)$")
-
-
-def _megatron_checkpoint(run_dir: Path) -> Path | None:
-    found = [
-        (int(match.group(1)), path)
-        for path in (run_dir / "checkpoints").glob("iter_*")
-        if (match := _MEGATRON_ITER_RE.match(path.name)) and (path / "train_state.pt").is_file()
-    ]
-    return max(found)[1] if found else None
+    newest = newest_committed(run_dir)
+    return newest.path if newest is not None else None
 
 
 def _framework_tensorboard(run_dir: Path) -> Path | None:
@@ -167,9 +149,7 @@ def summarize(run_dir: Path, window: int = 20) -> RunSummary:
         final_loss=final.get("loss") if final else None,
         tokens_per_s_per_device=speed,
         world_size=worlds[-1] if worlds else None,
-        checkpoint=checkpoints[-1][1]
-        if checkpoints
-        else _megatron_checkpoint(run_dir) or _framework_checkpoint(run_dir),
+        checkpoint=checkpoints[-1][1] if checkpoints else _framework_checkpoint(run_dir),
         plot=plot if plot.exists() else None,
         tensorboard=tensorboard if tensorboard.is_dir() else _framework_tensorboard(run_dir),
         exit_status=_exit_status(run_dir),

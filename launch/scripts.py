@@ -203,17 +203,32 @@ def _add_script(
     rendered.scripts.append(JobScript(name, Path(f"{inputs.script_base}.{name}.sbatch"), text, depends_on))
 
 
+def _replica_env(target: Target, run_dir: Path) -> dict[str, str]:
+    """Where the job copies its committed checkpoints (the spec's data.checkpoint_replica), if anywhere."""
+    if target.checkpoint_replica is None:
+        return {}
+    try:
+        return {REPLICA_ENV: replica_url(target.checkpoint_replica, run_dir)}
+    except ReplicaError as error:
+        raise SubmitError(str(error)) from None
+
+
+def _replica_watch_settings(options: SubmitOptions, target: Target) -> dict[str, SettingValue]:
+    """For a framework's job (common.sh replica_*): its checkpoint layout, and how long the watcher's final pass
+    may take once the step has ended (the stop window: a time-limit stop leaves no more)."""
+    return {
+        "CHECKPOINT_LAYOUT": target.backend.checkpoint_layout,
+        "REPLICA_FINAL_PASS_S": options.resolved_signal_lead,
+    }
+
+
 def fsdp_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered) -> None:
     target, run_dir = inputs.target, inputs.run_dir
     env = {**netenv.common_env(), **(netenv.cpu_env() if target.local else {})}
     if target.instance.accelerator == "gpu":
         env.update(netenv.gpu_env(target, options.libfabric_version, options.aws_ofi_nccl_version, options.nccl_debug))
         env.update(netenv.torch_cuda_env())
-    if target.checkpoint_replica is not None:
-        try:
-            env[REPLICA_ENV] = replica_url(target.checkpoint_replica, run_dir)
-        except ReplicaError as error:
-            raise SubmitError(str(error)) from None
+    env.update(_replica_env(target, run_dir))
     config_path = run_dir / "job-config.yaml"
     rendered.files[config_path] = _yaml(inputs.job.model_dump(mode="json"))
     settings: dict[str, SettingValue] = {
@@ -238,11 +253,12 @@ def _megatron_layout(options: SubmitOptions) -> ParallelDims:
     )
 
 
-def _megatron_env(options: SubmitOptions, target: Target) -> dict[str, str]:
+def _megatron_env(options: SubmitOptions, target: Target, run_dir: Path) -> dict[str, str]:
     return {
         **netenv.common_env(),
         **netenv.gpu_env(target, options.libfabric_version, options.aws_ofi_nccl_version, options.nccl_debug),
         **netenv.nemo_env(),
+        **_replica_env(target, run_dir),
     }
 
 
@@ -259,7 +275,7 @@ def nemo2_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered)
     )
     config_path = inputs.run_dir / "nemo-config.yaml"
     rendered.files[config_path] = _yaml(config)
-    _add_megatron_script(options, inputs, rendered, config_path, _megatron_env(options, inputs.target))
+    _add_megatron_script(options, inputs, rendered, config_path, _megatron_env(options, inputs.target, inputs.run_dir))
 
 
 def bridge_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered) -> None:
@@ -272,7 +288,7 @@ def bridge_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered
     rendered.files[hf_config_path(config)] = json.dumps(bridge_hf_config(inputs.model), indent=2) + "\n"
     rendered.files[config_path] = _yaml(config)
     # The recipe's model comes from the rendered config directory; nothing may try the Hub (no route to it).
-    env = {**_megatron_env(options, target), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env = {**_megatron_env(options, target, run_dir), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     _add_megatron_script(options, inputs, rendered, config_path, env)
 
 
@@ -307,6 +323,7 @@ def _add_megatron_script(
         "CONTAINER_IMAGE": pyxis_image(image),
         "CONTAINER_MOUNTS": mounts,
         "NEMO_CONFIG": str(config_path),
+        **_replica_watch_settings(options, target),
     }
     _add_script(rendered, options, inputs, "nemo", settings, env)
 
@@ -326,7 +343,7 @@ def neuron_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered
     config = nxdt_config(inputs.job, inputs.model, target, options.nodes, run_dir, tokenizer, tp, pp)
     config_name = "nxdt-config"
     rendered.files[run_dir / f"{config_name}.yaml"] = _yaml(config)
-    env = {**netenv.common_env(), **netenv.neuron_env(target)}
+    env = {**netenv.common_env(), **netenv.neuron_env(target), **_replica_env(target, run_dir)}
     nxdt_dir = options.nxdt_dir or default_nxdt_dir(target.shared_dir)
     # Traced steps: enough for the training graphs and, with a validation pass at the last one, the validation
     # graphs too (NxDT's own compile mode traces 10). They must never leave a checkpoint to resume from.
@@ -351,6 +368,8 @@ def neuron_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered
             "NXDT_OVERRIDES": overrides,
             "NPROC_PER_NODE": target.workers_per_node,
             "MASTER_PORT": options.master_port,
+            "WORKDIR": str(inputs.workdir),
+            **_replica_watch_settings(options, target),
         }
         depends = "neuron-compile" if mode == "train" else None
         _add_script(

@@ -94,6 +94,9 @@ class TrainingBackend:
     # True: the job YAML's parallel: section lays the job out (FSDP/HSDP over every rank, torch.compile) and the
     # trainer checks it; False: --tensor/--pipeline/--context-parallel do (Megatron's, NxDT's own checks).
     yaml_layout: bool
+    # Where and how its checkpoints are committed: "dcp" (our trainer: step-N/COMMITTED), or a layout of
+    # training/checkpoint/framework_layout.py's LAYOUTS, which the job's replica watcher copies to S3.
+    checkpoint_layout: str
     local_cluster: bool = False  # renders for the local CPU cluster (--local) too
     # spec.containers.Framework.entry_point of the NeMo Framework containers that run this backend.
     entry_point: str | None = None
@@ -126,6 +129,7 @@ BACKENDS: dict[str, TrainingBackend] = {
             checkpoint_bytes_per_param=12,
             data_splits="trainer",
             yaml_layout=True,
+            checkpoint_layout="dcp",
             local_cluster=True,
         ),
         # NeMo 2.4 (nemo:25.07) runs NeMo's llama3_8b pretrain_recipe with our overrides (launch.nemo): its
@@ -140,6 +144,7 @@ BACKENDS: dict[str, TrainingBackend] = {
             checkpoint_bytes_per_param=_MEGATRON_CHECKPOINT_BYTES,
             data_splits="megatron",
             yaml_layout=False,
+            checkpoint_layout="lightning",
             entry_point="nemo_pretrain.py",
             target_checks=(_needs_pyxis,),
         ),
@@ -154,6 +159,7 @@ BACKENDS: dict[str, TrainingBackend] = {
             checkpoint_bytes_per_param=_MEGATRON_CHECKPOINT_BYTES,
             data_splits="megatron",
             yaml_layout=False,
+            checkpoint_layout="megatron",
             entry_point="bridge_pretrain.py",
             target_checks=(_needs_pyxis,),
         ),
@@ -168,6 +174,7 @@ BACKENDS: dict[str, TrainingBackend] = {
             checkpoint_bytes_per_param=0,
             data_splits="megatron",
             yaml_layout=False,
+            checkpoint_layout="lightning",
             target_checks=(_needs_nxdt_silicon, _needs_neuron_section),
         ),
     )

@@ -3,6 +3,9 @@
     llm-restore --run-dir /fsx/runs/llama3-8b --list
     llm-restore --run-dir /fsx/runs/llama3-8b            # the newest copy, unless the file system has it already
 
+A NeMo 2, Megatron Bridge or NxDT run's copy (its job's replica watcher made it) goes back to its own place in the
+run directory, and a Megatron Bridge iteration is named in the tracker files the framework resumes from.
+
 A job does the same by itself at start (training/checkpoint/replica.py); this command is for a restore ahead of the
 job (a new file system, a copy to another cluster) and to see what the replica holds. The replica is --replica, else
 $LLM_CHECKPOINT_REPLICA, else the deployment spec's data.checkpoint_replica for this run directory (what llm-submit
@@ -19,8 +22,10 @@ from pathlib import Path
 
 from spec.cli import SPEC_ENV, OneLineParser, load_command_spec, user_errors
 from spec.errors import UserError
+from training.checkpoint.framework_layout import LAYOUTS, newest_committed
+from training.checkpoint.framework_replica import restore_copy
 from training.checkpoint.layout import latest_complete, step_dir
-from training.checkpoint.replica import CheckpointReplica
+from training.checkpoint.replica import CheckpointReplica, ReplicaCopy
 from training.checkpoint.replica_location import REPLICA_ENV, ReplicaError, parse_replica_url, replica_url
 
 
@@ -65,6 +70,28 @@ def _replica_url(args: argparse.Namespace) -> str:
     return replica_url(f"s3://{spec.access_point_arn(dataset)}/{dataset.output_prefix}", args.run_dir)
 
 
+def _restore_framework(replica: CheckpointReplica, copy: ReplicaCopy, run_dir: Path) -> int:
+    """A NeMo 2, Megatron Bridge or NxDT checkpoint (the job's replica watcher copied it): back in its place in the run
+    directory, and for Megatron Bridge the tracker files naming it."""
+    assert copy.checkpoint is not None
+    layout = LAYOUTS.get(copy.checkpoint.get("layout", ""))
+    if layout is None:
+        raise RestoreError(
+            f"--replica: {replica.target.url}slot-{copy.slot}/ holds a {copy.checkpoint.get('layout')!r} checkpoint, "
+            f"which this release cannot restore (layouts: {', '.join(sorted(LAYOUTS))})"
+        )
+    if any(held.step == copy.step for held in layout.committed(run_dir)):
+        print(f"{layout.framework} step {copy.step} is already committed in {run_dir}; nothing to restore")
+        return 0
+    path = restore_copy(replica, copy, run_dir, layout)
+    newest = newest_committed(run_dir, layout.name)
+    note = (
+        "" if newest is None or newest.step == copy.step else f" (the run resumes from its newest, step {newest.step})"
+    )
+    print(f"restored {path} from {replica.target.url}slot-{copy.slot}/{note}")
+    return 0
+
+
 @user_errors
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
@@ -75,8 +102,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.list:
             for copy in copies:
                 size = sum(int(record["size"]) for record in copy.files.values())
+                place = f"  {copy.checkpoint.get('path')}" if copy.checkpoint else ""
                 print(
-                    f"step-{copy.step}  {replica.target.url}slot-{copy.slot}/  {len(copy.files)} files  {size / 1e9:.3f} GB"
+                    f"step-{copy.step}  {replica.target.url}slot-{copy.slot}/  {len(copy.files)} files  "
+                    f"{size / 1e9:.3f} GB{place}"
                 )
             return 0
         wanted = [c for c in copies if args.step is None or c.step == args.step]
@@ -85,6 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             what = f"step-{args.step}" if args.step is not None else "a complete copy"
             raise RestoreError(f"--step: {replica.target.url} holds no {what} (complete copies: {held})")
         copy = wanted[-1]
+        if copy.checkpoint is not None:
+            return _restore_framework(replica, copy, args.run_dir)
         if step_dir(root, copy.step).joinpath("COMMITTED").is_file():
             print(f"{step_dir(root, copy.step)} is already committed here; nothing to restore")
             return 0

@@ -313,6 +313,61 @@ collective_timeout_suspects() {
 	echo "a collective timed out: $dumped ranks wrote flight-recorder dumps, ${#silent[@]} did not (${listed:-none})"
 }
 
+# The S3 copy of a framework's checkpoints (NeMo 2, Megatron Bridge, NxDT: their trainers copy nothing), kept by
+# training/checkpoint/framework_replica.py on this (the batch) host with the release's Python, only when
+# LLM_CHECKPOINT_REPLICA is set. Settings: WORKDIR, CHECKPOINT_LAYOUT (slurm/backends.py's checkpoint_layout),
+# REPLICA_FINAL_PASS_S (the bound on the last upload after the step ended).
+REPLICA_WATCH_PID=""
+REPLICA_STOP_FILE=""
+
+# Before the step: the replica's newest copy back in its place when the file system has no checkpoint that recent.
+# A copy that cannot be restored onto a file system with no checkpoint fails the attempt (exit 1: requeued as a
+# failure); a malformed LLM_CHECKPOINT_REPLICA ends the job (exit 2, a configuration error); with a checkpoint
+# here, or S3 out of reach, the job trains on and says so.
+replica_restore() {
+	[[ -n "${LLM_CHECKPOINT_REPLICA:-}" ]] || return 0
+	local rc
+	PYTHONPATH="$WORKDIR${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m training.checkpoint.framework_replica restore \
+		--run-dir "$RUN_DIR" --layout "$CHECKPOINT_LAYOUT"
+	rc=$?
+	((rc == 0)) && return 0
+	job_log "replica: nothing restored from $LLM_CHECKPOINT_REPLICA (above, exit $rc); not starting from step 0"
+	finish_job "$rc"
+}
+
+# Beside the step: each newly committed checkpoint copied to S3 (failures logged and in RUN_DIR/replica.json).
+replica_watch_start() {
+	[[ -n "${LLM_CHECKPOINT_REPLICA:-}" ]] || return 0
+	REPLICA_STOP_FILE="$RUN_DIR/.replica-watch.${SLURM_JOB_ID:-0}.stop"
+	rm -f "$REPLICA_STOP_FILE"
+	# A simple command, not replica_tool: $! must be the watcher itself, which the final pass waits for (a function
+	# in the background is a subshell, which Slurm's TERM ends while the watcher goes on).
+	PYTHONPATH="$WORKDIR${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m training.checkpoint.framework_replica watch \
+		--run-dir "$RUN_DIR" --layout "$CHECKPOINT_LAYOUT" --stop-file "$REPLICA_STOP_FILE" &
+	REPLICA_WATCH_PID=$!
+}
+
+# After the step, on every way out (its end, a stop signal, a requeue): the watcher's final pass uploads the last
+# committed checkpoint, for at most REPLICA_FINAL_PASS_S; past it the watcher is killed and the next start's watcher
+# uploads that checkpoint (the replica keeps the copy before it meanwhile).
+replica_watch_stop() {
+	[[ -n "$REPLICA_WATCH_PID" ]] || return 0
+	local waited=0
+	touch "$REPLICA_STOP_FILE"
+	while kill -0 "$REPLICA_WATCH_PID" 2>/dev/null; do
+		if ((waited >= REPLICA_FINAL_PASS_S)); then
+			kill -KILL "$REPLICA_WATCH_PID" 2>/dev/null
+			job_log "replica: the final upload did not finish in ${REPLICA_FINAL_PASS_S} s; the next start uploads the last checkpoint"
+			break
+		fi
+		sleep 1
+		waited=$((waited + 1))
+	done
+	wait "$REPLICA_WATCH_PID" 2>/dev/null
+	rm -f "$REPLICA_STOP_FILE"
+	REPLICA_WATCH_PID=""
+}
+
 # finish_job STEP_STATUS: exit, or requeue this job (bounded by MAX_REQUEUES through SLURM_RESTART_COUNT).
 finish_job() {
 	local step_rc="$1" code="$1" reason="step exit status $1"

@@ -4,9 +4,13 @@
 # rendezvous on the first node. NEURON_MODE=compile wraps a few steps in neuron_parallel_compile to fill the
 # compile cache; NEURON_MODE=train runs the job, resuming from its last checkpoint.
 # Settings: NEURON_MODE, NEURON_VENV, NXDT_DIR, NXDT_CONFIG_DIR, NXDT_CONFIG_NAME, NPROC_PER_NODE, MASTER_PORT,
-# RUN_DIR, NXDT_OVERRIDES.
+# RUN_DIR, NXDT_OVERRIDES, WORKDIR, CHECKPOINT_LAYOUT, REPLICA_FINAL_PASS_S.
 job_start
 mkdir -p "$RUN_DIR"
+if [[ "$NEURON_MODE" == train ]]; then # the compile job saves no checkpoint
+	replica_restore
+	replica_watch_start
+fi
 export PATH="$NEURON_VENV/bin:/opt/aws/neuron/bin:$PATH"
 MASTER_ADDR="$(first_node_addr)"
 export MASTER_ADDR MASTER_PORT NXDT_DIR NXDT_CONFIG_DIR NXDT_CONFIG_NAME NPROC_PER_NODE
@@ -26,4 +30,6 @@ exec $COMPILE_PREFIX torchrun --nproc_per_node "$NPROC_PER_NODE" --nnodes "$SLUR
 	$NXDT_OVERRIDES_LINE'
 run_step srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=1 --chdir="$NXDT_DIR" \
 	bash -c "$NODE_COMMAND"
-finish_job "$?"
+step_rc=$?
+replica_watch_stop
+finish_job "$step_rc"

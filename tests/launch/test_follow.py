@@ -62,6 +62,17 @@ def test_a_megatron_bridge_run_is_summarized_by_its_last_finished_checkpoint(tmp
     assert "exit status     42 (stopped on SIGUSR1 after a checkpoint)" in summary.lines()
 
 
+def test_a_nemo_checkpoint_still_marked_unfinished_is_not_the_runs_checkpoint(tmp_path: Path) -> None:
+    # NeMo's ModelCheckpoint creates `<checkpoint>-unfinished` beside a checkpoint before any rank writes it and
+    # removes it after all have: a time limit mid-save leaves the directory and its marker.
+    checkpoints = tmp_path / "nemo" / "run" / "checkpoints"
+    done, cut = checkpoints / "run--step=99-last", checkpoints / "run--step=199-last"
+    done.mkdir(parents=True)
+    cut.mkdir()
+    (checkpoints / "run--step=199-last-unfinished").touch()
+    assert summarize(tmp_path).checkpoint == done
+
+
 def test_nemo_and_neuron_runs_are_summarized_by_their_own_checkpoints_and_exit_status(tmp_path: Path) -> None:
     nemo = tmp_path / "nemo-run"
     checkpoints = nemo / "nemo" / "nemo-run" / "checkpoints"

@@ -139,7 +139,28 @@ def test_fsdp_jobs_copy_their_checkpoints_to_the_specs_replica_under_their_own_r
     expected = f"s3://arn:aws:s3:us-east-1:222222222222:accesspoint/llm-demo-checkpoints/checkpoints/runs/{prefix}/"
     assert f"export LLM_CHECKPOINT_REPLICA={expected}" in script.text.splitlines()
     (local,) = render(_args(*_base(gpu_config, demo_data, tmp_path / "l"), "--local"), "test").scripts
-    assert "LLM_CHECKPOINT_REPLICA" not in local.text  # no spec, no S3: a local run sets it itself if it wants one
+    # No spec, no S3: a local run sets it itself if it wants one (common.sh, in every script, only reads it).
+    assert not any(line.startswith("export LLM_CHECKPOINT_REPLICA=") for line in local.text.splitlines())
+
+
+def test_nemo_and_neuron_jobs_watch_their_frameworks_checkpoints_for_the_specs_replica(
+    demo_data: str, tmp_path: Path, nemo2507_spec: Path
+) -> None:
+    job = write_job(tmp_path / "gbs64.yaml", data={"global_batch_size": 64})
+    neuron = NEURON_CONFIGS / "neuron-pythia-6.9b.yaml"
+    cases = {
+        "megatron": _base(job, demo_data, tmp_path / "bridge", backend="nemo"),
+        "lightning": [*_base(job, demo_data, tmp_path / "nemo2", backend="nemo"), "--spec", str(nemo2507_spec)],
+    }
+    scripts = {layout: render(_args(*argv), "t").scripts for layout, argv in cases.items()}
+    neuron_scripts = render(
+        _args(*_base(neuron, demo_data, tmp_path / "neuron", backend="neuron"), "--spec", str(TRN1_SPEC)), "t"
+    ).scripts
+    for layout, script in [*((layout, s) for layout, (s,) in scripts.items()), ("lightning", neuron_scripts[1])]:
+        lines = script.text.splitlines()
+        assert any(line.startswith("export LLM_CHECKPOINT_REPLICA=s3://arn:aws:s3:") for line in lines), layout
+        assert f"CHECKPOINT_LAYOUT={layout}" in lines and "REPLICA_FINAL_PASS_S=300" in lines, layout
+        assert "replica_watch_start" in script.text and "replica_watch_stop" in script.text
 
 
 def test_a_run_directory_that_cannot_name_an_s3_prefix_is_refused(

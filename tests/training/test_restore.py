@@ -10,14 +10,18 @@ import pytest
 import torch
 
 from tests.s3_standin import s3_standin
+from training.checkpoint.framework_layout import LAYOUTS
+from training.checkpoint.framework_replica import ReplicaWatcher
 from training.checkpoint.layout import MARKER, complete_checkpoints, step_dir
 from training.checkpoint.manager import CheckpointManager
-from training.checkpoint.replica_location import REPLICA_ENV
+from training.checkpoint.replica import CheckpointReplica
+from training.checkpoint.replica_location import REPLICA_ENV, replica_from_env
 from training.checkpoint.state import training_state
 from training.config import CheckpointSection
 from training.restore import main
 from training.stage import make_client
 
+from .checkpoint.test_framework_replica import _bridge_iteration
 from .checkpoint.test_manager import _trained
 
 pytestmark = pytest.mark.usefixtures("process_group")
@@ -87,3 +91,30 @@ def test_the_replica_defaults_to_the_specs_for_this_run_directory(
     err = capsys.readouterr().err
     prefix = str(tmp_path / "r").strip("/")
     assert f"s3://arn:aws:s3:us-east-1:222222222222:accesspoint/llm-demo-checkpoints/checkpoints/runs/{prefix}/" in err
+
+
+def test_a_megatron_bridge_runs_copy_goes_back_in_its_place_with_the_trackers_naming_it(
+    endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(REPLICA_ENV, f"s3://{BUCKET}/checkpoints/{tmp_path.name}-bridge/")
+    run = tmp_path / "bridge-run"
+    replica = CheckpointReplica(replica_from_env())  # type: ignore[arg-type]
+    watcher = ReplicaWatcher(replica, run, LAYOUTS["megatron"])
+    for step in (10, 20):
+        _bridge_iteration(run, step)
+        assert watcher.pass_once(final=True) == step
+    original = (run / "checkpoints" / "iter_0000020" / "train_state.pt").read_bytes()
+    shutil.rmtree(run)
+
+    assert main(["--run-dir", str(run), "--list"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in listed] == ["step-10", "step-20"]
+    assert listed[1].endswith("checkpoints/iter_0000020")
+    assert main(["--run-dir", str(run)]) == 0
+    checkpoints = run / "checkpoints"
+    assert capsys.readouterr().out.startswith(f"restored {checkpoints / 'iter_0000020'} from s3://{BUCKET}/")
+    assert (checkpoints / "latest_train_state.pt").read_bytes() == original
+    assert (checkpoints / "latest_checkpointed_iteration.txt").read_text() == "20"
+    assert not (checkpoints / "iter_0000020" / MARKER).exists()  # Megatron Bridge's layout, nothing of ours
+    assert main(["--run-dir", str(run)]) == 0  # again: nothing to do
+    assert "already committed" in capsys.readouterr().out

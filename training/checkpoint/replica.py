@@ -26,7 +26,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +56,8 @@ class ReplicaCopy:
     step: int
     slot: int
     files: dict[str, dict[str, Any]]  # relative path -> {"size", "sha256"}
+    # A framework's checkpoint (framework_replica.py): {"layout", "path" relative to the run directory}; None: ours.
+    checkpoint: dict[str, str] | None = None
 
 
 def _sha256(path: Path) -> str:
@@ -109,15 +111,18 @@ class CheckpointReplica:
         for slot in range(SLOTS):
             manifest = self._read_manifest(slot)
             if manifest and manifest.get("state") == "complete" and isinstance(manifest.get("files"), dict):
-                found.append(ReplicaCopy(int(manifest["step"]), slot, manifest["files"]))
+                about = manifest.get("checkpoint")
+                checkpoint = {str(k): str(v) for k, v in about.items()} if isinstance(about, dict) else None
+                found.append(ReplicaCopy(int(manifest["step"]), slot, manifest["files"], checkpoint))
         return sorted(found, key=lambda copy: copy.step)
 
     def latest(self) -> ReplicaCopy | None:
         found = self.copies()
         return found[-1] if found else None
 
-    def upload(self, step: int, path: Path) -> ReplicaCopy:
-        """Copy the committed checkpoint at `path` into the slot that does not hold the newest complete copy."""
+    def upload(self, step: int, path: Path, checkpoint: Mapping[str, str] | None = None) -> ReplicaCopy:
+        """Copy the committed checkpoint at `path` into the slot that does not hold the newest complete copy;
+        `checkpoint` (a framework's: its layout and place) goes into the manifest."""
         copies = self.copies()
         if any(copy.step == step for copy in copies):
             return next(copy for copy in copies if copy.step == step)
@@ -133,8 +138,11 @@ class CheckpointReplica:
         self._put_manifest(slot, {"state": "writing", "step": step})
         with ThreadPoolExecutor(FILES_AT_ONCE, thread_name_prefix="replica-put") as pool:
             list(pool.map(lambda relative: self._put_file(slot, path / relative, relative, files[relative]), files))
-        self._put_manifest(slot, {"state": "complete", "step": step, "files": files, "uploaded_at": time.time()})
-        return ReplicaCopy(step, slot, files)
+        about = {"checkpoint": dict(checkpoint)} if checkpoint else {}
+        self._put_manifest(
+            slot, {"state": "complete", "step": step, "files": files, **about, "uploaded_at": time.time()}
+        )
+        return ReplicaCopy(step, slot, files, dict(checkpoint) if checkpoint else None)
 
     def _put_manifest(self, slot: int, manifest: dict[str, Any]) -> None:
         key = self._key(slot, MANIFEST)
@@ -159,10 +167,16 @@ class CheckpointReplica:
                 f"{self.target.url}: slot-{slot}/{relative} holds {stored} bytes, {local} has {record['size']}"
             )
 
-    def restore(self, copy: ReplicaCopy, root: Path) -> Path:
+    def restore(self, copy: ReplicaCopy, root: Path, final: Path | None = None) -> Path:
         """Download `copy` as ROOT/step-N.tmp/, check every file's size and sha256 against the manifest, then commit
-        it as a save does (rename, marker). A crash part-way leaves a .tmp directory, which the next start removes."""
-        staging, final = tmp_dir(root, copy.step), step_dir(root, copy.step)
+        it as a save does (rename, marker). A crash part-way leaves a .tmp directory, which the next start removes.
+        With `final` (a framework's checkpoint directory) it is staged as a hidden sibling, `.NAME.restoring`, that no
+        framework reads, and committed by the rename alone (no marker: the framework has its own)."""
+        if final is not None:
+            staging = final.parent / f".{final.name}.restoring"
+            root = final.parent
+        else:
+            staging, final = tmp_dir(root, copy.step), step_dir(root, copy.step)
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
         with ThreadPoolExecutor(FILES_AT_ONCE, thread_name_prefix="replica-get") as pool:
@@ -170,8 +184,9 @@ class CheckpointReplica:
         fsync_tree(staging)
         staging.rename(final)
         fsync_dir(root)
-        write_durably(final / MARKER, json.dumps({"step": copy.step, "restored_from": self.target.url}).encode())
-        fsync_dir(final)
+        if copy.checkpoint is None:
+            write_durably(final / MARKER, json.dumps({"step": copy.step, "restored_from": self.target.url}).encode())
+            fsync_dir(final)
         return final
 
     def _get_file(self, copy: ReplicaCopy, staging: Path, relative: str, record: dict[str, Any]) -> None:
@@ -202,9 +217,15 @@ class BackgroundUploader:
     """Rank 0's upload thread: one upload at a time, the newest commit waiting behind it (an older waiting one is
     dropped: its successor covers it). Failures are logged and recorded, never raised into training."""
 
-    def __init__(self, replica: CheckpointReplica, root: Path) -> None:
+    def __init__(
+        self,
+        replica: CheckpointReplica,
+        root: Path,
+        describe: Callable[[Path], Mapping[str, str] | None] | None = None,
+    ) -> None:
         self.replica = replica
         self.root = root
+        self.describe = describe  # a framework checkpoint's layout and place, for the manifest
         self._lock = threading.Condition()
         self._next: tuple[int, Path] | None = None
         self._current: Path | None = None
@@ -250,7 +271,7 @@ class BackgroundUploader:
     def _upload(self, step: int, path: Path) -> None:
         started = time.monotonic()
         try:
-            copy = self.replica.upload(step, path)
+            copy = self.replica.upload(step, path, self.describe(path) if self.describe else None)
         except (ReplicaError, OSError) as error:
             message = str(error) if isinstance(error, ReplicaError) else _describe(error)
             log.error(

@@ -32,7 +32,7 @@ class Target:
     local: bool = False
     # The backend the job runs (slurm.backends): --backend resolved by the spec's container framework.
     backend: TrainingBackend = field(default_factory=lambda: BACKENDS["fsdp"])
-    # s3://<access point ARN>/<output prefix>: where FSDP jobs copy their checkpoints (spec data.checkpoint_replica).
+    # s3://<access point ARN>/<output prefix>: where every job copies its checkpoints (spec data.checkpoint_replica).
     checkpoint_replica: str | None = None
 
     @property

@@ -244,7 +244,8 @@ class DataSpec(StrictModel):
     checkpoint_replica: str | None = Field(
         default=None,
         description=(
-            "Name of the dataset that FSDP jobs copy every committed checkpoint to, under its output_prefix and the "
+            "Name of the dataset that every training job (FSDP, NeMo, Neuron) copies each committed checkpoint to, under "
+            "its output_prefix and the "
             "run's name (docs/checkpointing.md); cluster-node must read and write it. None: the file system holds "
             "the only copy."
         ),

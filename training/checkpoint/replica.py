@@ -19,6 +19,7 @@ commit supersedes a queued older one. A failed upload is logged as an error with
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -58,6 +59,7 @@ class ReplicaCopy:
     files: dict[str, dict[str, Any]]  # relative path -> {"size", "sha256"}
     # A framework's checkpoint (framework_replica.py): {"layout", "path" relative to the run directory}; None: ours.
     checkpoint: dict[str, str] | None = None
+    already_held: bool = False  # upload() found the step in the replica and copied nothing
 
 
 def _sha256(path: Path) -> str:
@@ -125,7 +127,7 @@ class CheckpointReplica:
         `checkpoint` (a framework's: its layout and place) goes into the manifest."""
         copies = self.copies()
         if any(copy.step == step for copy in copies):
-            return next(copy for copy in copies if copy.step == step)
+            return dataclasses.replace(next(copy for copy in copies if copy.step == step), already_held=True)
         newest = copies[-1].slot if copies else SLOTS - 1
         slot = (newest + 1) % SLOTS
         local = sorted(p for p in path.rglob("*") if p.is_file() and p.name != MARKER)
@@ -285,6 +287,12 @@ class BackgroundUploader:
             return
         seconds = time.monotonic() - started
         size = sum(int(record["size"]) for record in copy.files.values())
+        if copy.already_held:  # a requeued job's first pass over a checkpoint an earlier attempt copied
+            log.info(
+                "replica: step-%d is already in %sslot-%d/; nothing copied", step, self.replica.target.url, copy.slot
+            )
+            self._record({"step": step, "ok": True, "slot": copy.slot, "bytes": size, "seconds": 0.0})
+            return
         log.info(
             "replica: step-%d copied to %sslot-%d/ (%d files, %.1f MB, sizes checked) in %.1f s",
             step,

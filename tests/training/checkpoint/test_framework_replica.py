@@ -102,7 +102,10 @@ def test_the_watcher_copies_a_committed_bridge_iteration_once_it_is_quiet_and_ne
     assert [c.step for c in replica.copies()] == [10, 30]
 
 
-def test_a_step_the_replica_already_holds_is_not_uploaded_again(replica: CheckpointReplica, tmp_path: Path) -> None:
+def test_a_step_the_replica_already_holds_is_not_uploaded_again(
+    replica: CheckpointReplica, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
     run = tmp_path / "run"
     _bridge_iteration(run, 10)
     assert _watcher(replica, run).pass_once(final=True) == 10
@@ -113,6 +116,7 @@ def test_a_step_the_replica_already_holds_is_not_uploaded_again(replica: Checkpo
     assert _watcher(replica, run).pass_once(final=True) == 10
     assert _manifest_bytes(replica, copy.slot) == before  # the manifest was not written again
     assert [c.step for c in replica.copies()] == [10]
+    assert f"replica: step-10 is already in {replica.target.url}slot-{copy.slot}/; nothing copied" in caplog.text
 
 
 def test_a_failed_upload_is_logged_and_recorded_and_the_next_pass_tries_again(

@@ -17,11 +17,8 @@ health_defaults
 job_id="${SLURM_JOB_ID:-}"
 job_uid="${SLURM_JOB_UID:-}"
 
-# The per-job scratch directory the prolog made.
-if [[ -n "$HEALTH_SCRATCH_PATH" && -n "$job_id" && -d "$HEALTH_SCRATCH_PATH/slurm-$job_id" ]]; then
-	rm -rf --one-file-system "${HEALTH_SCRATCH_PATH:?}/slurm-$job_id"
-	echo "health: removed $HEALTH_SCRATCH_PATH/slurm-$job_id"
-fi
+# The per-job scratch directory the prolog made (lib.sh: removed without following a link at its name).
+health_remove_job_scratch
 
 user_has_other_jobs() {
 	local node="${SLURMD_NODENAME:-}" jobs

@@ -255,3 +255,64 @@ health_drain_on_failure() {
 	fi
 	return 1
 }
+
+# ----- The job's private scratch, $HEALTH_SCRATCH_PATH/slurm-<job id> (prolog makes it, epilog removes it) -----
+# Root makes it in a directory every user may write (ParallelCluster's /scratch is 1777), so anyone may have put
+# something at that name before the job existed: a link to a root directory, a directory or a file of their own.
+# Nothing found there is followed or reused: it is removed as the entry it is (rm never follows a link it is given,
+# and walks a directory without following the links inside), the directory is made by mkdir without -p (it fails
+# rather than reuses) with mode 700, then given to the job's user with chown -h. Once made it is root's in a parent
+# that is sticky (or that users cannot write), so nobody else can swap it before the chown.
+HEALTH_SCRATCH_ATTEMPTS=3 # someone who re-creates the entry between rm and mkdir this often gets the node drained
+
+# 0 when the scratch parent keeps users from replacing root's entries: root's, and sticky or not writable by others.
+health_scratch_parent_is_safe() {
+	local owner_mode owner mode
+	owner_mode="$(stat -L -c '%u %a' "$HEALTH_SCRATCH_PATH")" || return 1
+	owner="${owner_mode%% *}" mode="${owner_mode#* }"
+	if [[ "$owner" != 0 ]] || (((8#$mode & 8#022) && !(8#$mode & 8#1000))); then
+		health_fail "scratch: $HEALTH_SCRATCH_PATH is not root's, or others may write it without the sticky bit (owner $owner, mode $mode); no job scratch"
+		return 1
+	fi
+}
+
+health_make_job_scratch() {
+	local job="${SLURM_JOB_ID:-}" uid="${SLURM_JOB_UID:-}" gid="${SLURM_JOB_GID:-${SLURM_JOB_UID:-}}"
+	local scratch attempt found="" error
+	[[ -n "$HEALTH_SCRATCH_PATH" && -d "$HEALTH_SCRATCH_PATH" && "$job" =~ ^[0-9]+$ ]] || return 0
+	health_scratch_parent_is_safe || return 1
+	scratch="$HEALTH_SCRATCH_PATH/slurm-$job"
+	for ((attempt = 1; attempt <= HEALTH_SCRATCH_ATTEMPTS; attempt++)); do
+		if [[ -e "$scratch" || -L "$scratch" ]]; then
+			found="$(stat -c '%F of uid %u' "$scratch" 2>/dev/null || echo 'gone')"
+			echo "health: scratch: removing what was at $scratch before the job: a $found"
+			rm -rf --one-file-system -- "$scratch"
+		fi
+		if error="$(mkdir -m 700 -- "$scratch" 2>&1)"; then
+			if [[ "$uid" =~ ^[0-9]+$ && "$gid" =~ ^[0-9]+$ ]] && ! chown -h -- "$uid:$gid" "$scratch"; then
+				health_fail "scratch: cannot give $scratch to uid $uid"
+				return 1
+			fi
+			echo "health: scratch: made $scratch (mode 700, owner uid ${uid:-0})"
+			return 0
+		fi
+		if [[ ! -e "$scratch" && ! -L "$scratch" ]]; then # not a race: the file system refused
+			health_fail "scratch: cannot make $scratch: ${error##*: }"
+			return 1
+		fi
+	done
+	found="$(stat -c '%F of uid %u' "$scratch" 2>/dev/null || echo 'gone')"
+	health_fail "scratch: $scratch was put back $HEALTH_SCRATCH_ATTEMPTS times while the prolog replaced it (last: a $found)"
+	return 1
+}
+
+# Whatever is at the job's scratch name now (the job's user may have replaced the directory by a link) is removed
+# as that entry, never through it.
+health_remove_job_scratch() {
+	local job="${SLURM_JOB_ID:-}" scratch
+	[[ -n "$HEALTH_SCRATCH_PATH" && "$job" =~ ^[0-9]+$ ]] || return 0
+	scratch="$HEALTH_SCRATCH_PATH/slurm-$job"
+	[[ -e "$scratch" || -L "$scratch" ]] || return 0
+	rm -rf --one-file-system -- "$scratch"
+	echo "health: removed $scratch"
+}

@@ -17,12 +17,10 @@ if ! health_drain_on_failure prolog; then
 	exit 1
 fi
 
-# A private scratch directory per job on node-local storage; the epilog removes it.
-if [[ -n "$HEALTH_SCRATCH_PATH" && -n "${SLURM_JOB_ID:-}" && -d "$HEALTH_SCRATCH_PATH" ]]; then
-	job_scratch="$HEALTH_SCRATCH_PATH/slurm-$SLURM_JOB_ID"
-	mkdir -p "$job_scratch" && chmod 700 "$job_scratch"
-	if [[ -n "${SLURM_JOB_UID:-}" ]]; then
-		chown "$SLURM_JOB_UID:${SLURM_JOB_GID:-$SLURM_JOB_UID}" "$job_scratch"
-	fi
+# A private scratch directory per job on node-local storage (lib.sh: nothing planted at its name is followed); the
+# epilog removes it.
+if ! health_make_job_scratch; then
+	health_drain_on_failure prolog
+	exit 1
 fi
 exit 0

@@ -268,7 +268,10 @@ HEALTH_SCRATCH_ATTEMPTS=3 # someone who re-creates the entry between rm and mkdi
 # 0 when the scratch parent keeps users from replacing root's entries: root's, and sticky or not writable by others.
 health_scratch_parent_is_safe() {
 	local owner_mode owner mode
-	owner_mode="$(stat -L -c '%u %a' "$HEALTH_SCRATCH_PATH")" || return 1
+	if ! owner_mode="$(stat -L -c '%u %a' "$HEALTH_SCRATCH_PATH" 2>&1)"; then
+		health_fail "scratch: cannot stat $HEALTH_SCRATCH_PATH: ${owner_mode##*: }"
+		return 1
+	fi
 	owner="${owner_mode%% *}" mode="${owner_mode#* }"
 	if [[ "$owner" != 0 ]] || (((8#$mode & 8#022) && !(8#$mode & 8#1000))); then
 		health_fail "scratch: $HEALTH_SCRATCH_PATH is not root's, or others may write it without the sticky bit (owner $owner, mode $mode); no job scratch"
@@ -286,7 +289,10 @@ health_make_job_scratch() {
 		if [[ -e "$scratch" || -L "$scratch" ]]; then
 			found="$(stat -c '%F of uid %u' "$scratch" 2>/dev/null || echo 'gone')"
 			echo "health: scratch: removing what was at $scratch before the job: a $found"
-			rm -rf --one-file-system -- "$scratch"
+			if ! error="$(rm -rf --one-file-system -- "$scratch" 2>&1)"; then # a mount inside, say
+				health_fail "scratch: cannot remove the $found at $scratch: $(head -n 1 <<<"${error#rm: }")"
+				return 1
+			fi
 		fi
 		if error="$(mkdir -m 700 -- "$scratch" 2>&1)"; then
 			if [[ "$uid" =~ ^[0-9]+$ && "$gid" =~ ^[0-9]+$ ]] && ! chown -h -- "$uid:$gid" "$scratch"; then

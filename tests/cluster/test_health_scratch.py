@@ -152,3 +152,31 @@ def test_the_epilog_removes_a_link_at_the_scratch_name_and_leaves_its_target(nod
     assert not job_scratch(node).is_symlink() and not job_scratch(node).exists()
     assert owner_mode(root_dir) == (0, 0, 0o755) and (root_dir / "config").exists()
     assert f"health: removed {job_scratch(node)}" in result.stdout
+
+
+@pytest.fixture
+def planted_with_a_mount(node: Node) -> Iterator[Path]:
+    """A directory another uid planted at the name, with a file system mounted inside (a user may mount FUSE on a
+    directory of theirs; here a real tmpfs) holding a file."""
+    mount_point = job_scratch(node) / "mnt"
+    as_other("mkdir", "-p", str(mount_point))
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount_point)], check=True)
+    (mount_point / "data").write_text("on another file system\n")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", str(mount_point)], check=True)
+
+
+def test_an_entry_the_prolog_cannot_remove_drains_the_node_and_nothing_is_removed_across_the_mount(
+    node: Node, planted_with_a_mount: Path
+) -> None:
+    result = node.run("prolog")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert (planted_with_a_mount / "data").exists()  # rm --one-file-system stays on the scratch's file system
+    (call,) = node.drain_calls()
+    reason = call.split("reason=", 1)[1]
+    assert reason.startswith(
+        f"health-prolog: scratch: cannot remove the directory of uid {OTHER_UID} at {job_scratch(node)}: "
+        f"skipping '{planted_with_a_mount}', since it's on a different device"
+    ), reason

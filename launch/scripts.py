@@ -39,13 +39,14 @@ from training.signals import (
     EXIT_CONFIG_ERROR,
     EXIT_HANG,
     EXIT_LOSS_GUARD,
+    EXIT_NOT_OWNED,
     EXIT_REQUEUE,
     EXIT_STATUS_FILE,
 )
 
 # The static bash parts of every job script (common.sh and one body per backend).
 JOBS_DIR = Path(__file__).resolve().parent / "jobs"
-NO_REQUEUE_CODES = (EXIT_CONFIG_ERROR, EXIT_LOSS_GUARD, EXIT_CHECKPOINT_FAILED)
+NO_REQUEUE_CODES = (EXIT_CONFIG_ERROR, EXIT_LOSS_GUARD, EXIT_CHECKPOINT_FAILED, EXIT_NOT_OWNED)
 
 
 @dataclass(frozen=True)

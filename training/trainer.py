@@ -84,7 +84,7 @@ def _rng_state(device: torch.device) -> dict[str, Any]:
         "python": random.getstate(),
         "numpy": {
             "kind": str(kind),
-            "keys": torch.from_numpy(keys.astype(np.int64)),
+            "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
             "position": int(position),
             "has_gauss": int(has_gauss),
             "cached_gaussian": float(cached_gaussian),

@@ -19,6 +19,7 @@ import pytest
 
 from cluster.verify.local_slurm import LocalSlurm
 from launch.submit import main as submit_main
+from launch.submit import parse_options, render, write
 from tests.launch.conftest import write_job
 from tests.launch.slurm_helpers import fsdp_argv, job_log, job_story, submit, wait_for_end
 from tests.launch.slurm_user import JOB_UID, shared_work_dir
@@ -125,3 +126,35 @@ def test_llm_submit_refuses_a_run_directory_another_user_created(
     assert sorted(p.name for p in run_dir.iterdir()) == ["checkpoints"]  # no lease, no logs, no configs
     assert not run_dir.with_name("llama3-8b.fsdp.sbatch").exists()
     assert not marker.exists()
+
+
+def test_a_saved_script_submitted_again_into_a_run_directory_another_user_recreated_ends_at_once(
+    local_slurm: LocalSlurm, demo_data: str, shared_runs: Path, tmp_path: Path
+) -> None:
+    # The victim's earlier submission left its script beside the run directory; the victim then removed the run.
+    run_dir = shared_runs / "llama3-8b"
+    rendered = render(parse_options(fsdp_argv(write_job(tmp_path / "tiny.yaml"), demo_data, run_dir, STEPS)), "t")
+    write(rendered)
+    (script,) = [rendered_script.path for rendered_script in rendered.scripts]
+    config = shared_runs.parent / "job-config.yaml"  # the attacker needs a config the trainer accepts: any will do
+    shutil.copyfile(run_dir / "job-config.yaml", config)
+    config.chmod(0o644)
+    shutil.rmtree(run_dir)
+    # The attacker creates it again first, with a committed step, and lets anyone write there.
+    marker = shared_runs.parent / "code-ran-as-uid"
+    _plant_committed_step(run_dir / "checkpoints", marker)
+    _as_attacker(f"cp {config} {run_dir}/job-config.yaml; mkdir -m 777 {run_dir}/logs; chmod 777 {run_dir}")
+
+    job_id = local_slurm.run(["sbatch", "--parsable", str(script)]).stdout.strip().split(";")[0]
+    record = wait_for_end(local_slurm, job_id, run_dir=run_dir)
+    story = job_story(local_slurm, run_dir, job_id)
+
+    assert not marker.exists(), f"the planted pickle ran as uid {marker.read_text().strip()}\n{story}"
+    assert (record["JobState"], record["Restarts"], record["ExitCode"]) == ("FAILED", "0", f"{EXIT_NOT_OWNED}:0"), story
+    refusal = (
+        f"refused: --run-dir {run_dir} is owned by nobody:nogroup (mode 0777), not by this job's user root or one of "
+        "its groups: use a run directory of your own (/fsx/runs/<user>/<run>); this job read and wrote nothing there, "
+        f"not requeued (exit {EXIT_NOT_OWNED})"
+    )
+    assert refusal in job_log(run_dir), story
+    assert not (run_dir / ".lease").exists() and "step: " not in job_log(run_dir), story  # before the lease, no step

@@ -12,10 +12,12 @@ Stdlib only: `llm-submit` and the job scripts use it without torch.
 
 from __future__ import annotations
 
+import argparse
 import grp
 import os
 import pwd
 import stat
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,3 +104,21 @@ def check_if_present(path: Path, what: str = "", identity: Identity | None = Non
     """`check` on a directory the caller will create when it is missing (then it is the job user's own)."""
     if path.exists():
         check(path, what, identity)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python training/checkpoint/ownership.py --run-dir DIR` (by path, as the job scripts run it): exit 0 when this
+    process's user may use DIR (or DIR does not exist yet), else 1 with the reason on stdout in one line."""
+    parser = argparse.ArgumentParser(prog="ownership.py", description=main.__doc__)
+    parser.add_argument("--run-dir", required=True, type=Path)
+    args = parser.parse_args(argv)
+    try:
+        check_if_present(args.run_dir, "--run-dir")
+    except NotOwnedError as refused:
+        print(refused)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -39,13 +39,14 @@ from training.signals import (
     EXIT_CONFIG_ERROR,
     EXIT_HANG,
     EXIT_LOSS_GUARD,
+    EXIT_NOT_OWNED,
     EXIT_REQUEUE,
     EXIT_STATUS_FILE,
 )
 
 # The static bash parts of every job script (common.sh and one body per backend).
 JOBS_DIR = Path(__file__).resolve().parent / "jobs"
-NO_REQUEUE_CODES = (EXIT_CONFIG_ERROR, EXIT_LOSS_GUARD, EXIT_CHECKPOINT_FAILED)
+NO_REQUEUE_CODES = (EXIT_CONFIG_ERROR, EXIT_LOSS_GUARD, EXIT_CHECKPOINT_FAILED, EXIT_NOT_OWNED)
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,9 @@ def _common_settings(
         "LEASE_TOOL": str(options.workdir.resolve() / "launch" / "lease.py"),
         "EXIT_LEASE_HELD": lease.EXIT_HELD,
         "LEASE_HEARTBEAT_S": lease.HEARTBEAT_S,
+        # The run directory must be the job user's (training/checkpoint/ownership.py, run by path: stdlib only).
+        "OWNERSHIP_TOOL": str(options.workdir.resolve() / "training" / "checkpoint" / "ownership.py"),
+        "EXIT_NOT_OWNED": EXIT_NOT_OWNED,
         # --ends-at: the epoch second a Capacity Block's instances start to terminate ("" without one).
         "ENDS_BY": str(parse_ends_at(options.ends_at)) if options.ends_at else "",
         "TIME_LIMIT_S": parse_time(options.time) if options.time else "",

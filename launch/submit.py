@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import re
 import shlex
 import shutil
@@ -43,6 +44,7 @@ from spec.cli_types import existing_directory, existing_file, output_directory
 from spec.containers import ContainersSpec
 from spec.errors import problems_from_pydantic
 from spec.model import DeploymentSpec
+from training.checkpoint.ownership import RUN_DIR_UMASK, NotOwnedError, check_if_present
 from training.config import (
     ConfigError,
     JobConfig,
@@ -362,7 +364,7 @@ def write(rendered: Rendered) -> None:
     for script in rendered.scripts:
         script.path.parent.mkdir(parents=True, exist_ok=True)
         script.path.write_text(script.text, encoding="utf-8")
-        script.path.chmod(0o755)
+        script.path.chmod(0o750)
     # SLURM opens the log before the script runs: its directory must exist.
     for script in rendered.scripts:
         for line in script.text.splitlines():
@@ -373,6 +375,7 @@ def write(rendered: Rendered) -> None:
 @user_errors
 def main(argv: list[str] | None = None) -> int:
     options = parse_options(argv)
+    check_run_dir_owner(options.run_dir.resolve())
     command_line = "python -m launch.submit " + shlex.join(sys.argv[1:] if argv is None else argv)
     rendered = render(options, command_line)
     if options.dry_run:
@@ -382,9 +385,34 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     env = submit_env(options.local)
     run_dir = options.run_dir.resolve()
+    previous_umask = os.umask(RUN_DIR_UMASK)  # what this writes is the user's alone; the group may read it
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)  # 0750, and so is a new /fsx/runs/<user>
+        reclaimed = submit_into(options, rendered, run_dir, env)
+    finally:
+        os.umask(previous_umask)
+    if reclaimed:
+        print(reclaimed, file=sys.stderr)
+    for note in rendered.notes:
+        print(note, file=sys.stderr)
+    print(f"logs: {options.run_dir.resolve() / 'logs'}/<job name>-<job id>.out", file=sys.stderr)
+    return 0
+
+
+def check_run_dir_owner(run_dir: Path) -> None:
+    """A run directory that exists must be the user's (or one of their groups'): another user who created it first
+    could have planted a checkpoint the job would load (training/checkpoint/ownership.py)."""
+    try:
+        check_if_present(run_dir, "--run-dir:")
+    except NotOwnedError as refused:
+        raise SubmitError(str(refused)) from None
+
+
+def submit_into(options: SubmitOptions, rendered: Rendered, run_dir: Path, env: dict[str, str]) -> str | None:
+    """Writes and submits; returns the note on a reclaimed lease, if any. One job per run directory
+    (launch/lease.py): checked, written and recorded under the lease's lock, before anything in the run directory
+    is rewritten."""
     ids: dict[str, str] = {}
-    # One job per run directory (launch/lease.py): checked, written and recorded under the lease's lock, before
-    # anything in the run directory is rewritten.
     with lease.locked(run_dir):
         try:
             reclaimed = lease.check_free(run_dir, states=lambda: lease.slurm_job_states(env))
@@ -396,12 +424,7 @@ def main(argv: list[str] | None = None) -> int:
             ids[script.name] = sbatch(script.path, dependency, env, list(options.sbatch_args))
             print(f"{ids[script.name]} {script.path}")
         lease.record(run_dir, list(ids.values()))
-    if reclaimed:
-        print(reclaimed, file=sys.stderr)
-    for note in rendered.notes:
-        print(note, file=sys.stderr)
-    print(f"logs: {options.run_dir.resolve() / 'logs'}/<job name>-<job id>.out", file=sys.stderr)
-    return 0
+    return reclaimed
 
 
 if __name__ == "__main__":

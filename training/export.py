@@ -24,6 +24,7 @@ from spec.cli import OneLineParser, user_errors
 from spec.cli_types import existing_directory, output_directory
 from training.checkpoint.errors import CheckpointError
 from training.checkpoint.layout import TRAINER_STATE, complete_checkpoints, latest_complete, step_dir
+from training.checkpoint.ownership import NotOwnedError, check_tree
 from training.checkpoint.storage import TensorFileReader
 from training.finetune.config import LoraSection
 from training.finetune.lora import apply_lora
@@ -56,7 +57,9 @@ def checkpoint_lora(checkpoint: Path) -> LoraSection | None:
 
 
 def load_checkpoint_model(checkpoint: Path) -> Transformer:
-    """The full (unsharded) model of a checkpoint, on CPU in float32; a LoRA run's with its adapters."""
+    """The full (unsharded) model of a checkpoint, on CPU in float32; a LoRA run's with its adapters. Only one its
+    reader's user (or group) wrote: DCP unpickles its `.metadata` (training/checkpoint/ownership.py)."""
+    check_tree(checkpoint, "checkpoint")
     state = json.loads((checkpoint / TRAINER_STATE).read_text(encoding="utf-8"))
     args = ModelArgs(**state["model_args"])
     model = build_model(args, device="meta")
@@ -124,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             Path(args.tokenizer) if args.tokenizer else None,
             merge_lora=args.merge_lora,
         )
-    except (CheckpointError, OSError) as error:  # what to export, or where: the caller's to fix (exit 2, as usage)
+    except (CheckpointError, NotOwnedError, OSError) as error:  # what to export, or where: the caller's to fix (exit 2)
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(f"exported {checkpoint} -> {out / WEIGHTS_FILE} and {out / CONFIG_FILE}")

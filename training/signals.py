@@ -20,6 +20,7 @@ EXIT_REQUEUE = 42  # stopped on request after a checkpoint; run the same command
 EXIT_LOSS_GUARD = 43  # non-finite or spiking loss; the last good checkpoint was kept, the bad state never saved
 EXIT_CHECKPOINT_FAILED = 44  # a save failed or would not fit; training stopped rather than go on unsaved
 EXIT_HANG = 45  # a step outlasted the hang watchdog's bound (training/watchdog.py); requeued off the suspect nodes
+EXIT_NOT_OWNED = 46  # the run directory or a checkpoint is not the job user's (training/checkpoint/ownership.py)
 EXIT_STATUS_FILE = "exit_status.json"
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)

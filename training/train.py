@@ -15,6 +15,7 @@ from pathlib import Path
 
 from spec.cli import OneLineParser
 from training.checkpoint.errors import CheckpointError
+from training.checkpoint.ownership import NotOwnedError, check_if_present
 from training.config import ConfigError, JobConfig, every_option, load_job_config, resolve_deterministic
 from training.data.errors import DataError
 from training.errors import LossGuardError
@@ -23,6 +24,7 @@ from training.signals import (
     EXIT_CHECKPOINT_FAILED,
     EXIT_CONFIG_ERROR,
     EXIT_LOSS_GUARD,
+    EXIT_NOT_OWNED,
     EXIT_OK,
     EXIT_REQUEUE,
     EXIT_STATUS_FILE,
@@ -72,6 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         log.error("%s", error)
         return EXIT_CONFIG_ERROR
+    try:  # before anything is written there: not even the exit status goes into another user's directory
+        check_if_present(run_dir, "--run-dir")
+    except NotOwnedError as error:
+        log.error("exit %d: %s", EXIT_NOT_OWNED, error)
+        return EXIT_NOT_OWNED
     # Imported here so a config error is reported without paying for torch.distributed start-up.
     import torch
 
@@ -97,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         code, reason = EXIT_CONFIG_ERROR, str(error)
     except LossGuardError as error:
         code, reason = EXIT_LOSS_GUARD, str(error)
+    except NotOwnedError as error:
+        code, reason = EXIT_NOT_OWNED, str(error)
     except CheckpointError as error:
         code, reason = EXIT_CHECKPOINT_FAILED, str(error)
     step = trainer.step if trainer is not None else None

@@ -75,11 +75,20 @@ def batch_checksum(input_ids: torch.Tensor) -> int:
 
 
 def _rng_state(device: torch.device) -> dict[str, Any]:
+    """Tensors and plain values only, so that a resume loads it with torch.load(weights_only=True): no pickle of a
+    numpy array, which only weights_only=False (code from the file) could read."""
+    kind, keys, position, has_gauss, cached_gaussian = np.random.get_state(legacy=True)
     return {
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
         "python": random.getstate(),
-        "numpy": np.random.get_state(),
+        "numpy": {
+            "kind": str(kind),
+            "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+            "position": int(position),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(cached_gaussian),
+        },
     }
 
 
@@ -88,7 +97,9 @@ def _restore_rng(state: dict[str, Any], device: torch.device) -> None:
     if device.type == "cuda" and state.get("cuda") is not None:
         torch.cuda.set_rng_state(state["cuda"], device)
     random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    numpy = state["numpy"]
+    keys = numpy["keys"].numpy().astype(np.uint32)
+    np.random.set_state((numpy["kind"], keys, numpy["position"], numpy["has_gauss"], numpy["cached_gaussian"]))
 
 
 def _model_field(model: ModelSection) -> str:

@@ -9,7 +9,8 @@
 # NO_REQUEUE_CODES (exit codes a retry cannot fix), EXIT_STATUS_FILE ("" when the step writes none), EXIT_HANG (the
 # trainer's hang watchdog; absent: none),
 # LEASE_TOOL (launch/lease.py of the release; unset for a job that shares the run directory, as llm-eval's),
-# EXIT_LEASE_HELD, LEASE_HEARTBEAT_S, ENDS_BY (epoch second a Capacity Block's instances start to terminate, or ""),
+# EXIT_LEASE_HELD, LEASE_HEARTBEAT_S, OWNERSHIP_TOOL and EXIT_NOT_OWNED (training/checkpoint/ownership.py),
+# ENDS_BY (epoch second a Capacity Block's instances start to terminate, or ""),
 # TIME_LIMIT_S (the submitted --time, or "").
 # Reads Slurm's SLURM_JOB_RESERVATION: the advance reservation (--reservation) this attempt runs in, if any.
 set -uo pipefail # no -e: the requeue decision runs after a failed step
@@ -37,6 +38,7 @@ job_start() {
 	echo "---- environment ----"
 	env | LC_ALL=C sort | sed -E 's/^([A-Za-z0-9_]*(SECRET|TOKEN|PASSWORD|CREDENTIAL|PRIVATE)[A-Za-z0-9_]*)=.*/\1=<hidden>/'
 	echo "---- end of environment ----"
+	check_run_dir_owner
 	take_lease
 	trim_time_limit
 }
@@ -57,6 +59,19 @@ trim_time_limit() {
 		job_log "time limit $minutes min: the Capacity Block's instances terminate at $(date -u -d "@$ENDS_BY" +%FT%TZ)"
 	else
 		job_log "could not lower the time limit to $minutes min before the Capacity Block's end"
+	fi
+}
+
+# The run directory must be the job user's, or one of its groups', and writable by no one else
+# (training/checkpoint/ownership.py, run by path: stdlib only): another user who created it first could have
+# planted a checkpoint or a config there. Checked before anything in it is read or written; the job ends, not
+# requeued. OWNERSHIP_TOOL unset: no check.
+check_run_dir_owner() {
+	[[ -n "${OWNERSHIP_TOOL:-}" ]] || return 0
+	local said
+	if ! said="$("$PYTHON" "$OWNERSHIP_TOOL" --run-dir "$RUN_DIR" 2>&1)"; then
+		job_log "refused: $said; this job read and wrote nothing there, not requeued (exit $EXIT_NOT_OWNED)"
+		exit "$EXIT_NOT_OWNED"
 	fi
 }
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import grp
 import json
+import os
+import pwd
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
@@ -574,3 +578,49 @@ def test_fsdp_on_gpus_turns_on_the_flight_recorder_the_hang_watchdog_dumps(
     assert "export TORCH_FR_BUFFER_SIZE=2000" in gpu.text.splitlines()
     (cpu,) = render(_args(*_base(gpu_config, demo_data, tmp_path / "c"), "--local"), "test").scripts
     assert "TORCH_FR_BUFFER_SIZE" not in cpu.text
+
+
+def test_a_new_run_directory_and_what_is_written_there_are_the_users_alone(
+    tiny_config: Path, demo_data: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bin_dir = tmp_path / "bin"  # sbatch itself: the slurm tests; here it only answers with a job id
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text("#!/bin/sh\necho 77\n")
+    (bin_dir / "sbatch").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    run_dir = tmp_path / "runs" / "alice" / "tiny"  # neither /fsx/runs/<user> nor the run exists yet
+    previous = os.umask(0o022)
+    try:
+        assert main([*_base(tiny_config, demo_data, run_dir), "--local"]) == 0
+        assert os.umask(0o022) == 0o022  # put back after the submission
+    finally:
+        os.umask(previous)
+    modes = {
+        path: stat.S_IMODE(path.stat().st_mode)
+        for path in (
+            run_dir.parent,
+            run_dir,
+            run_dir / "logs",
+            run_dir / "job-config.yaml",
+            run_dir.with_suffix(".fsdp.sbatch"),
+        )
+    }
+    assert list(modes.values()) == [0o750, 0o750, 0o750, 0o640, 0o750], modes
+
+
+def test_a_run_directory_every_user_may_write_is_refused(
+    tiny_config: Path, demo_data: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "tiny"
+    run_dir.mkdir(mode=0o777)
+    run_dir.chmod(0o777)
+    assert _fails(capsys, [*_base(tiny_config, demo_data, run_dir), "--local"]) == (
+        f"error: --run-dir: {run_dir} is writable by every user: owned by {_owner(run_dir)} (mode 0777); take the "
+        "others' write away (chmod o-w)"
+    )
+    assert list(run_dir.iterdir()) == []
+
+
+def _owner(path: Path) -> str:
+    info = path.stat()
+    return f"{pwd.getpwuid(info.st_uid).pw_name}:{grp.getgrgid(info.st_gid).gr_name}"

@@ -1,4 +1,7 @@
 import json
+import os
+import pickle
+import shutil
 from pathlib import Path
 
 import pytest
@@ -61,3 +64,31 @@ def test_export_of_an_earlier_step_in_bf16_with_the_tokenizer(
 def test_export_names_a_missing_step(trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--run-dir", str(trained_run), "--output", str(tmp_path / "x"), "--step", "3"]) == 2
     assert capsys.readouterr().err.startswith("error: --step: 3 has no committed checkpoint under")
+
+
+class _RunsACommand:
+    """Unpickled, runs `command`: what a planted `.metadata` would do."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (os.system, (self.command,))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a file of another user is made by chown: root only")
+def test_a_checkpoint_with_a_file_of_another_user_is_not_read(
+    trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(trained_run, run)
+    metadata = run / "checkpoints" / "step-4" / ".metadata"
+    marker = tmp_path / "code-ran"
+    metadata.write_bytes(pickle.dumps(_RunsACommand(f"touch {marker}")))
+    os.chown(metadata, 65534, 65534)
+    assert main(["--run-dir", str(run), "--output", str(tmp_path / "x")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: checkpoint {metadata} is owned by nobody:nogroup (mode 0644), not by this job's user root or one of "
+        "its groups: use a run directory of your own (/fsx/runs/<user>/<run>)"
+    ]
+    assert not marker.exists()

@@ -24,7 +24,7 @@ from tests.training.jobs import (
     write_job,
 )
 from training import export
-from training.signals import EXIT_CONFIG_ERROR, EXIT_REQUEUE, EXIT_STATUS_FILE
+from training.signals import EXIT_CONFIG_ERROR, EXIT_NOT_OWNED, EXIT_REQUEUE, EXIT_STATUS_FILE
 from training.train import main
 
 STEPS = 24
@@ -216,6 +216,26 @@ def test_sigterm_stops_a_single_process_run_with_the_requeue_exit_code(demo_data
     stopped_at = json.loads((run_dir / EXIT_STATUS_FILE).read_text())["step"]
     assert (run_dir / "checkpoints" / f"step-{stopped_at}" / "COMMITTED").is_file()
     assert "stopped on request (SIGTERM)" in output
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a directory of another user is made by chown: root only")
+def test_a_run_directory_of_another_user_is_refused_and_nothing_is_written_there(
+    demo_data_prefix: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_job(tmp_path / "job.yaml", tiny_job(demo_data_prefix))
+    run_dir = tmp_path / "run"  # created first by another user (nobody), a committed step in it
+    step = run_dir / "checkpoints" / "step-4"
+    step.mkdir(parents=True)
+    (step / "COMMITTED").write_text("{}")
+    for path in (run_dir, run_dir / "checkpoints", step, step / "COMMITTED"):
+        os.chown(path, 65534, 65534)
+    assert main(["--config", str(config), "--run-dir", str(run_dir)]) == EXIT_NOT_OWNED
+    errors = [line for line in capsys.readouterr().out.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and errors[0].endswith(
+        f"exit {EXIT_NOT_OWNED}: --run-dir {run_dir} is owned by nobody:nogroup (mode 0755), not by this job's user "
+        "root or one of its groups: use a run directory of your own (/fsx/runs/<user>/<run>)"
+    ), errors
+    assert sorted(p.name for p in run_dir.iterdir()) == ["checkpoints"]  # no exit status, no metrics
 
 
 def test_a_bad_config_exits_with_one_line_naming_the_field(

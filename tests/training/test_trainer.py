@@ -115,7 +115,8 @@ def test_a_diverging_loss_stops_the_run_and_keeps_the_last_good_checkpoint(
 def _small_filesystem(path: Path, size_bytes: int) -> Iterator[bool]:
     """A tmpfs of `size_bytes` at `path` (needs root); yields False where mounting is not allowed."""
     path.mkdir()
-    command = ["mount", "-t", "tmpfs", "-o", f"size={size_bytes}", "tmpfs", str(path)]
+    # mode: a new tmpfs is 1777, which the trainer refuses (any user could plant a checkpoint there).
+    command = ["mount", "-t", "tmpfs", "-o", f"size={size_bytes},mode=0750", "tmpfs", str(path)]
     try:
         mounted = subprocess.run(command, capture_output=True, check=False).returncode == 0
     except FileNotFoundError:  # no mount(8) at all

@@ -40,8 +40,10 @@ from training.checkpoint.framework_layout import (
     newest_committed,
     remove_leftover,
 )
+from training.checkpoint.ownership import NotOwnedError, check_if_present
 from training.checkpoint.replica import STATUS_FILE, BackgroundUploader, CheckpointReplica, ReplicaCopy
 from training.checkpoint.replica_location import ReplicaError, ReplicaUnreachable, replica_from_env
+from training.signals import EXIT_NOT_OWNED
 
 log = logging.getLogger("training")
 
@@ -194,6 +196,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise ReplicaSettingError(str(error)) from None  # exit 2: no retry fixes it
     if target is None:
         return 0  # no replica configured: nothing to keep
+    try:  # the copy is restored into the run directory (or read from it): only the job user's own
+        check_if_present(args.run_dir, "--run-dir")
+    except NotOwnedError as error:
+        log.error("replica: %s", error)
+        return EXIT_NOT_OWNED
     replica = CheckpointReplica(target)
     if args.action == "restore":
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import pickle
 import shutil
 import threading
 import time
@@ -24,6 +25,7 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
 
+from training.checkpoint import ownership
 from training.checkpoint.errors import CheckpointError, CheckpointSpaceError
 from training.checkpoint.layout import (
     MARKER,
@@ -115,6 +117,7 @@ class CheckpointManager:
 
     def prepare(self) -> tuple[int, Path] | None:
         """Create ROOT, clean leftovers of interrupted saves (rank 0), and return the latest committed checkpoint."""
+        self._check_ownership(self.root, tree=False)  # before anything is written there or restored into it
         error = None
         if self.rank == 0:
             try:
@@ -131,8 +134,28 @@ class CheckpointManager:
         if agreed is not None:
             raise CheckpointError(agreed)
         latest = latest_complete(self.root)
+        if latest is not None:
+            self._check_ownership(latest[1], tree=True)  # every file a resume loads, DCP's pickled .metadata first
         self._replica.catch_up(latest)
         return latest
+
+    def _check_ownership(self, path: Path, tree: bool) -> None:
+        """Rank 0 looks (ownership.py), every rank raises NotOwnedError together: a checkpoint root, step or file
+        another user could have written is neither loaded nor written into."""
+        error = None
+        if self.rank == 0:
+            try:
+                if tree:
+                    ownership.check_tree(path, "checkpoint")
+                else:
+                    ownership.check_if_present(path, "checkpoint.dir")
+            except ownership.NotOwnedError as refused:
+                error = str(refused)
+            except OSError as failure:
+                error = f"checkpoint.dir: {str(path)!r} cannot be inspected: {failure}"
+        agreed = self._agree(error)
+        if agreed is not None:
+            raise ownership.NotOwnedError(agreed.removeprefix("rank 0: "))
 
     # -- saving ----------------------------------------------------------------------------------------------------
 
@@ -276,6 +299,18 @@ class CheckpointManager:
             raise CheckpointError(f"checkpoint {path}: loading failed: {describe_failure(failure)}") from None
         finally:
             reader.stop_prefetch()  # when planning failed before any read
-        rng_path = path / RNG_DIR / f"rank{self.rank}.pt"
-        rng = torch.load(rng_path, weights_only=False) if rng_path.is_file() else None  # our own file
-        return trainer_state, rng
+        return trainer_state, self._load_rng(path / RNG_DIR / f"rank{self.rank}.pt")
+
+    @staticmethod
+    def _load_rng(rng_path: Path) -> dict[str, Any] | None:
+        """This rank's RNG state, or None (the trainer then reseeds). weights_only: tensors and plain values only,
+        never code, even from a file that passed the ownership check (an RNG file of an older trainer, which held a
+        numpy array, is not read: that resume reseeds)."""
+        if not rng_path.is_file():
+            return None
+        try:
+            state = torch.load(rng_path, weights_only=True)
+        except pickle.UnpicklingError:
+            log.warning("checkpoint: %s holds more than tensors and plain values: not loaded; reseeding", rng_path)
+            return None
+        return state if isinstance(state, dict) else None

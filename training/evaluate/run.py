@@ -22,6 +22,7 @@ from spec.cli import OneLineParser, user_errors
 from spec.cli_types import existing_directory, existing_file
 from training.checkpoint.errors import CheckpointError
 from training.checkpoint.layout import complete_checkpoints
+from training.checkpoint.ownership import NotOwnedError
 from training.evaluate.errors import EvalError
 from training.evaluate.harness import score, write_results
 from training.evaluate.results import EVAL_DIR, evaluated_steps
@@ -61,7 +62,12 @@ def export_for_eval(checkpoint: Path, step: int, run_dir: Path, tokenizer: Path)
     shutil.rmtree(partial, ignore_errors=True)
     # A LoRA run's checkpoint is scored as trained: its adapters merged into the base (the frozen base alone is what
     # the run started from)
-    export_checkpoint(checkpoint, partial, torch.float32, tokenizer, merge_lora=checkpoint_lora(checkpoint) is not None)
+    try:
+        export_checkpoint(
+            checkpoint, partial, torch.float32, tokenizer, merge_lora=checkpoint_lora(checkpoint) is not None
+        )
+    except NotOwnedError as refused:  # a checkpoint another user could have written is never read
+        raise EvalError(str(refused)) from None
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": eos_token(tokenizer)}
     (partial / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     partial.rename(final)

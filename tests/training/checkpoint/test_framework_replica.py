@@ -22,6 +22,7 @@ from training.checkpoint.framework_layout import LAYOUTS, lightning_committed, u
 from training.checkpoint.framework_replica import EXIT_RESTORE_FAILED, ReplicaWatcher, main
 from training.checkpoint.replica import MANIFEST, STATUS_FILE, CheckpointReplica
 from training.checkpoint.replica_location import REPLICA_ENV, parse_replica_url
+from training.signals import EXIT_NOT_OWNED
 from training.stage import make_client
 
 REPO = Path(__file__).resolve().parents[3]
@@ -259,3 +260,21 @@ def test_a_malformed_replica_setting_is_one_line_naming_it(
     assert main(["restore", "--run-dir", str(tmp_path), "--layout", "megatron"]) == 2  # the job does not retry it
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"error: {REPLICA_ENV}: 's3://bucket-without-prefix' is not")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a directory of another user is made by chown: root only")
+def test_nothing_is_restored_into_a_run_directory_of_another_user(
+    replica: CheckpointReplica, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    run = tmp_path / "run"
+    _bridge_iteration(run, 10)
+    assert _watcher(replica, run).pass_once(final=True) == 10
+    shutil.rmtree(run / "checkpoints")
+    os.chown(run, 65534, 65534)  # another user's now (as if they had created it first)
+
+    assert main(["restore", "--run-dir", str(run), "--layout", "megatron"]) == EXIT_NOT_OWNED  # not requeued
+    assert not (run / "checkpoints").exists()
+    assert [record.getMessage() for record in caplog.records if record.levelno >= logging.ERROR] == [
+        f"replica: --run-dir {run} is owned by nobody:nogroup (mode 0755), not by this job's user root or one of its "
+        "groups: use a run directory of your own (/fsx/runs/<user>/<run>)"
+    ]

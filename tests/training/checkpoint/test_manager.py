@@ -3,6 +3,7 @@
 import errno
 import json
 import os
+import pickle
 import threading
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from training.checkpoint import file_io
 from training.checkpoint.errors import CheckpointError, CheckpointSpaceError
 from training.checkpoint.layout import MARKER, complete_checkpoints, step_dir, tmp_dir
 from training.checkpoint.manager import CheckpointManager
+from training.checkpoint.ownership import NotOwnedError
 from training.checkpoint.state import training_state
 from training.checkpoint.storage import TensorFileWriter
 from training.config import CheckpointSection, ParallelSection
@@ -229,3 +231,60 @@ def test_trainer_state_is_readable_json(tmp_path: Path) -> None:
     manager.prepare()
     _save(manager, 3, model, optimizer)
     assert json.loads((step_dir(tmp_path, 3) / "trainer_state.json").read_text())["step"] == 3
+
+
+# -- issue 43: a checkpoint another user could have written is never loaded ----------------------------------------
+
+NOBODY = 65534
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="files of another user are made by chown: root only")
+
+
+class _RunsACommand:
+    """Unpickled, runs `command`: what a planted pickle would do."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (os.system, (self.command,))
+
+
+@needs_root
+def test_a_committed_step_with_a_file_of_another_user_is_refused_before_any_read(tmp_path: Path) -> None:
+    model, optimizer = _trained(seed=0)
+    root = tmp_path / "checkpoints"
+    manager = _manager(root)
+    manager.prepare()
+    _save(manager, 7, model, optimizer)
+    metadata = step_dir(root, 7) / ".metadata"
+    marker = tmp_path / "code-ran"
+    metadata.write_bytes(pickle.dumps(_RunsACommand(f"touch {marker}")))  # what the other user put there
+    os.chown(metadata, NOBODY, NOBODY)
+    with pytest.raises(NotOwnedError) as refused:
+        _manager(root).prepare()
+    assert str(refused.value).startswith(f"checkpoint {metadata} is owned by nobody:nogroup (mode 0644), not by")
+    assert not marker.exists()
+
+
+@needs_root
+def test_a_checkpoint_root_of_another_user_is_refused_before_anything_is_written_there(tmp_path: Path) -> None:
+    root = tmp_path / "checkpoints"
+    leftover = tmp_dir(root, 3)
+    leftover.mkdir(parents=True)
+    os.chown(root, NOBODY, NOBODY)
+    with pytest.raises(NotOwnedError, match=rf"^checkpoint.dir {root} is owned by nobody:nogroup \(mode 0755\)"):
+        _manager(root).prepare()
+    assert leftover.is_dir()  # a start would remove it: nothing was touched
+
+
+def test_an_rng_file_holding_code_is_never_unpickled_even_when_the_job_wrote_it(tmp_path: Path) -> None:
+    model, optimizer = _trained(seed=0)
+    manager = _manager(tmp_path)
+    manager.prepare()
+    _save(manager, 7, model, optimizer)
+    marker = tmp_path.parent / f"{tmp_path.name}-code-ran"
+    torch.save({"torch": _RunsACommand(f"touch {marker}")}, step_dir(tmp_path, 7) / "rng" / "rank0.pt")
+    other, other_optimizer = _trained(seed=1)
+    state, rng = manager.load(step_dir(tmp_path, 7), training_state(other, other_optimizer))
+    assert (state["step"], rng) == (7, None)  # the trainer reseeds
+    assert not marker.exists()

@@ -40,3 +40,13 @@ def s3_standin() -> Iterator[dict[str, str]]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+@contextmanager
+def s3_bucket_standin(bucket: str) -> Iterator[str]:
+    """The stand-in with `bucket` made, through the repo's own client (training.stage): yields the endpoint URL."""
+    from training.stage import make_client
+
+    with s3_standin() as env:
+        make_client("us-east-1", None, 4).create_bucket(Bucket=bucket)
+        yield env["AWS_ENDPOINT_URL_S3"]

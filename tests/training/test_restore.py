@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.s3_standin import s3_standin
+from tests.s3_standin import s3_bucket_standin
 from training.checkpoint.framework_layout import LAYOUTS
 from training.checkpoint.framework_replica import ReplicaWatcher
 from training.checkpoint.layout import MARKER, complete_checkpoints, step_dir
@@ -19,7 +19,6 @@ from training.checkpoint.replica_location import REPLICA_ENV, replica_from_env
 from training.checkpoint.state import training_state
 from training.config import CheckpointSection
 from training.restore import main
-from training.stage import make_client
 
 from .checkpoint.test_framework_replica import _bridge_iteration
 from .checkpoint.test_manager import _trained
@@ -30,9 +29,8 @@ BUCKET = "llm-restore-test"
 
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[str]:
-    with s3_standin() as env:
-        make_client("us-east-1", None, 4).create_bucket(Bucket=BUCKET)
-        yield env["AWS_ENDPOINT_URL_S3"]
+    with s3_bucket_standin(BUCKET) as url:
+        yield url
 
 
 @pytest.fixture

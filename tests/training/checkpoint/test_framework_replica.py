@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.s3_standin import s3_standin
+from tests.s3_standin import s3_bucket_standin
 from tests.waiting import wait_until
 from training.checkpoint.framework_layout import LAYOUTS, lightning_committed, unfinished_marker
 from training.checkpoint.framework_replica import EXIT_RESTORE_FAILED, ReplicaWatcher, main
@@ -33,9 +33,8 @@ BUCKET = "llm-framework-replica-test"
 
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[str]:
-    with s3_standin() as env:
-        make_client("us-east-1", None, 4).create_bucket(Bucket=BUCKET)
-        yield env["AWS_ENDPOINT_URL_S3"]
+    with s3_bucket_standin(BUCKET) as url:
+        yield url
 
 
 @pytest.fixture

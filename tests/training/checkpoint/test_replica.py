@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 
-from tests.s3_standin import s3_standin
+from tests.s3_standin import s3_bucket_standin
 from training.checkpoint.errors import CheckpointError
 from training.checkpoint.layout import MARKER, complete_checkpoints, step_dir
 from training.checkpoint.manager import CheckpointManager
@@ -31,9 +31,8 @@ URL = f"s3://{BUCKET}/checkpoints/run-a/"
 
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[str]:
-    with s3_standin() as env:
-        make_client("us-east-1", None, 4).create_bucket(Bucket=BUCKET)
-        yield env["AWS_ENDPOINT_URL_S3"]
+    with s3_bucket_standin(BUCKET) as url:
+        yield url
 
 
 @pytest.fixture

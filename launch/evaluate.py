@@ -19,6 +19,7 @@ import yaml
 
 from launch.bridge import BRIDGE_EXPORT_CODE, RECIPE_HF_MODEL_ID
 from launch.bridge import CONFIG_NAME as BRIDGE_CONFIG
+from launch.run_dir_owner import check_run_dir_owner
 from launch.scripts import _container_mounts
 from slurm.errors import SubmitError
 from slurm.render import SettingValue, assemble
@@ -30,6 +31,7 @@ from training.config import UNSET_EVERY_STEPS
 from training.evaluate.errors import EvalError
 from training.evaluate.task_data import TASKS_DIR, build_task_data
 from training.evaluate.task_files import check_tasks, task_index
+from training.signals import EXIT_NOT_OWNED
 
 JOBS_DIR = Path(__file__).resolve().parent / "jobs"
 DEFAULT_TASKS = "demo_heldout,demo_choice"
@@ -175,6 +177,8 @@ def render(args: argparse.Namespace, command_line: str) -> tuple[Path, str]:
     for path, option in ((args.run_dir, "--run-dir"), (args.tasks_dir, "--tasks-dir"), (args.hf_dir, "--hf-dir")):
         if path is not None and not path.is_dir():
             raise SubmitError(f"--{option.lstrip('-')}: {str(path)!r} is not a directory")
+    # Its scores and export go there, and the job reads its checkpoints: another user's directory is refused.
+    check_run_dir_owner(args.run_dir.resolve())
     if args.tokenizer is not None and not args.tokenizer.is_file():
         raise SubmitError(f"--tokenizer: {str(args.tokenizer)!r} is not a file")
     run_dir = Path(args.run_dir).resolve()
@@ -229,6 +233,9 @@ def render(args: argparse.Namespace, command_line: str) -> tuple[Path, str]:
         "TRAIN_JOB": args.after or "",
         "POLL_S": args.poll_s,
         "BRIDGE_HF_CONFIG": "",  # set for a Megatron Bridge run: its export comes first
+        # The job checks the run directory's owner again before it reads anything (common.sh check_run_dir_owner).
+        "OWNERSHIP_TOOL": str(Path(args.workdir).resolve() / "training" / "checkpoint" / "ownership.py"),
+        "EXIT_NOT_OWNED": EXIT_NOT_OWNED,
         **bridge,
     }
     text = assemble(directives, command_line, settings, {}, JOBS_DIR, ["common.sh", "eval.sh"])

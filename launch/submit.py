@@ -30,6 +30,7 @@ from launch.checkpoint_every import with_planned_interval
 from launch.data_fit import check_data_fills_splits
 from launch.fit import check_fits, check_global_batch, planned_cost
 from launch.options import SubmitOptions
+from launch.run_dir_owner import check_run_dir_owner
 from launch.scripts import RENDERERS, JobInputs, Rendered
 from launch.signal_lead import job_stop_window, kill_wait_note, resolve_signal_lead
 from planner.comment import plan_comment
@@ -44,7 +45,7 @@ from spec.cli_types import existing_directory, existing_file, output_directory
 from spec.containers import ContainersSpec
 from spec.errors import problems_from_pydantic
 from spec.model import DeploymentSpec
-from training.checkpoint.ownership import RUN_DIR_UMASK, NotOwnedError, check_if_present
+from training.checkpoint.ownership import RUN_DIR_UMASK
 from training.config import (
     ConfigError,
     JobConfig,
@@ -397,15 +398,6 @@ def main(argv: list[str] | None = None) -> int:
         print(note, file=sys.stderr)
     print(f"logs: {options.run_dir.resolve() / 'logs'}/<job name>-<job id>.out", file=sys.stderr)
     return 0
-
-
-def check_run_dir_owner(run_dir: Path) -> None:
-    """A run directory that exists must be the user's (or one of their groups'): another user who created it first
-    could have planted a checkpoint the job would load (training/checkpoint/ownership.py)."""
-    try:
-        check_if_present(run_dir, "--run-dir:")
-    except NotOwnedError as refused:
-        raise SubmitError(str(refused)) from None
 
 
 def submit_into(options: SubmitOptions, rendered: Rendered, run_dir: Path, env: dict[str, str]) -> str | None:

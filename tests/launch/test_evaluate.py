@@ -1,5 +1,7 @@
 """llm-eval's rendering and its refusals, without a cluster (the SLURM journey is tests/launch/test_eval_slurm.py)."""
 
+import os
+import pwd
 import subprocess
 from pathlib import Path
 
@@ -8,6 +10,8 @@ import pytest
 from cluster.verify.local_slurm.install import ensure_shellcheck
 from launch.evaluate import main
 from training.evaluate.task_data import build_task_data
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -105,3 +109,34 @@ def test_a_gpu_queue_job_takes_cuda_where_the_node_has_it(tmp_path: Path, capsys
     assert main(argv) == 0
     script = capsys.readouterr().out
     assert "--device auto --gpus 8" in script, script
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a directory of another user is made by chown: root only")
+def test_a_run_directory_of_another_user_is_refused_and_nothing_is_written(
+    tmp_path: Path, tasks: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its scores go there and its job reads the checkpoints: another user who made the directory could have planted
+    what the export unpickles (training/checkpoint/ownership.py)."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "job-config.yaml").write_text("checkpoint: {every: 10}\n")
+    nobody = pwd.getpwnam("nobody")
+    os.chown(run_dir, nobody.pw_uid, nobody.pw_gid)
+    before = sorted(p.name for p in run_dir.iterdir())
+    assert main(_argv(run_dir, tasks, "--step", "10")) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith(f"error: --run-dir: {run_dir} is owned by nobody:") and "\n" not in error, error
+    assert sorted(p.name for p in run_dir.iterdir()) == before
+    assert not (tmp_path / "run.eval.sbatch").exists()
+
+
+def test_the_eval_job_checks_the_run_directorys_owner_before_it_reads_anything(
+    tmp_path: Path, tasks: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "job-config.yaml").write_text("checkpoint: {every: 10}\n")
+    assert main(_argv(run_dir, tasks, "--step", "10", "--dry-run")) == 0
+    script = capsys.readouterr().out
+    assert f"OWNERSHIP_TOOL={REPO}/training/checkpoint/ownership.py" in script.replace("'", "")
+    assert "EXIT_NOT_OWNED=46" in script

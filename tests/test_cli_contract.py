@@ -28,6 +28,7 @@ EXEMPT = {
     "cluster/verify/pcluster/parse_commands.py": "runs in .pcluster-venv, without the repo's dependencies",
     "bench/gpu_vs_torchtitan.py": "copied alone to a GPU machine with its own wheels",
     "launch/lease.py": "run by path by the job script (stdlib only); its exit status is the script's refusal",
+    "training/checkpoint/ownership.py": "run by path by the job script (stdlib only); its exit status is the refusal",
 }
 
 

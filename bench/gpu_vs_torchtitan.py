@@ -60,6 +60,8 @@ TORCHTITAN_MODULE = "bench.torchtitan_config"
 # "step: 12  loss: ...  grad_norm: ...  memory: 30.10GiB(38.00%)  tps: 45,678  tflops: ...  mfu: 41.23%".
 _TORCHTITAN_STEP = re.compile(r"step:\s*(\d+)\b.*?memory:\s*([\d.]+)GiB.*?tps:\s*([\d,]+).*?mfu:\s*([\d.]+|N/A)%?")
 StepRow = tuple[int, float, float | None, float | None]  # step, tokens/s per GPU, MFU, peak GiB
+_TORCHTITAN_LOSS = re.compile(r"step:\s*(\d+)\b.*?loss:\s*([\d.]+)")
+LOSS_STEPS = 10  # the final loss is the mean of the last this-many steps: FP8 against bf16 on the same samples
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,8 @@ class RunResult:
     mfu: float  # recomputed here, same formula and peak for both
     own_mfu: float | None  # as the framework reports it
     peak_memory_gib: float | None  # peak reserved by the CUDA caching allocator, highest over the timed steps
+    precision: str = "bf16"  # or "fp8-<torchao recipe>" (ours with --float8)
+    final_loss: float | None = None  # mean training loss of the last LOSS_STEPS steps (each side its own loss)
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -85,6 +89,23 @@ def parse_torchtitan_log(text: str) -> list[StepRow]:
             mfu = None if match.group(4) == "N/A" else float(match.group(4)) / 100
             found.append((int(match.group(1)), float(match.group(3).replace(",", "")), mfu, float(match.group(2))))
     return found
+
+
+def torchtitan_losses(text: str) -> dict[int, float]:
+    """Step -> training loss from torchtitan's step lines."""
+    return {int(m.group(1)): float(m.group(2)) for m in map(_TORCHTITAN_LOSS.search, text.splitlines()) if m}
+
+
+def our_losses(text: str) -> dict[int, float]:
+    """Step -> training loss from our metrics.jsonl."""
+    records = (json.loads(line) for line in text.splitlines() if line.strip())
+    return {int(r["step"]): float(r["loss"]) for r in records if r.get("kind") == "train"}
+
+
+def final_loss(losses: dict[int, float]) -> float | None:
+    """Mean loss of the last LOSS_STEPS steps; None when there are none."""
+    last = [losses[step] for step in sorted(losses)[-LOSS_STEPS:]]
+    return round(statistics.fmean(last), 4) if last else None
 
 
 def parse_our_metrics(text: str) -> list[StepRow]:
@@ -129,15 +150,17 @@ def summarize(
 
 def render_table(results: list[RunResult]) -> str:
     header = (
-        f"{'framework':<11} {'compile':<8} {'tokens/s/GPU':>13} {'MFU':>7} {'own MFU':>8} {'peak GiB':>9} {'steps':>6}"
+        f"{'framework':<11} {'precision':<14} {'compile':<8} {'tokens/s/GPU':>13} {'MFU':>7} {'own MFU':>8} "
+        f"{'peak GiB':>9} {'loss':>7} {'steps':>6}"
     )
     lines = [header, "-" * len(header)]
     for r in results:
         own = f"{r.own_mfu:.1%}" if r.own_mfu is not None else "-"
         memory = f"{r.peak_memory_gib:.1f}" if r.peak_memory_gib is not None else "-"
+        loss = f"{r.final_loss:.4f}" if r.final_loss is not None else "-"
         lines.append(
-            f"{r.framework:<11} {str(r.compiled).lower():<8} {r.tokens_per_s_per_gpu:>13,.0f} {r.mfu:>7.1%} "
-            f"{own:>8} {memory:>9} {r.steps_timed:>6}"
+            f"{r.framework:<11} {r.precision:<14} {str(r.compiled).lower():<8} {r.tokens_per_s_per_gpu:>13,.0f} "
+            f"{r.mfu:>7.1%} {own:>8} {memory:>9} {loss:>7} {r.steps_timed:>6}"
         )
     return "\n".join(lines)
 
@@ -161,6 +184,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         choices=[release.version for release in RELEASES],
         help="torchtitan release to compare with (default: the newest this machine's torch runs)",
     )
+    parser.add_argument(
+        "--float8",
+        default="",
+        help="comma-separated torchao recipes (tensorwise, rowwise, mxfp8): ours again with each, compiled (MFU "
+        "stays against the bf16 peak, as torchtitan reports it)",
+    )
     parser.add_argument("--wheels", type=Path, help="bootstrap a venv from these wheels first (a bare GPU machine)")
     args = parser.parse_args(argv)
     for name in ("gpus", "steps", "micro_batch", "seq_len"):
@@ -168,6 +197,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             parser.error(f"--{name.replace('_', '-')}: {getattr(args, name)} must be >= 1")
     if not 0 <= args.warmup < args.steps:
         parser.error(f"--warmup: {args.warmup} must be in [0, --steps {args.steps})")
+    from training.quantization.config import FLOAT8_RECIPES
+
+    args.float8 = [recipe for recipe in args.float8.split(",") if recipe]
+    unknown = [recipe for recipe in args.float8 if recipe not in FLOAT8_RECIPES]
+    if unknown:
+        parser.error(f"--float8: {unknown[0]!r} is not a torchao recipe ({', '.join(FLOAT8_RECIPES)})")
     return args
 
 
@@ -283,11 +318,17 @@ def _torchrun(gpus: int, module_args: list[str], env: dict[str, str], log: Path)
 
 
 def run_ours(
-    args: argparse.Namespace, data_prefix: Path, compiled: bool, env: dict[str, str], release: TorchtitanRelease
+    args: argparse.Namespace,
+    data_prefix: Path,
+    compiled: bool,
+    env: dict[str, str],
+    release: TorchtitanRelease,
+    float8: str = "off",
 ) -> str:
     import yaml
 
-    run_dir = args.workdir / f"ours-compile-{str(compiled).lower()}"
+    precision = "bf16" if float8 == "off" else f"fp8-{float8}"
+    run_dir = args.workdir / f"ours-{precision}-compile-{str(compiled).lower()}"
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
     job = yaml.safe_load((REPO / "training" / "configs" / "1b.yaml").read_text(encoding="utf-8"))
@@ -304,6 +345,7 @@ def run_ours(
     job["checkpoint"] = {"every": "off", "dir": str(run_dir / "checkpoints")}
     job["metrics"] = {"tensorboard": False, "plot": False}
     job.pop("profile", None)
+    job["float8"] = {"recipe": float8}
     config = run_dir / "job.yaml"
     config.write_text(yaml.safe_dump(job), encoding="utf-8")
     _torchrun(
@@ -406,11 +448,19 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for compiled in (False, True):
         if args.only != "torchtitan":
-            steps = parse_our_metrics(run_ours(args, data_prefix, compiled, env, release))
-            results.append(summarize("ours", compiled, steps, args.warmup, flops_per_token, peak))
+            text = run_ours(args, data_prefix, compiled, env, release)
+            result = summarize("ours", compiled, parse_our_metrics(text), args.warmup, flops_per_token, peak)
+            results.append(dataclasses.replace(result, final_loss=final_loss(our_losses(text))))
         if args.only != "ours":
-            steps = parse_torchtitan_log(run_torchtitan(args, corpus_dir, tokenizer_dir, compiled, env, release))
-            results.append(summarize("torchtitan", compiled, steps, args.warmup, flops_per_token, peak))
+            log = run_torchtitan(args, corpus_dir, tokenizer_dir, compiled, env, release)
+            result = summarize("torchtitan", compiled, parse_torchtitan_log(log), args.warmup, flops_per_token, peak)
+            results.append(dataclasses.replace(result, final_loss=final_loss(torchtitan_losses(log))))
+        print(render_table(results), flush=True)
+    # torchao's FP8 is made for torch.compile (eager, each cast is its own kernel): compiled runs only.
+    for recipe in args.float8 if args.only != "torchtitan" else []:
+        text = run_ours(args, data_prefix, True, env, release, float8=recipe)
+        result = summarize("ours", True, parse_our_metrics(text), args.warmup, flops_per_token, peak)
+        results.append(dataclasses.replace(result, precision=f"fp8-{recipe}", final_loss=final_loss(our_losses(text))))
         print(render_table(results), flush=True)
     print(
         f"\nMFU: 6 N + 12 l h s = {flops_per_token / 1e9:.2f} GFLOP per token, peak {peak / 1e12:.0f} TFLOP/s per GPU"
@@ -431,6 +481,8 @@ def main(argv: list[str] | None = None) -> int:
         "torchtitan_attention": args.attention if release.config_style == "registry" else "sdpa",
         "steps": args.steps,
         "warmup": args.warmup,
+        "float8": args.float8,
+        "loss_steps": LOSS_STEPS,
         "flops_per_token": flops_per_token,
         "peak_flops": peak,
         "results": [r.as_dict() for r in results],

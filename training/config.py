@@ -1,6 +1,6 @@
 """The job config: one YAML file validated into typed sections, with one-line errors naming field and value.
 
-Each component (model, data, optim, parallel, checkpoint, guards, watchdog, metrics, profile) owns one section, so a
+Each component (model, data, optim, parallel, checkpoint, guards, watchdog, metrics, profile, float8) owns one section, so a
 component can be read without the others. Paths in the file are taken relative to the working directory.
 """
 
@@ -17,6 +17,7 @@ from spec.yaml_file import read_yaml
 from training.finetune.config import FinetuneSection
 from training.models.args import ModelArgs, ModelArgsError
 from training.models.registry import get_model_args
+from training.quantization.config import Float8Section
 
 PositiveInt = Annotated[int, Field(ge=1)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
@@ -221,6 +222,7 @@ class JobConfig(_Section):
     watchdog: WatchdogSection = WatchdogSection()
     metrics: MetricsSection = MetricsSection()
     profile: ProfileSection = ProfileSection()
+    float8: Float8Section = Float8Section()  # FP8 GEMMs in the blocks (training/quantization)
     finetune: FinetuneSection | None = None  # None: pretraining (or model.hf_checkpoint's full fine-tuning)
 
     @model_validator(mode="after")
@@ -238,6 +240,11 @@ class JobConfig(_Section):
         if finetune is not None and finetune.init is not None and hf_dir is not None and finetune.init != hf_dir:
             raise ValueError(
                 f"finetune.init: {finetune.init!r} differs from model.hf_checkpoint {hf_dir!r}; give one of them"
+            )
+        if finetune is not None and finetune.mode == "lora" and self.float8.enabled:
+            raise ValueError(
+                f"float8.recipe: {self.float8.recipe!r} with finetune.mode 'lora' is not supported (the frozen base "
+                "would be re-quantized every step for adapters a fraction of its size); use recipe 'off'"
             )
         return self
 

@@ -56,6 +56,7 @@ from training.parallel.parallelize import parallelize
 from training.parallel.precision import unsharded_autocast, uses_bf16
 from training.parallel.state_memory import DeviceMemory, check_state_fits, device_memory, local_world_size
 from training.profiling import StepProfiler
+from training.quantization.float8 import apply_float8
 from training.sft.loader import SFTLoader
 from training.signals import StopRequest
 from training.watchdog import FLIGHT_RECORDER_ENV, HangWatchdog, clear_reports, node_name
@@ -187,6 +188,8 @@ class Trainer:
             frozen=sum(p.numel() for p in frozen),
             frozen_bytes=frozen[0].element_size() if frozen else 2,
         )
+        # Before parallelize, as torchtitan's converters: compile and FSDP2 see the FP8 layers.
+        self.float8 = apply_float8(self.model, config.float8, self.device, sharded=self.mesh is not None)
         parallelize(self.model, config.parallel, self.mesh, self.mp_policy)
         self.model.to_empty(device=self.device)
         self.model.init_weights(seed=config.train.seed)  # the same weights at any world size (models/init.py)
@@ -417,6 +420,8 @@ class Trainer:
             self.guard.raise_if_stopped()  # the unfused optimizer cannot skip on the device: ask the host
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.float8 is not None:
+            self.float8.after_optimizer_step(self.model)
         self.timer.stop()
 
         # The host waits for the device only here: at logged steps (and before evaluations and checkpoints).

@@ -1,5 +1,6 @@
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -8,12 +9,15 @@ from bench.gpu_vs_torchtitan import (
     append_row,
     bootstrap_venv,
     choose_release,
+    final_loss,
+    our_losses,
     parse_args,
     parse_our_metrics,
     parse_torchtitan_log,
     render_table,
     summarize,
     torchtitan_env,
+    torchtitan_losses,
 )
 from bench.torchtitan_releases import RELEASES, release_problem
 
@@ -59,8 +63,35 @@ def test_table_puts_both_frameworks_side_by_side() -> None:
         summarize("torchtitan", False, [(2, 42000.0, None, None)], 1, 9e9, 989e12),
     ]
     table = render_table(rows).splitlines()
-    assert table[2].split() == ["ours", "false", "40,000", "36.4%", "30.0%", "31.2", "1"]
-    assert table[3].split() == ["torchtitan", "false", "42,000", "38.2%", "-", "-", "1"]
+    assert table[2].split() == ["ours", "bf16", "false", "40,000", "36.4%", "30.0%", "31.2", "-", "1"]
+    assert table[3].split() == ["torchtitan", "bf16", "false", "42,000", "38.2%", "-", "-", "-", "1"]
+
+
+def test_fp8_runs_are_rows_of_their_own_with_the_final_loss_beside_bf16s() -> None:
+    bf16 = replace(summarize("ours", True, [(2, 50000.0, 0.4, 40.0)], 1, 9e9, 989e12), final_loss=4.25)
+    fp8 = replace(bf16, precision="fp8-rowwise", tokens_per_s_per_gpu=60000.0, final_loss=4.2625)
+    table = render_table([bf16, fp8]).splitlines()
+    assert table[3].split() == ["ours", "fp8-rowwise", "true", "60,000", "45.5%", "40.0%", "40.0", "4.2625", "1"]
+
+
+def test_final_loss_is_the_mean_of_the_last_steps_on_both_sides() -> None:
+    ours = "\n".join(
+        json.dumps(record)
+        for record in [{"kind": "event", "event": "start"}]
+        + [{"kind": "train", "step": step, "loss": float(step)} for step in range(1, 13)]
+    )
+    assert our_losses(ours)[12] == 12.0 and final_loss(our_losses(ours)) == 7.5  # mean of steps 3..12
+    assert torchtitan_losses(TORCHTITAN_LOG) == {1: 11.9, 2: 11.2, 3: 10.8}
+    assert final_loss(torchtitan_losses(TORCHTITAN_LOG)) == pytest.approx(11.3)
+    assert final_loss({}) is None
+
+
+def test_float8_recipes_are_checked_against_torchaos(capsys: pytest.CaptureFixture[str]) -> None:
+    assert parse_args(["--float8", "tensorwise,rowwise"]).float8 == ["tensorwise", "rowwise"]
+    assert parse_args([]).float8 == []
+    with pytest.raises(SystemExit):
+        parse_args(["--float8", "tensorwise,fp4"])
+    assert "--float8: 'fp4' is not a torchao recipe (tensorwise, rowwise, mxfp8)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -56,6 +56,7 @@ from bench.torchtitan_v0_2_job import TorchtitanV02Job, job_toml
 
 REPO = Path(__file__).resolve().parents[1]
 TORCHTITAN_MODULE = "bench.torchtitan_config"
+TORCHTITAN_WARMUP_STEPS = 2
 # torchtitan's per-step log line (rank 0, components/metrics.py of 0.3.0 and 0.2.2):
 # "step: 12  loss: ...  grad_norm: ...  memory: 30.10GiB(38.00%)  tps: 45,678  tflops: ...  mfu: 41.23%".
 _TORCHTITAN_STEP = re.compile(r"step:\s*(\d+)\b.*?memory:\s*([\d.]+)GiB.*?tps:\s*([\d,]+).*?mfu:\s*([\d.]+|N/A)%?")
@@ -179,6 +180,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--output", type=Path, help="write the results here as JSON")
     parser.add_argument("--rows", type=Path, default=REPO / "docs" / "benchmarks-gpu.jsonl", help="append a dated row")
     parser.add_argument("--only", choices=("ours", "torchtitan"), help="run one framework only")
+    parser.add_argument(
+        "--compile", choices=("both", "true", "false"), default="both", help="eager, compiled or both (bf16 runs)"
+    )
     parser.add_argument(
         "--torchtitan",
         choices=[release.version for release in RELEASES],
@@ -340,6 +344,9 @@ def run_ours(
     )
     job["model"]["tie_embeddings"] = release.tied_embeddings  # the model torchtitan's release trains
     job["train"].update(max_steps=args.steps, log_every=1, eval_every=0)
+    # torchtitan's schedule in both releases' jobs (bench/torchtitan_v0_2_job.py, bench/torchtitan_config.py): lr 3e-4,
+    # 2 warm-up steps, cosine to 0 at the last step; so the losses of the two sides, and of bf16 and FP8, compare.
+    job["optim"].update(lr=3e-4, warmup_steps=TORCHTITAN_WARMUP_STEPS, decay_steps=args.steps, min_lr_ratio=0.0)
     job["parallel"]["compile"] = compiled
     job["parallel"]["activation_checkpoint"] = {"mode": args.ac}
     job["checkpoint"] = {"every": "off", "dir": str(run_dir / "checkpoints")}
@@ -348,9 +355,15 @@ def run_ours(
     job["float8"] = {"recipe": float8}
     config = run_dir / "job.yaml"
     config.write_text(yaml.safe_dump(job), encoding="utf-8")
-    _torchrun(
-        args.gpus, ["-m", "training.train", "--config", str(config), "--run-dir", str(run_dir)], env, run_dir / "log"
-    )
+    try:
+        _torchrun(
+            args.gpus,
+            ["-m", "training.train", "--config", str(config), "--run-dir", str(run_dir)],
+            env,
+            run_dir / "log",
+        )
+    finally:  # the end-of-run checkpoint (18 GB for 1B) is not measured: runs after it would fill the disk
+        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
     return (run_dir / "metrics.jsonl").read_text(encoding="utf-8")
 
 
@@ -446,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     env.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
     results = []
-    for compiled in (False, True):
+    for compiled in {"both": (False, True), "true": (True,), "false": (False,)}[args.compile]:
         if args.only != "torchtitan":
             text = run_ours(args, data_prefix, compiled, env, release)
             result = summarize("ours", compiled, parse_our_metrics(text), args.warmup, flops_per_token, peak)
@@ -482,6 +495,7 @@ def main(argv: list[str] | None = None) -> int:
         "steps": args.steps,
         "warmup": args.warmup,
         "float8": args.float8,
+        "compile": args.compile,
         "loss_steps": LOSS_STEPS,
         "flops_per_token": flops_per_token,
         "peak_flops": peak,

@@ -29,6 +29,7 @@ from launch.capacity_block import block_time_limit, parse_ends_at
 from launch.checkpoint_every import with_planned_interval
 from launch.data_fit import check_data_fills_splits
 from launch.fit import check_fits, check_global_batch, planned_cost
+from launch.float8 import float8_refusal
 from launch.options import SubmitOptions
 from launch.run_dir_owner import check_run_dir_owner
 from launch.scripts import RENDERERS, JobInputs, Rendered
@@ -283,7 +284,7 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
     model_name = job.model.name or str(job.model.hf_checkpoint)
     if backend.yaml_layout:  # the others check it with their model-parallel layout
         check_global_batch(job, target.devices_per_node * options.nodes)
-    refusal = renderer.refusal(job)
+    refusal = renderer.refusal(job) or float8_refusal(job, target)
     if refusal:
         raise SubmitError(refusal)
     # Megatron's SFT reads its JSONL (launch.bridge_finetune), not the .bin/.idx splits

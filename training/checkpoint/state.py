@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from torch import nn
+from torch import Tensor, nn
 from torch.distributed.checkpoint.state_dict import (
     get_model_state_dict,
     get_optimizer_state_dict,
@@ -14,13 +14,17 @@ from torch.distributed.checkpoint.state_dict import (
 from torch.distributed.checkpoint.stateful import Stateful
 from torch.optim import Optimizer
 
+from training.quantization.float8 import plain_tensor
+
 
 class ModelState(Stateful):
     def __init__(self, model: nn.Module) -> None:
         self.model = model
 
     def state_dict(self) -> dict[str, Any]:
-        return get_model_state_dict(self.model)
+        # torchao's FP8 weight wrappers saved as the plain weights they hold (training/quantization/float8.py)
+        state = get_model_state_dict(self.model)
+        return {name: plain_tensor(value) if isinstance(value, Tensor) else value for name, value in state.items()}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         set_model_state_dict(self.model, state_dict)

@@ -116,3 +116,28 @@ def _convert_mxfp8(layers: nn.Module, emulate: bool, keep: Callable[[nn.Module, 
 
     recipe = MXFP8TrainingRecipe.MXFP8_EMULATED_RCEIL if emulate else MXFP8TrainingRecipe.MXFP8_RCEIL
     quantize_(layers, config=MXFP8TrainingOpConfig.from_recipe(recipe), filter_fn=keep)
+
+
+def plain_tensor(tensor: torch.Tensor) -> torch.Tensor:
+    """The weight inside torchao's wrapper subclasses (FP8 all-gather, MXFP8 training weights), in a DTensor as it
+    is sharded: checkpoints hold plain tensors, so exports, evaluation and bf16 runs load them without torchao (and
+    DCP's weights-only loader takes them). The result shares storage, so a load in place reaches the weight."""
+    from torch.distributed.tensor import DTensor
+
+    if isinstance(tensor, DTensor):
+        local = tensor._local_tensor
+        inner = _unwrapped(local)
+        if inner is local:
+            return tensor
+        return DTensor.from_local(
+            inner, tensor.device_mesh, tensor.placements, shape=tensor.shape, stride=tensor.stride(), run_check=False
+        )
+    return _unwrapped(tensor)
+
+
+def _unwrapped(tensor: torch.Tensor) -> torch.Tensor:
+    if not type(tensor).__module__.startswith("torchao.") or not hasattr(tensor, "__tensor_flatten__"):
+        return tensor
+    names, _ = tensor.__tensor_flatten__()  # the wrapped weight first (torchao's wrappers hold one plus metadata)
+    inner = getattr(tensor, names[0])
+    return inner if isinstance(inner, torch.Tensor) else tensor

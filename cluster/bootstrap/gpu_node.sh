@@ -68,6 +68,15 @@ if [[ -n "$python" ]]; then
 		die "--python $python not found: the shared training env needs it on every node (install it in the AMI)"
 fi
 
+# ---- people's accounts (cluster.users), from the release the head node laid onto shared storage ----------
+# The same groups and users, with the same ids, as the head node (cluster/users.py): ownership on /fsx is one person
+# on every node, and sudo is the admins' alone. No homes here: /home is the head node's, NFS-shared.
+accounts="$shared_dir/llm-training/users/accounts.sh"
+if [[ -n "$shared_dir" && -f "$accounts" ]]; then
+	ACCOUNTS_ROOT="$NODE_ROOT" bash "$accounts" >&2 ||
+		die "$accounts failed: the accounts of cluster.users are not in place (the reason is above)"
+fi
+
 # ---- 1. hardware sanity -------------------------------------------------------------------------
 found_gpus=$("$NVIDIA_SMI" --query-gpu=index --format=csv,noheader | grep -c . || true)
 [[ "$found_gpus" -eq "$gpus" ]] || die "found $found_gpus GPUs, expected $gpus (nvidia-smi); replace this node"

@@ -19,9 +19,13 @@ from spec.fields import StrictModel
 # From 60000: nobody (65534) and the ranges systemd allocates (61184-65519).
 FIRST_ID = 1001
 LAST_ID = 59999
+# Session Manager's run-as default (policies/operator.py): an account no node has, so a session from a principal
+# without the SSMSessionRunAs tag fails instead of running as anyone.
+UNTAGGED_SESSION_USER = "untagged-principal"
 # Accounts the AMI, its agents or ParallelCluster create: a spec user of that name would take them over.
 RESERVED_USERS = frozenset(
     {"root", "ec2-user", "ubuntu", "rocky", "ssm-user", "slurm", "munge", "pcluster-admin", "nobody", "dcv", "mysql"}
+    | {UNTAGGED_SESSION_USER}
 )
 RESERVED_GROUPS = frozenset(
     {*RESERVED_USERS, "wheel", "sudo", "adm", "admin", "users", "nogroup", "docker", "systemd-journal"}

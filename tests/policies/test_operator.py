@@ -79,6 +79,7 @@ def test_with_users_the_run_as_document_turns_run_as_on_and_fails_closed_without
     assert content["inputs"]["runAsEnabled"] is True
     # A principal without SSMSessionRunAs gets an account no node has: the session fails, never ssm-user's shell.
     default_user = content["inputs"]["runAsDefaultUser"]
+    assert spec.cluster is not None
     assert default_user in RESERVED_USERS and default_user not in {user.name for user in spec.cluster.users}
 
 

@@ -330,19 +330,34 @@ health_remove_job_scratch() {
 # no user can make another's directory first; what is found at the name anyway (a node laid out before, a stray
 # entry) is kept only when it is a directory of the job's uid and gid with mode 700, otherwise removed as the entry it
 # is (never followed) and made anew with mkdir without -p and chown -h, as the job scratch is.
+# 0 when $1 is a directory (not a link) of root's that no one else may write; otherwise says why and fails.
+health_root_only_dir() {
+	local owner_mode owner mode
+	if ! owner_mode="$(stat -c '%u %a %F' -- "$1" 2>&1)"; then
+		health_fail "user dirs: cannot stat $1: ${owner_mode##*: }"
+		return 1
+	fi
+	read -r owner mode _ <<<"$owner_mode"
+	if [[ "$owner" != 0 || "$owner_mode" != *" directory" ]] || ((8#$mode & 8#022)); then
+		health_fail "user dirs: $1 is not root's, or others may write it (owner $owner, mode $mode); no user dirs"
+		return 1
+	fi
+}
+
 health_make_user_dirs() {
-	local uid="${SLURM_JOB_UID:-}" gid="${SLURM_JOB_GID:-${SLURM_JOB_UID:-}}" parent dir owner_mode owner mode found error
+	local uid="${SLURM_JOB_UID:-}" gid="${SLURM_JOB_GID:-${SLURM_JOB_UID:-}}" parent dir found error
 	[[ -n "$HEALTH_USER_DIRS" && "$uid" =~ ^[0-9]+$ && "$gid" =~ ^[0-9]+$ ]] || return 0
 	for parent in $HEALTH_USER_DIRS; do
-		if ! owner_mode="$(stat -c '%u %a %F' "$parent" 2>&1)"; then
-			health_fail "user dirs: cannot stat $parent: ${owner_mode##*: }"
-			return 1
+		# The parent's own directory too: whoever may write it may swap the parent for a link after the check.
+		health_root_only_dir "$(dirname -- "$parent")" || return 1
+		if [[ ! -e "$parent" && ! -L "$parent" ]]; then # /run is a tmpfs: gone after a reboot
+			if ! error="$(mkdir -m 0755 -- "$parent" 2>&1)"; then
+				health_fail "user dirs: cannot make $parent: ${error##*: }"
+				return 1
+			fi
+			echo "health: user dirs: made $parent (root, mode 755)"
 		fi
-		read -r owner mode _ <<<"$owner_mode"
-		if [[ "$owner" != 0 || "$owner_mode" != *" directory" ]] || ((8#$mode & 8#022)); then
-			health_fail "user dirs: $parent is not root's, or others may write it (owner $owner, mode $mode); no user dirs"
-			return 1
-		fi
+		health_root_only_dir "$parent" || return 1
 	done
 	for parent in $HEALTH_USER_DIRS; do
 		dir="$parent/user-$uid"

@@ -152,3 +152,24 @@ def test_a_parent_users_may_write_drains_the_node_and_makes_nothing(node: GpuNod
     assert not (parent / f"user-{JOB_UID}").exists()
     (call,) = node.drain_calls()
     assert f"reason=health-prolog: user dirs: {parent} is not root's, or others may write it (owner {owner}" in call
+
+
+def test_a_node_that_rebooted_gets_its_runtime_parent_back_root_owned(node: GpuNode) -> None:
+    """/run is a tmpfs: after a reboot /run/enroot is gone, and enroot run as the user could not make it."""
+    runtime = node.enroot_paths(JOB_UID)["ENROOT_RUNTIME_PATH"]
+    runtime.parent.rmdir()
+    result = node.run("prolog")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert owner_mode(runtime.parent) == (0, 0, 0o755)
+    assert owner_mode(runtime) == (JOB_UID, JOB_UID, 0o700)
+    assert f"health: user dirs: made {runtime.parent} (root, mode 755)" in result.stdout
+
+
+def test_a_parent_whose_own_directory_users_may_write_drains_the_node(node: GpuNode) -> None:
+    """Whoever may write <enroot dir> may swap a parent for a link between the check and the mkdir."""
+    enroot_dir = node.enroot_paths(JOB_UID)["ENROOT_DATA_PATH"].parent.parent
+    enroot_dir.chmod(0o1777)
+    result = node.run("prolog")
+    assert result.returncode == 1, result.stdout + result.stderr
+    (call,) = node.drain_calls()
+    assert f"reason=health-prolog: user dirs: {enroot_dir} is not root's, or others may write it (owner 0" in call

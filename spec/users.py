@@ -99,6 +99,8 @@ def users_problems(
         for group_index, name in enumerate(user.groups):
             if name not in declared:
                 yield SpecProblem(f"{where}.groups[{group_index}]", f"is not a declared group {known}", name)
+            elif name in user.groups[:group_index]:
+                yield SpecProblem(f"{where}.groups[{group_index}]", "is listed twice", name)
     if users and accounting.enabled:
         yield from _team_members(users, accounting, path)
 

@@ -96,6 +96,11 @@ def test_no_users_by_default_and_a_full_section_parses() -> None:
             "spec: cluster.users[0].groups[1]: 'ops' is not a declared group (declared: pretraining, research)",
         ),
         (
+            [{"name": "carol", "uid": 2103, "group": "research", "groups": ["pretraining", "pretraining"]}],
+            GROUPS,
+            "spec: cluster.users[0].groups[1]: 'pretraining' is listed twice",
+        ),
+        (
             [{"name": "ec2-user", "uid": 2103, "group": "research"}],
             GROUPS,
             "spec: cluster.users[0].name: 'ec2-user' is an account of the AMI or ParallelCluster; pick another name",
@@ -113,7 +118,7 @@ def test_no_users_by_default_and_a_full_section_parses() -> None:
     ],
     ids=[
         "duplicate-name", "duplicate-uid", "duplicate-gid", "duplicate-group", "system-uid", "default-user-uid",
-        "uid-too-high", "system-gid", "unknown-primary-group", "unknown-extra-group", "ami-user", "ami-group",
+        "uid-too-high", "system-gid", "unknown-primary-group", "unknown-extra-group", "group-twice", "ami-user", "ami-group",
         "unknown-key",
     ],
 )  # fmt: skip

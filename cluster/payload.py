@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from cluster.accounting import sacctmgr_script
+from cluster.users import accounts_script
 from spec import DeploymentSpec
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,6 +32,7 @@ EXCLUDED_PARTS = {"__pycache__", ".pytest_cache", "tests"}
 EXCLUDED_SUFFIXES = {".pyc", ".pyo"}
 FIXED_MTIME = 0
 ACCOUNTING_SCRIPT = "accounting/sacctmgr.sh"
+USERS_SCRIPT = "users/accounts.sh"
 
 
 def _members(root: Path) -> list[Path]:
@@ -72,6 +74,9 @@ def build_payload(spec: DeploymentSpec, spec_yaml: str, out_dir: Path, root: Pat
         if spec.cluster is not None and spec.cluster.accounting.enabled:
             # Run by head_node.sh once slurmdbd answers: the spec's QoS, accounts and users (cluster.accounting).
             _add(archive, ACCOUNTING_SCRIPT, sacctmgr_script(spec.cluster.accounting).encode(), 0o755)
+        if spec.cluster is not None and spec.cluster.users:
+            # Run by head_node.sh and, from the release on shared storage, by every compute node: cluster.users.
+            _add(archive, USERS_SCRIPT, accounts_script(spec.cluster.users, spec.cluster.groups).encode(), 0o755)
     target = out_dir / "head_node_payload.tar.gz"
     # gzip with mtime 0 keeps the bytes (and so the asset hash) stable across builds.
     compressed = gzip.compress(buffer.getvalue(), compresslevel=6, mtime=FIXED_MTIME)

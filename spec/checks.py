@@ -12,6 +12,7 @@ from spec.containers import parse_ecr_image
 from spec.errors import SpecProblem
 from spec.model import BUILTIN_ROLES, DeploymentSpec, database_availability_zones
 from spec.regions import DYNAMODB_PREFIX_LISTS, S3_PREFIX_LISTS
+from spec.users import users_problems
 
 _ROLE_ACCOUNT_RE = re.compile(r"^arn:aws:iam::(\d{12}):role/")
 _KMS_ARN_RE = re.compile(r"^arn:aws:kms:([a-z0-9-]+):(\d{12}):key/")
@@ -29,6 +30,11 @@ def cross_field_problems(spec: DeploymentSpec) -> list[SpecProblem]:
         *_cluster(spec),
         *container_problems(spec),
         *(accounting_problems(spec.cluster.accounting) if spec.cluster is not None else ()),
+        *(
+            users_problems(spec.cluster.users, spec.cluster.groups, spec.cluster.accounting)
+            if spec.cluster is not None
+            else ()
+        ),
         *accounting_network_problems(spec),
     ]
 

@@ -18,6 +18,7 @@ from spec.accounting import AccountingSpec
 from spec.containers import ContainersSpec
 from spec.fields import StrictModel, check_bucket_name, matches
 from spec.observability import ObservabilitySpec
+from spec.users import GroupSpec, UserSpec
 
 DEFAULT_PARALLELCLUSTER_VERSION = "3.16.1"
 # The custom resource (cluster as a CloudFormation resource) exists from 3.6.0 on.
@@ -339,6 +340,12 @@ class ClusterSpec(StrictModel):
         default_factory=AccountingSpec,
         description="Slurm accounting database, fair-share and per-team QoS; see docs/observability.md#accounting.",
     )
+    users: list[UserSpec] = Field(
+        default_factory=list,
+        description="People's accounts, created alike on every node; empty: the AMI's default user only. See "
+        "docs/cluster.md#users-and-groups.",
+    )
+    groups: list[GroupSpec] = Field(default_factory=list, description="The groups cluster.users belong to.")
 
     @field_validator("parallelcluster_version")
     @classmethod

@@ -9,8 +9,8 @@
 #    libfabric's EFA provider answers (`fi_info -p efa`). A short node fails its bootstrap here instead
 #    of hanging the first NCCL job.
 # 2. enroot/pyxis: runtime, data and cache paths on node-local disk. Never on shared storage: each
-#    node unpacks images itself, and a shared runtime path breaks multi-node srun. The runtime path's parent
-#    is 1777 (each job user creates its own directory there), /dev is not restricted (EFA's uverbs devices
+#    node unpacks images itself, and a shared runtime path breaks multi-node srun. Every path is per user under
+#    a root-owned 0755 parent (the prolog makes the job user's directory, mode 700), /dev is not restricted (EFA's uverbs devices
 #    must be visible in the container, or NCCL falls back to sockets), and an ECR image gets credentials
 #    from the node role (docs/containers.md).
 # 3. Job environment for EFA/NCCL (/etc/profile.d) and the health-check settings the SLURM prolog reads.
@@ -68,6 +68,15 @@ if [[ -n "$python" ]]; then
 		die "--python $python not found: the shared training env needs it on every node (install it in the AMI)"
 fi
 
+# ---- people's accounts (cluster.users), from the release the head node laid onto shared storage ----------
+# The same groups and users, with the same ids, as the head node (cluster/users.py): ownership on /fsx is one person
+# on every node, and sudo is the admins' alone. No homes here: /home is the head node's, NFS-shared.
+accounts="$shared_dir/llm-training/users/accounts.sh"
+if [[ -n "$shared_dir" && -f "$accounts" ]]; then
+	ACCOUNTS_ROOT="$NODE_ROOT" bash "$accounts" >&2 ||
+		die "$accounts failed: the accounts of cluster.users are not in place (the reason is above)"
+fi
+
 # ---- 1. hardware sanity -------------------------------------------------------------------------
 found_gpus=$("$NVIDIA_SMI" --query-gpu=index --format=csv,noheader | grep -c . || true)
 [[ "$found_gpus" -eq "$gpus" ]] || die "found $found_gpus GPUs, expected $gpus (nvidia-smi); replace this node"
@@ -86,9 +95,13 @@ fi
 
 # ---- 2. enroot and pyxis ------------------------------------------------------------------------
 if [[ "$pyxis" == true ]]; then
-	install -d -m 1777 "$NODE_ROOT$enroot_dir" "$NODE_ROOT$enroot_dir/data" "$NODE_ROOT$enroot_dir/cache" "$NODE_ROOT$enroot_dir/tmp"
+	# Each user's runtime, data, cache and temporary directory is <parent>/user-<uid>. The parents are root's and
+	# 0755: were they 1777, any user could make another's directory (or a link named like it) first and plant an
+	# image or rootfs that user's enroot would run, or read their cache. The prolog makes the job user's own, mode 700
+	# (cluster/health/lib.sh health_make_user_dirs, reading HEALTH_USER_DIRS below).
+	enroot_parents=("/run/enroot" "$enroot_dir/data" "$enroot_dir/cache" "$enroot_dir/tmp")
+	install -d -m 0755 "$NODE_ROOT$enroot_dir" "${enroot_parents[@]/#/$NODE_ROOT}"
 	install -d -m 0755 "$NODE_ROOT/etc/enroot" "$NODE_ROOT/run/pyxis"
-	install -d -m 1777 "$NODE_ROOT/run/enroot"
 	config_line=""
 	# An ECR image (<account>.dkr.ecr.<region>.amazonaws.com/<repo>:<tag>): enroot logs in with a token of the
 	# node role, fetched when it pulls (enroot runs the command in the credentials file).
@@ -106,8 +119,8 @@ if [[ "$pyxis" == true ]]; then
 # Written by gpu_node.sh: everything on node-local disk, per user.
 ENROOT_RUNTIME_PATH /run/enroot/user-\$(id -u)
 ENROOT_DATA_PATH $enroot_dir/data/user-\$(id -u)
-ENROOT_CACHE_PATH $enroot_dir/cache/group-\$(id -g)
-ENROOT_TEMP_PATH $enroot_dir/tmp
+ENROOT_CACHE_PATH $enroot_dir/cache/user-\$(id -u)
+ENROOT_TEMP_PATH $enroot_dir/tmp/user-\$(id -u)
 ENROOT_SQUASH_OPTIONS -noI -noD -noF -noX -no-duplicates
 ENROOT_MOUNT_HOME y
 ENROOT_RESTRICT_DEV no
@@ -136,6 +149,9 @@ HEALTH_EXPECTED_GPUS=$gpus
 HEALTH_EXPECTED_NEURON=0
 HEALTH_EXPECTED_EFA=$efa_devices
 CONF
+if [[ "$pyxis" == true ]]; then
+	printf 'HEALTH_USER_DIRS=%s\n' "${enroot_parents[*]}" >>"$NODE_ROOT/etc/llm-health/health.env"
+fi
 # Free-space checks of the shared file system and the node-local scratch, with their floors: the prolog drains a
 # node below one (unset, its floors are 0 and never fail).
 if [[ -n "$shared_dir" ]]; then

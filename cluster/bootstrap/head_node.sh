@@ -145,6 +145,16 @@ if [[ -n "$payload" ]]; then
 	log "SLURM prolog/epilog checks installed in $checks"
 fi
 
+# ---- 1b. people's accounts (cluster.users) -------------------------------------------------------------
+# With cluster.users the payload carries users/accounts.sh (cluster/users.py): the spec's groups and users, with
+# the same ids every compute node gives them (each runs the script from the release), homes made here (/home is
+# this node's, NFS-shared with the compute nodes), sudo for the admins alone. Idempotent: OnNodeUpdated runs it again.
+if [[ -n "$payload" && -f "$work/payload/users/accounts.sh" ]]; then
+	CREATE_HOMES=true bash "$work/payload/users/accounts.sh" >&2 ||
+		die "users/accounts.sh failed: the accounts of cluster.users are not in place (the reason is above)"
+	log "the groups and users of cluster.users are in place; sudo for its admins alone"
+fi
+
 # ---- 2. the release on shared storage and its Python env ----------------------------------------
 # pip's output goes to a log beside the env; a failure is reported as one line naming what is missing.
 install_requirements() {

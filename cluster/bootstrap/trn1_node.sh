@@ -103,6 +103,15 @@ if [[ ! "$master_port" =~ ^[0-9]+$ ]] || ((master_port < 1 || master_port > 6553
 	die "--master-port must be a TCP port, not '$master_port'"
 fi
 
+# ---- people's accounts (cluster.users), from the release the head node laid onto shared storage ----------
+# The same groups and users, with the same ids, as the head node (cluster/users.py): ownership on /fsx is one person
+# on every node, and sudo is the admins' alone. No homes here: /home is the head node's, NFS-shared.
+accounts="$shared_dir/llm-training/users/accounts.sh"
+if [[ -n "$shared_dir" && -f "$accounts" ]]; then
+	ACCOUNTS_ROOT="$NODE_ROOT" bash "$accounts" >&2 ||
+		die "$accounts failed: the accounts of cluster.users are not in place (the reason is above)"
+fi
+
 # ---- 1. pinned Neuron packages ------------------------------------------------------------------
 mismatches=()
 IFS=',' read -r -a pairs <<<"$pins"

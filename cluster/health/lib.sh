@@ -15,6 +15,8 @@
 #   SCONTROL=scontrol             used to drain the node
 #   HEALTH_TIMEOUT_S=15           a tool that hangs (nvidia-smi on a wedged GPU, df on a hung Lustre) fails
 #   HEALTH_DRAIN=1                0: report only (for running the checks by hand)
+#   HEALTH_USER_DIRS              parents (space-separated; enroot's on a GPU node) in which the prolog makes the
+#                                 job user's own user-<uid>, mode 700 ("" makes none)
 #   HEALTH_DRAIN_REQUESTS         the spool of jobs' drain requests the epilog reads (default
 #                                 $HEALTH_FSX_PATH/.slurm/drain-requests; "" reads none)
 
@@ -52,7 +54,7 @@ health_defaults() {
 	: "${HEALTH_FSX_PATH:=}" "${HEALTH_MIN_FSX_FREE_GIB:=0}"
 	: "${HEALTH_SCRATCH_PATH:=}" "${HEALTH_MIN_SCRATCH_FREE_GIB:=0}"
 	: "${HEALTH_SYSFS_ROOT:=/sys}" "${HEALTH_DEV_ROOT:=/dev}"
-	: "${HEALTH_TIMEOUT_S:=15}" "${HEALTH_DRAIN:=1}" "${SCONTROL:=scontrol}"
+	: "${HEALTH_TIMEOUT_S:=15}" "${HEALTH_DRAIN:=1}" "${SCONTROL:=scontrol}" "${HEALTH_USER_DIRS:=}"
 	: "${HEALTH_DRAIN_REQUESTS=${HEALTH_FSX_PATH:+$HEALTH_FSX_PATH/.slurm/drain-requests}}"
 	if [[ -z "${NVIDIA_SMI+set}" ]]; then NVIDIA_SMI="$(command -v nvidia-smi || true)"; fi
 	if [[ -z "${NEURON_LS+set}" ]]; then NEURON_LS="$(command -v neuron-ls || true)"; fi
@@ -321,4 +323,59 @@ health_remove_job_scratch() {
 	[[ -e "$scratch" || -L "$scratch" ]] || return 0
 	rm -rf --one-file-system -- "$scratch"
 	echo "health: removed $scratch"
+}
+
+# ----- Per-user directories, <parent>/user-<uid> for each parent in $HEALTH_USER_DIRS (enroot's runtime, data, cache
+# and temporary paths): made by the prolog, kept across jobs. The parents are root's and writable by root alone, so
+# no user can make another's directory first; what is found at the name anyway (a node laid out before, a stray
+# entry) is kept only when it is a directory of the job's uid and gid with mode 700, otherwise removed as the entry it
+# is (never followed) and made anew with mkdir without -p and chown -h, as the job scratch is.
+# 0 when $1 is a directory (not a link) of root's that no one else may write; otherwise says why and fails.
+health_root_only_dir() {
+	local owner_mode owner mode
+	if ! owner_mode="$(stat -c '%u %a %F' -- "$1" 2>&1)"; then
+		health_fail "user dirs: cannot stat $1: ${owner_mode##*: }"
+		return 1
+	fi
+	read -r owner mode _ <<<"$owner_mode"
+	if [[ "$owner" != 0 || "$owner_mode" != *" directory" ]] || ((8#$mode & 8#022)); then
+		health_fail "user dirs: $1 is not root's, or others may write it (owner $owner, mode $mode); no user dirs"
+		return 1
+	fi
+}
+
+health_make_user_dirs() {
+	local uid="${SLURM_JOB_UID:-}" gid="${SLURM_JOB_GID:-${SLURM_JOB_UID:-}}" parent dir found error
+	[[ -n "$HEALTH_USER_DIRS" && "$uid" =~ ^[0-9]+$ && "$gid" =~ ^[0-9]+$ ]] || return 0
+	for parent in $HEALTH_USER_DIRS; do
+		# The parent's own directory too: whoever may write it may swap the parent for a link after the check.
+		health_root_only_dir "$(dirname -- "$parent")" || return 1
+		if [[ ! -e "$parent" && ! -L "$parent" ]]; then # /run is a tmpfs: gone after a reboot
+			if ! error="$(mkdir -m 0755 -- "$parent" 2>&1)"; then
+				health_fail "user dirs: cannot make $parent: ${error##*: }"
+				return 1
+			fi
+			echo "health: user dirs: made $parent (root, mode 755)"
+		fi
+		health_root_only_dir "$parent" || return 1
+	done
+	for parent in $HEALTH_USER_DIRS; do
+		dir="$parent/user-$uid"
+		if [[ "$(stat -c '%F %u %g %a' "$dir" 2>/dev/null)" == "directory $uid $gid 700" ]]; then
+			continue
+		fi
+		if [[ -e "$dir" || -L "$dir" ]]; then
+			found="$(stat -c '%F of uid %u' "$dir" 2>/dev/null || echo 'gone')"
+			echo "health: user dirs: removing what was at $dir: a $found"
+			if ! error="$(rm -rf --one-file-system -- "$dir" 2>&1)"; then
+				health_fail "user dirs: cannot remove the $found at $dir: $(head -n 1 <<<"${error#rm: }")"
+				return 1
+			fi
+		fi
+		if ! error="$(mkdir -m 700 -- "$dir" 2>&1)" || ! chown -h -- "$uid:$gid" "$dir"; then
+			health_fail "user dirs: cannot make $dir: ${error##*: }"
+			return 1
+		fi
+		echo "health: user dirs: made $dir (mode 700, owner uid $uid)"
+	done
 }

@@ -19,7 +19,8 @@ fi
 
 # A private scratch directory per job on node-local storage (lib.sh: nothing planted at its name is followed); the
 # epilog removes it.
-if ! health_make_job_scratch; then
+# The job user's own directories under $HEALTH_USER_DIRS (enroot's paths on a GPU node), kept across jobs (lib.sh).
+if ! health_make_job_scratch || ! health_make_user_dirs; then
 	health_drain_on_failure prolog
 	exit 1
 fi

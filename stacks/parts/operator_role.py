@@ -1,11 +1,21 @@
-"""`<name>-operator`: the role that may open SSM sessions on the cluster's nodes (perimeter.operator_roles)."""
+"""`<name>-operator`: the role that may open SSM sessions on the cluster's nodes (perimeter.operator_roles); with
+cluster.users, the Session document `<name>-RunShellAsUser` its sessions must name (each runs as its caller's own
+account)."""
 
 from __future__ import annotations
 
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from policies.operator import OPERATOR_POLICY_NAME, operator_session_policy, operator_trust_policy
+from policies.operator import (
+    OPERATOR_POLICY_NAME,
+    operator_session_policy,
+    operator_trust_policy,
+    run_as_document_content,
+    run_as_document_name,
+    runs_as_users,
+)
 from spec import DeploymentSpec
 from spec.model import OPERATOR_ROLE
 from stacks.nag.acknowledge import acknowledge, wildcard_resources
@@ -37,3 +47,13 @@ class OperatorRole(Construct):
             "resource-level permissions.",
             applies_to=wildcard_resources(session_policy),
         )
+        self.run_as_document: ssm.CfnDocument | None = None
+        if runs_as_users(spec):
+            self.run_as_document = ssm.CfnDocument(
+                self,
+                "RunAsShell",
+                name=run_as_document_name(spec),
+                document_type="Session",
+                content=run_as_document_content(spec),
+                update_method="NewVersion",
+            )

@@ -104,8 +104,9 @@ def test_gpu_node_configures_enroot_on_local_disk(tmp_path: Path) -> None:
     enroot = (root / "etc/enroot/enroot.conf").read_text()
     assert "ENROOT_RUNTIME_PATH /run/enroot/user-$(id -u)" in enroot
     assert "ENROOT_DATA_PATH /scratch/enroot/data/user-$(id -u)" in enroot
-    # Each job user creates its runtime directory under /run/enroot; EFA's /dev/infiniband stays visible.
-    assert (root / "run/enroot").stat().st_mode & 0o7777 == 0o1777
+    # The prolog makes each job user's directories under root's parents (tests/cluster/test_health_enroot.py); EFA's
+    # /dev/infiniband stays visible.
+    assert (root / "run/enroot").stat().st_mode & 0o7777 == 0o755
     assert "ENROOT_RESTRICT_DEV no" in enroot.splitlines()
     assert "ENROOT_CONFIG_PATH" not in enroot  # a .sqsh needs no registry login
     assert "/fsx" not in enroot
@@ -114,6 +115,7 @@ def test_gpu_node_configures_enroot_on_local_disk(tmp_path: Path) -> None:
         "HEALTH_EXPECTED_GPUS=8",
         "HEALTH_EXPECTED_NEURON=0",
         "HEALTH_EXPECTED_EFA=32",
+        "HEALTH_USER_DIRS=/run/enroot /scratch/enroot/data /scratch/enroot/cache /scratch/enroot/tmp",
     ]
     profile = (root / "etc/profile.d/llm-efa.sh").read_text()
     assert "export FI_PROVIDER=efa" in profile and 'export NCCL_NET="AWS Libfabric"' in profile

@@ -167,3 +167,39 @@ def test_the_epilog_removes_a_link_the_jobs_user_left_at_the_scratch_name_and_no
     assert output[-1] == "swapped", output
     assert tree(root_dir) == before
     assert not list(scratch.iterdir())
+
+
+@pytest.fixture
+def enroot_parents(cluster: LocalSlurm, scratch: Path) -> Iterator[list[Path]]:
+    """A GPU node's enroot parents as gpu_node.sh lays them out (root's, 755), named in the node's health settings
+    (cluster.reset() rewrites them for the next test)."""
+    base = shared_work_dir("enroot-parents-")
+    parents = [base / name for name in ("run-enroot", "data", "cache", "tmp")]
+    for parent in parents:
+        parent.mkdir(mode=0o755)
+    with cluster.health_config(NODE).open("a") as settings:
+        settings.write(f"HEALTH_USER_DIRS={' '.join(map(str, parents))}\n")
+    try:
+        yield parents
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_another_user_cannot_claim_the_job_users_enroot_directories_and_the_job_gets_its_own(
+    cluster: LocalSlurm, enroot_parents: list[Path], user_dir: Path, scratch: Path
+) -> None:
+    """Issue 43: the other user tries to make the job user's directory (or a link named like it) in every parent
+    before the job; the prolog then gives `nobody` its own, mode 700, which its job writes to."""
+    for parent in enroot_parents:
+        target = parent / f"user-{JOB_UID}"
+        for plant in (f"mkdir -m 777 {target}", f"ln -s / {target}"):
+            result = subprocess.run(
+                ["setpriv", f"--reuid={ATTACKER_UID}", f"--regid={ATTACKER_UID}", "--clear-groups", "bash", "-c",
+                 plant], capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            assert result.returncode != 0 and "Permission denied" in result.stderr, (plant, result)
+    dirs = " ".join(str(parent / f"user-{JOB_UID}") for parent in enroot_parents)
+    job_id = next_job_id(cluster)
+    probe = f'for d in {dirs}; do stat -c "%u %a %F" "$d"; touch "$d/image.sqsh"; done; echo wrote'
+    output = run_job(cluster, user_dir, scratch, planted_at=job_id, extra=probe)
+    assert output[3:] == [f"{JOB_UID} 700 directory"] * len(enroot_parents) + ["wrote"], output

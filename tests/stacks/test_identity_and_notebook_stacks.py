@@ -11,10 +11,17 @@ import yaml
 from aws_cdk import App, Environment
 
 from policies import identity_policy
-from policies.operator import OPERATOR_POLICY_NAME, operator_session_policy, operator_trust_policy
+from policies.operator import (
+    OPERATOR_POLICY_NAME,
+    operator_session_policy,
+    operator_trust_policy,
+    run_as_document_content,
+    run_as_document_name,
+)
 from spec import DEFAULT_SPEC_PATH, parse_spec
 from stacks.assemble import add_nag_packs
 from stacks.identity_stack import IdentityStack
+from tests.spec.test_users import GROUPS, USERS
 from tests.stacks.conftest import Assembly
 
 REPO = Path(__file__).resolve().parents[2]
@@ -89,3 +96,25 @@ def test_notebook_is_vpc_only_without_root_encrypted_and_imdsv2(default_assembly
     assert props["SubnetId"] and props["SecurityGroupIds"]
     assert props["InstanceMetadataServiceConfiguration"] == {"MinimumInstanceMetadataServiceVersion": "2"}
     assert props["RoleArn"] == spec.role_arn("notebook")
+
+
+def test_with_users_the_operator_role_runs_sessions_as_each_persons_account(tmp_path: Path) -> None:
+    """Issue 43: with cluster.users, the identity stack (cdk-nag clean: a finding fails synth) creates the run-as
+    Session document and the operator role's documents are the builders' (no default shell, own tag only)."""
+    doc = yaml.safe_load(DEFAULT_SPEC_PATH.read_text())
+    doc["cluster"].update(users=USERS, groups=GROUPS)
+    spec = parse_spec(doc)
+    template = _identity_template(doc, tmp_path)
+    (document,) = [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::SSM::Document"]
+    assert document["Name"] == run_as_document_name(spec) and document["DocumentType"] == "Session"
+    assert document["Content"] == run_as_document_content(spec)
+    (operator,) = [
+        r["Properties"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::IAM::Role" and r["Properties"]["RoleName"] == spec.role_name("operator")
+    ]
+    assert operator["AssumeRolePolicyDocument"] == operator_trust_policy(spec)
+    assert operator["Policies"] == [
+        {"PolicyName": OPERATOR_POLICY_NAME, "PolicyDocument": operator_session_policy(spec)}
+    ]
+    assert "SSM-SessionManagerRunShell" not in json.dumps(operator)

@@ -14,6 +14,7 @@ from policies.principals import principal
 from policies.verify.extract import from_builders
 from policies.verify.harness.engine import ALLOWED, Engine
 from policies.verify.harness.layers import ACCESS_POINT, BUCKET, ENDPOINT, ENDPOINT_BUCKET, IDENTITY, KEY
+from policies.verify.harness.model import ApiRequest
 from policies.verify.matrix import (
     CaseResult,
     build_cases,
@@ -28,6 +29,7 @@ from policies.verify.matrix import (
 from policies.verify.matrix.cases import case_family
 from spec import DEFAULT_SPEC_PATH, SpecError, parse_spec
 from tests.policies.conftest import PolicyWorld
+from tests.spec.test_users import GROUPS, USERS
 
 
 def _by_id(results: list[CaseResult]) -> dict[str, CaseResult]:
@@ -349,6 +351,19 @@ def test_the_operator_role_opens_sessions_on_the_clusters_nodes_and_reads_no_dat
         read = results[f"operator/read/{dataset.name}"]
         assert read.decision != ALLOWED
         assert {IDENTITY, ACCESS_POINT} <= set(read.denials), read.denials
+
+
+def test_with_users_sessions_name_the_run_as_document_and_the_default_shell_is_refused(engine: Engine) -> None:
+    """Issue 43: the operator role of a spec with cluster.users, through the builders' documents."""
+    doc = _default_doc()
+    doc["cluster"].update(users=USERS, groups=GROUPS)
+    results = _by_id(_variant_results(doc, engine))
+    assert _failures(list(results.values())) == ""
+    assert results["operator/session-document"].decision == ALLOWED
+    request = results["operator/session-document"].case.request
+    assert isinstance(request, ApiRequest) and request.resource.endswith("document/llm-demo-RunShellAsUser")
+    assert results["operator/default-shell-document"].denials == implicit(IDENTITY)
+    assert results["operator/session-on-a-cluster-node"].decision == ALLOWED
 
 
 def test_the_data_account_administrator_uploads_under_a_dataset_prefix_straight_to_the_bucket(

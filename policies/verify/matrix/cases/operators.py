@@ -1,10 +1,11 @@
 """Operator cases: the role `<name>-operator` (policies/operator.py) opens sessions on this cluster's nodes, ends its
-own, and reaches none of the datasets."""
+own, and reaches none of the datasets; with cluster.users, only through the run-as document (each session as its
+caller's own account), never Session Manager's default shell (ssm-user, a sudoer)."""
 
 from __future__ import annotations
 
 from policies.cluster_nodes import CLUSTER_TAG
-from policies.operator import SHELL_DOCUMENT
+from policies.operator import SHELL_DOCUMENT, run_as_document_name, runs_as_users
 from policies.verify.harness.layers import IDENTITY
 from policies.verify.harness.model import ApiRequest, Principal
 from policies.verify.matrix.cases.common import no_dataset_reads
@@ -45,6 +46,11 @@ def operator_cases(spec: DeploymentSpec, context: MatrixContext) -> list[Case]:
         context = (("aws:userid", OPERATOR_USERID), (SESSION_TAG, started_by))
         return ApiRequest(operator, "ssm:TerminateSession", session, compute, None, "session", context)
 
+    def document(name: str) -> ApiRequest:
+        arn = f"arn:aws:ssm:{region}:{compute}:document/{name}"
+        return ApiRequest(operator, "ssm:StartSession", arn, compute, None, "document")
+
+    shell = run_as_document_name(spec) if runs_as_users(spec) else SHELL_DOCUMENT
     cases = [
         Case(
             "operator/session-on-a-cluster-node",
@@ -65,17 +71,11 @@ def operator_cases(spec: DeploymentSpec, context: MatrixContext) -> list[Case]:
         Case(
             "operator/session-document",
             "operators",
-            f"the operator role's session runs Session Manager's shell document {SHELL_DOCUMENT}",
-            ApiRequest(
-                operator,
-                "ssm:StartSession",
-                f"arn:aws:ssm:{region}:{compute}:document/{SHELL_DOCUMENT}",
-                compute,
-                None,
-                "document",
-            ),
+            f"the operator role's session runs Session Manager's shell document {shell}",
+            document(shell),
             {},
-            why="a session needs its document as well as its instance",
+            why="a session needs its document as well as its instance"
+            + ("; with cluster.users, the run-as one: the caller's own account" if shell != SHELL_DOCUMENT else ""),
         ),
         Case(
             "operator/end-own-session",
@@ -94,6 +94,17 @@ def operator_cases(spec: DeploymentSpec, context: MatrixContext) -> list[Case]:
             why="another person's session is theirs (aws:ssmmessages:session-id)",
         ),
     ]
+    if runs_as_users(spec):
+        cases.append(
+            Case(
+                "operator/default-shell-document",
+                "operators",
+                f"with cluster.users, the operator role's session runs Session Manager's default {SHELL_DOCUMENT}",
+                document(SHELL_DOCUMENT),
+                implicit(IDENTITY),
+                why="the default shell runs as ssm-user, one sudoer for everyone: sessions run as their caller",
+            )
+        )
     cases += no_dataset_reads(
         spec,
         operator,

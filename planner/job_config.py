@@ -83,7 +83,11 @@ def planner_job(
     if software is not None:
         chosen = software
     elif backend_named(backend).yaml_layout:  # the trainer as the YAML configures it
-        chosen = backend_software(backend, sharding=sharding(parallel), compiled=parallel.compile)
+        # float8: FP8 GEMMs in the blocks (training/quantization); emulated FP8 runs at the high-precision rate
+        fp8 = config.float8.enabled and not config.float8.emulate
+        chosen = backend_software(
+            backend, sharding=sharding(parallel), compiled=parallel.compile, precision="fp8" if fp8 else "bf16"
+        )
     else:  # NeMo 2's or Megatron Bridge's recipe / NxDT: their own optimizer sharding and kernels
         chosen = backend_software(backend)
     return Job(

@@ -87,3 +87,22 @@ def test_a_recipe_the_chips_run_reaches_the_jobs_config(
     rendered = render(parse_options(_argv(config, demo_data, tmp_path / "run", *extra)), "t")
     (job_config,) = [text for path, text in rendered.files.items() if str(path).endswith(".yaml")]
     assert yaml.safe_load(job_config)["float8"] == {"fsdp_all_gather": None, "emulate": False, **float8}
+
+
+def test_the_plan_of_an_fp8_job_is_timed_at_the_fp8_rate(tmp_path: Path) -> None:
+    """llm-submit's plan (and llm-plan on the job YAML) times FP8 GEMMs where the job runs them; emulation is not."""
+    from launch.fit import planner_hardware
+    from planner.job_config import planner_job
+    from slurm.target import resolve_target
+    from spec.load import load_spec
+    from training.config import load_job_config, resolve_model_args
+
+    target = resolve_target(load_spec(REPO / "spec" / "default.yaml"), "fsdp", None, None)
+    cases = {"bf16": {}, "fp8": {"recipe": "tensorwise"}, "emulated": {"recipe": "rowwise", "emulate": True}}
+    precisions = {}
+    for name, float8 in cases.items():
+        (tmp_path / name).mkdir()
+        job = load_job_config(_config(tmp_path / name, **float8))
+        model = resolve_model_args(job.model, 8000)
+        precisions[name] = planner_job(job, model, planner_hardware(target), 1).software.precision
+    assert precisions == {"bf16": "bf16", "fp8": "fp8", "emulated": "bf16"}

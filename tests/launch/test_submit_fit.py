@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 TRN1_SPEC = REPO / "spec" / "examples" / "trn1-neuron.yaml"
 LOCAL = "local-cpu"
 # The CPU demos run where `make demo` and `make demo-finetune` run them: on the local cluster's two nodes.
-CPU_DEMOS = ("tiny", "tiny-lora")
+CPU_DEMOS = ("tiny", "tiny-lora", "tiny-fp8")
 # Every shipped job YAML, with its README/header command's backend and where it runs.
 CASES = [
     *(

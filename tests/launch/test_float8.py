@@ -98,7 +98,11 @@ def test_the_plan_of_an_fp8_job_is_timed_at_the_fp8_rate(tmp_path: Path) -> None
     from training.config import load_job_config, resolve_model_args
 
     target = resolve_target(load_spec(REPO / "spec" / "default.yaml"), "fsdp", None, None)
-    cases = {"bf16": {}, "fp8": {"recipe": "tensorwise"}, "emulated": {"recipe": "rowwise", "emulate": True}}
+    cases: dict[str, dict[str, object]] = {
+        "bf16": {},
+        "fp8": {"recipe": "tensorwise"},
+        "emulated": {"recipe": "rowwise", "emulate": True},
+    }
     precisions = {}
     for name, float8 in cases.items():
         (tmp_path / name).mkdir()

@@ -30,6 +30,10 @@ from training.signals import EXIT_STATUS_FILE
 BRIDGE_RECIPE = "llama3_8b_pretrain_config"
 BRIDGE_RECIPE_MODULE = "megatron.bridge.recipes.llama"
 RECIPE_HF_MODEL_ID = "meta-llama/Meta-Llama-3-8B"
+# The job config's float8.recipe as Megatron Bridge's mixed-precision presets (megatron/bridge/training/
+# mixed_precision.py, 0.6.0): TransformerEngine's per-tensor current scaling is torchao's dynamic tensorwise;
+# MXFP8 is the same format on both. torchao's rowwise has no TransformerEngine preset (launch/float8.py refuses it).
+BRIDGE_FP8_PRESETS = {"tensorwise": "bf16_with_fp8_current_scaling_mixed", "mxfp8": "bf16_with_mxfp8_mixed"}
 CONFIG_NAME = "bridge-config.yaml"
 # Megatron Bridge's own Hugging Face export of a run's latest checkpoint, run in the NeMo container as
 # `python -c CODE HF_CONFIG_DIR CHECKPOINTS OUT` (docs/jobs.md shows it; llm-eval's job runs it for a Bridge run). The
@@ -101,6 +105,8 @@ def bridge_config(
         "logger.tensorboard_dir": str(run_dir / "tensorboard"),
         "rng.seed": job.train.seed,
     }
+    if job.float8.enabled:  # launch/float8.py refused what has no preset
+        overrides["mixed_precision"] = BRIDGE_FP8_PRESETS[job.float8.recipe]
     recipe = BRIDGE_RECIPE
     config: dict[str, Any] = {}
     if job.finetune is not None:  # Bridge's own SFT/PEFT recipe, the same contract (launch/bridge_finetune.py)

@@ -3,13 +3,15 @@ the recipe, refused in one line before anything is queued (the trainer checks th
 
 from __future__ import annotations
 
+from launch.bridge import BRIDGE_FP8_PRESETS
 from slurm.target import Target
 from training.config import JobConfig
 from training.quantization.config import capability_problem
 
-# Backends whose job config's float8: section reaches the run. NeMo's FP8 is Megatron Bridge's recipe setting and
-# NxDT's its own precision config: neither is rendered from this section yet, so it would be dropped without a word.
-READS_FLOAT8 = ("fsdp",)
+# Backends whose job config's float8: section reaches the run: the trainer (torchao) and Megatron Bridge (its
+# TransformerEngine presets, launch/bridge.py). NeMo 2's recipes and NxDT are not rendered from it, so they refuse it
+# rather than train without a word in bf16.
+READS_FLOAT8 = ("fsdp", "bridge")
 
 
 def float8_refusal(job: JobConfig, target: Target) -> str | None:
@@ -19,9 +21,16 @@ def float8_refusal(job: JobConfig, target: Target) -> str | None:
         return None
     if target.backend.name not in READS_FLOAT8:
         return (
-            f"float8.recipe: {section.recipe!r} is read by the fsdp backend only; backend {target.backend.name} "
-            "would train without it. Use recipe 'off' there"
+            f"float8.recipe: {section.recipe!r} is read by the fsdp and bridge backends only; backend "
+            f"{target.backend.name} would train without it. Use recipe 'off' there"
         )
+    if target.backend.name == "bridge" and section.recipe not in BRIDGE_FP8_PRESETS:
+        return (
+            f"float8.recipe: {section.recipe!r} has no Megatron Bridge preset (TransformerEngine scales per tensor or "
+            f"per MXFP8 block); use {' or '.join(map(repr, BRIDGE_FP8_PRESETS))} with backend bridge"
+        )
+    if target.backend.name == "bridge" and section.emulate:
+        return "float8.emulate: true is torchao's; TransformerEngine runs FP8 on the tensor cores only. Leave it out"
     if target.local:
         return capability_problem(section, "cpu", None, "the local CPU cluster")
     chip = target.instance.chip

@@ -80,16 +80,15 @@ def planner_job(
     checkpoint = parallel.activation_checkpoint
     devices = nodes * hardware.devices_per_node
     data_parallel = max(1, layout.data_parallel(devices))
+    # float8: FP8 GEMMs in the blocks (the trainer's torchao, Bridge's TransformerEngine preset); emulated FP8 runs
+    # at the high-precision rate
+    precision = "fp8" if config.float8.enabled and not config.float8.emulate else "bf16"
     if software is not None:
         chosen = software
     elif backend_named(backend).yaml_layout:  # the trainer as the YAML configures it
-        # float8: FP8 GEMMs in the blocks (training/quantization); emulated FP8 runs at the high-precision rate
-        fp8 = config.float8.enabled and not config.float8.emulate
-        chosen = backend_software(
-            backend, sharding=sharding(parallel), compiled=parallel.compile, precision="fp8" if fp8 else "bf16"
-        )
+        chosen = backend_software(backend, sharding=sharding(parallel), compiled=parallel.compile, precision=precision)
     else:  # NeMo 2's or Megatron Bridge's recipe / NxDT: their own optimizer sharding and kernels
-        chosen = backend_software(backend)
+        chosen = backend_software(backend, precision=precision)
     return Job(
         model=model,
         hardware=hardware,

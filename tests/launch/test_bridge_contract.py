@@ -38,6 +38,11 @@ def _declared(vocab_size: int, **checkpoint: Any) -> dict[str, dict[str, Any]]:
 
 
 DECLARED_1024 = _declared(1024, async_save=True)
+B200_SPEC = REPO / "spec" / "examples" / "p6-b200-capacity-block.yaml"
+
+
+def fp8_job(recipe: str) -> dict[str, dict[str, Any]]:
+    return {**LLAMA_JOB, "float8": {"recipe": recipe}}
 
 
 def _render(tmp_path: Path, demo_data: str, name: str, *extra: str, job: dict[str, dict[str, Any]] = LLAMA_JOB) -> Path:
@@ -61,6 +66,8 @@ def probe(bridge_python: Path, demo_data: str, tmp_path_factory: pytest.TempPath
         "declared-1000-tp2": _render(
             tmp_path, demo_data, "declared-1000-tp2", "--tensor-parallel", "2", job=_declared(1000)
         ),
+        "fp8-tensorwise": _render(tmp_path, demo_data, "fp8-tensorwise", job=fp8_job("tensorwise")),
+        "mxfp8-b200": _render(tmp_path, demo_data, "mxfp8-b200", "--spec", str(B200_SPEC), job=fp8_job("mxfp8")),
     }
     result = subprocess.run(
         [str(bridge_python), str(PROBE), str(NODES * GPUS), *map(str, configs.values())],
@@ -189,3 +196,23 @@ def test_megatron_bridge_trains_the_declared_vocabulary_not_the_tokenizers(probe
 def test_the_job_configs_async_save_reaches_megatron_bridge(probe: dict[str, Any]) -> None:
     assert probe["reports"]["declared-1024"]["checkpoint"]["async_save"] is True
     assert probe["reports"]["default"]["checkpoint"]["async_save"] is False
+
+
+@pytest.mark.parametrize(
+    ("name", "fp8_format", "fp8_recipe"),
+    [("default", None, None), ("fp8-tensorwise", "hybrid", "tensorwise"), ("mxfp8-b200", "e4m3", "mxfp8")],
+)
+def test_the_job_configs_float8_recipe_is_megatron_bridges_fp8(
+    probe: dict[str, Any], name: str, fp8_format: str | None, fp8_recipe: str | None
+) -> None:
+    """float8.recipe renders Bridge's mixed-precision preset (launch/bridge.py), which Bridge resolves onto the
+    model's TransformerConfig: FP8 GEMMs (hybrid: e4m3 forward, e5m2 gradients; MXFP8 e4m3 throughout) with that
+    scaling, bf16 elsewhere."""
+    report = probe["reports"][name]
+    assert not report["errors"], report["errors"]
+    precision = report["precision"]
+    assert precision["bf16"] is True
+    if fp8_recipe is None:
+        assert not precision["fp8"]
+    else:
+        assert (precision["fp8"], precision["fp8_recipe"]) == (fp8_format, fp8_recipe)

@@ -64,14 +64,44 @@ def test_a_recipe_the_queues_chips_cannot_run_is_refused_in_one_line(
 
 
 def test_a_backend_that_does_not_read_the_section_refuses_it_instead_of_dropping_it(
-    demo_data: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    demo_data: str, nemo2507_spec: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     config = _config(tmp_path, recipe="tensorwise")
-    assert main(_argv(config, demo_data, tmp_path / "run", backend="nemo")) == 2
+    argv = _argv(config, demo_data, tmp_path / "run", "--spec", str(nemo2507_spec), backend="nemo")
+    assert main(argv) == 2
     assert capsys.readouterr().err == (
-        "error: float8.recipe: 'tensorwise' is read by the fsdp backend only; backend bridge would train without it. "
-        "Use recipe 'off' there\n"
+        "error: float8.recipe: 'tensorwise' is read by the fsdp and bridge backends only; backend nemo2 would train "
+        "without it. Use recipe 'off' there\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("float8", "message"),
+    [
+        (
+            {"recipe": "rowwise"},
+            "error: float8.recipe: 'rowwise' has no Megatron Bridge preset (TransformerEngine scales per tensor or per "
+            "MXFP8 block); use 'tensorwise' or 'mxfp8' with backend bridge",
+        ),
+        (
+            {"recipe": "tensorwise", "emulate": True},
+            "error: float8.emulate: true is torchao's; TransformerEngine runs FP8 on the tensor cores only. Leave it "
+            "out",
+        ),
+    ],
+)
+def test_megatron_bridge_takes_only_what_transformer_engine_has(
+    float8: dict[str, object], message: str, demo_data: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(_argv(_config(tmp_path, **float8), demo_data, tmp_path / "run", backend="nemo")) == 2
+    assert capsys.readouterr().err == message + "\n"
+
+
+def test_megatron_bridge_gets_the_matching_transformer_engine_preset(demo_data: str, tmp_path: Path) -> None:
+    rendered = render(parse_options(_argv(_config(tmp_path, recipe="tensorwise"), demo_data, tmp_path / "r",
+                                          backend="nemo")), "t")  # fmt: skip
+    (bridge,) = [text for path, text in rendered.files.items() if str(path).endswith("bridge-config.yaml")]
+    assert yaml.safe_load(bridge)["overrides"]["mixed_precision"] == "bf16_with_fp8_current_scaling_mixed"
 
 
 @pytest.mark.parametrize(

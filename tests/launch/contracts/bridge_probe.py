@@ -232,6 +232,12 @@ def probe(job: Any, world_size: int, config_path: str) -> dict[str, Any]:
     report["logger"] = {"tensorboard_dir": checked.logger.tensorboard_dir, "log_interval": checked.logger.log_interval}
     report["dataset"] = {"blend": checked.dataset.blend, "split": checked.dataset.split}
     report["checkpoint"]["async_save"] = ckpt.async_save
+    # FP8 as Megatron Bridge resolved the rendered preset onto the model's TransformerConfig
+    report["precision"] = {
+        "fp8": checked.model.fp8,
+        "fp8_recipe": getattr(checked.model, "fp8_recipe", None),
+        "bf16": checked.model.bf16,
+    }
     try:
         report["vocabulary"] = _vocabulary(copy.deepcopy(checked))
     except Exception as error:  # reported, not raised

@@ -36,7 +36,7 @@ from launch.scripts import RENDERERS, JobInputs, Rendered
 from launch.signal_lead import job_stop_window, kill_wait_note, resolve_signal_lead
 from planner.comment import plan_comment
 from slurm import netenv
-from slurm.backends import BACKENDS, OPTIONS
+from slurm.backends import BACKENDS, OPTIONS, TrainingBackend
 from slurm.errors import SubmitError
 from slurm.submission import REPO_ROOT, SPEC_ENV, check_sbatch_args, load_command_spec, parse_time, sbatch, submit_env
 from slurm.target import local_target, resolve_target
@@ -231,6 +231,21 @@ def _check_data(data_prefix: str) -> None:
         )
 
 
+_LAYOUT_FLAGS = (("tp", "tensor_parallel"), ("pp", "pipeline_parallel"), ("cp", "context_parallel"),
+                 ("ep", "expert_parallel"))  # fmt: skip
+
+
+def _check_layout_flags(options: SubmitOptions, backend: TrainingBackend) -> None:
+    """A parallelism flag the backend's scripts would not lay out is refused, not dropped (exit 0 without TP)."""
+    for dim, field in _LAYOUT_FLAGS:
+        value = getattr(options, field)
+        if value is not None and value > 1 and dim not in backend.model_parallel:
+            flag = "--" + field.replace("_", "-")
+            runs = ", ".join(f"--{f.replace('_', '-')}" for d, f in _LAYOUT_FLAGS if d in backend.model_parallel)
+            what = f"lays out only {runs}" if runs else "is data parallel only (FSDP2/HSDP over every rank)"
+            raise SubmitError(f"{flag}: {value}: backend {backend.option} {what}; leave it out")
+
+
 def render(options: SubmitOptions, command_line: str) -> Rendered:
     for value, option in (
         (options.nodes, "--nodes"),
@@ -270,6 +285,7 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
     if options.partition and options.local:
         target = dataclasses.replace(target, partition=options.partition)
     backend = target.backend  # --backend as the spec's container framework resolves it (slurm.backends)
+    _check_layout_flags(options, backend)
     renderer = RENDERERS[backend.name]
 
     data_prefix = str(Path(options.data_prefix).resolve())

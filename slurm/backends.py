@@ -98,6 +98,9 @@ class TrainingBackend:
     # training/checkpoint/framework_layout.py's LAYOUTS, which the job's replica watcher copies to S3.
     checkpoint_layout: str
     local_cluster: bool = False  # renders for the local CPU cluster (--local) too
+    # The model-parallel dimensions its scripts lay out from llm-submit's flags ("tp", "pp", "cp", "ep"); a flag for
+    # any other is refused, not dropped. The FSDP trainer is data parallel only (FSDP2/HSDP over every rank).
+    model_parallel: tuple[str, ...] = ()
     # spec.containers.Framework.entry_point of the NeMo Framework containers that run this backend.
     entry_point: str | None = None
     target_checks: tuple[TargetCheck, ...] = ()
@@ -147,6 +150,7 @@ BACKENDS: dict[str, TrainingBackend] = {
             checkpoint_layout="lightning",
             entry_point="nemo_pretrain.py",
             target_checks=(_needs_pyxis,),
+            model_parallel=("tp", "pp", "cp", "ep"),
         ),
         # Megatron Bridge's pretraining recipe: the distributed optimizer (ZeRO-1 with overlapped gradient
         # reduce-scatter and parameter all-gather), fp32 gradient reduction, TE's TP overlap, fused cross-entropy.
@@ -162,6 +166,7 @@ BACKENDS: dict[str, TrainingBackend] = {
             checkpoint_layout="megatron",
             entry_point="bridge_pretrain.py",
             target_checks=(_needs_pyxis,),
+            model_parallel=("tp", "pp", "cp", "ep"),
         ),
         # NxDT on Trainium: ZeRO-1, bf16 gradients, no overlap, scores materialized by the compiler. It saves
         # nothing on a stop: only the step in flight has to end.
@@ -176,6 +181,7 @@ BACKENDS: dict[str, TrainingBackend] = {
             yaml_layout=False,
             checkpoint_layout="lightning",
             target_checks=(_needs_nxdt_silicon, _needs_neuron_section),
+            model_parallel=("tp", "pp"),  # NxDT's tensor and pipeline parallel (launch.neuron)
         ),
     )
 }

@@ -624,3 +624,25 @@ def test_a_run_directory_every_user_may_write_is_refused(
 def _owner(path: Path) -> str:
     info = path.stat()
     return f"{pwd.getpwuid(info.st_uid).pw_name}:{grp.getgrgid(info.st_gid).gr_name}"
+
+
+@pytest.mark.parametrize(
+    ("backend", "extra", "message"),
+    [
+        ("fsdp", ["--tensor-parallel", "2"],
+         "error: --tensor-parallel: 2: backend fsdp is data parallel only (FSDP2/HSDP over every rank); leave it out"),
+        ("fsdp", ["--pipeline-parallel", "2"],
+         "error: --pipeline-parallel: 2: backend fsdp is data parallel only (FSDP2/HSDP over every rank); leave it out"),
+        ("neuron", ["--spec", str(TRN1_SPEC), "--context-parallel", "2"],
+         "error: --context-parallel: 2: backend neuron lays out only --tensor-parallel, --pipeline-parallel; leave it "
+         "out"),
+    ],
+    ids=["fsdp-tp", "fsdp-pp", "neuron-cp"],
+)  # fmt: skip
+def test_a_parallelism_flag_the_backend_would_drop_is_refused_in_one_line(
+    backend: str, extra: list[str], message: str, demo_data: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It rendered a job without a word (exit 0) and without the layout asked for.
+    config = write_job(tmp_path / "job.yaml", data={"global_batch_size": 64})
+    err = _fails(capsys, [*_base(config, demo_data, tmp_path / "r", backend=backend), *extra, "--dry-run"])
+    assert err == message

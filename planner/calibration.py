@@ -104,7 +104,7 @@ OPTIMIZER_BYTES_PER_PARAM = 4 * 4 + 3 * 4 + 2
 # torchao 0.18 (float8/float8_linear.py) saves the bf16 input and weight for backward and casts six times per linear
 # layer and micro-batch: forward the input and the weight; backward the grad-output twice (row-major for the grad-input
 # GEMM, column-major for the grad-weight GEMM), the weight again and the input again (transposed for the grad-weight
-# GEMM). So each element of a linear's input, output gradient and weight is cast twice per step.
+# GEMM). So each element of a linear's input, output gradient and weight is cast twice per micro-batch.
 # The rowwise recipe casts the same six: the four along the contiguous dimension take one pass (3 bytes, the row's
 # amax fits on chip), the two along the other dimension two passes; fewer bytes than tensorwise, yet it measures
 # slower (its GEMMs apply a scale per row and column): the planner times both as tensorwise (docs/planner.md).

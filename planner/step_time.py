@@ -38,6 +38,7 @@ from planner.calibration import (
     MEGATRON_BUCKET_PARAMS_PER_DP_RANK,
     OPTIMIZER_BYTES_PER_PARAM,
     TORCHAO_CAST_BYTES_PER_ELEMENT,
+    TORCHAO_CASTS_PER_ELEMENT,
     Efficiency,
 )
 from planner.comms import Group, Transfer, collective, point_to_point
@@ -255,8 +256,10 @@ def block_linear_features(args: ModelArgs) -> tuple[tuple[int, int], ...]:
 def torchao_float8_cast_bytes(job: Job) -> float:
     """HBM bytes per micro-batch and device of torchao's float8 casts (calibration.TORCHAO_CAST_BYTES_PER_ELEMENT):
     each element of a block linear's input, output gradient and weight is cast once forward and once backward. The
-    forward casts run again where checkpointing recomputes the forward. Zero unless the job trains FP8 through torchao
-    (a PyTorch-native stack): TransformerEngine fuses its casts into the neighbouring kernels."""
+    forward casts run again where checkpointing recomputes the forward. Weights are counted whole on each device, an
+    upper bound under FSDP's FP8 all-gather (each rank casts its shard before the gather): at 16K tokens a
+    micro-batch they are 8 % (1B) to 16 % (8B, recomputed) of the bytes. Zero unless the job trains FP8 through
+    torchao (a PyTorch-native stack): TransformerEngine fuses its casts into the neighbouring kernels."""
     software = job.software
     if software.precision != "fp8" or STACKS[software.backend].megatron_core:
         return 0.0
@@ -267,7 +270,8 @@ def torchao_float8_cast_bytes(job: Job) -> float:
     tokens = job.tokens_per_micro_batch_per_device
     # input and weight: forward (again if recomputed) and backward; output gradient: twice in backward
     inputs = sum(n_in for n_in, _ in features)
-    casts = tokens * (2 * activations + rerun * inputs) + weights * (2 + rerun)
+    per_step = TORCHAO_CASTS_PER_ELEMENT
+    casts = tokens * (per_step * activations + rerun * inputs) + weights * (per_step + rerun)
     layers = job.model.n_layers / job.pipeline_parallel
     return TORCHAO_CAST_BYTES_PER_ELEMENT * casts * layers / job.tensor_parallel
 

@@ -15,8 +15,12 @@ our trainer and with torchtitan (the PyPI wheel) on the same corpus and tokenize
 (`--micro-batch` x `--seq-len`, default 4 x 4096 per GPU), AdamW, bf16 compute over fp32 weights with fp32
 reductions, the same activation checkpointing (`--ac none|selective`) and compile setting, each with and without
 `torch.compile`. It prints tokens/s per GPU, MFU (recomputed for both with one formula and one peak, each
-framework's own beside it) and peak reserved memory, and appends a dated row (GPU, commit, torch, torchtitan
-release) to `docs/benchmarks-gpu.jsonl`, from which the table below is made.
+framework's own beside it), peak reserved memory and the final loss (the mean of the last 10 steps), and appends a
+dated row (GPU, commit, torch, torchtitan release) to `docs/benchmarks-gpu.jsonl`, from which the table below is
+made. Since ed62452 ours trains on torchtitan's schedule (lr 3e-4, 2 warm-up steps, cosine to 0 at the last step),
+so the two sides' losses compare; before, ours warmed up over the 2,000 steps of `training/configs/1b.yaml`.
+`--float8 tensorwise,rowwise` runs ours again, compiled, with each torchao FP8 recipe (docs/float8.md) on the same
+samples; MFU stays against the bf16 peak, as torchtitan reports FP8 runs.
 
 The torchtitan release is the newest the machine's torch runs (`bench/torchtitan_releases.py`; `--torchtitan`
 names one): 0.3.0 needs torch 2.12 or later (it imports `torch.distributed.fsdp.DataParallelMeshDims` at
@@ -66,12 +70,38 @@ def _framework(row: dict[str, Any], result: dict[str, Any]) -> str:
 def _gpu_result_row(row: dict[str, Any], result: dict[str, Any]) -> str:
     memory = result.get("peak_memory_gib")
     own = result.get("own_mfu")
+    loss = result.get("final_loss")
     return (
         f"| {row['date'][:10]} | {row['gpu']} x{row['gpus']} | {row['commit']} | {row['torch']} | "
-        f"{_framework(row, result)} | {str(result['compiled']).lower()} | {result['tokens_per_s_per_gpu']:,.0f} | "
-        f"{result['mfu']:.1%} | {'-' if own is None else f'{own:.1%}'} | "
-        f"{'-' if memory is None else f'{memory:.1f}'} | {result['steps_timed']} |"
+        f"{_framework(row, result)} | {result.get('precision', 'bf16')} | {str(result['compiled']).lower()} | "
+        f"{result['tokens_per_s_per_gpu']:,.0f} | {result['mfu']:.1%} | {'-' if own is None else f'{own:.1%}'} | "
+        f"{'-' if memory is None else f'{memory:.1f}'} | {'-' if loss is None else f'{loss:.4f}'} | "
+        f"{result['steps_timed']} |"
     )
+
+
+def fp8_comparisons(row: dict[str, Any]) -> list[str]:
+    """Each FP8 result of a run against the same run's compiled bf16 result of ours: speed, memory, loss."""
+    ours = [r for r in row["results"] if r["framework"] == "ours" and r["compiled"]]
+    bf16 = [r for r in ours if r.get("precision", "bf16") == "bf16"]
+    if not bf16:
+        return []
+    base = bf16[0]
+    lines = []
+    for result in ours:
+        if result.get("precision", "bf16") == "bf16":
+            continue
+        speed = result["tokens_per_s_per_gpu"] / base["tokens_per_s_per_gpu"] - 1
+        line = f"  - {result['precision']} against bf16, both compiled: {speed:+.1%} tokens/s"
+        if result.get("peak_memory_gib") and base.get("peak_memory_gib"):
+            line += f", {result['peak_memory_gib'] / base['peak_memory_gib'] - 1:+.1%} peak memory"
+        if result.get("final_loss") is not None and base.get("final_loss") is not None:
+            line += (
+                f", final loss {result['final_loss']:.4f} against {base['final_loss']:.4f} "
+                f"({result['final_loss'] - base['final_loss']:+.4f})"
+            )
+        lines.append(line + ".")
+    return lines
 
 
 def gpu_section(rows: Sequence[dict[str, Any]]) -> str:
@@ -80,8 +110,9 @@ def gpu_section(rows: Sequence[dict[str, Any]]) -> str:
     if not rows:
         return "\n".join([*lines, GPU_NOT_RUN, ""])
     lines += [
-        "| date | GPU | commit | torch | framework | compile | tokens/s/GPU | MFU | own MFU | peak GiB | steps timed |",
-        "|---|---|---|---|---|---|---:|---:|---:|---:|---:|",
+        "| date | GPU | commit | torch | framework | precision | compile | tokens/s/GPU | MFU | own MFU | peak GiB "
+        "| loss | steps timed |",
+        "|---|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         lines += [_gpu_result_row(row, result) for result in row["results"]]
@@ -101,6 +132,7 @@ def gpu_section(rows: Sequence[dict[str, Any]]) -> str:
                 " torchtitan did not run: " + str(row.get("torchtitan_skipped", "not asked for (--only ours)")) + "."
             )
         lines.append(line)
+        lines += fp8_comparisons(row)
     return "\n".join(lines) + "\n"
 
 

@@ -98,6 +98,18 @@ MATERIALIZED_SCORE_BYTES_FORWARD = 13.0
 MATERIALIZED_SCORE_BYTES_BACKWARD = 26.0
 # AdamW step: read fp32 master, m, v and the gradient, write master, m, v and the bf16 copy (bytes per parameter).
 OPTIMIZER_BYTES_PER_PARAM = 4 * 4 + 3 * 4 + 2
+# torchao's float8 training (the fsdp backend's fp8; TransformerEngine fuses its casts into neighbouring kernels and
+# is charged nothing here): every cast of a bf16 tensor to e4m3 with a dynamic scale is an amax pass (read 2 bytes per
+# element) and a cast pass (read 2, write 1), two kernels because the tensorwise scale is the whole tensor's amax.
+# torchao 0.18 (float8/float8_linear.py) saves the bf16 input and weight for backward and casts six times per linear
+# layer and micro-batch: forward the input and the weight; backward the grad-output twice (row-major for the grad-input
+# GEMM, column-major for the grad-weight GEMM), the weight again and the input again (transposed for the grad-weight
+# GEMM). So each element of a linear's input, output gradient and weight is cast twice per micro-batch.
+# The rowwise recipe casts the same six: the four along the contiguous dimension take one pass (3 bytes, the row's
+# amax fits on chip), the two along the other dimension two passes; fewer bytes than tensorwise, yet it measures
+# slower (its GEMMs apply a scale per row and column): the planner times both as tensorwise (docs/planner.md).
+TORCHAO_CAST_BYTES_PER_ELEMENT = 2 + 2 + 1
+TORCHAO_CASTS_PER_ELEMENT = 2
 # Memory: what the allocator, CUDA/Neuron runtime and collective buffers take beyond the tensors counted.
 RUNTIME_RESERVED_GIB = 2.0
 FRAGMENTATION_FRACTION = 0.10

@@ -4,7 +4,8 @@ the job's backend (fsdp, nemo, neuron: planner.job.Software.backend).
 Per micro-batch and device:
   matmul time        = hardware FLOPs / (peak x matmul_fraction[backend.die]); with --precision fp8 the blocks'
                        linear layers run at the FP8 peak (same fraction of it), attention scores and the head at bf16
-  memory-bound time  = (elementwise bytes of the backend's kernels + materialized attention bytes + logits bytes) /
+  memory-bound time  = (elementwise bytes of the backend's kernels + materialized attention bytes + logits bytes
+                       + with fp8 on a PyTorch-native stack, torchao's amax and cast passes around each block linear) /
                        HBM bandwidth
   tensor-parallel    = activation all-reduces over NVLink/NeuronLink: on the critical path, or, where the stack
                        overlaps them with its GEMMs (tp_overlap), only what outlasts tp_overlap_fraction of the
@@ -36,6 +37,8 @@ from planner.calibration import (
     MEGATRON_BUCKET_PARAMS,
     MEGATRON_BUCKET_PARAMS_PER_DP_RANK,
     OPTIMIZER_BYTES_PER_PARAM,
+    TORCHAO_CAST_BYTES_PER_ELEMENT,
+    TORCHAO_CASTS_PER_ELEMENT,
     Efficiency,
 )
 from planner.comms import Group, Transfer, collective, point_to_point
@@ -44,6 +47,8 @@ from planner.flops import hardware_flops_per_token, megatron_flops_per_token, mo
 from planner.job import Job
 from planner.memory import BF16, LOGIT_BYTES_PER_ELEMENT
 from slurm.backends import STACKS
+from training.models.args import ModelArgs
+from training.models.families import family_named
 from training.models.params import count_parameters
 
 
@@ -238,6 +243,39 @@ def matmul_flops_by_rate(job: Job) -> tuple[float, float]:
     return linear / pp, other / pp + head
 
 
+def block_linear_features(args: ModelArgs) -> tuple[tuple[int, int], ...]:
+    """(in_features, out_features) of each linear layer of one block: the family's LoRA targets list them all; a
+    family without (GPT-NeoX) has the GPT block's fused QKV, attention output and two MLP projections."""
+    targets = family_named(args.flavor).lora_targets
+    if targets:
+        return tuple(target.features(args) for target in targets)
+    dim, ffn = args.dim, args.ffn_dim
+    return (dim, 3 * dim), (dim, dim), (dim, ffn), (ffn, dim)
+
+
+def torchao_float8_cast_bytes(job: Job) -> float:
+    """HBM bytes per micro-batch and device of torchao's float8 casts (calibration.TORCHAO_CAST_BYTES_PER_ELEMENT):
+    each element of a block linear's input, output gradient and weight is cast once forward and once backward. The
+    forward casts run again where checkpointing recomputes the forward. Weights are counted whole on each device, an
+    upper bound under FSDP's FP8 all-gather (each rank casts its shard before the gather): at 16K tokens a
+    micro-batch they are 8 % (1B) to 16 % (8B, recomputed) of the bytes. Zero unless the job trains FP8 through
+    torchao (a PyTorch-native stack): TransformerEngine fuses its casts into the neighbouring kernels."""
+    software = job.software
+    if software.precision != "fp8" or STACKS[software.backend].megatron_core:
+        return 0.0
+    features = block_linear_features(job.model)
+    activations = sum(n_in + n_out for n_in, n_out in features)  # elements per token: inputs and output gradients
+    weights = sum(n_in * n_out for n_in, n_out in features)
+    rerun = 1.0 if job.checkpointing == "selective" else job.recomputed_fraction
+    tokens = job.tokens_per_micro_batch_per_device
+    # input and weight: forward (again if recomputed) and backward; output gradient: twice in backward
+    inputs = sum(n_in for n_in, _ in features)
+    per_step = TORCHAO_CASTS_PER_ELEMENT
+    casts = tokens * (per_step * activations + rerun * inputs) + weights * (per_step + rerun)
+    layers = job.model.n_layers / job.pipeline_parallel
+    return TORCHAO_CAST_BYTES_PER_ELEMENT * casts * layers / job.tensor_parallel
+
+
 def _context_parallel(job: Job, efficiency: Efficiency) -> Transfer:
     """Ring attention's K/V traffic per micro-batch: each layer gathers the whole sequence's K and V around the CP
     ring in forward (and again for recomputed blocks), and in backward gathers them again and reduce-scatters
@@ -284,7 +322,8 @@ def estimate_step(job: Job, efficiency: Efficiency = CALIBRATED) -> StepEstimate
         per_score = MATERIALIZED_SCORE_BYTES_FORWARD * (1 + recomputed) + MATERIALIZED_SCORE_BYTES_BACKWARD
         scores = args.n_heads * seq * per_score
     per_token = layers * (elementwise + scores) + args.vocab_size * LOGIT_BYTES_PER_ELEMENT
-    memory_mb = per_token * tokens_mb / tp / hw.hbm_bytes_per_s_per_device
+    # torchao's casts are separate kernels with nothing to hide behind: the GEMM waits on its FP8 operands.
+    memory_mb = (per_token * tokens_mb / tp + torchao_float8_cast_bytes(job)) / hw.hbm_bytes_per_s_per_device
 
     tp_mb = Transfer()
     if tp > 1:

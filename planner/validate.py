@@ -48,15 +48,9 @@ class Explanation:
 # Groups that miss the 15 % target, each with the docs section that says why (a test keeps both current).
 ANCHOR = "### Where the planner misses"
 EXPLAINED: dict[Group, Explanation] = {
-    ("fsdp", "fsdp", "fp8"): Explanation(
-        ANCHOR,
-        "torchtitan's float8 8B rows run 16-19 % under the FP8 rate the planner gives torchao's GEMMs: the amax and "
-        "cast kernels around each linear are memory traffic it does not count; a second PyTorch-native FP8 source "
-        "(this trainer measured in FP8) would settle what to charge for them",
-    ),
     ("fsdp", "tp/pp", "fp8"): Explanation(
         ANCHOR,
-        "torchtitan's 405B pipeline rows (Dec 2024) reach two thirds of the rate the planner gives them, while "
+        "torchtitan's 405B pipeline rows (Dec 2024) reach 70 % and 82 % of the rate the planner gives them, while "
         "Megatron Core and Meta's stack on like layouts come within 15 %; the benchmark states neither its stage split nor its "
         "per-micro-batch settings; a second PyTorch-native FP8 pipeline table at that scale would settle it",
     ),

@@ -82,7 +82,10 @@ def test_every_recorded_gpu_run_is_a_table_row_and_a_missing_peer_says_why(tmp_p
     rows = tmp_path / GPU_ROWS_NAME
     rows.write_text(json.dumps(GPU_ROW) + "\n" + json.dumps({**GPU_ROW, "commit": "def456"}) + "\n")
     text = gpu_section(read_gpu_rows(rows))
-    assert "| 2026-11-26 | NVIDIA H100 80GB HBM3 x1 | 1a762d5 | 2.11.0+cu130 | ours | true | 51,504 | 47.0% |" in text
+    assert (
+        "| 2026-11-26 | NVIDIA H100 80GB HBM3 x1 | 1a762d5 | 2.11.0+cu130 | ours | bf16 | true | 51,504 | 47.0% |"
+        in text
+    )
     assert "| def456 |" in text and "No row yet" not in text
     assert "torchtitan did not run: torch 2.11 lacks DataParallelMeshDims." in text
     assert read_gpu_rows(tmp_path / "absent.jsonl") == []
@@ -91,7 +94,20 @@ def test_every_recorded_gpu_run_is_a_table_row_and_a_missing_peer_says_why(tmp_p
 def test_write_reports_takes_the_gpu_rows_beside_the_markdown(tmp_path: Path) -> None:
     (tmp_path / GPU_ROWS_NAME).write_text(json.dumps(GPU_ROW) + "\n")
     write_reports(RESULTS, MACHINE, 312.0, tmp_path / "b.json", tmp_path / "b.md")
-    assert "| ours | true | 51,504 |" in (tmp_path / "b.md").read_text()
+    assert "| ours | bf16 | true | 51,504 |" in (tmp_path / "b.md").read_text()
+
+
+def test_fp8_results_are_compared_with_the_same_runs_compiled_bf16() -> None:
+    bf16 = {**GPU_ROW["results"][0], "precision": "bf16", "final_loss": 6.6698}  # type: ignore[dict-item]
+    fp8 = {**bf16, "precision": "fp8-tensorwise", "tokens_per_s_per_gpu": 62504.4, "peak_memory_gib": 37.69,
+           "final_loss": 6.6822}  # fmt: skip
+    eager = {**bf16, "compiled": False, "tokens_per_s_per_gpu": 1.0}
+    text = gpu_section([{**GPU_ROW, "results": [eager, bf16, fp8]}])
+    assert "| fp8-tensorwise | true | 62,504 |" in text and "| 37.7 | 6.6822 | 30 |" in text
+    assert (
+        "  - fp8-tensorwise against bf16, both compiled: +21.4% tokens/s, -11.4% peak memory, final loss 6.6822 "
+        "against 6.6698 (+0.0124)." in text
+    )
 
 
 def test_the_committed_benchmarks_page_shows_every_committed_gpu_row() -> None:

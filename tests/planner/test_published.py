@@ -15,21 +15,24 @@ def test_every_row_names_its_source_and_words() -> None:
 
 
 def test_row_counts_match_the_documents() -> None:
-    assert {table.name: len(table.rows) for table in TABLES} == {
-        "fsdp": 8,  # 4 model sizes x (A100, H100)
-        "fms-fsdp": 4,  # 7b, 13b (HSDP), 34b, 70b (FSDP)
-        "llm-foundry": 18,  # a spread of its bf16 rows
-        "megatron": 10,  # 1.7B .. 1T
-        "trainium": 7,  # Pythia 1, 4 nodes; NeoX 4 .. 64 nodes
-        "ddp-scaling": 4,  # 1, 2, 4, 8 instances
-        "megatron-bridge": 3,  # DGX-H100 FP8: Llama 3 8B, 70B, Llama 3.1 405B
-        "torchtitan": 9,  # Tables 1 and 3 (3 rows each), 4 (2D), 5 (1F1B, interleaved)
-        "ours-gpu": 6,  # docs/benchmarks-gpu.jsonl: H100 eager/compiled, H200 ours/torchtitan x eager/compiled
-        "llama3-paper": 3,  # Table 4: 8K GPUs, 16K GPUs, 16K GPUs at 131K tokens
-        "nemo-24.07": 8,  # GPT-3 5B/20B/175B (128 GPUs), Llama 2 7B/13B/70B, Llama 3 8B/70B
-        "bloom": 1,  # the logged iteration at the end of the first epoch
-        "megatron-readme": 4,  # the rows without pipeline parallelism (1.7B-32B)
-    }
+    assert (
+        {table.name: len(table.rows) for table in TABLES}
+        == {
+            "fsdp": 8,  # 4 model sizes x (A100, H100)
+            "fms-fsdp": 4,  # 7b, 13b (HSDP), 34b, 70b (FSDP)
+            "llm-foundry": 18,  # a spread of its bf16 rows
+            "megatron": 10,  # 1.7B .. 1T
+            "trainium": 7,  # Pythia 1, 4 nodes; NeoX 4 .. 64 nodes
+            "ddp-scaling": 4,  # 1, 2, 4, 8 instances
+            "megatron-bridge": 3,  # DGX-H100 FP8: Llama 3 8B, 70B, Llama 3.1 405B
+            "torchtitan": 9,  # Tables 1 and 3 (3 rows each), 4 (2D), 5 (1F1B, interleaved)
+            "ours-gpu": 14,  # docs/benchmarks-gpu.jsonl: H100 eager/compiled, H200 ours/torchtitan x eager/compiled (x2), FP8
+            "llama3-paper": 3,  # Table 4: 8K GPUs, 16K GPUs, 16K GPUs at 131K tokens
+            "nemo-24.07": 8,  # GPT-3 5B/20B/175B (128 GPUs), Llama 2 7B/13B/70B, Llama 3 8B/70B
+            "bloom": 1,  # the logged iteration at the end of the first epoch
+            "megatron-readme": 4,  # the rows without pipeline parallelism (1.7B-32B)
+        }
+    )
 
 
 # torchtitan's float8 rows (torchao's casts) and its 405B pipeline rows are predictions only.
@@ -53,10 +56,13 @@ def test_our_gpu_rows_are_the_benchmark_file() -> None:
     for line in (Path(__file__).resolve().parents[2] / "docs" / "benchmarks-gpu.jsonl").read_text().splitlines():
         run = json.loads(line)
         for result in run["results"]:
-            measured.append((run["commit"], result["framework"], result["compiled"], result["tokens_per_s_per_gpu"]))
+            precision = result.get("precision", "bf16")
+            measured.append(
+                (run["commit"], result["framework"], result["compiled"], precision, result["tokens_per_s_per_gpu"])
+            )
             assert (run["micro_batch"], run["seq_len"], run["ac"]) == (4, 4096, "none")
     rows = [
-        (row.words.split("commit ")[1], row.key.split("/")[2], row.job.software.compiled,
+        (row.words.split("commit ")[1], row.key.split("/")[2], row.job.software.compiled, row.words.split(" | ")[2],
          row.published["tokens_per_s_per_device"])
         for row in OUR_GPU_ROWS
     ]  # fmt: skip

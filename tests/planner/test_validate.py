@@ -48,9 +48,11 @@ def test_leave_one_source_out_mean_error_is_within_15_percent_per_layout_or_expl
     summary = layout_summary(held_out)
     multi = {group: s for group, s in summary.items() if s.sources >= 2}
     assert {
-        ("fsdp", "fsdp", "bf16"), ("fsdp", "hsdp", "bf16"),
+        ("fsdp", "fsdp", "bf16"), ("fsdp", "fsdp", "fp8"), ("fsdp", "hsdp", "bf16"),
         ("nemo", "tp/pp", "bf16"), ("nemo", "tp/pp", "fp8"), ("nemo", "tp/pp/cp", "fp8"),
     } <= set(multi)  # fmt: skip
+    # fsdp fp8: torchao's FP8 from two PyTorch-native sources (torchtitan's float8 rows, this trainer's), met below
+    # since the planner charges torchao's casts
     for group, s in multi.items():
         assert s.mean_error <= TARGET, (group, s)
     doc = (ROOT / "docs" / "planner.md").read_text()

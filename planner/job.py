@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from planner.flops import CHECKPOINTING_MODES, Checkpointing, recomputed_block_fraction
 from planner.hardware import Hardware
-from slurm.backends import STACKS, Stack, backend_named
+from slurm.backends import BACKENDS, STACKS, Stack, backend_named
 from spec.errors import UserError
 from training.finetune.config import LORA_TARGETS
 from training.models.args import ModelArgs
@@ -320,3 +320,15 @@ class Job:
     @property
     def optimizer_shard_size(self) -> int:
         return self.gradient_group_size if self.software.sharding == "zero1" else self.state_shard_size
+
+
+def unsubmittable_dims(job: Job) -> tuple[str, ...]:
+    """The job's model-parallel dimensions ("tp", "pp", "cp") that no llm-submit backend of its stack lays out
+    (slurm.backends' model_parallel): the FSDP trainer is data parallel only, so a TP/PP layout on its stack plans a
+    PyTorch-native stack that has them (torchtitan's), for comparison. Empty: llm-submit runs the layout."""
+    asked = tuple(name for name, size in (("tp", job.tensor_parallel), ("pp", job.pipeline_parallel),
+                                          ("cp", job.context_parallel)) if size > 1)  # fmt: skip
+    runners = [backend for backend in BACKENDS.values() if backend.stack == job.software.backend]
+    if not asked or not runners or any(set(asked) <= set(backend.model_parallel) for backend in runners):
+        return ()
+    return asked

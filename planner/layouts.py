@@ -16,7 +16,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from planner.cost import CostEstimate, job_cost
-from planner.job import Job, PlanError
+from planner.job import Job, PlanError, unsubmittable_dims
 from planner.memory import MemoryEstimate, job_memory
 from planner.step_time import StepEstimate, estimate_step
 
@@ -131,12 +131,18 @@ def _days(value: float | None) -> str:
     return "-" if value is None else f"{value:,.1f}"
 
 
+def _submits(job: Job) -> str:
+    """Whether llm-submit's backend for the job's stack lays this out: yes, or which dimension it lacks."""
+    dims = unsubmittable_dims(job)
+    return "yes" if not dims else f"no ({' x '.join(d.upper() for d in dims)}: not on this stack's backend)"
+
+
 def render_table(plans: list[LayoutPlan], limit: int | None = None) -> str:
     """One line per layout, numbered in the given order; with `limit`, the first `limit` and a count of the rest."""
     lines = [
         "| rank | layout | fits (GiB/device) | step (s) | tokens/s/device | MFU | bubble (s) | exposed DP comm (s) "
-        "| days | $ |",
-        "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| days | $ | llm-submit runs it |",
+        "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     shown = plans if limit is None else plans[:limit]
     for rank, plan in enumerate(shown, 1):
@@ -144,7 +150,7 @@ def render_table(plans: list[LayoutPlan], limit: int | None = None) -> str:
         lines.append(
             f"| {rank} | {plan.name} | {fits} | {plan.step.step_s:.3f} | {plan.step.tokens_per_s_per_device:,.0f} | "
             f"{plan.step.mfu:.1%} | {plan.step.pipeline_bubble_s:.3f} | {plan.step.data_parallel_exposed_s:.3f} | "
-            f"{_days(plan.cost.days)} | {_money(plan.cost.usd)} |"
+            f"{_days(plan.cost.days)} | {_money(plan.cost.usd)} | {_submits(plan.job)} |"
         )
     rest = plans[len(shown) :]
     if rest:
@@ -166,6 +172,7 @@ def as_json(plans: list[LayoutPlan]) -> list[dict[str, object]]:
             "shard_group": plan.job.state_shard_size,
             "micro_batches_per_step": plan.job.micro_batches_per_step,
             "fits": plan.memory.fits,
+            "submittable": not unsubmittable_dims(plan.job),
             "memory_gib_per_device": plan.memory.total_gib,
             "step_time_s": plan.step.step_s,
             "tokens_per_s_per_device": plan.step.tokens_per_s_per_device,

@@ -44,6 +44,7 @@ from planner.job import (
     Sharding,
     Software,
     backend_software,
+    unsubmittable_dims,
 )
 from planner.job_config import YAML_FIELDS, planner_job, read_job
 from planner.job_config import sharding as sharding_of
@@ -528,6 +529,18 @@ def _parameters(total: int) -> str:
     return f"{total / 1e9:.2f} B" if total >= 1e9 else f"{total / 1e6:.2f} M"
 
 
+def _not_submittable(job: Job) -> list[str]:
+    """A line when llm-submit's backend for this stack would refuse the layout (planner.job.unsubmittable_dims)."""
+    dims = unsubmittable_dims(job)
+    if not dims:
+        return []
+    option = next(b.option for b in BACKENDS.values() if b.stack == job.software.backend)
+    return [
+        f"note: llm-submit --backend {option} does not run {' x '.join(d.upper() for d in dims)}; planned as a "
+        "PyTorch-native stack that does (torchtitan's), for comparison"
+    ]
+
+
 def _layout_and_memory(job: Job, memory: MemoryEstimate) -> list[str]:
     hw, counts = job.hardware, count_parameters(job.model)
     lines = [
@@ -541,6 +554,7 @@ def _layout_and_memory(job: Job, memory: MemoryEstimate) -> list[str]:
         f"{job.optimizer_shard_size}); global batch "
         f"{job.global_batch_sequences} sequences = {job.tokens_per_step:,} tokens; "
         f"{job.micro_batches_per_step} micro-batch(es) per step",
+        *_not_submittable(job),
         "",
         f"memory per device: {memory.total_gib:.1f} of {memory.capacity_gib:.1f} GiB "
         f"-> {'fits' if memory.fits else 'DOES NOT FIT'}",

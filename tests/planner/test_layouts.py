@@ -42,3 +42,18 @@ def test_the_table_numbers_the_ranks_and_names_the_layout() -> None:
     table = render_table(ranked(compare_layouts(_job(128))))
     assert table.splitlines()[0].startswith("| rank | layout |")
     assert "| 1 |" in table
+
+
+def test_the_table_says_which_layouts_llm_submit_runs_on_the_stack_planned() -> None:
+    """The FSDP trainer is data parallel only: its stack's TP/PP rows are comparisons llm-submit would refuse."""
+    import dataclasses
+
+    from planner.job import unsubmittable_dims
+
+    fsdp = compare_layouts(_job(16))
+    assert {p.name for p in fsdp if not unsubmittable_dims(p.job)} == {
+        "fsdp", "hsdp (shard 8: one node)", "hsdp (shard 16: two nodes)"
+    }  # fmt: skip
+    assert "| no (TP x PP: not on this stack's backend) |" in render_table(fsdp)
+    nemo = compare_layouts(dataclasses.replace(_job(16), software=Software(precision="fp8", backend="nemo")))
+    assert all(not unsubmittable_dims(p.job) for p in nemo if p.job.tensor_parallel > 1)

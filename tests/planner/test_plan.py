@@ -363,3 +363,16 @@ def test_help_names_the_local_cpu_cluster() -> None:
     from planner.plan import build_parser
 
     assert "local-cpu" in " ".join(build_parser().format_help().split())
+
+
+@pytest.mark.parametrize(("backend", "noted"), [("fsdp", True), ("nemo", False)])
+def test_a_plan_on_a_layout_the_backend_cannot_submit_says_so(
+    backend: str, noted: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = main_with(
+        capsys, "--model", "llama3-70b", "--instance", "p5.48xlarge", "--nodes", "8", "--seq", "8192",
+        "--tensor-parallel", "4", "--pipeline-parallel", "4", "--global-batch", "128", "--backend", backend,
+    )  # fmt: skip
+    assert code == 0
+    note = "note: llm-submit --backend fsdp does not run TP x PP; planned as a PyTorch-native stack that does"
+    assert (note in out) is noted

@@ -17,6 +17,8 @@ import os
 import sys
 from collections import deque
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -169,19 +171,35 @@ def _encode(tokenizer: object, chunks: Iterator[Chunk]) -> Iterator[tuple[int, n
 
 
 def _encode_parallel(tokenizer_text: str, chunks: Iterator[Chunk], workers: int) -> Iterator[tuple[int, np.ndarray]]:
-    """Chunks go to a process pool and come back in input order, with a bounded number in flight."""
+    """Chunks go to a process pool and come back in input order, with a bounded number in flight. A worker that
+    dies (the OOM killer's SIGKILL) breaks the pool, and the run ends with one line instead of waiting forever for a
+    chunk that multiprocessing.Pool would silently never return."""
     # spawn, not fork: the parent may already run tokenizers' own threads, which fork would leave broken.
     context = multiprocessing.get_context("spawn")
-    with context.Pool(workers, initializer=init_worker, initargs=(tokenizer_text,)) as pool:
-        in_flight: deque = deque()
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=init_worker, initargs=(tokenizer_text,)) as pool:
+        in_flight: deque[tuple[list[int], int, Future[list[np.ndarray]]]] = deque()
+        submitted = 0
         for sources, texts in chunks:
-            in_flight.append((sources, pool.apply_async(encode_in_worker, (texts,))))
+            in_flight.append((sources, submitted, pool.submit(encode_in_worker, texts)))
+            submitted += len(texts)
             if len(in_flight) >= workers * CHUNKS_IN_FLIGHT_PER_WORKER:
-                done_sources, result = in_flight.popleft()
-                yield from zip(done_sources, result.get(), strict=True)
+                yield from _collected(*in_flight.popleft(), submitted)
         while in_flight:
-            done_sources, result = in_flight.popleft()
-            yield from zip(done_sources, result.get(), strict=True)
+            yield from _collected(*in_flight.popleft(), submitted)
+
+
+def _collected(
+    sources: list[int], first: int, future: Future[list[np.ndarray]], submitted: int
+) -> Iterator[tuple[int, np.ndarray]]:
+    try:
+        encoded = future.result()
+    except BrokenProcessPool:
+        raise DataError(
+            f"--workers: a tokenizer worker process died (killed by a signal, or out of memory) with documents "
+            f"{first + 1:,}-{submitted:,} in flight; nothing was written. Run again, with fewer --workers if memory "
+            "ran out"
+        ) from None
+    return zip(sources, encoded, strict=True)
 
 
 def _counted(documents: Iterator[tuple[int, np.ndarray]], progress: tqdm) -> Iterator[tuple[int, np.ndarray]]:

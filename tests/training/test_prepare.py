@@ -1,4 +1,5 @@
 import json
+import os
 import re
 import warnings
 from pathlib import Path
@@ -7,6 +8,7 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
+from training.corpus import demo_corpus_path
 from training.data.indexed import idx_path, read_index
 from training.data.manifest import read_manifest, sha256_file
 from training.data.tokenizer import load_tokenizer, train_byte_level_bpe
@@ -188,3 +190,59 @@ def test_an_unwritable_corpus_cache_is_one_line(
     err = capsys.readouterr().err
     assert err.startswith("error: --demo-corpus: cannot write the corpus cache ") and err.count("\n") == 1
     assert "Not a directory" in err and not (tmp_path / "demo_text_document.bin").exists()
+
+
+def _pool_workers(parent: int) -> list[int]:
+    """The spawned pool workers of `parent` (multiprocessing's spawn_main), not its resource tracker."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == parent and b"spawn_main" in command:
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_worker_killed_mid_run_ends_the_run_in_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    """multiprocessing.Pool replaced a SIGKILLed worker (the OOM killer's signal) and waited forever for its chunk:
+    the run sat at flat CPU without a word. Now the pool breaks and the run ends, naming the documents in flight."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.training.jobs import REPO_ROOT, child_env, prepare_demo_subset
+    from tests.waiting import wait_until
+
+    (tmp_path / "tok").mkdir()
+    prefix = prepare_demo_subset(tmp_path / "tok")
+    tokenizer = Path(prefix.removesuffix("_text_document") + "_tokenizer.json")
+    lines = demo_corpus_path().read_text(encoding="utf-8").splitlines()
+    corpus = tmp_path / "big.jsonl"
+    corpus.write_text("\n".join(lines * 40) + "\n", encoding="utf-8")  # long enough to be killed mid-run
+    out = tmp_path / "out" / "big"
+    command = [sys.executable, "-m", "training.prepare", "--input", str(corpus), "--tokenizer", str(tokenizer),
+               "--output-prefix", str(out), "--workers", "2"]  # fmt: skip
+    process = subprocess.Popen(command, cwd=REPO_ROOT, env=child_env(), stderr=subprocess.PIPE, text=True)
+    try:
+        partial = out.parent / "big_text_document.bin.partial"
+        wait_until(lambda: partial.exists() and partial.stat().st_size > 0 and len(_pool_workers(process.pid)) == 2,
+                   "tokens written by two pool workers", timeout_s=300)  # fmt: skip
+        os.kill(_pool_workers(process.pid)[0], signal.SIGKILL)
+        _, err = process.communicate(timeout=300)  # the old pool never returned
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 2, err
+    (line,) = [line for line in err.splitlines() if line.strip()]
+    assert re.fullmatch(
+        r"error: --workers: a tokenizer worker process died \(killed by a signal, or out of memory\) with documents "
+        r"[\d,]+-[\d,]+ in flight; nothing was written\. Run again, with fewer --workers if memory ran out",
+        line,
+    ), line
+    assert not list(out.parent.iterdir())  # no .bin, .idx, manifest or .partial left

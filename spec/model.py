@@ -452,6 +452,11 @@ class DeploymentSpec(StrictModel):
         return [f"{QUEUE_ROLE_PREFIX}{queue.name}" for queue in self.cluster.queues if queue.allowed_groups]
 
     @property
+    def compute_roles(self) -> list[str]:
+        """The roles compute nodes run as: cluster-node on open queues, then each restricted queue's own."""
+        return ["cluster-node", *self.queue_roles]
+
+    @property
     def builtin_roles_in_use(self) -> list[str]:
         used = {ref for d in self.data.datasets for ref in (*d.readers, *d.writers)}
         return [role for role in BUILTIN_ROLES if role in used]

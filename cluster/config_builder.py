@@ -27,7 +27,7 @@ from spec.cli import OneLineParser, user_errors
 from spec.cluster import ClusterSpec, QueueSpec
 from spec.errors import SpecError
 from spec.load import load_spec
-from spec.model import DeploymentSpec
+from spec.model import QUEUE_ROLE_PREFIX, DeploymentSpec
 from spec.platform.instances import instance_facts
 from spec.platform.neuron import neuron_pins
 
@@ -312,16 +312,25 @@ def _queue(spec: DeploymentSpec, cluster: ClusterSpec, queue: QueueSpec, refs: C
         "ComputeSettings": {
             "LocalStorage": {"RootVolume": {"Size": queue.root_volume_gib, "Encrypted": True, "VolumeType": "gp3"}}
         },
-        "Iam": {"InstanceRole": refs.compute_instance_role_arn},
+        "Iam": {"InstanceRole": _queue_role_arn(spec, queue, refs)},
         "JobExclusiveAllocation": queue.job_exclusive_allocation,
         "CustomActions": {"OnNodeConfigured": {"Sequence": [{"Script": script, "Args": args}]}},
         "ComputeResources": [resource],
     }
+    if queue.allowed_groups:
+        # Slurm refuses other users' jobs here (and their srun/salloc), so only these groups' jobs run as the
+        # queue's own role: who reads a dataset is who may submit to a queue whose role can (docs/security.md).
+        out["CustomSlurmSettings"] = {"AllowGroups": ",".join(queue.allowed_groups)}
     if queue.allocation_strategy is not None:
         out["AllocationStrategy"] = queue.allocation_strategy
     if facts.accelerator == "neuron" and cluster.neuron is not None and cluster.neuron.custom_ami:
         out["Image"] = {"CustomAmi": cluster.neuron.custom_ami}
     return out
+
+
+def _queue_role_arn(spec: DeploymentSpec, queue: QueueSpec, refs: ClusterRefs) -> str:
+    """A queue with allowed_groups runs as its own role (deterministic, created by the identity stack)."""
+    return spec.role_arn(f"{QUEUE_ROLE_PREFIX}{queue.name}") if queue.allowed_groups else refs.compute_instance_role_arn
 
 
 def _gpu_args(cluster: ClusterSpec, efa_devices: int, gpus: int) -> list[str]:

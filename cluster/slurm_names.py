@@ -102,6 +102,8 @@ class Partition:
     default: bool
     exclusive: bool
     ranges: tuple[NodeRange, ...]
+    # The queue's CustomSlurmSettings, appended to its PartitionName line (fact exclusive_partition).
+    options: tuple[tuple[str, str], ...] = ()
 
     @property
     def nodeset(self) -> str:
@@ -117,6 +119,7 @@ class Partition:
             partition += " Default=YES"
         if self.exclusive:
             partition += " OverSubscribe=EXCLUSIVE"
+        partition += "".join(f" {key}={value}" for key, value in self.options)
         return [
             *(node_range.node_line() for node_range in self.ranges),
             f"NodeSet={self.nodeset} Nodes={','.join(r.hostlist for r in self.ranges)}",
@@ -179,14 +182,21 @@ def _ranges(queue: str, resource: Mapping[str, Any], nvidia_driver: bool) -> lis
     return ranges
 
 
+# Queue CustomSlurmSettings that only add a partition option (fact exclusive_partition: appended as Key=Value): the
+# spec's allowed_groups. Others (Feature, ...) touch node lines the record does not pin.
+PARTITION_ONLY_SETTINGS = frozenset({"AllowGroups"})
+
+
 def _refuse_custom_node_settings(queues: Sequence[Mapping[str, Any]]) -> None:
     """Queue and compute-resource CustomSlurmSettings change the lines; the record does not pin how at 3.16.
 
     3.16.1's CLI lets a compute resource set Feature there, which its cookbook merges into the generated feature
     list (fact custom_settings_deny_list, node_features.at_3_16); our configs set none, so say so rather than guess.
+    A queue's partition-only options (PARTITION_ONLY_SETTINGS) are modelled.
     """
     for queue in queues:
-        owners = [f"queue {queue['Name']}"] if queue.get("CustomSlurmSettings") else []
+        unmodelled = set(queue.get("CustomSlurmSettings", {})) - PARTITION_ONLY_SETTINGS
+        owners = [f"queue {queue['Name']}"] if unmodelled else []
         owners += [
             f"compute resource {queue['Name']}/{resource['Name']}"
             for resource in queue["ComputeResources"]
@@ -213,6 +223,7 @@ def partitions(config: Mapping[str, Any], nvidia_driver: bool = True) -> list[Pa
                 for resource in queue["ComputeResources"]
                 for node_range in _ranges(str(queue["Name"]), resource, nvidia_driver)
             ),
+            options=tuple((str(key), str(value)) for key, value in queue.get("CustomSlurmSettings", {}).items()),
         )
         for index, queue in enumerate(queues)
     ]

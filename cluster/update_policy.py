@@ -113,6 +113,9 @@ POLICIES: dict[str, str] = {
     "Scheduling.SlurmQueues[].ComputeSettings.LocalStorage.RootVolume.VolumeType": "QUEUE_UPDATE_STRATEGY",
     "Scheduling.SlurmQueues[].Iam": "SUPPORTED",
     "Scheduling.SlurmQueues[].Iam.InstanceRole": "SUPPORTED",
+    # A queue's allowed_groups: a free-form partition option takes the section's policy.
+    "Scheduling.SlurmQueues[].CustomSlurmSettings": "SUPPORTED",
+    "Scheduling.SlurmQueues[].CustomSlurmSettings.AllowGroups": "SUPPORTED",
     "Scheduling.SlurmQueues[].Image": "QUEUE_UPDATE_STRATEGY",
     "Scheduling.SlurmQueues[].Image.CustomAmi": "QUEUE_UPDATE_STRATEGY",
     "Scheduling.SlurmQueues[].CustomActions": "QUEUE_UPDATE_STRATEGY",

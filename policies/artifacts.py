@@ -14,11 +14,16 @@ from __future__ import annotations
 from policies.bucket import organization_perimeter, tls_only
 from policies.documents import PolicyDocument, Statement, document, statement
 from spec.artifacts import NXDT_EXAMPLES, S3Folder, artifact_locations, artifacts_bucket_name
-from spec.model import DeploymentSpec
+from spec.model import DeploymentSpec, is_queue_role
 
 # The inline policy the artifacts stack attaches to each reading role (stacks/parts/artifacts_bucket.py).
 ARTIFACTS_POLICY_NAME = "artifacts"
 READERS: tuple[str, ...] = ("head-node", "cluster-node")
+
+
+def artifact_readers(spec: DeploymentSpec) -> tuple[str, ...]:
+    """READERS and each restricted queue's role, which boots its nodes as cluster-node boots the others."""
+    return (*READERS, *spec.queue_roles)
 
 
 def folders_read_by(spec: DeploymentSpec, role: str) -> list[tuple[str, S3Folder]]:
@@ -27,7 +32,7 @@ def folders_read_by(spec: DeploymentSpec, role: str) -> list[tuple[str, S3Folder
     wanted = {
         "head-node": [("PythonWheelhouse", locations.python_wheelhouse), ("NcclTestsSource", locations.nccl_tests)],
         "cluster-node": [("NxdtWheelhouse", locations.nxdt_wheelhouse)],
-    }.get(role, [])
+    }.get("cluster-node" if is_queue_role(role) else role, [])
     return [(name, folder) for name, folder in wanted if folder is not None]
 
 

@@ -197,7 +197,7 @@ def head_node_cluster_policy(spec: DeploymentSpec, asset_object_arns: list[str])
             "PassComputeRoleToEc2",
             "Allow",
             ["iam:PassRole"],
-            [spec.role_arn("cluster-node")],
+            [spec.role_arn(role) for role in spec.compute_roles],
             conditions={"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
         ),
         statement("SignalOwnClusterStack", "Allow", ["cloudformation:SignalResource"], [scope["stack"]]),

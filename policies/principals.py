@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, Protocol
 
 from policies.artifacts import ARTIFACTS_POLICY_NAME, artifacts_read_policy
@@ -155,6 +155,15 @@ def principal(key: str) -> PrincipalEntry:
     raise KeyError(f"no principal {key!r} in policies/principals.py (known: {', '.join(e.key for e in PRINCIPALS)})")
 
 
+def queue_role_entry(key: str) -> PrincipalEntry:
+    """The node role of a queue with allowed_groups (`queue-<queue>`): one per such queue of the spec, so they are
+    entries made from the spec rather than rows of PRINCIPALS; the dataset grant cases cover them."""
+    entry = _node_role(
+        key, f"ParallelCluster compute nodes of queue {key.removeprefix('queue-')}", ("parallelcluster",)
+    )
+    return replace(entry, created=lambda spec: key in spec.queue_roles)
+
+
 def created_principals(spec: DeploymentSpec, entries: tuple[PrincipalEntry, ...] = PRINCIPALS) -> list[PrincipalEntry]:
-    """The entries a deployment of `spec` creates, in registry order."""
-    return [entry for entry in entries if entry.created(spec)]
+    """The entries a deployment of `spec` creates, in registry order, then each restricted queue's role."""
+    return [entry for entry in entries if entry.created(spec)] + [queue_role_entry(key) for key in spec.queue_roles]

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from spec.accounting import accounting_problems
 from spec.containers import parse_ecr_image
 from spec.errors import SpecProblem
-from spec.model import BUILTIN_ROLES, DeploymentSpec, database_availability_zones
+from spec.model import BUILTIN_ROLES, QUEUE_ROLE_PREFIX, DeploymentSpec, database_availability_zones, is_queue_role
 from spec.regions import DYNAMODB_PREFIX_LISTS, S3_PREFIX_LISTS
 from spec.users import users_problems
 
@@ -28,6 +28,7 @@ def cross_field_problems(spec: DeploymentSpec) -> list[SpecProblem]:
         *_datasets(spec),
         *_checkpoint_replica(spec),
         *_cluster(spec),
+        *_allowed_groups(spec),
         *container_problems(spec),
         *(accounting_problems(spec.cluster.accounting) if spec.cluster is not None else ()),
         *(
@@ -188,6 +189,9 @@ def _role_ref_problems(spec: DeploymentSpec, path: str, ref: str) -> Iterator[Sp
         if ref == "notebook" and not spec.notebook.enabled:
             yield SpecProblem(path, "names the notebook role, but notebook.enabled is false", ref)
         return
+    if is_queue_role(ref):
+        yield from _queue_role_problems(spec, path, ref)
+        return
     match = _ROLE_ACCOUNT_RE.match(ref)
     assert match is not None  # the field validator already holds
     account = match.group(1)
@@ -195,6 +199,36 @@ def _role_ref_problems(spec: DeploymentSpec, path: str, ref: str) -> Iterator[Sp
         yield SpecProblem(
             path, f"is a role of account {account}, not of the compute account {spec.accounts.compute}", ref
         )
+
+
+def _queue_role_problems(spec: DeploymentSpec, path: str, ref: str) -> Iterator[SpecProblem]:
+    queues = spec.cluster.queues if spec.cluster is not None else []
+    name = ref.removeprefix(QUEUE_ROLE_PREFIX)
+    queue = next((q for q in queues if q.name == name), None)
+    if queue is None:
+        yield SpecProblem(
+            path, f"names no queue of cluster.queues (queues: {', '.join(q.name for q in queues) or 'none'})", ref
+        )
+    elif not queue.allowed_groups:
+        yield SpecProblem(
+            path,
+            f"is the role of queue {name}, which is open to every user: give the queue allowed_groups, or name "
+            "cluster-node",
+            ref,
+        )
+
+
+def _allowed_groups(spec: DeploymentSpec) -> Iterator[SpecProblem]:
+    if spec.cluster is None:
+        return
+    declared = sorted(group.name for group in spec.cluster.groups)
+    for i, queue in enumerate(spec.cluster.queues):
+        for j, group in enumerate(queue.allowed_groups):
+            path = f"cluster.queues[{i}].allowed_groups[{j}]"
+            if group not in declared:
+                yield SpecProblem(path, f"is not a declared group (declared: {', '.join(declared) or 'none'})", group)
+            elif group in queue.allowed_groups[:j]:
+                yield SpecProblem(path, "is listed twice", group)
 
 
 def _cluster(spec: DeploymentSpec) -> list[SpecProblem]:

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, field_validator
 
-from spec.accounting import AccountingSpec
+from spec.accounting import AccountingSpec, UserName
 from spec.containers import ContainersSpec
 from spec.fields import StrictModel, check_bucket_name, matches
 from spec.observability import ObservabilitySpec
@@ -141,6 +141,14 @@ class QueueSpec(StrictModel):
     gpu_health_checks: bool = Field(default=True, description="ParallelCluster's DCGM check before each job (GPU).")
     job_exclusive_allocation: bool = Field(default=True, description="One job per node: no sharing of accelerators.")
     root_volume_gib: int = Field(default=200, ge=35, le=16384)
+    allowed_groups: list[UserName] = Field(
+        default_factory=list,
+        description=(
+            "Groups of cluster.groups whose members may submit here (Slurm AllowGroups); empty: everyone, on the "
+            "cluster-node role. Set: the nodes run as their own role `queue-<name>`, which reads only the datasets "
+            "naming it in readers/writers, so who may read a dataset is who may submit to a queue whose role can."
+        ),
+    )
 
     def efa_enabled(self, efa_capable: bool) -> bool:
         return efa_capable if self.efa is None else self.efa

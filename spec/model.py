@@ -23,6 +23,10 @@ from spec.regions import DYNAMODB_PREFIX_LISTS, REGIONS, S3_PREFIX_LISTS
 
 # Roles this repo creates in the compute account; datasets name them as readers/writers.
 BUILTIN_ROLES: tuple[str, ...] = ("cluster-node", "head-node", "notebook")
+# A queue with allowed_groups runs its nodes as its own role, `<name>-queue-<queue>`: datasets name it in readers and
+# writers as `queue-<queue>`, so only the groups admitted to that partition reach them (docs/security.md).
+QUEUE_ROLE_PREFIX = "queue-"
+_QUEUE_ROLE_RE = re.compile(r"^queue-[a-z][a-z0-9-]{0,24}$")
 # The role of the people who open SSM sessions on the nodes, created when perimeter.operator_roles names it.
 OPERATOR_ROLE = "operator"
 
@@ -194,9 +198,17 @@ class EncryptionSpec(StrictModel):
 def _role_ref(value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError("must be a string")
-    if value in BUILTIN_ROLES or _ROLE_ARN_RE.match(value):
+    if value in BUILTIN_ROLES or _QUEUE_ROLE_RE.match(value) or _ROLE_ARN_RE.match(value):
         return value
-    raise ValueError(f"must be one of {', '.join(BUILTIN_ROLES)} or an IAM role ARN arn:aws:iam::ACCOUNT:role/NAME")
+    raise ValueError(
+        f"must be one of {', '.join(BUILTIN_ROLES)}, queue-QUEUE (the role of a queue with allowed_groups) or an IAM "
+        "role ARN arn:aws:iam::ACCOUNT:role/NAME"
+    )
+
+
+def is_queue_role(ref: str) -> bool:
+    """`queue-<queue>`: the node role of a queue with allowed_groups, created by this repo."""
+    return _QUEUE_ROLE_RE.match(ref) is not None
 
 
 RoleRef = Annotated[str, BeforeValidator(_role_ref)]
@@ -380,7 +392,7 @@ class DeploymentSpec(StrictModel):
         return f"{self.name}-{role}"
 
     def role_arn(self, ref: str) -> str:
-        if ref in BUILTIN_ROLES:
+        if ref in BUILTIN_ROLES or is_queue_role(ref):
             return f"arn:aws:iam::{self.accounts.compute}:role/{self.role_name(ref)}"
         return ref
 
@@ -431,6 +443,18 @@ class DeploymentSpec(StrictModel):
 
     def datasets_writable_by(self, ref: str) -> list[DatasetSpec]:
         return [d for d in self.data.datasets if ref in d.writers]
+
+    @property
+    def queue_roles(self) -> list[str]:
+        """`queue-<queue>` of each queue with allowed_groups: roles this repo creates, in queue order."""
+        if self.cluster is None:
+            return []
+        return [f"{QUEUE_ROLE_PREFIX}{queue.name}" for queue in self.cluster.queues if queue.allowed_groups]
+
+    @property
+    def compute_roles(self) -> list[str]:
+        """The roles compute nodes run as: cluster-node on open queues, then each restricted queue's own."""
+        return ["cluster-node", *self.queue_roles]
 
     @property
     def builtin_roles_in_use(self) -> list[str]:

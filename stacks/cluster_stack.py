@@ -93,7 +93,7 @@ class ClusterStack(Stack):
         policies = []
         for role, document in (
             ("head-node", head_node_cluster_policy(spec, assets.object_arns)),
-            ("cluster-node", compute_node_cluster_policy(spec, assets.object_arns)),
+            *((role, compute_node_cluster_policy(spec, assets.object_arns)) for role in spec.compute_roles),
         ):
             policy = iam.CfnPolicy(
                 self,

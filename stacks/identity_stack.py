@@ -44,6 +44,18 @@ class IdentityStack(Stack):
                 managed_policies=[ssm_core],
             ),
         }
+        for queue_role in spec.queue_roles:
+            # A queue with allowed_groups: its nodes reach only the datasets naming this role (docs/security.md).
+            self.roles[queue_role] = DatasetRole(
+                self,
+                "".join(part.capitalize() for part in queue_role.split("-")),
+                spec,
+                queue_role,
+                ec2_principal,
+                f"ParallelCluster compute nodes of queue {queue_role.removeprefix('queue-')}: its groups' datasets",
+                with_instance_profile=True,
+                managed_policies=[ssm_core],
+            )
         if spec.notebook.enabled:
             self.roles["notebook"] = DatasetRole(
                 self,

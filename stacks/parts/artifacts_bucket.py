@@ -8,7 +8,12 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from policies.artifacts import ARTIFACTS_POLICY_NAME, READERS, artifacts_bucket_policy, artifacts_read_policy
+from policies.artifacts import (
+    ARTIFACTS_POLICY_NAME,
+    artifact_readers,
+    artifacts_bucket_policy,
+    artifacts_read_policy,
+)
 from spec import DeploymentSpec
 from spec.artifacts import artifacts_bucket_name
 from stacks.nag.acknowledge import acknowledge, wildcard_resources
@@ -52,7 +57,7 @@ class ArtifactsBucket(Construct):
         self.policy.add_resource_dependency(self.bucket.node.default_child)  # type: ignore[arg-type]
         # The node roles' read grants, attached by role name (the roles live in the identity stack).
         self.read_policies: list[iam.CfnPolicy] = []
-        for role in READERS:
+        for role in artifact_readers(spec):
             document = artifacts_read_policy(spec, role)
             if document is None:
                 continue

@@ -32,7 +32,7 @@ PROVIDER_TEMPLATE = (
 def provider_node_roles_policy(spec: DeploymentSpec) -> PolicyDocument:
     """What the provider Lambda needs on the repo's node roles: read them (ParallelCluster's role
     validators) and pass them to EC2 (the head node instance and the instance profiles)."""
-    roles = [spec.role_arn("head-node"), spec.role_arn("cluster-node")]
+    roles = [spec.role_arn(role) for role in ("head-node", *spec.compute_roles)]
     # ParallelCluster's PasswordSecretArnValidator describes the accounting secret (metadata only, no value).
     accounting = (
         [

@@ -235,10 +235,12 @@ def test_cli_reports_bad_specs(tmp_path: Path, capsys: pytest.CaptureFixture[str
 @pytest.mark.pcluster
 def test_policy_table_matches_parallelclusters_schema(pcluster_venv: Path) -> None:
     # A Sequence takes the policy of the Script/Args it replaces; a free-form slurm.conf entry inside
-    # CustomSlurmSettings takes the list's own policy.
+    # CustomSlurmSettings takes the list's own policy, a queue's partition option its queue section's.
     wanted = {
         path: path.replace(".Sequence", ".Script").split("[].", 1)[0]
         if "CustomSlurmSettings[]." in path
+        else path.rsplit(".", 1)[0]
+        if ".CustomSlurmSettings." in path
         else path.replace(".Sequence", ".Script")
         for path in POLICIES
     }

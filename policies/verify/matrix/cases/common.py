@@ -19,12 +19,14 @@ from policies.verify.harness.model import (
 )
 from policies.verify.matrix.model import Case, implicit
 from spec import DatasetSpec, DeploymentSpec
+from spec.model import is_queue_role
 
 
 def spec_role(spec: DeploymentSpec, ref: str) -> Principal:
     """A reader/writer; only our principals' identity policies are in the templates (a role given
     by ARN belongs to someone else: its identity policies are assumed to allow)."""
-    role = spec.role_name(ref) if ref in {entry.key for entry in PRINCIPALS} else None
+    ours = ref in {entry.key for entry in PRINCIPALS} or is_queue_role(ref)
+    role = spec.role_name(ref) if ours else None
     return Principal(label=ref, arn=spec.role_arn(ref), org_id=spec.organization_id, role=role)
 
 

@@ -152,7 +152,8 @@ def dataset_cases(spec: DeploymentSpec) -> list[Case]:
                     why="writers add objects; they do not delete them",
                 ),
             ]
-        for ref in spec.builtin_roles_in_use:
+        # Each restricted queue's role too: the partition of group A must not reach group B's dataset.
+        for ref in [*spec.builtin_roles_in_use, *spec.queue_roles]:
             if ref in dataset.readers or ref in dataset.writers:
                 continue
             cases.append(

@@ -12,6 +12,7 @@ import pytest
 
 from tests.training.data.conftest import EOD_ID, VOCAB_SIZE, random_documents
 from training.data import index_writer
+from training.data.errors import DataError
 from training.data.indexed import bin_path, idx_path, token_dtype_for_vocab
 from training.data.manifest import manifest_path, read_manifest, sha256_file
 from training.data.writer import TokenizerInfo, write_dataset
@@ -132,3 +133,12 @@ def test_memory_does_not_grow_with_the_document_count(tmp_path: Path, monkeypatc
     small = _traced_peak_bytes(tmp_path / "small", 10_000)
     large = _traced_peak_bytes(tmp_path / "large", 100_000)
     assert large - small < 90_000, f"peak {small} bytes for 10,000 documents, {large} for 100,000"
+
+
+def test_a_refused_document_leaves_no_file_behind(tmp_path: Path) -> None:
+    # The lengths' temporary file goes with the .partial files when a document is refused midway.
+    documents = [*random_documents(100, seed=2), np.array([5, VOCAB_SIZE + 3]), *random_documents(10, seed=4)]
+    prefix = tmp_path / "refused_text_document"
+    with pytest.raises(DataError, match=f"token id {VOCAB_SIZE + 3} outside the vocabulary of {VOCAB_SIZE}"):
+        _write(prefix, documents)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["source.txt"]

@@ -368,7 +368,7 @@ def prepare_benchmark(corpus: Path, tokenizer_path: Path, workdir: Path) -> Benc
         ),
         details=[
             "`prepare` reads the JSONL, sends chunks of 64 documents to spawned worker processes that tokenize "
-            "them, writes the .bin/.idx through megatron-core's builder and hashes both files into the manifest. "
+            "them, writes the .bin/.idx (training/data/index_writer.py, which hashes both files as it writes them) and the manifest. "
             "The baseline is one `encode_batch` call over the same texts in this process (the tokenizer's own "
             "Rust thread pool). Starting the workers (each imports the tokenizer and numpy) is a fixed cost that "
             "a small corpus does not amortize."

@@ -1,4 +1,7 @@
-"""Write tokenized documents as a Megatron indexed dataset with megatron-core's own builder, plus the manifest.
+"""Write tokenized documents as a Megatron indexed dataset, plus the manifest.
+
+The .bin/.idx are written by training.data.index_writer, in memory independent of the document count and
+byte-identical to megatron-core's IndexedDatasetBuilder.
 
 Each document becomes one sequence: its tokens followed by exactly one EOD id. Nothing else is added, so the
 loader's packed stream has exactly one EOD between neighbouring documents.
@@ -13,11 +16,13 @@ from pathlib import Path
 import numpy as np
 
 from training.data.errors import DataError
-from training.data.indexed import bin_path, idx_path, read_index, token_dtype_for_vocab
+from training.data.index_writer import StreamingIndexedWriter
+from training.data.indexed import bin_path, idx_path, token_dtype_for_vocab
 from training.data.manifest import DatasetManifest, FileRecord, SourceRecord, manifest_path, sha256_file
 
 
 def _indexed_dataset_builder() -> type:
+    """megatron-core's builder, which the SFT writer still uses (its datasets are small)."""
     # megatron-core warns at import that Transformer Engine and Apex are absent; irrelevant to writing data.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -60,7 +65,9 @@ def write_dataset(
     partial_bin = final_bin.with_name(final_bin.name + ".partial")
     partial_idx = final_idx.with_name(final_idx.name + ".partial")
     stats = WriteStats(documents_per_source=[0] * len(sources))
-    builder = _indexed_dataset_builder()(str(partial_bin), dtype=dtype)
+    # The checksums come from the bytes as they are written: at a trillion tokens a second pass over the .bin
+    # costs hours of file-system reads.
+    writer = StreamingIndexedWriter(partial_bin, partial_idx, dtype)
     try:
         for source_index, ids in documents:
             if ids.size == 0:
@@ -70,15 +77,13 @@ def write_dataset(
             sequence = np.empty(ids.size + 1, dtype=dtype)
             sequence[:-1] = ids
             sequence[-1] = tokenizer.eod_id
-            builder.add_document(sequence, [sequence.size])
+            writer.add_document(sequence)
             stats.documents += 1
             stats.tokens += sequence.size
             stats.documents_per_source[source_index] += 1
-        builder.finalize(str(partial_idx))
+        writer.finalize()
     except BaseException:
-        builder.data_file.close()
-        partial_bin.unlink(missing_ok=True)
-        partial_idx.unlink(missing_ok=True)
+        writer.abort()
         raise
     if stats.documents == 0:
         partial_bin.unlink(missing_ok=True)
@@ -88,7 +93,6 @@ def write_dataset(
     manifest_path(prefix).unlink(missing_ok=True)
     os.replace(partial_bin, final_bin)
     os.replace(partial_idx, final_idx)
-    index = read_index(final_idx)
     manifest = DatasetManifest(
         tokenizer_sha256=tokenizer.sha256,
         tokenizer_file=tokenizer.file_name,
@@ -96,10 +100,10 @@ def write_dataset(
         dtype=np.dtype(dtype).name,
         eod_id=tokenizer.eod_id,
         eod_token=tokenizer.eod_token,
-        document_count=index.document_count,
-        token_count=index.token_count,
-        bin=_file_record(final_bin),
-        idx=_file_record(final_idx),
+        document_count=stats.documents,
+        token_count=stats.tokens,
+        bin=FileRecord(name=final_bin.name, size=writer.bin.size, sha256=writer.bin.hexdigest()),
+        idx=FileRecord(name=final_idx.name, size=writer.finished_idx.size, sha256=writer.finished_idx.hexdigest()),
         sources=[
             SourceRecord(path=str(source), size=source.stat().st_size, sha256=sha256_file(source), documents=count)
             for source, count in zip(sources, stats.documents_per_source, strict=True)

@@ -7,7 +7,7 @@ everywhere; admins alone get sudo; with accounting on, the Slurm users are these
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from pydantic import Field
 
@@ -64,36 +64,12 @@ def users_problems(
     users: list[UserSpec], groups: list[GroupSpec], accounting: AccountingSpec, path: str = "cluster"
 ) -> Iterator[SpecProblem]:
     """Rules over cluster.users, cluster.groups and the accounting teams, each naming the field and its value."""
-    group_gids: dict[int, str] = {}
-    for index, group in enumerate(groups):
-        where = f"{path}.groups[{index}]"
-        if group.name in RESERVED_GROUPS:
-            yield SpecProblem(
-                f"{where}.name", "is a group of the AMI or ParallelCluster; pick another name", group.name
-            )
-        if any(other.name == group.name for other in groups[:index]):
-            yield SpecProblem(f"{where}.name", "is declared twice", group.name)
-        if (problem := _id_problem(group.gid, "group")) is not None:
-            yield SpecProblem(f"{where}.gid", problem, group.gid)
-        elif group.gid in group_gids:
-            yield SpecProblem(f"{where}.gid", f"is group {group_gids[group.gid]}'s gid already", group.gid)
-        group_gids.setdefault(group.gid, group.name)
+    yield from _names_and_ids(groups, f"{path}.groups", "gid", "a group", RESERVED_GROUPS, "group {}'s")
     declared = sorted({group.name for group in groups})
     known = f"(declared: {', '.join(declared) or 'none'})"
-    user_uids: dict[int, str] = {}
+    yield from _names_and_ids(users, f"{path}.users", "uid", "an account", RESERVED_USERS, "{}'s")
     for index, user in enumerate(users):
         where = f"{path}.users[{index}]"
-        if user.name in RESERVED_USERS:
-            yield SpecProblem(
-                f"{where}.name", "is an account of the AMI or ParallelCluster; pick another name", user.name
-            )
-        if any(other.name == user.name for other in users[:index]):
-            yield SpecProblem(f"{where}.name", "is declared twice", user.name)
-        if (problem := _id_problem(user.uid, "user")) is not None:
-            yield SpecProblem(f"{where}.uid", problem, user.uid)
-        elif user.uid in user_uids:
-            yield SpecProblem(f"{where}.uid", f"is {user_uids[user.uid]}'s uid already", user.uid)
-        user_uids.setdefault(user.uid, user.name)
         if user.group not in declared:
             yield SpecProblem(f"{where}.group", f"is not a declared group {known}", user.group)
         for group_index, name in enumerate(user.groups):
@@ -103,6 +79,33 @@ def users_problems(
                 yield SpecProblem(f"{where}.groups[{group_index}]", "is listed twice", name)
     if users and accounting.enabled:
         yield from _team_members(users, accounting, path)
+
+
+def _names_and_ids(
+    entries: Sequence[UserSpec | GroupSpec],
+    path: str,
+    id_field: str,
+    noun: str,
+    reserved: frozenset[str],
+    owner: str,
+) -> Iterator[SpecProblem]:
+    """Each name not reserved and declared once; each id in range and held once (`owner` names its first holder)."""
+    holders: dict[int, str] = {}
+    kind = "group" if id_field == "gid" else "user"
+    for index, entry in enumerate(entries):
+        where = f"{path}[{index}]"
+        if entry.name in reserved:
+            yield SpecProblem(
+                f"{where}.name", f"is {noun} of the AMI or ParallelCluster; pick another name", entry.name
+            )
+        if any(other.name == entry.name for other in entries[:index]):
+            yield SpecProblem(f"{where}.name", "is declared twice", entry.name)
+        value: int = getattr(entry, id_field)
+        if (problem := _id_problem(value, kind)) is not None:
+            yield SpecProblem(f"{where}.{id_field}", problem, value)
+        elif value in holders:
+            yield SpecProblem(f"{where}.{id_field}", f"is {owner.format(holders[value])} {id_field} already", value)
+        holders.setdefault(value, entry.name)
 
 
 def _team_members(users: list[UserSpec], accounting: AccountingSpec, path: str) -> Iterator[SpecProblem]:

@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from policies.principals import PRINCIPALS, PrincipalEntry, always, service_trust
-from policies.verify.extract import extract_policies, from_builders, load_templates, stack_environments
-from policies.verify.harness.engine import Engine
-from policies.verify.matrix import build_cases, evaluate, matrix_context, policy_set
+from policies.verify.extract import from_builders, load_templates, stack_environments
+from policies.verify.matrix import build_cases, matrix_context
 from policies.verify.principal_coverage import (
     principals_without_cases,
     roles_the_registry_does_not_match,
@@ -19,6 +18,7 @@ from policies.verify.principal_coverage import (
 )
 from spec import parse_spec
 from tests.policies.conftest import PolicyWorld
+from tests.policies.verify.synthesized import evaluated_cases
 from tests.stacks.conftest import Assembly
 
 # A principal added to the registry and nowhere else: no construct creates it, no case covers it.
@@ -93,20 +93,10 @@ def test_the_grafana_role_is_a_principal_that_queries_its_workspace_and_reaches_
     """The Grafana role lives in the observability stack, which no other principal uses: its entry makes the
     coverage checks read that stack, and its cases hold it to querying exactly this cluster's workspace."""
     from tests.cluster.conftest import with_cluster
-    from tests.stacks.test_variants import synth
 
     doc = with_cluster(lambda c: c.__setitem__("observability", {"managed_grafana": True}))
-    templates, _ = synth(doc, tmp_path)
-    spec, environments = parse_spec(doc), stack_environments(tmp_path)
-    assert roles_the_registry_does_not_match(templates, spec, environments) == []
-    extracted = extract_policies(templates, spec, environments)
-    assert undeclared_policies(extracted, spec) == []
-    context = matrix_context(spec, extracted)
-    cases = build_cases(spec, context)
-    assert principals_without_cases(cases, spec) == []
-    grafana = [case for case in cases if case.group == "grafana"]
-    results = evaluate(grafana, policy_set(extracted, spec), context, Engine())
-    assert [f"{r.case.case_id}: {'; '.join(r.mismatches())}" for r in results if not r.as_expected] == []
+    results = evaluated_cases(doc, tmp_path, lambda case, spec: case.group == "grafana")
+    spec = parse_spec(doc)
     allowed = sorted(r.case.case_id for r in results if r.case.expect_allowed)
     assert allowed == ["grafana/GetLabels", "grafana/GetMetricMetadata", "grafana/GetSeries", "grafana/QueryMetrics"]
     assert len(results) == len(allowed) + 2 + len(spec.data.datasets)

@@ -6,33 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from policies.verify.extract import extract_policies, stack_environments
-from policies.verify.harness.engine import Engine
-from policies.verify.matrix import build_cases, evaluate, matrix_context, policy_set
-from policies.verify.principal_coverage import (
-    principals_without_cases,
-    roles_the_registry_does_not_match,
-    undeclared_policies,
-)
-from spec import parse_spec
+from tests.policies.verify.synthesized import evaluated_cases
 from tests.spec.test_queue_groups import split_spec
 
 
 def test_each_partitions_role_reads_its_groups_dataset_and_is_denied_the_others(tmp_path: Path) -> None:
-    from tests.stacks.test_variants import synth
-
-    doc = split_spec()
-    templates, _ = synth(doc, tmp_path)
-    spec, environments = parse_spec(doc), stack_environments(tmp_path)
-    assert roles_the_registry_does_not_match(templates, spec, environments) == []
-    extracted = extract_policies(templates, spec, environments)
-    assert undeclared_policies(extracted, spec) == []
-    context = matrix_context(spec, extracted)
-    cases = build_cases(spec, context)
-    assert principals_without_cases(cases, spec) == []
-    queue_cases = [case for case in cases if case.case_id.split("/")[-1] in spec.queue_roles]
-    results = evaluate(queue_cases, policy_set(extracted, spec), context, Engine())
-    assert [f"{r.case.case_id}: {'; '.join(r.mismatches())}" for r in results if not r.as_expected] == []
+    results = evaluated_cases(
+        split_spec(), tmp_path, lambda case, spec: case.case_id.split("/")[-1] in spec.queue_roles
+    )
     verdicts = {r.case.case_id: r.case.expect_allowed for r in results}
     assert verdicts["read/pretraining/queue-pretrain"] is True
     assert verdicts["read/finetuning/queue-research"] is True

@@ -90,6 +90,7 @@ def test_emulated_fp8_loss_and_gradients_stay_near_fp32(recipe: str) -> None:
 STEPS = 12
 
 
+@pytest.mark.distributed
 @pytest.mark.parametrize("recipe", ["tensorwise", "mxfp8"])
 def test_a_sigkilled_fp8_run_resumes_with_the_losses_of_an_uninterrupted_one(
     recipe: str, demo_data_prefix: str, tmp_path: Path
@@ -120,6 +121,7 @@ def test_a_sigkilled_fp8_run_resumes_with_the_losses_of_an_uninterrupted_one(
     assert all(after[step] == expected[step] for step in after), (after, expected)
 
 
+@pytest.mark.distributed
 def test_a_bf16_checkpoint_resumes_under_fp8_with_the_same_weights(demo_data_prefix: str, tmp_path: Path) -> None:
     """The converted layers keep their parameter names: a run can turn FP8 on across a restart."""
     run_dir = tmp_path / "run"

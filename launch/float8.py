@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from launch.bridge import BRIDGE_FP8_PRESETS
 from slurm.target import Target
+from spec.platform.instances import GPUS
 from training.config import JobConfig
 from training.quantization.config import capability_problem
 
@@ -33,8 +34,8 @@ def float8_refusal(job: JobConfig, target: Target) -> str | None:
         return "float8.emulate: true is torchao's; TransformerEngine runs FP8 on the tensor cores only. Leave it out"
     if target.local:
         return capability_problem(section, "cpu", None, "the local CPU cluster")
-    chip = target.instance.chip
-    capability = chip.cuda_capability if chip is not None else None
-    device_type = "cuda" if capability is not None else target.instance.accelerator
-    where = f"{target.instance.name} ({chip.name})" if chip is not None else target.instance.name
-    return capability_problem(section, device_type, capability, where)
+    facts = target.instance
+    # the compute capability GPUS records for the instance's GPU (the NeMo container check reads the same)
+    capability = GPUS[facts.gpu_device].compute_capability if facts.gpu_device is not None else None
+    where = f"{facts.name} ({facts.chip.name})" if facts.chip is not None else facts.name
+    return capability_problem(section, "cuda" if capability else facts.accelerator, capability, where)

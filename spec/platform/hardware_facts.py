@@ -41,9 +41,6 @@ class ChipFacts:
     source: str = ""  # where the bandwidths come from
     # Trainium: the training stack Neuron supports on it (spec/platform/neuron.py says why each); None for GPUs.
     neuron_stack: NeuronStack | None = None
-    # NVIDIA's compute capability (major, minor): which FP8 kernels the chip runs (training/quantization); None for
-    # chips that are not CUDA devices.
-    cuda_capability: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

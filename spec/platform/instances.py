@@ -93,17 +93,15 @@ _TRN = (
     "NeuronLink's per-chip rate one way is not published in one place: 384 GB/s (v2) and 640 GB/s (v3) are "
     "assumptions, and Trainium's fitted matmul fraction absorbs an error in them"
 )
-# Compute capabilities: NVIDIA's CUDA GPU list (https://developer.nvidia.com/cuda-gpus): A100 8.0, H100/H200 9.0,
-# B200 10.0, B300 10.3.
 CHIPS: dict[str, ChipFacts] = {
     chip.name: chip
     for chip in (
-        ChipFacts("A100-40GB", "A100", 1.555e12, 300e9, source=_NVIDIA, cuda_capability=(8, 0)),
-        ChipFacts("A100-80GB", "A100", 2.039e12, 300e9, source=_NVIDIA, cuda_capability=(8, 0)),
-        ChipFacts("H100", "H100", 3.35e12, 450e9, source=_NVIDIA, cuda_capability=(9, 0)),
-        ChipFacts("H200", "H100", 4.8e12, 450e9, source=_NVIDIA, cuda_capability=(9, 0)),
-        ChipFacts("B200", "Blackwell", 8e12, 900e9, matmul_fraction_of="H100", source=_HGX, cuda_capability=(10, 0)),
-        ChipFacts("B300", "Blackwell", 8e12, 900e9, matmul_fraction_of="H100", source=_HGX, cuda_capability=(10, 3)),
+        ChipFacts("A100-40GB", "A100", 1.555e12, 300e9, source=_NVIDIA),
+        ChipFacts("A100-80GB", "A100", 2.039e12, 300e9, source=_NVIDIA),
+        ChipFacts("H100", "H100", 3.35e12, 450e9, source=_NVIDIA),
+        ChipFacts("H200", "H100", 4.8e12, 450e9, source=_NVIDIA),
+        ChipFacts("B200", "Blackwell", 8e12, 900e9, matmul_fraction_of="H100", source=_HGX),
+        ChipFacts("B300", "Blackwell", 8e12, 900e9, matmul_fraction_of="H100", source=_HGX),
         ChipFacts("Trainium1", "Trainium1", 820e9, 384e9, source=_TRN, neuron_stack="nxdt"),
         ChipFacts("Trainium2", "Trainium2", 2.9e12, 640e9, matmul_fraction_of="Trainium1", source=_TRN,
                   neuron_stack="torchneuron"),

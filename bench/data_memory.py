@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.result import BenchResult, ratio
+from spec.cli import user_errors
 from training.data.indexed import bin_path, idx_path
 from training.data.writer import TokenizerInfo, write_dataset
 
@@ -116,6 +117,7 @@ def peak_rss_of_this_process() -> int:
     raise RuntimeError("/proc/self/status: no VmHWM line (peak RSS is read on Linux only)")
 
 
+@user_errors
 def main(argv: list[str]) -> int:
     writer, count, prefix = argv
     _WRITERS[writer](Path(prefix), int(count))

@@ -22,6 +22,13 @@ from training.parallel.dims import ParallelDims
 DEFAULT_NEURON_PARALLELISM = (8, 1)
 
 
+# Seconds the Neuron runtime lets one execution run before failing it (NxDT exports the config's
+# neuron_rt_exec_timeout as NEURON_RT_EXEC_TIMEOUT): how long a stuck collective holds the live ranks, and what
+# launch/liveness.py's heartbeat bounds derive from.
+DEFAULT_EXEC_TIMEOUT_S = 100
+MIN_EXEC_TIMEOUT_S = 12  # the liveness bounds need room: a 3 s staleness bound beaten every second
+
+
 def default_parallelism(model_name: str | None) -> tuple[int, int]:
     """(tensor, pipeline) parallel for a named shape: its family's published NxDT run, else the default."""
     if model_name is None or model_name not in MODEL_CONFIGS:
@@ -62,6 +69,7 @@ def nxdt_config(
     tokenizer_dir: str,
     tensor_parallel: int,
     pipeline_parallel: int,
+    exec_timeout_s: int = DEFAULT_EXEC_TIMEOUT_S,
 ) -> dict[str, Any]:
     if target.neuron is None:
         raise SubmitError("--backend neuron: the spec has no cluster.neuron section")
@@ -174,7 +182,7 @@ def nxdt_config(
         "compiler_cache_url": target.neuron.compile_cache_dir,
         "aync_exec_max_inflight_requests": 5,  # NxDT's own spelling of the key
         "bucket_size_collectives": 1024,
-        "neuron_rt_exec_timeout": 100,
+        "neuron_rt_exec_timeout": exec_timeout_s,
         "neuron_experimental_compress_rg": False,
     }
     problems = contract_problems(config)

@@ -37,6 +37,7 @@ class SubmitOptions:
     neuron_venv: str
     nxdt_dir: str | None
     compile_steps: int
+    neuron_exec_timeout: int
     master_port: int
     nccl_debug: str
     libfabric_version: str

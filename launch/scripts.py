@@ -19,6 +19,7 @@ from launch import lease
 from launch.bridge import CONFIG_NAME as BRIDGE_CONFIG_NAME
 from launch.bridge import bridge_config, bridge_hf_config, hf_config_path
 from launch.capacity_block import parse_ends_at
+from launch.liveness import heartbeat_bounds
 from launch.nemo import nemo_config
 from launch.neuron import default_parallelism, nxdt_config
 from launch.nxdt_contract import finetune_refusal
@@ -344,7 +345,10 @@ def neuron_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered
     tokenizer = _tokenizer_dir(options, run_dir, inputs.manifest, rendered, inputs.model)
     default_tp, default_pp = default_parallelism(inputs.job.model.name)
     tp, pp = options.tensor_parallel or default_tp, options.pipeline_parallel or default_pp
-    config = nxdt_config(inputs.job, inputs.model, target, options.nodes, run_dir, tokenizer, tp, pp)
+    config = nxdt_config(
+        inputs.job, inputs.model, target, options.nodes, run_dir, tokenizer, tp, pp, options.neuron_exec_timeout
+    )
+    beat_s, stale_s = heartbeat_bounds(options.neuron_exec_timeout)
     config_name = "nxdt-config"
     rendered.files[run_dir / f"{config_name}.yaml"] = _yaml(config)
     env = {**netenv.common_env(), **netenv.neuron_env(target), **_replica_env(target, run_dir)}
@@ -373,6 +377,11 @@ def neuron_scripts(options: SubmitOptions, inputs: JobInputs, rendered: Rendered
             "NPROC_PER_NODE": target.workers_per_node,
             "MASTER_PORT": options.master_port,
             "WORKDIR": str(inputs.workdir),
+            # Which rank stopped answering when the runtime fails a stuck execution (launch/liveness.py, run by
+            # path: stdlib only). The training job only: the compile job traces a few steps and is not requeued.
+            "LIVENESS_TOOL": str(options.workdir.resolve() / "launch" / "liveness.py") if mode == "train" else "",
+            "LIVENESS_INTERVAL_S": beat_s,
+            "LIVENESS_STALE_S": stale_s,
             **_replica_watch_settings(options, target),
         }
         depends = "neuron-compile" if mode == "train" else None

@@ -30,6 +30,7 @@ from launch.checkpoint_every import with_planned_interval
 from launch.data_fit import check_data_fills_splits
 from launch.fit import check_fits, check_global_batch, planned_cost
 from launch.float8 import float8_refusal
+from launch.neuron import DEFAULT_EXEC_TIMEOUT_S, MIN_EXEC_TIMEOUT_S
 from launch.options import SubmitOptions
 from launch.run_dir_owner import check_run_dir_owner
 from launch.scripts import RENDERERS, JobInputs, Rendered
@@ -139,6 +140,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--compile-steps", type=int, default=10, help="neuron: steps traced by the compile job, validation included"
+    )
+    parser.add_argument(
+        "--neuron-exec-timeout",
+        type=int,
+        default=DEFAULT_EXEC_TIMEOUT_S,
+        help="neuron: seconds before the runtime fails a stuck execution; a hang ends the job this long after it",
     )
     parser.add_argument("--master-port", type=int, default=41000, help="neuron: rendezvous port (reserved on nodes)")
     parser.add_argument("--nccl-debug", default="WARN", help="NCCL_DEBUG for GPU jobs: WARN, or INFO to see transports")
@@ -255,12 +262,18 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
         (options.context_parallel, "--context-parallel"),
         (options.expert_parallel, "--expert-parallel"),
         (options.compile_steps, "--compile-steps"),
+        (options.neuron_exec_timeout, "--neuron-exec-timeout"),
         (options.signal_lead, "--signal-lead"),
     ):
         _positive(value, option)
     check_sbatch_args(options.sbatch_args)
     if options.max_requeues < 0:
         raise SubmitError(f"--max-requeues: {options.max_requeues} must be 0 or more")
+    if options.neuron_exec_timeout < MIN_EXEC_TIMEOUT_S:
+        raise SubmitError(
+            f"--neuron-exec-timeout: {options.neuron_exec_timeout} is under {MIN_EXEC_TIMEOUT_S} s: a live rank's "
+            "missed heartbeats could not be told from a stopped one's (launch/liveness.py)"
+        )
     if not 1 <= options.master_port <= 65535:
         raise SubmitError(f"--master-port: {options.master_port} is not a TCP port")
     if options.job_name is not None and not _JOB_NAME_RE.match(options.job_name):

@@ -27,6 +27,7 @@ EXEMPT = {
     "cluster/verify/pcluster/config_patch.py": "runs in .pcluster-venv, without the repo's dependencies",
     "cluster/verify/pcluster/parse_commands.py": "runs in .pcluster-venv, without the repo's dependencies",
     "bench/gpu_vs_torchtitan.py": "copied alone to a GPU machine with its own wheels",
+    "launch/liveness.py": "run by path by torchrun and the job script (stdlib only), with the Neuron venv's python on nodes",
     "launch/lease.py": "run by path by the job script (stdlib only); its exit status is the script's refusal",
     "training/checkpoint/ownership.py": "run by path by the job script (stdlib only); its exit status is the refusal",
 }

@@ -7,7 +7,7 @@
 # STEP_STOP_SIGNAL (what the step gets when the batch shell gets USR1), STEP_CHECKPOINTS_ON_STOP (1 when the step
 # checkpoints before it stops on that signal, 0 when it resumes from its last periodic checkpoint), EXIT_REQUEUE,
 # NO_REQUEUE_CODES (exit codes a retry cannot fix), EXIT_STATUS_FILE ("" when the step writes none), EXIT_HANG (the
-# trainer's hang watchdog; absent: none),
+# trainer's hang watchdog; absent: none), LIVENESS_TOOL (launch/liveness.py when the step's ranks run under it),
 # LEASE_TOOL (launch/lease.py of the release; unset for a job that shares the run directory, as llm-eval's),
 # EXIT_LEASE_HELD, LEASE_HEARTBEAT_S, OWNERSHIP_TOOL and EXIT_NOT_OWNED (training/checkpoint/ownership.py),
 # ENDS_BY (epoch second a Capacity Block's instances start to terminate, or ""),
@@ -395,6 +395,12 @@ finish_job() {
 	local timed_out
 	if [[ -n "${FLIGHT_RECORDER_RANKS_PER_NODE:-}" && "$step_rc" != 0 && "$code" != 0 && -n "${EXIT_HANG:-}" ]] &&
 		timed_out="$(collective_timeout_suspects "$FLIGHT_RECORDER_RANKS_PER_NODE")"; then
+		code="$EXIT_HANG" reason="$timed_out"
+		job_log "hang: $timed_out"
+	elif [[ -n "${LIVENESS_TOOL:-}" && "$step_rc" != 0 && "$code" != 0 && -n "${EXIT_HANG:-}" ]] &&
+		timed_out="$("$PYTHON" "$LIVENESS_TOOL" suspects --dir "$RUN_DIR/hang" \
+			--nodes "$(scontrol show hostnames "${SLURM_JOB_NODELIST:-}" 2>/dev/null | tr '\n' ' ')")"; then
+		# launch/liveness.py: ranks whose heartbeat had stopped when the first rank failed.
 		code="$EXIT_HANG" reason="$timed_out"
 		job_log "hang: $timed_out"
 	fi

@@ -6,6 +6,7 @@ for the requeue decisions the pyxis stand-in runs the step through the real srun
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -174,13 +175,18 @@ def test_neuron_compile_job_then_dependent_training_job(
     assert len(compile_runs) == len(train_runs) == 2  # one launcher per node
     assert max(r["time"] for r in compile_runs) < min(r["time"] for r in train_runs)
 
-    def torchrun_argv(rank: int, overrides: list[str]) -> list[str]:
+    def torchrun_argv(rank: int, overrides: list[str], liveness: list[str]) -> list[str]:
         return [
             "--nproc_per_node", "32", "--nnodes", "2", "--node_rank", str(rank),
-            "--master_addr", "127.0.0.1", "--master_port", "41000",
+            "--master_addr", "127.0.0.1", "--master_port", "41000", *liveness,
             f"{nxdt}/training_orchestrator.py", "--config-path", str(run_dir), "--config-name", "nxdt-config",
             *overrides,
         ]  # fmt: skip
+
+    # The training job's ranks run under launch/liveness.py, beating every 5 s, silent after 25 s (the default
+    # 100 s runtime timeout); the compile job's do not.
+    liveness = [str(REPO / "launch" / "liveness.py"), "run", "--dir", f"{run_dir}/hang",
+                "--interval", "5", "--stale-after", "25", "--"]  # fmt: skip
 
     compile_overrides = [
         "trainer.max_steps=10",
@@ -191,10 +197,10 @@ def test_neuron_compile_job_then_dependent_training_job(
         "exp_manager.resume_if_exists=False",
     ]
     for rank, record in enumerate(compile_runs):
-        assert record["argv"] == ["torchrun", *torchrun_argv(rank, compile_overrides)]
+        assert record["argv"] == ["torchrun", *torchrun_argv(rank, compile_overrides, [])]
         assert record["cwd"] == str(nxdt) and record["env"]["SLURM_JOB_ID"] == compile_id
     for rank, record in enumerate(train_runs):
-        assert record["argv"] == torchrun_argv(rank, [f"exp_manager.explicit_log_dir={run_dir}/nxdt"])
+        assert record["argv"] == torchrun_argv(rank, [f"exp_manager.explicit_log_dir={run_dir}/nxdt"], liveness)
         assert record["env"]["SLURM_JOB_ID"] == train_id
         assert record["env"]["SLURMD_NODENAME"] == f"n{rank + 1}"
         for name, value in {
@@ -257,3 +263,61 @@ def test_nemo_collective_timeout_drains_the_silent_ranks_node_and_requeues_off_i
     job = wait_for_end(local_slurm, job_id, run_dir=run_dir)
     assert (job["JobState"], job["Restarts"]) == ("COMPLETED", "1"), story()
     assert "requeueing (failure 1 of at most" in log, story()
+
+
+def test_neuron_rank_that_stops_answering_has_its_node_drained_and_the_job_requeued_off_it(
+    local_slurm: LocalSlurm, demo_data: str, tmp_path: Path
+) -> None:
+    """A rank hangs under NxDT (issue 42, fault 4, Trainium): real torchrun on two nodes starts every rank under
+    launch/liveness.py; one rank freezes (SIGSTOP), its peers' collective times out after the rendered
+    `neuron_rt_exec_timeout` and they fail. The job script names the rank whose heartbeat had stopped, has its node
+    drained by the epilog, keeps the tracebacks and requeues; the requeued job waits for a node free of suspicion
+    and finishes."""
+    from cluster.verify.local_observability import free_ports
+
+    venv = tmp_path / "neuron-venv"
+    install_recorders(venv / "bin", "neuron_parallel_compile", "neuron-ls")
+    (venv / "bin" / "torchrun").symlink_to(STANDINS / "neuron-torchrun")
+    nxdt = tmp_path / "nxdt" / "examples"
+    nxdt.mkdir(parents=True)
+    (nxdt / "training_orchestrator.py").symlink_to(STANDINS / "neuron_orchestrator.py")
+    run_dir = tmp_path / "pythia"
+    (port,) = free_ports(1)
+    argv = ["--backend", "neuron", "--model", str(PYTHIA), "--nodes", "2", "--data-prefix", demo_data,
+            "--run-dir", str(run_dir), "--spec", str(TRN1_SPEC), "--partition", "local",
+            "--neuron-venv", str(venv), "--nxdt-dir", str(nxdt), "--master-port", str(port),
+            "--neuron-exec-timeout", "24"]  # fmt: skip
+    env = {
+        "RECORD_LOG": str(tmp_path / "record.jsonl"),
+        "HOST_PYTHON": sys.executable,
+        "STANDIN_NPROC": "2",
+        "STANDIN_STOP_RANK": "3",  # the second node's second rank
+        "LLM_DRAIN_REQUESTS": str(local_slurm.drain_requests_dir),
+    }
+    compile_id, train_id = submit(local_slurm, argv, env)
+    story = lambda: job_story(local_slurm, run_dir, train_id)  # noqa: E731
+    wait_until(lambda: local_slurm.job(train_id).get("Restarts") == "1", "the requeue after the hang", story=story)
+    log = job_log(run_dir)
+    reason = "had sent no heartbeat for over 6 s (3)"
+    assert reason in log and "of 4 ranks" in log, story()
+    assert "hang: asked to drain n2" in log, story()
+    evidence = run_dir / f"hang-{train_id}.0"
+    assert (evidence / "suspect_nodes").read_text() == "n2\n"
+    first = json.loads((evidence / "first-failure").read_text())
+    assert first["rank"] in (0, 1, 2) and first["world_size"] == 4, first
+    for rank in (0, 1, 2):  # the live ranks' stacks: each failed in the collective
+        assert "all_reduce" in (evidence / f"rank-{rank}.traceback").read_text(), rank
+
+    drained = wait_until(
+        lambda: next((n for n in local_slurm.node_states() if n.name == "n2" and n.state in {"drained", "draining"}), None),
+        "n2 drained by its epilog", story=story,
+    )  # fmt: skip
+    assert drained.reason.startswith(f"job {train_id}: hang watchdog: rank "), drained
+    assert reason in drained.reason, drained
+    wait_until(lambda: local_slurm.job(train_id).get("JobState") == "PENDING", "the requeued job pending", story=story)
+    local_slurm.run(["scontrol", "update", "nodename=n2", "state=resume"])  # an operator cleared it
+    job = wait_for_end(local_slurm, train_id, run_dir=run_dir)
+    assert (job["JobState"], job["Restarts"]) == ("COMPLETED", "1"), story()
+    assert wait_for_end(local_slurm, compile_id)["JobState"] == "COMPLETED"
+    log = job_log(run_dir)
+    assert "requeueing (failure 1 of at most" in log and "rank 3 step 5 sum 4" in log, story()

@@ -109,10 +109,10 @@ def render(
     """The array task's script and the merge job's."""
     logs = plan.directory / "logs"
     node: list[tuple[str, str | None]] = [("partition", partition), ("nodes", "1"), ("ntasks", "1")]
-    if whole_node:
-        node.append(("exclusive", None))
     if args.time:
         node.append(("time", args.time))
+    # A task tokenizes on every core of its node; the merge is one process bound by the file system's throughput.
+    task_node = [*node, ("exclusive", None)] if whole_node else node
     common: dict[str, SettingValue] = {
         "PLAN": str(plan.directory / PLAN_NAME),
         "PYTHON": args.python,
@@ -121,7 +121,7 @@ def render(
     shard = assemble(
         [
             ("job-name", f"prepare-{plan.directory.name}"),
-            *node,
+            *task_node,
             ("output", str(logs / "prepare-%A-shard-%a.out")),
             ("no-requeue", None),
         ],

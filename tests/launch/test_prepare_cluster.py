@@ -52,7 +52,7 @@ def test_tasks_run_on_the_spec_s_cpu_queue_else_its_first_queue_whole_nodes(
     code, out, err = _dry_run(argv)
     assert code == 0, err
     assert out.count(f"#SBATCH --partition={partition}\n") == 2  # the array task and the merge
-    assert out.count("#SBATCH --exclusive\n") == 2
+    assert out.count("#SBATCH --exclusive\n") == 1  # the tasks take whole nodes; the merge is one process
     assert "#SBATCH --gpus-per-node" not in out  # a GPU node's cores, not its GPUs
     assert f'"path": "{files[2]}"' in out
     assert not (tmp_path / "out").exists()  # a dry run writes nothing

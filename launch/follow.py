@@ -4,8 +4,10 @@
 
 Prints the job's log as it grows (the environment block folded to one line), waits through requeues until SLURM
 reports a final state, then prints the final loss, throughput, the last checkpoint and the plot (FSDP), or the
-newest NeMo/NxDT checkpoint and their TensorBoard logs, and the step's own exit status. Exits 0 only when the job
-COMPLETED. Uses the SLURM clients of $SLURM_CONF.
+newest NeMo/NxDT checkpoint and their TensorBoard logs, and the step's own exit status. For a sharded prepare
+(llm-prepare-cluster: its merge job and OUT_shards as the run directory) the logs are every shard's progress and ETA,
+and the summary the merged dataset or each incomplete shard by name. Exits 0 only when the job COMPLETED. Uses the
+SLURM clients of $SLURM_CONF.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from bench.report import text_table, write_reports
 from bench.result import BenchResult
 from spec.cli import user_errors
 
-GROUPS = ("loader", "checkpoint", "trainer_step", "finetune", "prepare", "prepare_memory", "synth")
+GROUPS = ("loader", "checkpoint", "trainer_step", "finetune", "prepare", "prepare_memory", "prepare_cluster", "synth")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -32,7 +32,7 @@ def _progress(message: str) -> None:
 
 def run(groups: tuple[str, ...], workdir: Path) -> list[BenchResult]:
     # Imported here: `--help` and argument errors should not pay for torch and the CDK toolchain.
-    from bench import checkpoint, data, data_memory, finetune_step, synth, trainer_step
+    from bench import checkpoint, data, data_memory, finetune_step, prepare_cluster, synth, trainer_step
 
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
@@ -47,6 +47,7 @@ def run(groups: tuple[str, ...], workdir: Path) -> list[BenchResult]:
         "finetune": lambda: [finetune_step.lora_vs_full_benchmark(workdir, demo_prefix)],
         "prepare": lambda: [data.prepare_benchmark(corpus, tokenizer, workdir)],
         "prepare_memory": lambda: [data_memory.write_memory_benchmark(workdir)],
+        "prepare_cluster": lambda: [prepare_cluster.sharded_prepare_benchmark(workdir, tokenizer)],
         "synth": lambda: [synth.run()],
     }
     results: list[BenchResult] = []

@@ -4,8 +4,10 @@
 
 Prints the job's log as it grows (the environment block folded to one line), waits through requeues until SLURM
 reports a final state, then prints the final loss, throughput, the last checkpoint and the plot (FSDP), or the
-newest NeMo/NxDT checkpoint and their TensorBoard logs, and the step's own exit status. Exits 0 only when the job
-COMPLETED. Uses the SLURM clients of $SLURM_CONF.
+newest NeMo/NxDT checkpoint and their TensorBoard logs, and the step's own exit status. For a sharded prepare
+(llm-prepare-cluster: its merge job and OUT_shards as the run directory) the logs are every shard's progress and ETA,
+and the summary the merged dataset or each incomplete shard by name. Exits 0 only when the job COMPLETED. Uses the
+SLURM clients of $SLURM_CONF.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from typing import Any, TextIO
 from spec.cli import OneLineParser, user_errors
 from spec.cli_types import output_directory
 from training.checkpoint.framework_layout import LIGHTNING_DIRS, newest_committed
+from training.data.shard_plan import PLAN_NAME, read_plan
+from training.prepare_shards import status_lines
 
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
 _FIELD_RE = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:/]*)=(.*?)(?=\s+[A-Za-z][A-Za-z0-9_:/]*=|$)")
@@ -175,9 +179,16 @@ def follow(job_id: str, run_dir: Path, timeout_s: float, out: TextIO = sys.stdou
         f"\njob {job_id}: {state} (exit {job.get('ExitCode', '?')}, requeued {job.get('Restarts', '0')} times)",
         file=out,
     )
-    for line in summarize(run_dir).lines():
+    for line in _summary_lines(run_dir):
         print(line, file=out)
     return 0 if state == "COMPLETED" else 1
+
+
+def _summary_lines(run_dir: Path) -> list[str]:
+    """A training run's summary, or a sharded prepare's (llm-prepare-cluster: the plan in its directory)."""
+    if (run_dir / PLAN_NAME).is_file():
+        return status_lines(read_plan(run_dir / PLAN_NAME))
+    return summarize(run_dir).lines()
 
 
 @user_errors

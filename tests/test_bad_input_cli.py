@@ -98,6 +98,8 @@ def _options() -> list[Option]:
     stage = ("--access-point-arn", "bucket", "--prefix", "p/", "--dest", "d", "--endpoint-url", "http://127.0.0.1:9")
     image = (str(DEFAULT_SPEC),)
     evaluate = ("--run-dir", "r", "--local", "--dry-run")
+    sharded = ("--input", "a", "--output-prefix", "o", "--tokenizer", "out.txt", "--shards", "1")
+    sharded += ("--local", "--dry-run")
     table = [
         ("llm-submit", submit, "--nodes", (POSITIVE_INT,)),
         ("llm-submit", submit, "--max-steps", (POSITIVE_INT,)),
@@ -126,6 +128,10 @@ def _options() -> list[Option]:
         ("llm-eval", evaluate, "--tokenizer", (IN_FILE,)),
         ("llm-eval", evaluate, "--step", (POSITIVE_INT,)),
         ("llm-eval", evaluate, "--batch-size", (POSITIVE_INT,)),
+        ("llm-prepare-cluster", sharded, "--shards", (POSITIVE_INT,)),
+        ("llm-prepare-cluster", sharded, "--workers", (POSITIVE_INT,)),
+        ("llm-prepare-cluster", sharded, "--output-prefix", (OUT_PREFIX,)),
+        ("llm-prepare-cluster", sharded, "--tokenizer", (IN_FILE,)),
         ("llm-restore", ("--run-dir", "r", "--list"), "--step", (POSITIVE_INT,)),
         ("llm-restore", ("--run-dir", "r", "--list"), "--spec", (IN_FILE,)),
         ("llm-export", ("--run-dir", "r", "--output", "o"), "--run-dir", (IN_DIR,)),

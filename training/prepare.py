@@ -16,7 +16,7 @@ import multiprocessing
 import os
 import sys
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -74,7 +74,9 @@ def prepare_dataset(
     workers: int = 1,
     eod_token: str | None = None,
     show_progress: bool | None = None,
+    on_document: Callable[[str], None] | None = None,
 ) -> PreparedDataset:
+    """`on_document` sees each document's text as it is read (a sharded prepare's progress and ETA)."""
     if workers < 1:
         raise DataError(f"--workers: {workers} must be >= 1")
     files = resolve_inputs(inputs)
@@ -106,6 +108,7 @@ def prepare_dataset(
             text_field,
             workers,
             show_progress,
+            on_document,
             TokenizerInfo(
                 sha256=sha256_file(trained_path or tokenizer_path),
                 vocab_size=vocab_size(tokenizer),
@@ -130,12 +133,14 @@ def _write(
     text_field: str,
     workers: int,
     show_progress: bool | None,
+    on_document: Callable[[str], None] | None,
     info: TokenizerInfo,
 ) -> DatasetManifest:
     """Tokenize every document and write the dataset and its manifest (training/data/writer.py)."""
     if show_progress is None:
         show_progress = sys.stderr.isatty()
-    chunks = _chunks(iter_documents(files, text_field))
+    documents = iter_documents(files, text_field)
+    chunks = _chunks(documents if on_document is None else _seen(documents, on_document))
     encoded = (
         _encode_parallel(tokenizer_json(tokenizer), chunks, workers) if workers > 1 else _encode(tokenizer, chunks)
     )
@@ -150,6 +155,12 @@ Chunk = tuple[list[int], list[str]]
 def _require_documents(files: Sequence[Path], text_field: str) -> None:
     if not any(text for _, text in iter_documents(files, text_field)):
         raise DataError(f"--input: empty corpus: {[str(f) for f in files]} hold no non-empty document")
+
+
+def _seen(documents: Iterator[tuple[int, str]], on_document: Callable[[str], None]) -> Iterator[tuple[int, str]]:
+    for source, text in documents:
+        on_document(text)
+        yield source, text
 
 
 def _chunks(documents: Iterator[tuple[int, str]]) -> Iterator[Chunk]:

@@ -10,7 +10,7 @@ computed from the bytes as they are written, so nothing is read back for the man
 
 import hashlib
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -61,6 +61,21 @@ class StreamingIndexedWriter:
         self.bin.write(data.data.cast("B"))
         self._lengths.write(struct.pack("<i", data.size))
         self.sequence_count += 1
+
+    def add_existing(self, token_chunks: Iterable[bytes], length_chunks: Iterable[np.ndarray]) -> None:
+        """Append an existing dataset's sequences, as megatron-core's builder `add_index` does: its .bin bytes in
+        any chunks, and its sequence lengths. Each sequence stays one document. Memory is one chunk of each."""
+        written = 0
+        for chunk in token_chunks:
+            self.bin.write(chunk)
+            written += len(chunk)
+        expected = 0
+        for lengths in length_chunks:
+            self._lengths.write(np.ascontiguousarray(lengths, dtype="<i4").tobytes())
+            self.sequence_count += len(lengths)
+            expected += int(np.sum(lengths, dtype=np.int64)) * self.dtype.itemsize
+        if written != expected:
+            raise ValueError(f"{written} bytes of tokens appended for sequences totalling {expected} bytes")
 
     @property
     def finished_idx(self) -> HashingFile:

@@ -46,10 +46,13 @@ def megatron_split_tokens(data_prefix: str, split: str) -> dict[str, tuple[int, 
     }
 
 
-def check_data_fills_splits(backend: str, job: JobConfig, data_prefix: str, data_parallel: int) -> None:
+def check_data_fills_splits(
+    backend: str, job: JobConfig, data_prefix: str, data_parallel: int, field: str = "--data-prefix"
+) -> None:
     """Raises SubmitError (one line naming the split, its size and the sample length) when a split the job reads
     cannot give it one sample, or, for our trainer's validation, one evaluation batch (data_parallel x micro-batch).
-    `backend`: a slurm.backends name or --backend option; its data_splits say how the job cuts the data."""
+    `backend`: a slurm.backends name or --backend option; its data_splits say how the job cuts the data. `field`:
+    what the message names (a mixture's `--model: data.datasets[i].prefix`)."""
     seq_len = job.data.seq_len
     trainer = backend_named(backend).data_splits == "trainer"
     try:
@@ -60,19 +63,19 @@ def check_data_fills_splits(backend: str, job: JobConfig, data_prefix: str, data
         else:
             counts = megatron_split_tokens(data_prefix, validation_split(job.data.validation_fraction))
     except DataError as error:
-        raise SubmitError(f"--data-prefix: {data_prefix}: {error}") from None
+        raise SubmitError(f"{field}: {data_prefix}: {error}") from None
     for split, (documents, tokens) in counts.items():
         samples = samples_in(tokens, seq_len)
         if samples == 0:
             raise SubmitError(
-                f"--data-prefix: {data_prefix}: the {split} split ({documents} documents, {tokens} tokens) is shorter "
+                f"{field}: {data_prefix}: the {split} split ({documents} documents, {tokens} tokens) is shorter "
                 f"than one sample of data.seq_len + 1 = {seq_len + 1} tokens; prepare more data, lower data.seq_len "
                 f"or raise data.validation_fraction"
             )
         batch = data_parallel * job.data.micro_batch_size
         if trainer and split == "validation" and samples < batch:
             raise SubmitError(
-                f"--data-prefix: {data_prefix}: the validation split has {samples} samples, fewer than one evaluation "
+                f"{field}: {data_prefix}: the validation split has {samples} samples, fewer than one evaluation "
                 f"batch of {batch} (data-parallel size x micro-batch); raise data.validation_fraction "
                 f"(now {job.data.validation_fraction})"
             )

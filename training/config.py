@@ -96,7 +96,9 @@ class DataSection(_Section):
     @model_validator(mode="after")
     def _one_source(self) -> DataSection:
         if (self.prefix is None) == (self.datasets is None):
-            raise ValueError("give exactly one of data.prefix or data.datasets (a mixture: a list of prefix and weight)")
+            raise ValueError(
+                "give exactly one of data.prefix or data.datasets (a mixture: a list of prefix and weight)"
+            )
         if self.datasets is not None:
             if not self.datasets:
                 raise ValueError("data.datasets: empty; list at least one {prefix, weight}")

@@ -156,6 +156,7 @@ class Trainer:
             verify_checksums=data.verify_checksums,
             pin_memory=self.device.type == "cuda",
         )
+
         def loader(split: str) -> PackedTokenLoader | SFTLoader:
             if data.datasets is not None:
                 return BlendedTokenLoader(loader_config, data.blend, ctx.rank, ctx.world_size, split=split)

@@ -87,8 +87,13 @@ def build_config(config: dict[str, Any]) -> Any:
 
 
 def gpt_dataset(container: Any, data: dict[str, Any]) -> None:
-    # Our .bin/.idx prefixes, unweighted; train,validation,test split in thousandths.
-    container.dataset.blend = ([str(Path(p).resolve()) for p in data["paths"]], None)
+    # Megatron's blend list (launch.nemo.megatron_blend): [prefix], or [w1, p1, w2, p2, ...] for a mixture, read by
+    # megatron-core's own parser into the (prefixes, weights) GPTDatasetConfig.blend takes; the train, validation,
+    # test split in thousandths.
+    from megatron.core.datasets.utils import get_blend_from_list
+
+    prefixes, weights = get_blend_from_list(data["paths"])
+    container.dataset.blend = ([str(Path(p).resolve()) for p in prefixes], weights)
     container.dataset.split = data["split"]
     container.dataset.seq_length = data["seq_length"]
     container.dataset.random_seed = data["seed"]

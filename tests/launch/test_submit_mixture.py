@@ -13,7 +13,7 @@ from launch.nxdt_contract import contract_problems
 from launch.submit import main, parse_options, render, write
 from slurm.target import resolve_target
 from spec import load_spec
-from tests.launch.conftest import write_job
+from tests.launch.conftest import write_job, write_mixture_job
 from tests.training.jobs import prepare_demo_subset, prepare_second_source
 from training.config import load_job_config
 from training.models.registry import get_model_args
@@ -30,12 +30,7 @@ def sources(demo_data: str) -> tuple[str, str]:
 
 
 def mixture_job(path: Path, datasets: list[tuple[float, str]], **data: Any) -> Path:
-    write_job(path, data=data)
-    job = yaml.safe_load(path.read_text())
-    del job["data"]["prefix"]
-    job["data"]["datasets"] = [{"prefix": prefix, "weight": weight} for weight, prefix in datasets]
-    path.write_text(yaml.safe_dump(job))
-    return path
+    return write_mixture_job(path, datasets, data=data)
 
 
 def argv(config: Path, run_dir: Path, backend: str = "fsdp", *extra: str) -> list[str]:

@@ -107,3 +107,11 @@ def test_the_planner_reads_every_dataset_of_a_mixture(capsys: pytest.CaptureFixt
     code, _, err = plan(capsys, "--model", str(job_yaml("web", "other")), "--instance", "local-cpu", "--nodes", "1")
     assert code == 2 and err.count("\n") == 1
     assert f"data.datasets[1].prefix: {str(tmp_path / 'other_text_document')!r} has vocab_size 1000" in err
+
+
+def test_the_storage_example_in_the_docs_is_current(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = plan(capsys, *LLAMA3_8B, "--activation-checkpointing", "selective", "--tokens", "1T")
+    lines = [line for line in out.splitlines() if line.startswith(("prepared data: ", "warning: "))]
+    assert code == 0 and len(lines) == 2
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "planner.md").read_text()
+    assert "```text\n" + "\n".join(lines) + "\n```" in docs

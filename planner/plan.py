@@ -402,12 +402,21 @@ def flops_per_token(job: Job) -> dict[str, float]:
     }
 
 
-def plan_report(job: Job, tokens: float | None = None, fsx: FsxSpec | None = None) -> dict[str, Any]:
-    """Everything the planner knows about a job, as one JSON-able object; `fsx`: where it checkpoints. On a node it
-    cannot time (local-cpu) the TIMED_KEYS are null and `timed` is false."""
+def plan_report(
+    job: Job, tokens: float | None = None, fsx: FsxSpec | None = None, keep_last: int | None = None
+) -> dict[str, Any]:
+    """Everything the planner knows about a job, as one JSON-able object; `fsx`: where it checkpoints and its data
+    lies, `keep_last`: the checkpoints a run keeps (default the trainer's). On a node it cannot time (local-cpu) the
+    TIMED_KEYS are null and `timed` is false. `storage` (with `tokens`): the prepared data's bytes and whether the
+    file system holds them beside the checkpoints."""
     report = _untimed_report(job)
     timed = _timed_report(job, tokens, fsx) if job.hardware.timed else dict.fromkeys(TIMED_KEYS)
-    return {**report, **timed, "timed": job.hardware.timed}
+    storage = None
+    if tokens is not None:
+        kept = CheckpointSection().keep_last if keep_last is None else keep_last
+        planned = storage_plan(job.model, job.software.backend, tokens, kept, fsx)
+        storage = {**dataclasses.asdict(planned), "needed_bytes": planned.needed_bytes, "fits": planned.fits}
+    return {**report, **timed, "timed": job.hardware.timed, "storage": storage}
 
 
 def _untimed_report(job: Job) -> dict[str, Any]:
@@ -676,7 +685,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PlanError as error:
         parser.exit(2, f"{parser.prog}: error: {_named(error, options)}: {error.value!r} {error.reason}\n")
     if options.json:
-        print(json.dumps(plan_report(job, options.tokens, fsx), indent=2))
+        print(json.dumps(plan_report(job, options.tokens, fsx, _keep_last(options)), indent=2))
         return 0
     if not job.hardware.timed:
         print(render_untimed_text(job, job_memory(job)))

@@ -115,3 +115,14 @@ def test_the_storage_example_in_the_docs_is_current(capsys: pytest.CaptureFixtur
     assert code == 0 and len(lines) == 2
     docs = (Path(__file__).resolve().parents[2] / "docs" / "planner.md").read_text()
     assert "```text\n" + "\n".join(lines) + "\n```" in docs
+
+
+def test_json_has_the_storage_figures(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    _, out, _ = plan(capsys, *LLAMA3_8B, "--tokens", "1T", "--json")
+    storage = json.loads(out)["storage"]
+    assert storage["data_bytes"] == 4e12 and storage["keep_last"] == 2 and storage["fsx_bytes"] == 1200 * 2**30
+    assert storage["needed_bytes"] == 4e12 + 2 * storage["checkpoint_bytes"] and storage["fits"] is False
+    _, out, _ = plan(capsys, *LLAMA3_8B, "--tokens", "1T", "--json", "--spec", str(spec_with_fsx(tmp_path, 4800)))
+    assert json.loads(out)["storage"]["fits"] is True
+    _, out, _ = plan(capsys, *LLAMA3_8B, "--json")
+    assert json.loads(out)["storage"] is None

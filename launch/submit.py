@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from launch import lease
 from launch.capacity_block import block_time_limit, parse_ends_at
 from launch.checkpoint_every import with_planned_interval
-from launch.data_fit import check_data_fills_splits
+from launch.data_fit import check_data_fills_splits, check_mixture_fills_validation
 from launch.fit import check_fits, check_global_batch, planned_cost
 from launch.float8 import float8_refusal
 from launch.options import SubmitOptions
@@ -348,9 +348,14 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
         raise SubmitError(refusal)
     # Megatron's SFT reads its JSONL (launch.bridge_finetune), not the .bin/.idx splits
     if job.finetune is None or backend.data_splits == "trainer":
-        for position, prefix in enumerate(job.data.prefixes):
-            field = "--data-prefix" if job.data.datasets is None else f"--model: data.datasets[{position}].prefix"
-            check_data_fills_splits(backend.name, job, prefix, target.devices_per_node * options.nodes, field)
+        data_parallel = target.devices_per_node * options.nodes
+        if job.data.datasets is None:
+            check_data_fills_splits(backend.name, job, data_prefix, data_parallel)
+        else:
+            for position, prefix in enumerate(job.data.prefixes):
+                field = f"--model: data.datasets[{position}].prefix"
+                check_data_fills_splits(backend.name, job, prefix, data_parallel, field, in_mixture=True)
+            check_mixture_fills_validation(backend.name, job, data_parallel)
     notes: list[str] = []
     plan = None
     layout = renderer.layout(options, job)

@@ -17,6 +17,7 @@ from tests.launch.conftest import write_job, write_mixture_job
 from tests.training.jobs import prepare_demo_subset, prepare_second_source
 from training.config import load_job_config
 from training.models.registry import get_model_args
+from training.prepare import prepare_dataset
 
 REPO = Path(__file__).resolve().parents[2]
 TRN1_SPEC = REPO / "spec" / "examples" / "trn1-neuron.yaml"
@@ -123,3 +124,30 @@ def test_nxdt_gets_its_data_prefix_blend_and_the_contract_accepts_it() -> None:
     )
     assert config["data"]["data_prefix"] == [0.8, "/fsx/data/web_text_document", 0.2, "/fsx/data/code_text_document"]
     assert contract_problems(config) == []
+
+
+def test_the_trainers_validation_pass_counts_every_datasets_held_out_samples_together(
+    sources: tuple[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, _ = sources
+    short = tmp_path / "short.jsonl"  # 20 one-word documents: its 5 % held out cannot fill a 65-token sample
+    short.write_text(
+        "".join(f'{{"text": "word{n}"}}\n' for n in range(20))
+        + "".join(f'{{"text": "{" ".join(["more words"] * 40)}"}}\n' for _ in range(4))
+    )
+    tokenizer = Path(first).parent / "demo_tokenizer.json"
+    prefix = str(
+        prepare_dataset([short], tmp_path / "short", tokenizer_path=tokenizer, show_progress=False).data_prefix
+    )
+    evaluating = {"eval_every": 10}
+    config = write_mixture_job(tmp_path / "mix.yaml", [(0.9, first), (0.1, prefix)], train=evaluating)
+    assert main([*argv(config, tmp_path / "r", "fsdp", "--local"), "--dry-run"]) == 0
+    capsys.readouterr()
+
+    huge = write_mixture_job(
+        tmp_path / "huge.yaml", [(0.9, first), (0.1, prefix)], train=evaluating,
+        data={"micro_batch_size": 512, "global_batch_size": 1024},
+    )  # fmt: skip
+    err = fails(capsys, [*argv(huge, tmp_path / "r2", "fsdp", "--local"), "--dry-run"])
+    assert err.startswith("error: --model: data.datasets: the validation splits hold ")
+    assert "fewer than one evaluation batch of 1024 (data-parallel size x micro-batch)" in err

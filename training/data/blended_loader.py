@@ -117,7 +117,8 @@ class BlendedTokenLoader(PackedTokenLoader):
             documents = train_docs if split == "train" else validation_docs
             spans = Spans.for_documents(*index.document_token_bounds(), documents)
             samples = PackedSamples(open_tokens(prefix, index), spans, config.seq_len)
-            if samples.num_samples == 0 and (split == "train" or not parts):
+            # A dataset's validation part may be empty: the pass reads all of them (_check_validation_size).
+            if samples.num_samples == 0 and split == "train":
                 raise DataError(
                     f"{prefix}: the {split} split ({len(documents)} documents, {spans.total_tokens} tokens) is "
                     f"shorter than one sample of seq_len + 1 = {config.seq_len + 1} tokens"

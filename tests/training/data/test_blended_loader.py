@@ -122,3 +122,19 @@ def test_validation_of_a_mixture_is_every_held_out_sample_of_each_dataset_once(m
         expected += [row for batch in single for row in rows(batch)]
     assert [row for batch in validation for row in rows(batch)] == expected
     assert [row for batch in validation for row in rows(batch)] == expected  # each pass from the start
+
+
+def test_a_dataset_without_held_out_samples_still_validates_with_the_others(
+    make_dataset: MakeDataset, mixture: Mixture
+) -> None:
+    # 20 one-token documents (2 tokens with the EOD): 1 held out is 2 tokens, shorter than one 9-token sample.
+    tiny = make_dataset([np.array([7]) for _ in range(20)], name="tiny")
+    overrides = {"validation_fraction": 0.05, "micro_batch_size": 1}
+    held_out = PackedTokenLoader(config(tiny, **overrides), 0, 1, split="train")  # its train split is fine
+    assert held_out.num_samples > 0
+    with pytest.raises(DataError, match=r"the validation split .* shorter than one sample"):
+        PackedTokenLoader(config(tiny, **overrides), 0, 1, split="validation")
+    datasets = [(0.5, tiny), mixture[0]]  # the first without held-out samples
+    validation = BlendedTokenLoader(config(mixture[0][1], **overrides), datasets, 0, 1, split="validation")
+    single = PackedTokenLoader(config(mixture[0][1], **overrides), 0, 1, split="validation")
+    assert [row for batch in validation for row in rows(batch)] == [row for batch in single for row in rows(batch)]

@@ -86,13 +86,18 @@ def build_config(config: dict[str, Any]) -> Any:
     return container
 
 
-def gpt_dataset(container: Any, data: dict[str, Any]) -> None:
-    # Megatron's blend list (launch.nemo.megatron_blend): [prefix], or [w1, p1, w2, p2, ...] for a mixture, read by
-    # megatron-core's own parser into the (prefixes, weights) GPTDatasetConfig.blend takes; the train, validation,
-    # test split in thousandths.
-    from megatron.core.datasets.utils import get_blend_from_list
+def blend_of(paths: list[Any]) -> tuple[list[str], list[float] | None]:
+    """Megatron's blend list (launch.nemo.megatron_blend: [prefix], or [w1, p1, w2, p2, ...] for a mixture) as the
+    (prefixes, weights) GPTDatasetConfig.blend takes, as megatron-core's get_blend_from_list reads it (a test
+    compares them; imported here it would load megatron-core for every job config)."""
+    if len(paths) == 1:
+        return [str(paths[0])], None
+    return [str(prefix) for prefix in paths[1::2]], [float(weight) for weight in paths[0::2]]
 
-    prefixes, weights = get_blend_from_list(data["paths"])
+
+def gpt_dataset(container: Any, data: dict[str, Any]) -> None:
+    # The train, validation, test split in thousandths.
+    prefixes, weights = blend_of(data["paths"])
     container.dataset.blend = ([str(Path(p).resolve()) for p in prefixes], weights)
     container.dataset.split = data["split"]
     container.dataset.seq_length = data["seq_length"]

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import yaml
+from megatron.core.datasets.utils import get_blend_from_list
 
 from launch.neuron import nxdt_config
 from launch.nxdt_contract import contract_problems
@@ -124,6 +125,9 @@ def test_nxdt_gets_its_data_prefix_blend_and_the_contract_accepts_it() -> None:
     )
     assert config["data"]["data_prefix"] == [0.8, "/fsx/data/web_text_document", 0.2, "/fsx/data/code_text_document"]
     assert contract_problems(config) == []
+    # NxDT's megatron data module reads data_prefix as Megatron's blend list; megatron-core's own parser agrees
+    paths, weights = get_blend_from_list(config["data"]["data_prefix"])
+    assert (paths, weights) == (["/fsx/data/web_text_document", "/fsx/data/code_text_document"], [0.8, 0.2])
 
 
 def test_the_trainers_validation_pass_counts_every_datasets_held_out_samples_together(

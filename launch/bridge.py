@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from launch.bridge_finetune import finetune_settings
-from launch.nemo import check_megatron_job, optimizer_overrides, validation_split
+from launch.nemo import check_megatron_job, megatron_blend, optimizer_overrides, validation_split
 from slurm.target import Target
 from training.config import JobConfig
 from training.models.args import ModelArgs
@@ -125,7 +125,7 @@ def bridge_config(
         "exit_status_file": str(run_dir / EXIT_STATUS_FILE),
         "overrides": overrides,
         "data": {
-            "paths": [job.data.prefix],
+            "paths": megatron_blend(job),
             "split": validation_split(job.data.validation_fraction),
             "seq_length": job.data.seq_len,
             "seed": job.data.seed,

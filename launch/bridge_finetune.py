@@ -125,7 +125,7 @@ def finetune_settings(
     lora = section.lora_settings
     block: dict[str, Any] = {
         "mode": section.mode,
-        "dataset_root": str(check_sft_dataset(job.data.prefix)),
+        "dataset_root": str(check_sft_dataset(job.data.first_prefix)),
         "work_dir": str(run_dir / "sft-data"),  # packed sequences and index files: the dataset dir stays read-only
         "pad_seq_to_mult": 2 * layout.cp if layout.cp > 1 else 1,
         "lora": None

@@ -88,7 +88,7 @@ def nemo_config(
         "exit_status_file": str(run_dir / EXIT_STATUS_FILE),
         "overrides": overrides,
         "data": {
-            "paths": [job.data.prefix],
+            "paths": megatron_blend(job),
             "seq_length": job.data.seq_len,
             "global_batch_size": job.data.global_batch_size,
             "micro_batch_size": job.data.micro_batch_size,
@@ -97,6 +97,15 @@ def nemo_config(
             "tokenizer": tokenizer_dir,
         },
     }
+
+
+def megatron_blend(job: JobConfig) -> list[float | str]:
+    """The job's data as Megatron's blend list, the syntax NeMo 2's and Megatron Bridge's `paths` and NxDT's
+    `data_prefix` share (megatron-core's get_blend_from_list): [prefix] for one dataset, [w1, p1, w2, p2, ...]
+    for a mixture. The weights go as written: megatron-core normalizes them as our loader does."""
+    if job.data.datasets is None:
+        return [job.data.first_prefix]
+    return [item for weight, prefix in job.data.blend for item in (weight, prefix)]
 
 
 def optimizer_overrides(job: JobConfig, prefix: str) -> dict[str, Any]:

@@ -137,7 +137,8 @@ def nxdt_config(
         "data": {
             "micro_batch_size": job.data.micro_batch_size,
             "global_batch_size": job.data.global_batch_size,
-            "data_prefix": [1.0, job.data.prefix],
+            # NxDT's megatron data module always takes the weighted form, one dataset included
+            "data_prefix": [item for weight, prefix in job.data.blend for item in (weight, prefix)],
             "data_impl": "mmap",
             "splits_string": validation_split(job.data.validation_fraction),
             "seq_length": job.data.seq_len,

@@ -13,7 +13,7 @@ class SubmitOptions:
     backend: str
     model: Path  # the job config YAML
     nodes: int
-    data_prefix: str
+    data_prefix: str | None  # None: the job YAML's data.datasets (a mixture)
     run_dir: Path
     queue: str | None
     local: bool

@@ -151,12 +151,13 @@ def _tokenizer_dir(
         check_vocabulary(model, tokenizer_rows(tokenizer_json, "--tokenizer"), "--tokenizer", tokenizer_json)
         return options.tokenizer
     tokenizer_file = manifest.get("tokenizer_file") if manifest else None
-    if not tokenizer_file:
+    data_prefix = options.data_prefix  # a mixture's first dataset: all of them have the same tokenizer
+    if not tokenizer_file or data_prefix is None:
         raise SubmitError(
             f"--tokenizer: needed for --backend {options.backend} (a Hugging Face tokenizer directory); the dataset "
-            f"manifest {options.data_prefix}.manifest.json names no tokenizer file"
+            f"manifest {data_prefix}.manifest.json names no tokenizer file"
         )
-    source = Path(options.data_prefix).parent / tokenizer_file
+    source = Path(data_prefix).parent / tokenizer_file
     check_vocabulary(model, tokenizer_rows(source, "--data-prefix"), "--data-prefix", source)
     directory = run_dir / "tokenizer"
     rendered.copies[directory / "tokenizer.json"] = source
@@ -317,7 +318,8 @@ def _add_megatron_script(
             f"--container-image: {image} is not on the cluster's shared file system ({target.shared_dir or 'none'}); "
             "every node must read it"
         )
-    mounts = _container_mounts(target.shared_dir, [inputs.workdir, run_dir, Path(inputs.data_prefix).parent])
+    data_dirs = [Path(prefix).parent for prefix in inputs.job.data.prefixes]
+    mounts = _container_mounts(target.shared_dir, [inputs.workdir, run_dir, *data_dirs])
     settings: dict[str, SettingValue] = {
         # The entry point checkpoints on USR1 (NeMo 2: PreemptionCallback; Megatron Bridge: train.exit_signal);
         # rank 0 writes the exit status, every rank an error.

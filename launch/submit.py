@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from launch import lease
 from launch.capacity_block import block_time_limit, parse_ends_at
 from launch.checkpoint_every import with_planned_interval
-from launch.data_fit import check_data_fills_splits
+from launch.data_fit import check_data_fills_splits, check_mixture_fills_validation
 from launch.fit import check_fits, check_global_batch, planned_cost
 from launch.float8 import float8_refusal
 from launch.neuron import DEFAULT_EXEC_TIMEOUT_S, MIN_EXEC_TIMEOUT_S
@@ -80,7 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="the job config YAML (model, data, schedule)",
     )
     parser.add_argument("--nodes", required=True, type=int)
-    parser.add_argument("--data-prefix", required=True, help="dataset prefix: PREFIX.bin and PREFIX.idx")
+    parser.add_argument(
+        "--data-prefix",
+        help="dataset prefix: PREFIX.bin and PREFIX.idx (required unless the job YAML lists data.datasets, a mixture)",
+    )
     parser.add_argument(
         "--run-dir", required=True, type=output_directory, help="checkpoints, metrics and logs (shared storage)"
     )
@@ -193,12 +196,54 @@ def parse_options(argv: list[str] | None = None) -> SubmitOptions:
     return SubmitOptions.from_namespace(build_parser().parse_args(argv))
 
 
-def _load_job(options: SubmitOptions, data_prefix: str, metrics_port: int | None = None) -> JobConfig:
-    """The job config with the command line's overrides; on a cluster, rank 0's metrics endpoint listens on the
-    spec's cluster.observability.ports.trainer (None: observability off), where the head node's agent scrapes."""
+def _data_overrides(options: SubmitOptions) -> dict[str, Any]:
+    """--data-prefix as data.prefix, or the job YAML's mixture (data.datasets) with each prefix made absolute; each
+    dataset's .bin and .idx checked."""
     try:
         job = load_job_config(options.model)
-        overrides: dict[str, Any] = {"data.prefix": data_prefix}
+    except ConfigError as error:
+        raise SubmitError(f"--model: {str(error).splitlines()[0]}") from None
+    mixture = job.data.datasets
+    if options.data_prefix is not None:
+        if mixture is not None:
+            raise SubmitError(
+                f"--data-prefix: {options.data_prefix!r}: the job YAML {options.model} lists data.datasets (a "
+                "mixture); leave --data-prefix out"
+            )
+        data_prefix = str(Path(options.data_prefix).resolve())
+        _check_data(data_prefix)
+        return {"data.prefix": data_prefix}
+    if mixture is None:
+        raise SubmitError(f"--data-prefix: required: the job YAML {options.model} lists no data.datasets mixture")
+    datasets: list[dict[str, Any]] = []
+    for position, dataset in enumerate(mixture):
+        prefix = str(Path(dataset.prefix).resolve())
+        _check_data(prefix, f"--model: data.datasets[{position}].prefix")
+        datasets.append({"prefix": prefix, "weight": dataset.weight})
+    _check_same_tokenizer([dataset["prefix"] for dataset in datasets])
+    return {"data.datasets": datasets}
+
+
+def _check_same_tokenizer(prefixes: list[str]) -> None:
+    """Every dataset of a mixture must hold the ids of one tokenizer (the trainer checks it again at start)."""
+    first = _dataset_manifest(prefixes[0]) or {}
+    for position, prefix in enumerate(prefixes[1:], start=1):
+        manifest = _dataset_manifest(prefix) or {}
+        for key in ("tokenizer_sha256", "vocab_size", "eod_id"):
+            if manifest.get(key) != first.get(key):
+                raise SubmitError(
+                    f"--model: data.datasets[{position}].prefix: {prefix}: {key} {manifest.get(key)!r} differs from "
+                    f"data.datasets[0]'s {first.get(key)!r}; prepare every dataset of a mixture with one tokenizer"
+                )
+
+
+def _load_job(options: SubmitOptions, data: dict[str, Any], metrics_port: int | None = None) -> JobConfig:
+    """The job config with the command line's overrides (`data`: from _data_overrides); on a cluster, rank 0's
+    metrics endpoint listens on the spec's cluster.observability.ports.trainer (None: observability off), where the
+    head node's agent scrapes."""
+    try:
+        job = load_job_config(options.model)
+        overrides: dict[str, Any] = dict(data)
         if not options.local:
             overrides["metrics.prometheus_port"] = metrics_port
         if options.max_steps is not None:
@@ -230,12 +275,10 @@ def _model_args(job: JobConfig, manifest: dict[str, Any] | None) -> ModelArgs:
         raise SubmitError(f"--model: {str(error).splitlines()[0]}") from None
 
 
-def _check_data(data_prefix: str) -> None:
+def _check_data(data_prefix: str, field: str = "--data-prefix") -> None:
     missing = [suffix for suffix in (".bin", ".idx") if not Path(data_prefix + suffix).is_file()]
     if missing:
-        raise SubmitError(
-            f"--data-prefix: {data_prefix!r} has no {' or '.join(missing)} file ({data_prefix}{missing[0]})"
-        )
+        raise SubmitError(f"{field}: {data_prefix!r} has no {' or '.join(missing)} file ({data_prefix}{missing[0]})")
 
 
 _LAYOUT_FLAGS = (("tp", "tensor_parallel"), ("pp", "pipeline_parallel"), ("cp", "context_parallel"),
@@ -301,9 +344,9 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
     _check_layout_flags(options, backend)
     renderer = RENDERERS[backend.name]
 
-    data_prefix = str(Path(options.data_prefix).resolve())
-    _check_data(data_prefix)
-    job = _load_job(options, data_prefix, metrics_port)
+    job = _load_job(options, _data_overrides(options), metrics_port)
+    data_prefix = job.data.first_prefix  # the tokenizer's: every dataset of a mixture has the same
+    options = dataclasses.replace(options, data_prefix=data_prefix)
     manifest = _dataset_manifest(data_prefix)
     model = _model_args(job, manifest)
     try:
@@ -318,7 +361,14 @@ def render(options: SubmitOptions, command_line: str) -> Rendered:
         raise SubmitError(refusal)
     # Megatron's SFT reads its JSONL (launch.bridge_finetune), not the .bin/.idx splits
     if job.finetune is None or backend.data_splits == "trainer":
-        check_data_fills_splits(backend.name, job, data_prefix, target.devices_per_node * options.nodes)
+        data_parallel = target.devices_per_node * options.nodes
+        if job.data.datasets is None:
+            check_data_fills_splits(backend.name, job, data_prefix, data_parallel)
+        else:
+            for position, prefix in enumerate(job.data.prefixes):
+                field = f"--model: data.datasets[{position}].prefix"
+                check_data_fills_splits(backend.name, job, prefix, data_parallel, field, in_mixture=True)
+            check_mixture_fills_validation(backend.name, job, data_parallel)
     notes: list[str] = []
     plan = None
     layout = renderer.layout(options, job)

@@ -16,6 +16,7 @@ from typing import Any
 
 from planner.job import PlanError
 from spec.errors import not_utf8_text
+from training.config import ConfigError, load_job_config
 from training.models.args import ModelArgs, ModelArgsError
 
 # Dense decoders the planner reads: a Llama block (RMSNorm, SwiGLU, rotary, optional GQA), with Qwen2's q/k/v
@@ -144,3 +145,24 @@ def dataset_vocab_size(prefix: str) -> int:
     if not isinstance(vocab, int) or isinstance(vocab, bool) or vocab < 1:
         raise PlanError("--data-prefix", prefix, f"has no readable manifest with a vocab_size ({path})")
     return vocab
+
+
+def mixture_vocab_size(job_yaml: str) -> int | None:
+    """The vocabulary of a job YAML's mixture (data.datasets), read from every dataset's manifest; None when the
+    YAML names one data.prefix (llm-submit's --data-prefix replaces it) or a manifest is not here (planning away from
+    the data). Datasets of different vocabularies are refused, as llm-submit and the trainer refuse them."""
+    try:
+        datasets = load_job_config(job_yaml).data.datasets
+    except ConfigError:
+        return None  # read_job names the problem
+    if datasets is None or not all(Path(f"{d.prefix}.manifest.json").is_file() for d in datasets):
+        return None
+    sizes = [dataset_vocab_size(dataset.prefix) for dataset in datasets]
+    for position, size in enumerate(sizes):
+        if size != sizes[0]:
+            raise PlanError(
+                f"data.datasets[{position}].prefix",
+                datasets[position].prefix,
+                f"has vocab_size {size}, data.datasets[0] has {sizes[0]}; a mixture trains one vocabulary",
+            )
+    return sizes[0]

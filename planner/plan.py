@@ -26,6 +26,7 @@ from typing import Any
 from planner.calibration import CALIBRATED, LOCAL_LINK_EFFICIENCY
 from planner.checkpoint_interval import CheckpointInterval, checkpoint_interval
 from planner.cost import CostEstimate, job_cost
+from planner.data_size import storage_plan
 from planner.finetune import FINETUNE_MODES
 from planner.flops import (
     CHECKPOINTING_MODES,
@@ -51,14 +52,14 @@ from planner.job_config import sharding as sharding_of
 from planner.layouts import as_json as layouts_json
 from planner.layouts import compare_layouts, ranked, render_table
 from planner.memory import MemoryEstimate, fits_message, job_memory
-from planner.model_source import dataset_vocab_size, is_job_yaml, resolve_model
+from planner.model_source import dataset_vocab_size, is_job_yaml, mixture_vocab_size, resolve_model
 from planner.step_time import StepEstimate, estimate_step
 from planner.stop_window import stop_window
 from slurm.backends import BACKENDS, OPTIONS, STACKS, backend_named, default_backend
 from spec.cli import OneLineParser, user_errors
 from spec.cli_types import non_negative_float
 from spec.cluster import FsxSpec
-from training.config import ConfigError, check_sequence_fits
+from training.config import CheckpointSection, ConfigError, check_sequence_fits, load_job_config
 from training.finetune.config import DEFAULT_LORA_RANK
 from training.models.args import ModelArgs
 from training.models.params import count_parameters
@@ -259,7 +260,7 @@ _JOB_FIELDS: dict[str, str] = {
 
 def _job_from_yaml(options: argparse.Namespace, node: Hardware) -> Job:
     """--model job.yaml: the job as written (planner.job_config), any flag given overriding its field."""
-    vocab = dataset_vocab_size(options.data_prefix) if options.data_prefix else None
+    vocab = dataset_vocab_size(options.data_prefix) if options.data_prefix else mixture_vocab_size(options.model)
     config, model = read_job(Path(options.model), data_vocab_size=vocab)
     overrides: dict[str, Any] = {
         field: getattr(options, name) for field, name in _JOB_FIELDS.items() if getattr(options, name) is not None
@@ -401,12 +402,21 @@ def flops_per_token(job: Job) -> dict[str, float]:
     }
 
 
-def plan_report(job: Job, tokens: float | None = None, fsx: FsxSpec | None = None) -> dict[str, Any]:
-    """Everything the planner knows about a job, as one JSON-able object; `fsx`: where it checkpoints. On a node it
-    cannot time (local-cpu) the TIMED_KEYS are null and `timed` is false."""
+def plan_report(
+    job: Job, tokens: float | None = None, fsx: FsxSpec | None = None, keep_last: int | None = None
+) -> dict[str, Any]:
+    """Everything the planner knows about a job, as one JSON-able object; `fsx`: where it checkpoints and its data
+    lies, `keep_last`: the checkpoints a run keeps (default the trainer's). On a node it cannot time (local-cpu) the
+    TIMED_KEYS are null and `timed` is false. `storage` (with `tokens`): the prepared data's bytes and whether the
+    file system holds them beside the checkpoints."""
     report = _untimed_report(job)
     timed = _timed_report(job, tokens, fsx) if job.hardware.timed else dict.fromkeys(TIMED_KEYS)
-    return {**report, **timed, "timed": job.hardware.timed}
+    storage = None
+    if tokens is not None:
+        kept = CheckpointSection().keep_last if keep_last is None else keep_last
+        planned = storage_plan(job.model, job.software.backend, tokens, kept, fsx)
+        storage = {**dataclasses.asdict(planned), "needed_bytes": planned.needed_bytes, "fits": planned.fits}
+    return {**report, **timed, "timed": job.hardware.timed, "storage": storage}
 
 
 def _untimed_report(job: Job) -> dict[str, Any]:
@@ -583,7 +593,9 @@ def render_text(
     cost: CostEstimate,
     tokens: float | None,
     interval: CheckpointInterval | None = None,
+    storage: list[str] | None = None,
 ) -> str:
+    """`storage`: the lines of planner.data_size's StoragePlan (the prepared data's bytes, the FSx warning)."""
     hw, counts = job.hardware, count_parameters(job.model)
     peak_t = step.peak_flops_per_device / 1e12
     fraction = CALIBRATED.matmul(job.software.backend, hw.accelerator.compute_die)
@@ -633,6 +645,7 @@ def render_text(
         )
     if tokens is not None and cost.days is not None and cost.usd is not None:
         lines.append(f"{tokens:.3g} tokens: {cost.days:,.1f} days, ${cost.usd:,.0f}")
+    lines += storage or []
     if interval is not None:
         lines.append(interval.summary())
     return "\n".join(lines)
@@ -672,15 +685,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PlanError as error:
         parser.exit(2, f"{parser.prog}: error: {_named(error, options)}: {error.value!r} {error.reason}\n")
     if options.json:
-        print(json.dumps(plan_report(job, options.tokens, fsx), indent=2))
+        print(json.dumps(plan_report(job, options.tokens, fsx, _keep_last(options)), indent=2))
         return 0
     if not job.hardware.timed:
         print(render_untimed_text(job, job_memory(job)))
         return 0
     memory, step = job_memory(job), estimate_step(job)
     interval = planned_checkpoint_interval(job, step, fsx)
-    print(render_text(job, memory, step, job_cost(job, step, options.tokens), options.tokens, interval))
+    storage = None
+    if options.tokens is not None:
+        storage = storage_plan(job.model, job.software.backend, options.tokens, _keep_last(options), fsx).lines()
+    print(render_text(job, memory, step, job_cost(job, step, options.tokens), options.tokens, interval, storage))
     return 0
+
+
+def _keep_last(options: argparse.Namespace) -> int:
+    """The checkpoints a run keeps: a job YAML's checkpoint.keep_last, else the trainer's default."""
+    if is_job_yaml(options.model):
+        return load_job_config(options.model).checkpoint.keep_last
+    return CheckpointSection().keep_last
 
 
 if __name__ == "__main__":

@@ -70,8 +70,18 @@ class ModelSection(_Section):
         return {k: v for k, v in self.model_dump().items() if k not in skip and v is not None}
 
 
+class WeightedDataset(_Section):
+    """One source of a mixture: a prepared dataset and its share of the samples (weights need not sum to 1)."""
+
+    prefix: str = Field(min_length=1)
+    weight: float = Field(gt=0.0, allow_inf_nan=False)
+
+
 class DataSection(_Section):
-    prefix: str  # the loader's data_prefix: <output-prefix>_text_document, or <output-prefix>_sft_tokens for sft
+    # The loader's data_prefix: <output-prefix>_text_document, or <output-prefix>_sft_tokens for sft. Or, instead,
+    # `datasets`: a mixture blended by weight (training/data/blended_loader.py), as Megatron's data_prefix list.
+    prefix: str | None = None
+    datasets: tuple[WeightedDataset, ...] | None = None
     # pretrain: one token stream cut into samples; sft: whole samples packed per row, loss on the response only
     # (training/sft/loader.py; the data comes from `llm-prepare --sft`).
     kind: Literal["pretrain", "sft"] = "pretrain"
@@ -82,6 +92,41 @@ class DataSection(_Section):
     validation_fraction: float = Field(default=0.01, ge=0.0, lt=1.0)
     prefetch: NonNegativeInt = 2
     verify_checksums: bool = False
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DataSection:
+        if (self.prefix is None) == (self.datasets is None):
+            raise ValueError(
+                "give exactly one of data.prefix or data.datasets (a mixture: a list of prefix and weight)"
+            )
+        if self.datasets is not None:
+            if not self.datasets:
+                raise ValueError("data.datasets: empty; list at least one {prefix, weight}")
+            if self.kind != "pretrain":
+                raise ValueError(f"data.datasets: a mixture needs data.kind pretrain, not {self.kind!r}")
+            seen: set[str] = set()
+            for position, dataset in enumerate(self.datasets):
+                if dataset.prefix in seen:
+                    raise ValueError(f"data.datasets[{position}].prefix: {dataset.prefix!r} is listed twice")
+                seen.add(dataset.prefix)
+        return self
+
+    @property
+    def blend(self) -> list[tuple[float, str]]:
+        """(weight, prefix) of every dataset the job reads; a single `prefix` is weight 1.0."""
+        if self.datasets is not None:
+            return [(dataset.weight, dataset.prefix) for dataset in self.datasets]
+        assert self.prefix is not None  # _one_source
+        return [(1.0, self.prefix)]
+
+    @property
+    def prefixes(self) -> list[str]:
+        return [prefix for _, prefix in self.blend]
+
+    @property
+    def first_prefix(self) -> str:
+        """The data.prefix, or the mixture's first dataset: every dataset of a mixture has the same tokenizer."""
+        return self.prefixes[0]
 
 
 class TrainSection(_Section):

@@ -29,6 +29,7 @@ from training.config import (
     resolve_deterministic,
     resolve_model_args,
 )
+from training.data.blended_loader import BlendedTokenLoader
 from training.data.loader import LoaderConfig, PackedTokenLoader
 from training.finetune.init import load_initial_weights, resolve_init
 from training.finetune.lora import apply_lora, base_parameters, init_adapters
@@ -146,7 +147,7 @@ class Trainer:
             )
         self.grad_accum = data.global_batch_size // per_micro_step
         loader_config = LoaderConfig(
-            data_prefix=data.prefix,
+            data_prefix=data.first_prefix,
             seq_len=data.seq_len,
             micro_batch_size=data.micro_batch_size,
             seed=data.seed,
@@ -155,13 +156,15 @@ class Trainer:
             verify_checksums=data.verify_checksums,
             pin_memory=self.device.type == "cuda",
         )
-        loader_class = SFTLoader if data.kind == "sft" else PackedTokenLoader
-        self.train_loader = loader_class(loader_config, ctx.rank, ctx.world_size, split="train")
-        self.val_loader = (
-            loader_class(loader_config, ctx.rank, ctx.world_size, split="validation")
-            if config.train.eval_every
-            else None
-        )
+
+        def loader(split: str) -> PackedTokenLoader | SFTLoader:
+            if data.datasets is not None:
+                return BlendedTokenLoader(loader_config, data.blend, ctx.rank, ctx.world_size, split=split)
+            loader_class = SFTLoader if data.kind == "sft" else PackedTokenLoader
+            return loader_class(loader_config, ctx.rank, ctx.world_size, split=split)
+
+        self.train_loader = loader("train")
+        self.val_loader = loader("validation") if config.train.eval_every else None
 
         self.model_args = resolve_model_args(config.model, self.train_loader.vocab_size)
         check_sequence_fits(data, self.model_args)
@@ -372,8 +375,13 @@ class Trainer:
                     UNSET_EVERY_STEPS,
                 )
         event = "resume" if self.resumed_from is not None else "start"
+        mixture: dict[str, Any] = {}
+        if isinstance(self.train_loader, BlendedTokenLoader):  # the run's record of what it blends, and where
+            mixture["mixture"] = [{"prefix": prefix, "weight": weight} for weight, prefix in config.data.blend]
+            mixture["dataset_samples_consumed"] = self.train_loader.dataset_samples_consumed()
         self.metrics.log_event(
             event,
+            **mixture,
             step=self.step,
             checkpoint=str(self.resumed_from) if self.resumed_from else None,
             samples_consumed=self.train_loader.samples_consumed,

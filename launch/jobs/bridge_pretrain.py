@@ -86,9 +86,19 @@ def build_config(config: dict[str, Any]) -> Any:
     return container
 
 
+def blend_of(paths: list[Any]) -> tuple[list[str], list[float] | None]:
+    """Megatron's blend list (launch.nemo.megatron_blend: [prefix], or [w1, p1, w2, p2, ...] for a mixture) as the
+    (prefixes, weights) GPTDatasetConfig.blend takes, as megatron-core's get_blend_from_list reads it (a test
+    compares them; imported here it would load megatron-core for every job config)."""
+    if len(paths) == 1:
+        return [str(paths[0])], None
+    return [str(prefix) for prefix in paths[1::2]], [float(weight) for weight in paths[0::2]]
+
+
 def gpt_dataset(container: Any, data: dict[str, Any]) -> None:
-    # Our .bin/.idx prefixes, unweighted; train,validation,test split in thousandths.
-    container.dataset.blend = ([str(Path(p).resolve()) for p in data["paths"]], None)
+    # The train, validation, test split in thousandths.
+    prefixes, weights = blend_of(data["paths"])
+    container.dataset.blend = ([str(Path(p).resolve()) for p in prefixes], weights)
     container.dataset.split = data["split"]
     container.dataset.seq_length = data["seq_length"]
     container.dataset.random_seed = data["seed"]

@@ -53,6 +53,16 @@ def write_job(path: Path, **sections: dict[str, Any]) -> Path:
     return path
 
 
+def write_mixture_job(path: Path, datasets: list[tuple[float, str]], **sections: dict[str, Any]) -> Path:
+    """write_job's job reading a mixture (data.datasets) instead of --data-prefix."""
+    write_job(path, **sections)
+    job = yaml.safe_load(path.read_text())
+    del job["data"]["prefix"]
+    job["data"]["datasets"] = [{"prefix": prefix, "weight": weight} for weight, prefix in datasets]
+    path.write_text(yaml.safe_dump(job))
+    return path
+
+
 @pytest.fixture(scope="session")
 def demo_data(tmp_path_factory: pytest.TempPathFactory) -> str:
     """100 documents of the demo corpus through the real `training.prepare` (byte-level BPE, 512 tokens)."""

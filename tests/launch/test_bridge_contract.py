@@ -15,12 +15,15 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from launch import submit
 from launch.bridge import RECIPE_HF_MODEL_ID
-from tests.launch.conftest import write_job
+from tests.launch.conftest import write_job, write_mixture_job
 from tests.launch.test_nemo_contract import LLAMA_JOB
+from tests.training.jobs import prepare_second_source
+from training.data.blend import BlendIndex
 from training.signals import EXIT_CONFIG_ERROR
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,10 +48,22 @@ def fp8_job(recipe: str) -> dict[str, dict[str, Any]]:
     return {**LLAMA_JOB, "float8": {"recipe": recipe}}
 
 
-def _render(tmp_path: Path, demo_data: str, name: str, *extra: str, job: dict[str, dict[str, Any]] = LLAMA_JOB) -> Path:
-    config = write_job(tmp_path / f"{name}.yaml", **job)
+def _render(
+    tmp_path: Path,
+    demo_data: str,
+    name: str,
+    *extra: str,
+    job: dict[str, dict[str, Any]] = LLAMA_JOB,
+    mixture: list[tuple[float, str]] | None = None,
+) -> Path:
+    if mixture is None:
+        config = write_job(tmp_path / f"{name}.yaml", **job)
+        data = ["--data-prefix", demo_data]
+    else:  # the job YAML lists the datasets; no --data-prefix
+        config = write_mixture_job(tmp_path / f"{name}.yaml", mixture, **job)
+        data = []
     run_dir = tmp_path / name
-    argv = ["--backend", "nemo", "--model", str(config), "--nodes", str(NODES), "--data-prefix", demo_data,
+    argv = ["--backend", "nemo", "--model", str(config), "--nodes", str(NODES), *data,
             "--run-dir", str(run_dir), *extra]  # fmt: skip
     submit.write(submit.render(submit.parse_options(argv), "python -m launch.submit " + " ".join(argv)))
     return run_dir / "bridge-config.yaml"
@@ -58,6 +73,7 @@ def _render(tmp_path: Path, demo_data: str, name: str, *extra: str, job: dict[st
 def probe(bridge_python: Path, demo_data: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One probe run (Megatron Bridge's imports take most of a minute) over every rendered layout."""
     tmp_path = tmp_path_factory.mktemp("bridge-contract")
+    second_source = prepare_second_source(demo_data)
     configs = {
         "default": _render(tmp_path, demo_data, "default"),
         "tp2-cp2": _render(tmp_path, demo_data, "tp2-cp2", "--tensor-parallel", "2", "--context-parallel", "2"),
@@ -68,6 +84,7 @@ def probe(bridge_python: Path, demo_data: str, tmp_path_factory: pytest.TempPath
         ),
         "fp8-tensorwise": _render(tmp_path, demo_data, "fp8-tensorwise", job=fp8_job("tensorwise")),
         "mxfp8-b200": _render(tmp_path, demo_data, "mxfp8-b200", "--spec", str(B200_SPEC), job=fp8_job("mxfp8")),
+        "mixture": _render(tmp_path, demo_data, "mixture", mixture=[(0.75, demo_data), (0.25, second_source)]),
     }
     result = subprocess.run(
         [str(bridge_python), str(PROBE), str(NODES * GPUS), *map(str, configs.values())],
@@ -162,6 +179,21 @@ def test_megatron_bridges_dataset_builder_reads_our_bin_idx_and_tokenizer(
     # GPTDataset samples of seq_len tokens (labels are the shifted copy), token ids inside the vocabulary.
     assert data["sample_tokens"] == 256 and 0 <= data["sample_max_token"] < 512
     assert data["train_samples"] >= 100 * 16 and data["valid_samples"] > 0
+
+
+def test_megatron_bridge_blends_a_mixture_sample_for_sample_as_our_loader(
+    probe: dict[str, Any], demo_data: str
+) -> None:
+    report = probe["reports"]["mixture"]
+    second = Path(demo_data).parent / "second_text_document"
+    paths = [str(Path(demo_data).resolve()), str(second.resolve())]
+    assert report["dataset"]["blend"] == [paths, [0.75, 0.25]]
+    assert "data" not in report["errors"], report["errors"]
+    # megatron-core's BlendedDataset, built by Megatron Bridge's own provider, picks each sample's dataset as
+    # training.data.blend does: the FSDP and Megatron backends draw the same shares in the same order.
+    ours, _ = BlendIndex([0.75, 0.25]).lookup(np.arange(256))
+    assert report["data"]["blend_first_datasets"] == ours.tolist()
+    assert probe["reports"]["default"]["data"]["blend_first_datasets"] is None
 
 
 def test_a_layout_megatron_bridge_refuses_is_a_config_error_not_a_requeue(probe: dict[str, Any]) -> None:

@@ -108,3 +108,10 @@ class _Bare:
         self.dataset = SimpleNamespace()
         self.tokenizer = SimpleNamespace()
         self.train = SimpleNamespace()
+
+
+@pytest.mark.parametrize("paths", [["/d/a"], [0.75, "/d/a", 0.25, "/d/b"], [3, "/d/a", 1, "/d/b", 2.5, "/d/c"]])
+def test_the_blend_list_is_read_as_megatron_cores_parser_reads_it(paths: list[Any]) -> None:
+    from megatron.core.datasets.utils import get_blend_from_list
+
+    assert bridge_pretrain.blend_of(paths) == get_blend_from_list(paths)

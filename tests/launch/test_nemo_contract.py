@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from launch import submit
-from tests.launch.conftest import nemo2507_spec_file, write_job
+from tests.launch.conftest import nemo2507_spec_file, write_job, write_mixture_job
+from tests.training.jobs import prepare_second_source
 from training.signals import EXIT_CONFIG_ERROR
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,11 +35,23 @@ LLAMA_JOB: dict[str, dict[str, Any]] = {
 DECLARED = {**LLAMA_JOB, "model": {**LLAMA_JOB["model"], "vocab_size": 1000}}
 
 
-def _render(tmp_path: Path, demo_data: str, name: str, *extra: str, job: dict[str, dict[str, Any]] = LLAMA_JOB) -> Path:
-    config = write_job(tmp_path / f"{name}.yaml", **job)
+def _render(
+    tmp_path: Path,
+    demo_data: str,
+    name: str,
+    *extra: str,
+    job: dict[str, dict[str, Any]] = LLAMA_JOB,
+    mixture: list[tuple[float, str]] | None = None,
+) -> Path:
+    if mixture is None:
+        config = write_job(tmp_path / f"{name}.yaml", **job)
+        data = ["--data-prefix", demo_data]
+    else:  # the job YAML lists the datasets; no --data-prefix
+        config = write_mixture_job(tmp_path / f"{name}.yaml", mixture, **job)
+        data = []
     run_dir = tmp_path / name
     spec = nemo2507_spec_file(tmp_path / f"{name}-spec.yaml")  # the pinned NeMo 2.4 choice, not the default
-    argv = ["--backend", "nemo", "--model", str(config), "--nodes", "2", "--data-prefix", demo_data,
+    argv = ["--backend", "nemo", "--model", str(config), "--nodes", "2", *data,
             "--run-dir", str(run_dir), "--spec", str(spec), *extra]  # fmt: skip
     options = submit.parse_options(argv)
     submit.write(submit.render(options, "python -m launch.submit " + " ".join(argv)))
@@ -49,12 +62,14 @@ def _render(tmp_path: Path, demo_data: str, name: str, *extra: str, job: dict[st
 def reports(nemo_python: Path, demo_data: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     """One probe run (NeMo imports take most of a minute) over every rendered layout."""
     tmp_path = tmp_path_factory.mktemp("nemo-contract")
+    second_source = prepare_second_source(demo_data)
     configs = {
         "default": _render(tmp_path, demo_data, "default"),
         "tp2-cp2": _render(tmp_path, demo_data, "tp2-cp2", "--tensor-parallel", "2", "--context-parallel", "2"),
         "pp2": _render(tmp_path, demo_data, "pp2", "--pipeline-parallel", "2"),
         # 1000 tokens declared, the demo tokenizer's 512 used: NeMo unset would train 512 padded to 512.
         "declared-1000-tp2": _render(tmp_path, demo_data, "declared-1000-tp2", "--tensor-parallel", "2", job=DECLARED),
+        "mixture": _render(tmp_path, demo_data, "mixture", mixture=[(0.75, demo_data), (0.25, second_source)]),
     }
     result = subprocess.run(
         [str(nemo_python), str(PROBE), *map(str, configs.values())],
@@ -127,6 +142,16 @@ def test_data_module_reads_our_dataset_and_tokenizer(reports: dict[str, dict[str
     )
     assert report["data"]["tokenizer_vocab"] == 512
     assert report["model"] == {"num_layers": 4, "hidden_size": 128, "seq_length": 256}
+
+
+def test_a_mixture_reaches_nemos_data_module_as_megatrons_blend(
+    reports: dict[str, dict[str, Any]], demo_data: str
+) -> None:
+    data = reports["mixture"]["data"]
+    second = Path(demo_data).parent / "second_text_document"
+    assert data["paths"] == [str(Path(demo_data).resolve()), str(second.resolve())]
+    assert data["weights"] == [0.75, 0.25]
+    assert reports["default"]["data"]["weights"] is None
 
 
 def test_a_trainer_that_cannot_start_is_a_config_error_not_a_requeue(reports: dict[str, dict[str, Any]]) -> None:

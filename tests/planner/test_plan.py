@@ -303,7 +303,7 @@ LOCAL_CPU = ["--model", "tiny", "--instance", "local-cpu", "--nodes", "2", "--se
 TIMED_OR_COSTED = (
     "peak_flops_per_device", "peak_fp8_flops_per_device", "time_s", "communication_per_step", "step_time_s",
     "tokens_per_s", "tokens_per_s_per_device", "mfu", "hfu", "model_tflops_per_device", "cost_per_hour_usd",
-    "tokens_per_usd", "tokens", "days", "cost_usd", "checkpoint_interval",
+    "tokens_per_usd", "tokens", "days", "cost_usd", "checkpoint_interval", "storage",
 )  # fmt: skip
 
 

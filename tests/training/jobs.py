@@ -29,6 +29,17 @@ def prepare_demo_subset(directory: Path, documents: int = DEMO_DOCUMENTS) -> str
     return str(prepared.data_prefix)
 
 
+def prepare_second_source(data_prefix: str, first: int = DEMO_DOCUMENTS, documents: int = 60) -> str:
+    """Another dataset beside `data_prefix` (the next demo documents) with its tokenizer: a mixture's second source."""
+    directory = Path(data_prefix).parent
+    lines = demo_corpus_path().read_text(encoding="utf-8").splitlines()[first : first + documents]
+    source = directory / "second-source.jsonl"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tokenizer = directory / "demo_tokenizer.json"
+    prepared = prepare_dataset([source], directory / "second", tokenizer_path=tokenizer, workers=1, show_progress=False)
+    return str(prepared.data_prefix)
+
+
 def tiny_job(data_prefix: str, **sections: dict[str, Any]) -> dict[str, Any]:
     """A job small enough for CI: 2 x 64 Llama blocks, 64-token samples, global batch 8; sections merge in."""
     job: dict[str, Any] = {

@@ -69,12 +69,7 @@ class PackedTokenLoader:
     """
 
     def __init__(self, config: LoaderConfig, dp_rank: int, dp_world_size: int, split: str = "train") -> None:
-        if isinstance(dp_world_size, bool) or not isinstance(dp_world_size, int) or dp_world_size < 1:
-            raise ValueError(f"dp_world_size: {dp_world_size!r} must be an integer >= 1")
-        if isinstance(dp_rank, bool) or not isinstance(dp_rank, int) or not 0 <= dp_rank < dp_world_size:
-            raise ValueError(f"dp_rank: {dp_rank!r} must be an integer in [0, {dp_world_size})")
-        if split not in SPLITS:
-            raise ValueError(f"split: {split!r} must be one of {list(SPLITS)}")
+        self._check_placement(dp_rank, dp_world_size, split)
         self.config = config
         self.dp_rank = dp_rank
         self.dp_world_size = dp_world_size
@@ -91,15 +86,28 @@ class PackedTokenLoader:
                 f"{config.data_prefix}: the {split} split ({len(documents)} documents, {spans.total_tokens} tokens) "
                 f"is shorter than one sample of seq_len + 1 = {config.seq_len + 1} tokens"
             )
-        if split == "validation" and self._samples.num_samples < self.global_batch_size:
-            raise DataError(
-                f"{config.data_prefix}: the validation split has {self._samples.num_samples} samples, fewer than one "
-                f"global batch of {self.global_batch_size}; raise validation_fraction (now {config.validation_fraction})"
-            )
+        self._check_validation_size()
         self._samples_consumed = 0
         self._order_cache: tuple[int, np.ndarray] | None = None
         self._order_lock = threading.Lock()
         self._active_stop: threading.Event | None = None
+
+    @staticmethod
+    def _check_placement(dp_rank: int, dp_world_size: int, split: str) -> None:
+        if isinstance(dp_world_size, bool) or not isinstance(dp_world_size, int) or dp_world_size < 1:
+            raise ValueError(f"dp_world_size: {dp_world_size!r} must be an integer >= 1")
+        if isinstance(dp_rank, bool) or not isinstance(dp_rank, int) or not 0 <= dp_rank < dp_world_size:
+            raise ValueError(f"dp_rank: {dp_rank!r} must be an integer in [0, {dp_world_size})")
+        if split not in SPLITS:
+            raise ValueError(f"split: {split!r} must be one of {list(SPLITS)}")
+
+    def _check_validation_size(self) -> None:
+        if self.split == "validation" and self._samples.num_samples < self.global_batch_size:
+            raise DataError(
+                f"{self.config.data_prefix}: the validation split has {self._samples.num_samples} samples, fewer "
+                f"than one global batch of {self.global_batch_size}; raise validation_fraction "
+                f"(now {self.config.validation_fraction})"
+            )
 
     # -- properties the trainer reads ---------------------------------------------------------------------------
 

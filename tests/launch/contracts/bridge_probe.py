@@ -119,7 +119,10 @@ def _datasets(container: Any) -> dict[str, Any]:
     provider = get_dataset_provider(container.dataset)
     train, valid, _test = provider([train_samples, eval_samples, 0], container.dataset)
     sample = train[0]
+    # A mixture is megatron-core's BlendedDataset: which dataset each of its first samples comes from.
+    dataset_index = getattr(train, "dataset_index", None)
     return {
+        "blend_first_datasets": dataset_index[:256].tolist() if dataset_index is not None else None,
         "tokenizer": type(tokenizer).__name__,
         "tokenizer_vocab": tokenizer.vocab_size,
         "eod": tokenizer.eod,

@@ -77,6 +77,7 @@ def probe(job: Any, config_path: str) -> dict[str, Any]:
         report["data"] = {
             # NeMo checked that each prefix has its .bin and .idx (validate_dataset_asset_accessibility).
             "paths": data.build_kwargs["blend"][0],
+            "weights": data.build_kwargs["blend"][1],  # None for one dataset, the mixture's weights otherwise
             "split": data.build_kwargs["split"],
             "seq_length": data.seq_length,
             "global_batch_size": data.global_batch_size,

@@ -101,6 +101,8 @@ class ModelFamily:
     neuron_architecture: Callable[[Shape], dict[str, Any]] = field(default=lambda shape: {})
     # (tensor, pipeline) parallel NxDT ran named shapes with (published runs); others get launch/neuron.py's default.
     neuron_parallelism: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    # Why NxDT (launch/neuron.py) cannot train the family; None: its Megatron GPT model section builds it.
+    neuron_gap: str | None = None
     # Parameters of one block that a token's forward pass multiplies by (the routed experts it is not sent to
     # left out); None: all of layer_parameters (a dense block).
     active_layer_parameters: Callable[[Shape], int] | None = None

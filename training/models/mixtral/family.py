@@ -38,4 +38,5 @@ MIXTRAL = ModelFamily(
     megatron_gap="the NeMo renderer builds Megatron Bridge's llama3 recipe only (no MoE recipe yet)",
     neuron_architecture=neuron_architecture,
     active_layer_parameters=active_layer_parameters,
+    neuron_gap="NxDT's GPT model section has no experts",
 )

@@ -88,4 +88,5 @@ QWEN3 = ModelFamily(
     megatron_gap="the NeMo renderer builds Megatron Bridge's llama3 recipe only (not its Qwen3 recipes)",
     neuron_architecture=neuron_architecture,
     active_layer_parameters=active_layer_parameters,
+    neuron_gap="NxDT's GPT model section has no per-head q/k norms or experts",
 )

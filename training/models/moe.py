@@ -27,10 +27,13 @@ from training.models.init import WeightInit
 
 
 def _grouped_mm_applies(x: Tensor, weight: Tensor) -> bool:
-    """torch._grouped_mm needs 16-byte aligned rows; on CUDA it runs bf16 on Hopper and later only."""
+    """torch._grouped_mm needs 16-byte aligned rows; on CUDA it runs bf16 on Hopper and later only, and compile
+    traces it in bf16 only."""
     if not hasattr(torch, "_grouped_mm"):
         return False
     aligned = all(size * x.element_size() % 16 == 0 for size in weight.shape[1:])
+    if torch.compiler.is_compiling() and x.dtype != torch.bfloat16:
+        return False  # the op's meta function (what compile traces with) accepts bf16 only
     if x.device.type == "cpu":
         return aligned
     if x.device.type == "cuda":
@@ -44,8 +47,21 @@ def grouped_linear(x: Tensor, weight: Tensor, counts: Tensor) -> Tensor:
     if _grouped_mm_applies(x, weight):
         offsets = torch.cumsum(counts, dim=0).to(torch.int32)
         return torch._grouped_mm(x, weight.transpose(-2, -1), offs=offsets)
+    if torch.compiler.is_compiling():
+        return _masked_linear(x, weight, counts)
     pieces = torch.split(x, counts.tolist())
     return torch.cat([piece @ weight[group].T for group, piece in enumerate(pieces)])
+
+
+def _masked_linear(x: Tensor, weight: Tensor, counts: Tensor) -> Tensor:
+    """What compile traces where it cannot trace the grouped GEMM (fp32): every group's matmul over all rows, each
+    row keeping its own group's. No data-dependent shapes; G times the FLOPs, so for tests and fallbacks only."""
+    rows = torch.arange(x.shape[0], device=x.device)
+    group_of_row = torch.searchsorted(torch.cumsum(counts, dim=0), rows, right=True)
+    out = x.new_zeros(x.shape[0], weight.shape[1])
+    for group in range(weight.shape[0]):
+        out = torch.where((group_of_row == group).unsqueeze(1), x @ weight[group].T, out)
+    return out
 
 
 class GroupedExperts(nn.Module):
@@ -125,7 +141,10 @@ class MoE(nn.Module):
         flat = x.reshape(-1, shape[-1])
         weights, indices, probs = self.router(flat)
         chosen = indices.flatten()
-        counts = torch.bincount(chosen, minlength=self.n_experts)
+        # One count per expert (a bincount's length would depend on the data, which compile cannot trace).
+        counts = torch.zeros(self.n_experts, dtype=torch.int64, device=x.device).scatter_add_(
+            0, chosen, torch.ones_like(chosen)
+        )
         self.router_stats = RouterStats(counts.float(), probs.sum(dim=0), flat.shape[0])
         # Dispatch: every (token, choice) pair, sorted by expert; a stable sort keeps token order inside an expert.
         order = torch.argsort(chosen, stable=True)

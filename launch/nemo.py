@@ -130,7 +130,11 @@ def check_megatron_job(job: JobConfig, model: ModelArgs, workers: int, layout: P
     if gap is not None:
         raise SubmitError(
             f"--backend nemo: model flavor {model.flavor!r} has no {framework} recipe ({gap}); "
-            "train it with --backend fsdp or neuron"
+            + (
+                "train it with --backend fsdp or neuron"
+                if family_named(model.flavor).neuron_gap is None
+                else "train it with --backend fsdp"
+            )
         )
     check_parallel(model, workers, layout, job)
 

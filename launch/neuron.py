@@ -73,6 +73,11 @@ def nxdt_config(
 ) -> dict[str, Any]:
     if target.neuron is None:
         raise SubmitError("--backend neuron: the spec has no cluster.neuron section")
+    gap = family_named(model.flavor).neuron_gap
+    if gap is not None:
+        raise SubmitError(
+            f"--backend neuron: model flavor {model.flavor!r} has no NxDT model ({gap}); train it with --backend fsdp"
+        )
     workers = target.workers_per_node
     check_parallel(model, workers * nodes, ParallelDims(tp=tensor_parallel, pp=pipeline_parallel), job)
     steps = job.train.max_steps

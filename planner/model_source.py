@@ -2,8 +2,11 @@
 
 The planner needs only the shape (hidden size, layers, heads, KV heads, head size, MLP width, vocabulary, tied
 embeddings, maximum positions). Rotary scaling, norm epsilons and token ids change neither FLOPs nor memory, so a
-config.json is read for the shape alone and those keys are not checked; what would make the plan wrong (experts,
-an encoder, biases, another MLP, sliding-window attention) is refused with one line naming the key and its value.
+config.json is read for the shape alone and those keys are not checked; what would make the plan wrong (an encoder,
+biases, another MLP, sliding-window attention, experts of a layout we do not build) is refused with one line naming
+the key and its value. Mixtral and Qwen3-MoE are read as mixtures of experts (the mixtral and qwen3 flavors:
+total parameters for memory, active ones for FLOPs); other MoE spellings (DeepSeek's n_routed_experts with its
+latent attention, DBRX's moe_num_experts) are refused.
 No torch is imported: the head node runs the planner before queueing.
 """
 
@@ -22,6 +25,11 @@ from training.models.args import ModelArgs, ModelArgsError
 # Dense decoders the planner reads: a Llama block (RMSNorm, SwiGLU, rotary, optional GQA), with Qwen2's q/k/v
 # biases and Qwen3's per-head q/k norms and decoupled head size. Each maps to what its transformers class builds.
 DENSE_DECODERS: tuple[str, ...] = ("llama", "mistral", "qwen2", "qwen3")
+# Mixtures of experts the planner reads, by model_type: the flavor and the config key holding the expert count.
+MOE_DECODERS: dict[str, tuple[str, str]] = {
+    "mixtral": ("mixtral", "num_local_experts"),
+    "qwen3_moe": ("qwen3", "num_experts"),
+}
 # Keys that make a config a mixture of experts, in the spellings of Mixtral, Qwen-MoE, DeepSeek and DBRX.
 _EXPERT_KEYS: tuple[str, ...] = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
 _REQUIRED: tuple[tuple[str, str], ...] = (
@@ -44,8 +52,9 @@ class ModelConfigError(PlanError):
 
 
 def args_from_config_json(config: Mapping[str, Any], path: str = "config.json") -> ModelArgs:
-    """The planner's ModelArgs for a dense decoder's Hugging Face config.json (already parsed)."""
+    """The planner's ModelArgs for a dense decoder's or a Mixtral / Qwen3-MoE Hugging Face config.json (parsed)."""
     _refuse_what_is_not_a_dense_decoder(config, path)
+    model_type = config.get("model_type")
     shape: dict[str, Any] = {}
     for key, field in _REQUIRED:
         if key not in config:
@@ -55,16 +64,18 @@ def args_from_config_json(config: Mapping[str, Any], path: str = "config.json") 
     heads = shape["n_heads"]
     if head_dim is not None and isinstance(heads, int) and heads > 0 and head_dim * heads == shape["dim"]:
         head_dim = None  # the usual hidden_size / heads, spelled out (Llama 3.2, Qwen3-8B)
+    flavor, experts = ("llama", {}) if model_type not in MOE_DECODERS else _experts(config, path)
     try:
         return ModelArgs(
-            flavor="llama",
+            flavor=flavor,
             **shape,
+            **experts,
             n_kv_heads=config.get("num_key_value_heads"),
             norm_eps=float(config.get("rms_norm_eps", 1e-6)),
             max_seq_len=int(config.get("max_position_embeddings", 2048)),
             tie_embeddings=bool(config.get("tie_word_embeddings", False)),
             attention_head_dim=head_dim,
-            qk_norm=config.get("model_type") == "qwen3",
+            qk_norm=model_type in ("qwen3", "qwen3_moe"),
             qkv_bias=config.get("model_type") == "qwen2",  # transformers' Qwen2 always has them; no config key
         )
     except ModelArgsError as error:
@@ -79,21 +90,49 @@ def _refuse_what_is_not_a_dense_decoder(config: Mapping[str, Any], path: str) ->
         isinstance(architectures, list) and all(str(name).endswith("ForCausalLM") for name in architectures)
     ):
         raise ModelConfigError(path, "architectures", architectures, "is not a causal (decoder-only) language model")
-    for key in _EXPERT_KEYS:
-        if config.get(key):
-            raise ModelConfigError(path, key, config[key], "makes it a mixture of experts; the planner models dense")
     model_type = config.get("model_type")
-    if model_type not in DENSE_DECODERS:
-        raise ModelConfigError(path, "model_type", model_type, f"is not one of {', '.join(DENSE_DECODERS)}")
+    expert_key = MOE_DECODERS[model_type][1] if model_type in MOE_DECODERS else None
+    for key in _EXPERT_KEYS:
+        if config.get(key) and key != expert_key:
+            raise ModelConfigError(
+                path,
+                key,
+                config[key],
+                f"makes it a mixture of experts of a kind not modelled ({', '.join(MOE_DECODERS)})",
+            )
+    if model_type not in DENSE_DECODERS and model_type not in MOE_DECODERS:
+        known = ", ".join((*DENSE_DECODERS, *MOE_DECODERS))
+        raise ModelConfigError(path, "model_type", model_type, f"is not one of {known}")
     for key in ("attention_bias", "mlp_bias"):
         if config.get(key):
             raise ModelConfigError(path, key, config[key], "is not modelled (bias-free blocks only)")
     act = config.get("hidden_act", "silu")
     if act != "silu":
         raise ModelConfigError(path, "hidden_act", act, "is not modelled (SwiGLU with silu only)")
-    if config.get("use_sliding_window") or (model_type == "mistral" and config.get("sliding_window")):
+    if config.get("use_sliding_window") or (model_type in ("mistral", "mixtral") and config.get("sliding_window")):
         key = "use_sliding_window" if config.get("use_sliding_window") else "sliding_window"
         raise ModelConfigError(path, key, config[key], "is not modelled (full causal attention only)")
+
+
+def _experts(config: Mapping[str, Any], path: str) -> tuple[str, dict[str, Any]]:
+    """(flavor, the MoE fields of ModelArgs) of a Mixtral or Qwen3-MoE config.json."""
+    flavor, count_key = MOE_DECODERS[config["model_type"]]
+    if config["model_type"] == "qwen3_moe":
+        if config.get("decoder_sparse_step", 1) != 1:
+            raise ModelConfigError(
+                path, "decoder_sparse_step", config["decoder_sparse_step"], "is not modelled (1 only)"
+            )
+        if config.get("mlp_only_layers"):
+            raise ModelConfigError(
+                path, "mlp_only_layers", config["mlp_only_layers"], "is not modelled (every layer MoE)"
+            )
+    for key in (count_key, "num_experts_per_tok"):
+        if key not in config:
+            raise ModelConfigError(path, key, None, "is required for a mixture of experts and missing")
+    experts = {"n_experts": config[count_key], "experts_per_token": config["num_experts_per_tok"]}
+    if "moe_intermediate_size" in config:
+        experts["expert_ffn_dim"] = config["moe_intermediate_size"]
+    return flavor, experts
 
 
 def read_config_json(path: Path) -> ModelArgs:

@@ -62,7 +62,7 @@ from spec.cluster import FsxSpec
 from training.config import CheckpointSection, ConfigError, check_sequence_fits, load_job_config
 from training.finetune.config import DEFAULT_LORA_RANK
 from training.models.args import ModelArgs
-from training.models.params import count_parameters
+from training.models.params import ParamCounts, count_parameters
 from training.models.registry import MODEL_CONFIGS
 from training.parallel.dims import ParallelDims
 
@@ -424,7 +424,11 @@ def _untimed_report(job: Job) -> dict[str, Any]:
     counts = count_parameters(job.model)
     hw = job.hardware
     return {
-        "model": {"parameters": counts.total, "matmul_parameters": counts.flop_params},
+        "model": {
+            "parameters": counts.total,
+            "active_parameters": counts.active,
+            "matmul_parameters": counts.flop_params,
+        },
         "instance": hw.instance.name,
         "hardware": hw.label,
         "nodes": job.nodes,
@@ -539,6 +543,13 @@ def _parameters(total: int) -> str:
     return f"{total / 1e9:.2f} B" if total >= 1e9 else f"{total / 1e6:.2f} M"
 
 
+def _parameter_line(counts: ParamCounts) -> str:
+    """ "N parameters", with the active ones of a mixture of experts (what one token's FLOPs use)."""
+    if counts.active == counts.total:
+        return f"{_parameters(counts.total)} parameters"
+    return f"{_parameters(counts.total)} parameters ({_parameters(counts.active)} active)"
+
+
 def _not_submittable(job: Job) -> list[str]:
     """A line when llm-submit's backend for this stack would refuse the layout (planner.job.unsubmittable_dims)."""
     dims = unsubmittable_dims(job)
@@ -554,7 +565,7 @@ def _not_submittable(job: Job) -> list[str]:
 def _layout_and_memory(job: Job, memory: MemoryEstimate) -> list[str]:
     hw, counts = job.hardware, count_parameters(job.model)
     lines = [
-        f"{_parameters(counts.total)} parameters on {job.nodes} x {hw.label} ({job.world_size} devices, "
+        f"{_parameter_line(counts)} on {job.nodes} x {hw.label} ({job.world_size} devices, "
         f"{hw.accelerator.name}), seq {job.seq_len}, micro-batch {job.micro_batch}, checkpointing "
         f"{job.checkpointing}",
         f"backend {job.software.backend} ({_stack(job)}); "
@@ -654,7 +665,7 @@ def render_text(
 def render_text_header(job: Job) -> str:
     counts, hw = count_parameters(job.model), job.hardware
     return (
-        f"{_parameters(counts.total)} parameters on {job.nodes} x {hw.label} ({job.world_size} devices), seq "
+        f"{_parameter_line(counts)} on {job.nodes} x {hw.label} ({job.world_size} devices), seq "
         f"{job.seq_len}, micro-batch {job.micro_batch}, checkpointing {job.checkpointing}, global batch "
         f"{job.global_batch_sequences} sequences in every layout, precision {job.software.precision}, backend "
         f"{job.software.backend}; ranked: "

@@ -231,7 +231,8 @@ def matmul_flops_by_rate(job: Job) -> tuple[float, float]:
     args, pp = job.model, job.pipeline_parallel
     recomputed = job.recomputed_fraction
     total = hardware_flops_per_token(args, job.seq_len, recomputed)
-    linear = args.n_layers * count_parameters(args).per_layer * (6.0 + 2.0 * recomputed)
+    # A token multiplies by the experts it is routed to only (active_per_layer == per_layer for dense blocks).
+    linear = args.n_layers * count_parameters(args).active_per_layer * (6.0 + 2.0 * recomputed)
     head = 6.0 * args.dim * args.vocab_size
     other = total - linear - head
     if job.lora_rank is not None:  # frozen base: no weight gradients; the adapters train (planner/finetune.py)

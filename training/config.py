@@ -58,6 +58,13 @@ class ModelSection(_Section):
     rope_low_freq_factor: float | None = None
     rope_high_freq_factor: float | None = None
     rope_original_max_seq_len: PositiveInt | None = None
+    # Mixture of experts (qwen3 and mixtral flavors, training/models/moe.py; docs/models.md).
+    n_experts: NonNegativeInt | None = None
+    experts_per_token: PositiveInt | None = None
+    expert_ffn_dim: PositiveInt | None = None
+    n_shared_experts: NonNegativeInt | None = None
+    router_aux_loss_coef: float | None = Field(default=None, ge=0.0)
+    router_bias_update_rate: float | None = Field(default=None, ge=0.0)
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSection:

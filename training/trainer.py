@@ -46,6 +46,7 @@ from training.metrics.memory import memory_gib, reserved_gib, reset_peak
 from training.metrics.plot import plot_run
 from training.metrics.prometheus import PrometheusMetrics, job_labels, resolve_final_scrape, resolve_port
 from training.metrics.timer import StepTimer
+from training.models.moe import update_router_biases
 from training.models.params import count_parameters
 from training.models.transformer import build_model
 from training.optim import build_optimizer, learning_rate, set_learning_rate
@@ -428,6 +429,7 @@ class Trainer:
             self.guard.raise_if_stopped()  # the unfused optimizer cannot skip on the device: ask the host
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        update_router_biases(self.model)  # MoE routers with an aux-loss-free bias (models/moe.py); else nothing
         if self.float8 is not None:
             self.float8.after_optimizer_step(self.model)
         self.timer.stop()

@@ -89,3 +89,9 @@ def test_tensor_parallel_must_divide_the_key_value_heads() -> None:
 @pytest.mark.parametrize(("fraction", "split"), [(0.0, "1000,0,0"), (0.05, "950,50,0")])
 def test_validation_split(fraction: float, split: str) -> None:
     assert validation_split(fraction) == split
+
+
+@pytest.mark.parametrize("name", ["qwen3-8b", "mixtral-8x7b"])
+def test_the_qwen3_and_mixtral_families_have_no_nemo_recipe_yet(name: str) -> None:
+    with pytest.raises(SubmitError, match=r"model flavor '\w+' has no NeMo 2 recipe .*; train it with --backend fsdp$"):
+        nemo_config(_job(), get_model_args(name), P5, 1, Path("/r"), "/t")

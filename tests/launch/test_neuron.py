@@ -67,3 +67,13 @@ def test_pipeline_stages_must_divide_the_layers() -> None:
     job = load_job_config(CONFIGS / "neuron-neox-20b.yaml")
     with pytest.raises(SubmitError, match=r"--pipeline-parallel: 8 does not divide model.n_layers \(44\)"):
         nxdt_config(job, get_model_args("neox-20b"), TRN1, 4, Path("/r"), "/t", 4, 8)
+
+
+@pytest.mark.parametrize("name", ["qwen3-moe-tiny", "mixtral-tiny"])
+def test_families_nxdt_cannot_build_are_refused_in_one_line(name: str) -> None:
+    job = load_job_config(CONFIGS / "neuron-pythia-6.9b.yaml")
+    with pytest.raises(
+        SubmitError,
+        match=r"^--backend neuron: model flavor '\w+' has no NxDT model \(.*\); train it with --backend fsdp$",
+    ):
+        nxdt_config(job, get_model_args(name), TRN1, 1, Path("/r"), "/t", 1, 1)

@@ -76,14 +76,68 @@ def test_llama3_8b_config_matches_the_registry_shape() -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "key", "value"),
-    [("mistralai--Mixtral-8x7B-v0.1", "num_local_experts", 8), ("Qwen--Qwen3-30B-A3B", "num_experts", 128)],
+    ("name", "total", "active"),
+    [("mistralai--Mixtral-8x7B-v0.1", 46.7, 12.9), ("Qwen--Qwen3-30B-A3B", 30.5, 3.3)],
 )
-def test_mixture_of_experts_is_refused_naming_the_key(name: str, key: str, value: int) -> None:
+def test_mixture_of_experts_counts_total_and_active_parameters(name: str, total: float, active: float) -> None:
+    """The model cards' sizes (Mixtral 8x7B: 46.7 B total, 12.9 B active; Qwen3-30B-A3B: 30.5 B, 3.3 B)."""
+    counts = count_parameters(read_config_json(CONFIGS / f"{name}.json"))
+    assert round(counts.total / 1e9, 1) == total
+    assert abs(counts.active / 1e9 - active) < 0.06  # Qwen's 3.3 B is 3.35 B rounded down
+
+
+@pytest.mark.parametrize("name", ["mistralai--Mixtral-8x7B-v0.1", "Qwen--Qwen3-30B-A3B"])
+def test_mixture_of_experts_total_is_the_one_transformers_builds(name: str) -> None:
+    config = _config(name)
+    assert count_parameters(read_config_json(CONFIGS / f"{name}.json")).total == _transformers_parameter_count(config)
+
+
+def test_a_mixture_of_experts_reads_as_the_trainers_moe_shape() -> None:
+    mixtral = read_config_json(CONFIGS / "mistralai--Mixtral-8x7B-v0.1.json")
+    assert (mixtral.flavor, mixtral.n_experts, mixtral.experts_per_token, mixtral.expert_width) == (
+        "mixtral",
+        8,
+        2,
+        14336,
+    )
+    assert count_parameters(mixtral).total == count_parameters(MODEL_CONFIGS["mixtral-8x7b"]).total
+    qwen = read_config_json(CONFIGS / "Qwen--Qwen3-30B-A3B.json")
+    assert (qwen.flavor, qwen.n_experts, qwen.experts_per_token, qwen.expert_width, qwen.qk_norm) == (
+        "qwen3",
+        128,
+        8,
+        768,
+        True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "key", "value"),
+    [
+        ({"model_type": "deepseek_v3", "n_routed_experts": 256}, "n_routed_experts", 256),
+        ({"model_type": "dbrx", "moe_num_experts": 16}, "moe_num_experts", 16),
+    ],
+)
+def test_other_mixtures_of_experts_are_refused_naming_the_key(change: dict, key: str, value: int) -> None:
+    config = {k: v for k, v in _config("mistralai--Mixtral-8x7B-v0.1").items() if k != "num_local_experts"}
     with pytest.raises(PlanError) as caught:
-        read_config_json(CONFIGS / f"{name}.json")
+        args_from_config_json(config | change, "moe.json")
     message = str(caught.value)
-    assert f"{key}: {value}" in message and "mixture of experts" in message and "\n" not in message
+    assert f"{key}: {value}" in message and "mixture of experts of a kind not modelled" in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("name", "change", "key"),
+    [
+        ("mistralai--Mixtral-8x7B-v0.1", {"sliding_window": 4096}, "sliding_window"),
+        ("Qwen--Qwen3-30B-A3B", {"mlp_only_layers": [0, 1]}, "mlp_only_layers"),
+        ("Qwen--Qwen3-30B-A3B", {"decoder_sparse_step": 2}, "decoder_sparse_step"),
+    ],
+)
+def test_moe_layouts_not_modelled_are_refused_naming_the_key(name: str, change: dict, key: str) -> None:
+    with pytest.raises(PlanError, match=rf"{key}: .* is not modelled"):
+        args_from_config_json(_config(name) | change, "moe.json")
 
 
 def test_encoder_decoder_and_encoder_only_configs_are_refused() -> None:

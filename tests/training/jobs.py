@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -126,12 +127,46 @@ def _group_members(pgid: int) -> list[int]:
     return members
 
 
+def _descendants(pid: int) -> list[int]:
+    """Live processes below `pid`, from /proc (found before a kill: killed parents hand children to init)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z":
+                parents[int(entry.name)] = int(fields[1])
+    found, frontier = [], [pid]
+    while frontier:
+        children = [child for child, parent in parents.items() if parent in frontier]
+        found.extend(children)
+        frontier = children
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 def kill_training(process: subprocess.Popen) -> None:
-    """SIGKILL the launcher and every worker (one process group) and wait until none of them runs any more: a
-    worker still finishing a write when the launcher was reaped renamed a checkpoint file under a test's copytree."""
+    """SIGKILL the launcher and every worker and wait until none of them runs any more: a worker still finishing a
+    write when the launcher was reaped renamed a checkpoint file under a test's copytree. torchrun may start its
+    workers in sessions of their own (torch 2.13 does), so the workers are found as the launcher's descendants as
+    well as its process group."""
+    workers = _descendants(process.pid)
     os.killpg(process.pid, signal.SIGKILL)
+    for pid in workers:
+        with contextlib.suppress(ProcessLookupError):  # gone with the group
+            os.kill(pid, signal.SIGKILL)
     process.wait()
     wait_until(lambda: not _group_members(process.pid), f"every process of group {process.pid} to exit")
+    wait_until(lambda: not [pid for pid in workers if _alive(pid)], f"the workers of launcher {process.pid} to exit")
 
 
 def records(run_dir: Path, kind: str | None = None) -> list[dict[str, Any]]:

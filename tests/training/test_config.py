@@ -105,7 +105,7 @@ def test_model_shape_from_name_overrides_and_dataset_vocabulary() -> None:
 
 def test_an_unknown_flavor_is_one_line_listing_the_registered_families() -> None:
     # The families are training/models/families.py's, not a list in the config schema.
-    with pytest.raises(ConfigError, match=r"^config: model.flavor: 'gpt2' is not one of llama, neox$"):
+    with pytest.raises(ConfigError, match=r"^config: model.flavor: 'gpt2' is not one of llama, neox, qwen3, mixtral$"):
         section = parse_job_config({**tiny_job("x"), "model": {"name": "tiny", "flavor": "gpt2"}}).model
         resolve_model_args(section, data_vocab_size=None)
 

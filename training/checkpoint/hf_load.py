@@ -1,6 +1,7 @@
 """Fine-tuning start: HF safetensors (one file or sharded with model.safetensors.index.json) into a model whose
 parameters may be FSDP2 DTensor shards. Each rank opens only the files holding tensors it needs and reads only
-the rows of its own shard (whole attention heads for NeoX's permuted query_key_value rows)."""
+the rows of its own shard (whole attention heads for NeoX's permuted query_key_value rows). A stacked expert
+weight ([n_experts, out, in], one HF tensor per expert) reads the experts of its own dim-0 shard."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from torch.distributed.tensor import DTensor, Shard
 
 from training.checkpoint.errors import CheckpointError
 from training.models.args import ModelArgs
-from training.models.hf import hf_name, hf_rows_to_ours, needs_row_permutation
+from training.models.hf import hf_expert_names, hf_name, hf_rows_to_ours, needs_row_permutation
 from training.parallel.parallelize import plain_name
 
 INDEX_FILE = "model.safetensors.index.json"
@@ -88,6 +89,11 @@ def load_hf_weights(
         handles: dict[Path, Any] = {}
         for raw_name, param in model.named_parameters() if parameters is None else parameters:
             name = plain_name(raw_name)
+            per_expert = hf_expert_names(args, name)
+            if per_expert is not None:
+                _load_experts(param, name, per_expert, files, handles, stack, directory)
+                loaded += 1
+                continue
             key = hf_name(args, name)
             if key not in files:
                 raise CheckpointError(f"model.hf_checkpoint: {str(directory)!r} has no tensor {key!r} (for {name})")
@@ -107,3 +113,36 @@ def load_hf_weights(
                 local.copy_(_read_rows(handle, args, name, key, start, end))
             loaded += 1
     return loaded
+
+
+def _handle(path: Path, handles: dict[Path, Any], stack: ExitStack) -> Any:
+    if path not in handles:
+        handles[path] = stack.enter_context(safe_open(str(path), framework="pt"))
+    return handles[path]
+
+
+def _load_experts(
+    param: torch.Tensor,
+    name: str,
+    keys: list[str],
+    files: dict[str, Path],
+    handles: dict[Path, Any],
+    stack: ExitStack,
+    directory: Path,
+) -> None:
+    """Expert j of a stacked weight is HF tensor keys[j]; this rank reads the experts of its dim-0 rows only."""
+    missing = [key for key in keys if key not in files]
+    if missing:
+        raise CheckpointError(f"model.hf_checkpoint: {str(directory)!r} has no tensor {missing[0]!r} (for {name})")
+    start, end = local_row_range(param)
+    local = param.to_local() if isinstance(param, DTensor) else param
+    if local.shape[0] != end - start:
+        raise CheckpointError(f"{name}: local shard has {local.shape[0]} experts, expected {end - start}")
+    for row, key in enumerate(keys[start:end]):
+        view = _handle(files[key], handles, stack).get_slice(key)
+        shape = tuple(view.get_shape())
+        if shape != tuple(param.shape[1:]):
+            raise CheckpointError(
+                f"model.hf_checkpoint: tensor {key!r} has shape {list(shape)}, the model expects {list(param.shape[1:])}"
+            )
+        local[row].copy_(view[:])

@@ -53,7 +53,7 @@ def recomputed_block_fraction(mode: str, n_layers: int, every_n: int = 2) -> flo
 
 def recompute_flops_per_token(args: ModelArgs, seq_len: int, block_fraction: float) -> float:
     """Forward FLOPs of the recomputed blocks: 2 x block matmul parameters + 4 h s of attention per block."""
-    per_block = 2.0 * count_parameters(args).per_layer + 4.0 * args.attention_dim * seq_len
+    per_block = 2.0 * count_parameters(args).active_per_layer + 4.0 * args.attention_dim * seq_len
     return block_fraction * args.n_layers * per_block
 
 

@@ -14,6 +14,8 @@ Flavor = str
 FLAVORS: tuple[str, ...] = tuple(FAMILIES)
 RopeType = Literal["default", "llama3"]
 ROPE_TYPES: tuple[str, ...] = ("default", "llama3")
+RouterScore = Literal["softmax", "sigmoid"]
+ROUTER_SCORES: tuple[str, ...] = ("softmax", "sigmoid")
 
 
 class ModelArgsError(UserError):
@@ -54,6 +56,16 @@ class ModelArgs:
     attention_head_dim: int | None = None
     qk_norm: bool = False  # RMSNorm over each head's q and k before rotary (Qwen3)
     qkv_bias: bool = False  # biases on the q, k and v projections, none on the output (Qwen2 / Qwen2.5)
+    # Mixture of experts (training/models/moe.py); n_experts 0 is a dense model and the fields below are unused.
+    n_experts: int = 0  # routed experts per MoE layer
+    experts_per_token: int = 0  # top-k
+    expert_ffn_dim: int | None = None  # each expert's SwiGLU width; None: ffn_dim (Mixtral)
+    n_shared_experts: int = 0  # experts every token passes through, one SwiGLU of n x expert_ffn_dim (DeepSeek)
+    router_score: RouterScore = "softmax"  # softmax (Mixtral, Qwen3-MoE) or sigmoid (DeepSeek-V3) affinities
+    norm_topk_prob: bool = True  # renormalise the top-k weights to sum to 1 (Qwen3-MoE's norm_topk_prob)
+    route_scale: float = 1.0  # multiplies the routed output (DeepSeek-V3's routed_scaling_factor)
+    router_aux_loss_coef: float = 0.0  # the load-balancing loss's weight in the loss (transformers' semantics)
+    router_bias_update_rate: float = 0.0  # aux-loss-free balancing: per-step bias update (DeepSeek-V3); 0 is off
 
     def __post_init__(self) -> None:
         problems = self.problems()
@@ -84,6 +96,7 @@ class ModelArgs:
             out.append(f"model.rotary_pct: {self.rotary_pct!r} must be in (0, 1]")
         elif out == [] and self.rotary_dim % 2:
             out.append(f"model.rotary_pct: {self.rotary_pct!r} rotates an odd number of dims ({self.rotary_dim})")
+        out.extend(self._expert_problems())
         if self.flavor in FAMILIES:
             out.extend(FAMILIES[self.flavor].shape_problems(self))
         if self.norm_eps <= 0:
@@ -110,6 +123,40 @@ class ModelArgs:
                 f"model.rope_original_max_seq_len: {self.rope_original_max_seq_len!r} must be a positive integer"
             )
         return out
+
+    def _expert_problems(self) -> list[str]:
+        if not isinstance(self.n_experts, int) or isinstance(self.n_experts, bool) or self.n_experts < 0:
+            return [f"model.n_experts: {self.n_experts!r} must be a non-negative integer (0: dense)"]
+        if self.n_experts == 0:
+            return []
+        out = []
+        if not isinstance(self.experts_per_token, int) or not 1 <= self.experts_per_token <= self.n_experts:
+            out.append(
+                f"model.experts_per_token: {self.experts_per_token!r} must be between 1 and "
+                f"model.n_experts ({self.n_experts})"
+            )
+        width = self.expert_ffn_dim
+        if width is not None and (not isinstance(width, int) or isinstance(width, bool) or width < 1):
+            out.append(f"model.expert_ffn_dim: {width!r} must be a positive integer or null")
+        if not isinstance(self.n_shared_experts, int) or self.n_shared_experts < 0:
+            out.append(f"model.n_shared_experts: {self.n_shared_experts!r} must be a non-negative integer")
+        if self.router_score not in ROUTER_SCORES:
+            out.append(f"model.router_score: {self.router_score!r} is not one of {', '.join(ROUTER_SCORES)}")
+        for name in ("router_aux_loss_coef", "router_bias_update_rate"):
+            if not getattr(self, name) >= 0:
+                out.append(f"model.{name}: {getattr(self, name)!r} must be >= 0")
+        if not self.route_scale > 0:
+            out.append(f"model.route_scale: {self.route_scale!r} must be positive")
+        return out
+
+    @property
+    def is_moe(self) -> bool:
+        return self.n_experts > 0
+
+    @property
+    def expert_width(self) -> int:
+        """Each routed expert's SwiGLU width."""
+        return self.ffn_dim if self.expert_ffn_dim is None else self.expert_ffn_dim
 
     @property
     def head_dim(self) -> int:

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from training.models.family import ModelFamily
 from training.models.llama.family import LLAMA
+from training.models.mixtral.family import MIXTRAL
 from training.models.neox.family import NEOX
+from training.models.qwen3.family import QWEN3
 
-FAMILIES: dict[str, ModelFamily] = {family.name: family for family in (LLAMA, NEOX)}
+FAMILIES: dict[str, ModelFamily] = {family.name: family for family in (LLAMA, NEOX, QWEN3, MIXTRAL)}
 
 
 def family_named(flavor: str) -> ModelFamily:

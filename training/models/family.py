@@ -49,6 +49,16 @@ class Shape(Protocol):
     def qk_norm(self) -> bool: ...
     @property
     def qkv_bias(self) -> bool: ...
+    @property
+    def is_moe(self) -> bool: ...
+    @property
+    def n_experts(self) -> int: ...
+    @property
+    def experts_per_token(self) -> int: ...
+    @property
+    def expert_width(self) -> int: ...
+    @property
+    def n_shared_experts(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -91,12 +101,26 @@ class ModelFamily:
     neuron_architecture: Callable[[Shape], dict[str, Any]] = field(default=lambda shape: {})
     # (tensor, pipeline) parallel NxDT ran named shapes with (published runs); others get launch/neuron.py's default.
     neuron_parallelism: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    # Why NxDT (launch/neuron.py) cannot train the family; None: its Megatron GPT model section builds it.
+    neuron_gap: str | None = None
+    # Parameters of one block that a token's forward pass multiplies by (the routed experts it is not sent to
+    # left out); None: all of layer_parameters (a dense block).
+    active_layer_parameters: Callable[[Shape], int] | None = None
 
     def final_norm_parameters(self, dim: int) -> int:
         return dim if self.norm == "rmsnorm" else 2 * dim  # LayerNorm has a bias
 
     def lora_target(self, hf_name: str) -> LoraTarget | None:
         return next((target for target in self.lora_targets if target.hf_name == hf_name), None)
+
+
+def dense_only_problems(shape: Shape, family: str) -> list[str]:
+    """A dense family refuses experts, naming the families that have them."""
+    if shape.is_moe:
+        return [
+            f"model.n_experts: {shape.n_experts!r} experts are a qwen3- or mixtral-flavor feature ({family} is dense)"
+        ]
+    return []
 
 
 def load(reference: str) -> Any:

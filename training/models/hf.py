@@ -7,6 +7,7 @@ config.json, from its model_type) so callers never branch on the family.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -30,7 +31,9 @@ class HFAdapter:
     layer: our in-block names -> HF's; None: HF uses ours. row_order: for a parameter whose rows HF lays out
     otherwise, the order (HF -> ours) inside each whole-head block of rows; None for every other parameter.
     config: the family's config.json keys beside the shared ones. args_from_config: ModelArgs from a config.json
-    of one of the family's hf_model_types, given the shared shape keys already read.
+    of one of the family's hf_model_types, given the shared shape keys already read. experts: our in-block names
+    of stacked expert weights ([n_experts, out, in], training/models/moe.py) -> HF's per-expert in-block name with
+    an "{expert}" placeholder (HF checkpoints hold one tensor per expert).
     """
 
     top: Mapping[str, str]
@@ -39,6 +42,7 @@ class HFAdapter:
     config: Callable[[ModelArgs], dict[str, Any]]
     args_from_config: Callable[[dict[str, Any], dict[str, Any]], ModelArgs]
     row_order: Callable[[ModelArgs, str], Tensor | None] = lambda args, name: None
+    experts: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 def adapter_of(family: ModelFamily) -> HFAdapter:
@@ -53,7 +57,8 @@ def _adapter(args: ModelArgs) -> HFAdapter:
 
 
 def hf_name(args: ModelArgs, name: str) -> str:
-    """Our parameter name -> the HF checkpoint's name."""
+    """Our parameter name -> the HF checkpoint's name (for stacked experts, the name pattern with "*" for the
+    expert: hf_expert_names gives each)."""
     adapter = _adapter(args)
     if name in adapter.top:
         return adapter.top[name]
@@ -61,11 +66,24 @@ def hf_name(args: ModelArgs, name: str) -> str:
     if match is None:
         raise KeyError(f"parameter {name!r} has no Hugging Face name")
     index, rest = match.groups()
+    if rest in adapter.experts:
+        return f"{adapter.layer_prefix}.{index}.{adapter.experts[rest].format(expert='*')}"
     if adapter.layer is not None:
         if rest not in adapter.layer:
             raise KeyError(f"parameter {name!r} has no Hugging Face name")
         rest = adapter.layer[rest]
     return f"{adapter.layer_prefix}.{index}.{rest}"
+
+
+def hf_expert_names(args: ModelArgs, name: str) -> list[str] | None:
+    """The HF names of a stacked expert weight's slices, expert 0 first; None for any other parameter."""
+    match = _LAYER_KEY.match(name)
+    experts = _adapter(args).experts
+    if match is None or match.group(2) not in experts:
+        return None
+    index, rest = match.groups()
+    prefix = _adapter(args).layer_prefix
+    return [f"{prefix}.{index}.{experts[rest].format(expert=j)}" for j in range(args.n_experts)]
 
 
 def needs_row_permutation(args: ModelArgs, name: str) -> bool:
@@ -90,11 +108,26 @@ def our_rows_to_hf(args: ModelArgs, name: str, rows: Tensor) -> Tensor:
 
 
 def to_hf_state_dict(args: ModelArgs, state: dict[str, Tensor]) -> dict[str, Tensor]:
-    return {hf_name(args, name): our_rows_to_hf(args, name, tensor) for name, tensor in state.items()}
+    hf_config(args)  # refuses, in one line, a shape the family's HF class cannot hold before renaming anything
+    out: dict[str, Tensor] = {}
+    for name, tensor in state.items():
+        per_expert = hf_expert_names(args, name)
+        if per_expert is None:
+            out[hf_name(args, name)] = our_rows_to_hf(args, name, tensor)
+        else:
+            out.update(zip(per_expert, tensor.unbind(0), strict=True))
+    return out
 
 
 def from_hf_state_dict(args: ModelArgs, hf_state: dict[str, Tensor], names: list[str]) -> dict[str, Tensor]:
-    return {name: hf_rows_to_ours(args, name, hf_state[hf_name(args, name)]) for name in names}
+    out = {}
+    for name in names:
+        per_expert = hf_expert_names(args, name)
+        if per_expert is None:
+            out[name] = hf_rows_to_ours(args, name, hf_state[hf_name(args, name)])
+        else:
+            out[name] = torch.stack([hf_state[key] for key in per_expert])
+    return out
 
 
 _LLAMA3_KEYS = {
@@ -121,15 +154,15 @@ def rope_parameters(args: ModelArgs) -> dict[str, Any]:
     return {"rope_type": args.rope_type, "rope_theta": args.rope_theta, **scaling}
 
 
-# Shape fields the planner reads from Qwen configs and the trainer builds, but that this export does not write yet.
-_NOT_EXPORTED = ("attention_head_dim", "qk_norm", "qkv_bias")
+def refuse_unexported(args: ModelArgs, fields: tuple[str, ...], default: Any, target: str, why: str = "") -> None:
+    """A shape field set (not `default`) that the family's HF class `target` cannot hold: one line naming it."""
+    for field in fields:
+        value = getattr(args, field)
+        if value != default and value is not None:
+            raise ModelArgsError(f"model.{field}: {value!r} has no {target} export" + (f" ({why})" if why else ""))
 
 
 def hf_config(args: ModelArgs, torch_dtype: str = "float32") -> dict[str, Any]:
-    for field in _NOT_EXPORTED:
-        value = getattr(args, field)
-        if value not in (None, False):
-            raise ModelArgsError(f"model.{field}: {value!r} has no LlamaForCausalLM export (Qwen-style shape)")
     common = {
         "hidden_size": args.dim,
         "intermediate_size": args.ffn_dim,

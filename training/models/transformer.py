@@ -16,7 +16,8 @@ from training.models.attention import document_mask
 from training.models.families import family_named
 from training.models.family import load
 from training.models.init import WeightInit
-from training.models.loss import chunked_cross_entropy
+from training.models.loss import IGNORE_INDEX, chunked_cross_entropy
+from training.models.moe import MoE, count_routed_tokens, load_balancing_loss, moe_layers
 from training.models.rope import model_inverse_frequencies, rotary_cos_sin, rotary_cos_sin_at
 
 
@@ -60,6 +61,8 @@ class Transformer(nn.Module):
         self.layers = nn.ModuleList([block(args) for _ in range(args.n_layers)])
         self.norm = _final_norm(args)
         self.output = None if args.tie_embeddings else OutputHead(args.dim, args.vocab_size, bias=False)
+        # A plain tuple, not submodules: wrappers added later (FSDP2, checkpointing) keep these same modules.
+        self._moe_layers: tuple[MoE, ...] = tuple(moe_layers(self.layers))
 
     def forward(
         self,
@@ -89,10 +92,31 @@ class Transformer(nn.Module):
             h = layer(h, cos, sin, *extra)
         h = self.norm(h)
         if self.output is not None:
-            return self.output(h, labels)
-        if labels is not None:
-            return chunked_cross_entropy(h, self.tok_embeddings.weight, labels)
-        return F.linear(h, self.tok_embeddings.weight)
+            out = self.output(h, labels)
+        elif labels is not None:
+            out = chunked_cross_entropy(h, self.tok_embeddings.weight, labels)
+        else:
+            out = F.linear(h, self.tok_embeddings.weight)
+        if self._moe_layers:
+            out = self._with_router_loss(out, labels)
+        return out
+
+    def _with_router_loss(self, out: Tensor, labels: Tensor | None) -> Tensor:
+        """A training step's summed loss plus router_aux_loss_coef x the load-balancing loss per trained token (so
+        the per-token mean the trainer takes is transformers' loss + coef x aux); routed tokens counted for the
+        aux-free bias. Evaluation (no grad) keeps the cross-entropy alone."""
+        layers = list(self._moe_layers)
+        training = torch.is_grad_enabled()
+        if training:
+            count_routed_tokens(layers)
+        coef = self.args.router_aux_loss_coef
+        if training and labels is not None and coef > 0:
+            aux = load_balancing_loss(layers)
+            if aux is not None:
+                out = out + coef * aux * (labels != IGNORE_INDEX).sum()
+        for layer in layers:
+            layer.router_stats = None  # the next forward's routing replaces it; no graph kept alive meanwhile
+        return out
 
     @torch.no_grad()
     def init_weights(self, seed: int | None = None) -> None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from training.models.family import LoraTarget, ModelFamily, Shape
+from training.models.family import LoraTarget, ModelFamily, Shape, dense_only_problems
 
 
 def _shape_problems(shape: Shape) -> list[str]:
     if shape.rotary_pct != 1.0:
         return [f"model.rotary_pct: {shape.rotary_pct!r} partial rotary is a neox-flavor feature"]
-    return []
+    return dense_only_problems(shape, "llama")
 
 
 def _layer_parameters(shape: Shape) -> int:

@@ -5,10 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from training.models.args import ModelArgs
-from training.models.hf import HFAdapter, require, rope_from_hf_config, rope_scaling
+from training.models.hf import HFAdapter, refuse_unexported, require, rope_from_hf_config, rope_scaling
+
+# Shape fields the planner reads from Qwen configs and the trainer builds, but that LlamaForCausalLM cannot hold
+# (the qwen3 family exports Qwen3's).
+_NOT_EXPORTED = ("attention_head_dim", "qk_norm", "qkv_bias")
 
 
 def _config(args: ModelArgs) -> dict[str, Any]:
+    refuse_unexported(args, _NOT_EXPORTED, False, "LlamaForCausalLM", "Qwen-style shape")
     return {
         "architectures": ["LlamaForCausalLM"],
         "model_type": "llama",

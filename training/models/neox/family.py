@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from training.models.family import ModelFamily, Shape
+from training.models.family import ModelFamily, Shape, dense_only_problems
 
 
 def _shape_problems(shape: Shape) -> list[str]:
@@ -14,7 +14,7 @@ def _shape_problems(shape: Shape) -> list[str]:
         out.append(f"model.{llama_only[0]}: {getattr(shape, llama_only[0])!r} is a llama-flavor feature")
     if shape.n_kv_heads not in (None, shape.n_heads):
         out.append(f"model.n_kv_heads: {shape.n_kv_heads!r} grouped-query attention is a llama-flavor feature")
-    return out
+    return out + dense_only_problems(shape, "neox")
 
 
 def _layer_parameters(shape: Shape) -> int:

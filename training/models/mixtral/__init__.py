@@ -1,0 +1,1 @@
+"""The Mixtral family: Llama attention with a mixture-of-experts feed-forward; DeepSeek-V3-style shapes too."""

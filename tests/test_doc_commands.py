@@ -16,6 +16,7 @@ from cluster.update_plan import runbook
 from cluster.update_policy import Action
 from spec import load_spec
 from tests.cluster.conftest import pcluster_venv  # noqa: F401  (the isolated ParallelCluster venv)
+from tests.environments import ready
 from tests.stacks.conftest import Assembly
 from training.prepare import data_prefix_of
 from training.sft.prepare import tokens_prefix as sft_data_prefix_of
@@ -173,3 +174,91 @@ def test_every_data_prefix_is_a_dataset_llm_prepare_writes() -> None:
     assert [m["value"] for m in DATA_PREFIX.finditer("llm-submit --data-prefix /fsx/data/pretraining")] == [
         "/fsx/data/pretraining"
     ]
+
+
+# ---- logging in as one's own account (issue 43) -----------------------------------------------------------------
+CONNECT_DOCS = [REPO / "README.md", REPO / "docs" / "cluster.md"]
+UNREACHABLE = "http://127.0.0.1:9"  # the discard port: nothing answers, so only the connection may fail
+
+
+def start_session_commands() -> list[tuple[str, list[str]]]:
+    """Every `aws ssm start-session` README and docs/cluster.md give for logging in (blocks and inline)."""
+    return [
+        (path.name, shlex.split(command))
+        for path in CONNECT_DOCS
+        for command in commands_in(path.read_text(encoding="utf-8"))
+        if command.startswith("aws ssm start-session")
+    ]
+
+
+def operator_profile() -> str:
+    """README's `[profile operator]` block: what each person puts in ~/.aws/config."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    (profile,) = re.findall(r"^```text\n(\[profile operator\]\n.*?)^```", text, flags=re.S | re.M)
+    return str(profile)
+
+
+def option(argv: list[str], name: str) -> str:
+    assert name in argv, argv
+    return argv[argv.index(name) + 1]
+
+
+@pytest.mark.synth
+def test_every_login_goes_through_the_run_as_document_the_stack_creates(default_assembly: Assembly) -> None:
+    """README's connect step and docs/cluster.md's log in as the caller's own account: each start-session names the
+    Session document the identity stack synthesizes (run-as on), with the operator profile, whose credentials carry
+    the principal tag the document's run-as reads and the operator role's trust lets a caller pass."""
+    (document,) = default_assembly.resources("identity", "AWS::SSM::Document").values()
+    name = document["Properties"]["Name"]
+    assert document["Properties"]["Content"]["inputs"]["runAsEnabled"] is True
+    commands = start_session_commands()
+    assert {where for where, _ in commands} == {"README.md", "cluster.md"}, commands
+    assert [where for where, argv in commands if option(argv, "--document-name") != name] == []
+    assert {option(argv, "--profile") for _, argv in commands} == {"operator"}
+    trust = json.dumps(default_assembly.resources("identity", "AWS::IAM::Role"))
+    tag = "SSMSessionRunAs"
+    assert f"aws:RequestTag/{tag}" in trust and f"${{aws:PrincipalTag/{tag}}}" in trust
+    (credentials,) = [line for line in operator_profile().splitlines() if line.startswith("credential_process")]
+    assume = shlex.split(credentials.split("=", 1)[1])
+    assert assume[:3] == ["aws", "sts", "assume-role"]
+    spec = default_assembly.spec
+    operator = spec.role_name("operator")
+    assert operator in {
+        role["Properties"]["RoleName"] for role in default_assembly.resources("identity", "AWS::IAM::Role").values()
+    }
+    assert option(assume, "--role-arn") == f"arn:aws:iam::{spec.accounts.compute}:role/{operator}"
+    assert option(assume, "--tags") == f"Key={tag},Value={option(assume, '--role-session-name')}"
+
+
+def test_the_operator_profile_and_the_login_parse_with_the_aws_cli(tmp_path: Path) -> None:
+    """README's operator profile as a reader's ~/.aws/config and its login command, run by the real AWS CLI against
+    an endpoint nothing listens on: the login's arguments parse, the CLI runs the profile's credential_process (the
+    AWS CLI again, whose assume-role parses and gets as far as STS), and its query turns AssumeRole's answer into
+    the credential_process format (Version 1 and the four fields)."""
+    aws = ready("awscli-venv") / "bin" / "aws"
+    config = tmp_path / "config"
+    credentials = tmp_path / "credentials"
+    config.write_text(operator_profile() + "\n[profile compute]\nregion = us-east-1\n")
+    credentials.write_text("[compute]\naws_access_key_id = doc-test-key\naws_secret_access_key = doc-test-secret\n")
+    env = {
+        "PATH": f"{aws.parent}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "AWS_CONFIG_FILE": str(config),
+        "AWS_SHARED_CREDENTIALS_FILE": str(credentials),
+        "AWS_ENDPOINT_URL": UNREACHABLE,
+        "AWS_MAX_ATTEMPTS": "1",
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+    (readme_login,) = [argv for where, argv in start_session_commands() if where == "README.md" and "$HEAD" in argv]
+    argv = [str(aws), *[("i-0123456789abcdef0" if arg == "$HEAD" else arg) for arg in readme_login[1:]]]
+    result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert "custom-process" in result.stderr and "Could not connect to the endpoint URL" in result.stderr, result.stderr
+    assert f"{UNREACHABLE}/" in result.stderr  # the inner call is STS's, to the same unreachable endpoint
+    (line,) = [line for line in operator_profile().splitlines() if line.startswith("credential_process")]
+    query = option(shlex.split(line.split("=", 1)[1]), "--query")
+    answer = {"Credentials": {"AccessKeyId": "AKIA", "SecretAccessKey": "s", "SessionToken": "t",
+                              "Expiration": "2026-11-30T03:00:00+00:00"}}  # fmt: skip
+    script = "import jmespath, json, sys; print(json.dumps(jmespath.search(sys.argv[1], json.loads(sys.argv[2]))))"
+    python = aws.parent / "python"
+    shaped = subprocess.run([str(python), "-c", script, query, json.dumps(answer)], capture_output=True, text=True)
+    assert json.loads(shaped.stdout) == {"Version": 1, **answer["Credentials"]}, shaped.stderr

@@ -1,6 +1,8 @@
-"""README's "First job on the cluster", run as written by ec2-user on a head node laid out by head_node.sh, against a
-local SLURM cluster shaped like the default spec's first queue (tests/rehearsal/head_node.py says what stands for
-what). Every job the block submits must start; each ends where this host ends it:
+"""README's "First job on the cluster", run as written on a head node laid out by head_node.sh, against a local SLURM
+cluster shaped like the default spec's first queue (tests/rehearsal/head_node.py says what stands for what), by the
+default spec's researcher (bob), whose account and home head_node.sh's accounts script made for real in the
+rehearsal's own /etc and /home: README's connect step logs in as one's own account. Every job the block submits must
+start; each ends where this host ends it:
 
 - the tiny model trains to the end (40 steps on 8 CPU ranks), checkpoints in its run dir, MFU at most 100 %;
 - the fabric check runs to its verdict, which fails on what this host lacks: EFA devices, and all_reduce_perf (a
@@ -70,11 +72,14 @@ def test_the_block_runs_as_written_up_to_its_placeholder() -> None:
     assert after.startswith("JOB={job_id}")
 
 
-def test_the_block_runs_as_ec2_user_to_the_end(report: dict[str, Any]) -> None:
+def test_the_block_runs_to_the_end_as_the_researchers_own_account(report: dict[str, Any]) -> None:
     assert report["bootstrap"]["returncode"] == 0, report["bootstrap"]["stderr"]
+    assert "the groups and users of cluster.users are in place" in report["bootstrap"]["stderr"]
+    # The accounts script made bob and his home (700: no one else's business) in the rehearsal's /etc and /home.
+    assert report["user"] == {"name": "bob", "home": "/home/bob", "home_mode": "0o700"}
     for part in ("before_job_id", "rest"):
         assert report[part]["returncode"] == 0, report[part]["stderr"][-3000:]
-    assert all(job["user"] == "ec2-user" for job in report["jobs"])
+    assert all(job["user"] == "bob" for job in report["jobs"])
     # The demo corpus's cache went to the user's home, not into the read-only release.
     assert report["home_cache"], report["home_cache"]
     assert all(path.startswith(".cache/llm-training/corpus/") for path in report["home_cache"]), report["home_cache"]

@@ -1,6 +1,9 @@
-"""The head-node rehearsal's user survives a package install on the host: useradd renames a new /etc/passwd into
-place, which lazily unmounts whatever another mount namespace mounted over that file. Under pytest-xdist a test on
-the other worker can install a package (Prometheus adds its system user) while the rehearsal's jobs run."""
+"""The head-node rehearsal's accounts stay in its namespace and survive a package install on the host. The rehearsal
+binds a copy of /etc and an empty /home over the real ones, and head_node.sh's accounts script (users/accounts.sh,
+rendered from the default spec's cluster.users) makes the spec's people there with useradd, homes included: the host's
+/etc/passwd and /home never see them. useradd renames a new /etc/passwd into place, which lazily unmounts whatever
+another mount namespace mounted over that file; under pytest-xdist a test on the other worker can install a package
+(Prometheus adds its system user) while the rehearsal's jobs run."""
 
 from __future__ import annotations
 
@@ -13,15 +16,24 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-# In a private mount namespace: add the user, say so, wait for the host's rename, then look the user up again.
+# In a private mount namespace: the rehearsal's /etc and /home, the default spec's accounts made as head_node.sh makes
+# them, then wait for the host's rename and look the researcher up again.
 SCRIPT = """
-import pwd, sys
+import os, pwd, subprocess, sys
 from pathlib import Path
-from tests.rehearsal.head_node import add_user
-user = add_user(Path(sys.argv[1]))
+from cluster.users import accounts_script
+from spec import load_spec
+from tests.rehearsal.head_node import private_accounts, reader
+work = Path(sys.argv[1])
+private_accounts(work)
+cluster = load_spec().cluster
+script = work / "accounts.sh"
+script.write_text(accounts_script(cluster.users, cluster.groups))
+subprocess.run(["bash", str(script)], env={**os.environ, "CREATE_HOMES": "true"}, check=True, capture_output=True)
 print("ready", flush=True)
 sys.stdin.readline()
-print(pwd.getpwuid(user.uid).pw_name, flush=True)
+user = reader(Path("spec/default.yaml"))
+print(pwd.getpwuid(user.uid).pw_name, user.home, oct(user.home.stat().st_mode & 0o777), flush=True)
 """
 
 
@@ -33,7 +45,10 @@ def _rename_passwd_in_place() -> None:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mount namespaces and /etc/passwd need root")
-def test_the_rehearsal_user_outlives_a_new_etc_passwd_on_the_host(tmp_path: Path) -> None:
+def test_the_rehearsals_accounts_stay_in_its_namespace_and_outlive_a_new_etc_passwd_on_the_host(
+    tmp_path: Path,
+) -> None:
+    host_homes = sorted(os.listdir("/home"))
     command = ["unshare", "--mount", "--propagation", "private", sys.executable, "-c", SCRIPT, str(tmp_path)]
     with subprocess.Popen(
         command, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -43,5 +58,8 @@ def test_the_rehearsal_user_outlives_a_new_etc_passwd_on_the_host(tmp_path: Path
         _rename_passwd_in_place()
         stdout, stderr = process.communicate("go\n", timeout=60)
     assert process.returncode == 0, stderr
-    assert stdout.strip() == "ec2-user"
-    assert "ec2-user" not in Path("/etc/passwd").read_text()  # the host never saw the user
+    assert stdout.split() == ["bob", "/home/bob", "0o700"]
+    passwd = Path("/etc/passwd").read_text()
+    assert not [line for line in passwd.splitlines() if line.split(":")[0] in ("alice", "bob")]  # the host's as before
+    assert sorted(os.listdir("/home")) == host_homes
+    assert (tmp_path / "home-root" / "bob").is_dir()  # the homes went to the rehearsal's own /home

@@ -8,6 +8,9 @@ cluster's name, tables, bucket, stack, instances with ParallelCluster's tags), a
 allowed by our role's identity policies AND by the policy of the VPC endpoint it passes through,
 both evaluated by the repo's IAM engine (@cloud-copilot/iam-simulate). What the repo deliberately
 does not grant is listed in OMISSIONS, each with its reason; anything else denied is a failure.
+
+Our roles: the head node's `<name>-head-node`; a compute node's is its queue's, `<name>-queue-<queue>` for a queue
+with allowed_groups (its own role, docs/security.md) and `<name>-cluster-node` for every other queue.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from policies.accounting import accounting_secret_arn
 from policies.verify.harness.engine import ALLOWED, Engine
 from policies.verify.harness.layers import NEUTRAL_IDENTITY, NEUTRAL_RESOURCE
 from spec import DeploymentSpec
+from spec.model import QUEUE_ROLE_PREFIX
 
 PolicyDocument = dict[str, Any]
 FACTS = Path(__file__).resolve().parent / "pcluster" / "aws_managed_policies.json"
@@ -293,7 +297,9 @@ def calls(spec: DeploymentSpec, granted: Granted) -> list[Call]:
                             context=context,
                         )
                     )
-    unique = {(c.role, c.action, c.resource, json.dumps(c.context, sort_keys=True)): c for c in out}
+    # One call per role it is judged as: queues sharing the cluster-node role make the same calls once, a queue with
+    # its own role makes them again.
+    unique = {(node_role(c, spec), c.action, c.resource, json.dumps(c.context, sort_keys=True)): c for c in out}
     return list(unique.values())
 
 
@@ -324,7 +330,7 @@ def bootstrap_calls(spec: DeploymentSpec, config: Mapping[str, Any]) -> list[Cal
         out.append(Call("head", None, "payload-key", "repo", "ssm:GetParameter", parameter))
     for queue in config["Scheduling"]["SlurmQueues"]:
         fetch("compute", queue["Name"], queue.get("CustomActions", {}))
-    unique = {(c.role, c.action, c.resource): c for c in out}
+    unique = {(node_role(c, spec), c.action, c.resource): c for c in out}
     return list(unique.values())
 
 
@@ -351,12 +357,29 @@ def omitted(call: Call, found: Iterable[Omission]) -> Omission | None:
     return None
 
 
+def node_role(call: Call, spec: DeploymentSpec) -> str:
+    """The spec's role the calling node runs as: head-node, queue-<queue> (a queue with allowed_groups) or
+    cluster-node. It is also the key of the call's role in a Deployment's identity ("head", "compute" for the
+    shared compute role, "queue-<queue>")."""
+    if call.role == "head":
+        return "head-node"
+    if call.queue is not None and f"{QUEUE_ROLE_PREFIX}{call.queue}" in spec.queue_roles:
+        return f"{QUEUE_ROLE_PREFIX}{call.queue}"
+    return "cluster-node"
+
+
+def identity_key(role: str) -> str:
+    """A node role's key in Deployment.identity (the shared ones keep their short names)."""
+    return {"head-node": "head", "cluster-node": "compute"}.get(role, role)
+
+
 @dataclass(frozen=True)
 class Verdict:
     call: Call
     identity: str
     endpoint: str | None  # None: the call passes through no endpoint, or one with the default policy
     endpoint_name: str | None
+    principal: str = ""  # the role the call was judged as
 
     @property
     def allowed(self) -> bool:
@@ -364,7 +387,8 @@ class Verdict:
 
     def describe(self) -> str:
         through = f"; endpoint {self.endpoint_name}: {self.endpoint}" if self.endpoint_name else ""
-        return f"{self.call.label()}: identity {self.identity}{through}"
+        judged_as = f" as {self.principal.rsplit('/', 1)[-1]}" if self.principal else ""
+        return f"{self.call.label()}{judged_as}: identity {self.identity}{through}"
 
 
 def _resource_account(call: Call, spec: DeploymentSpec) -> str:
@@ -428,13 +452,18 @@ def evaluate(
     endpoint_policies: Mapping[str, PolicyDocument | None],
     engine: Engine,
 ) -> list[Verdict]:
-    """identity_of: "head"/"compute" -> our role's documents; endpoint_policies: endpoint service -> its
-    policy (None or missing: no endpoint policy, so the endpoint allows everything)."""
-    principals = {"head": spec.role_arn("head-node"), "compute": spec.role_arn("cluster-node")}
+    """identity_of: "head", "compute" (the shared compute role) and "queue-<queue>" (a queue's own role) -> our
+    role's documents; endpoint_policies: endpoint service -> its policy (None or missing: no endpoint policy, so the
+    endpoint allows everything)."""
     simulations: dict[str, dict[str, Any]] = {}
+    principals: list[str] = []
     for i, call in enumerate(found_calls):
-        principal = principals[call.role]
-        simulations[f"{i}:identity"] = _simulation(call, principal, spec, identity_of[call.role], None)
+        role = node_role(call, spec)
+        if identity_key(role) not in identity_of:
+            raise KeyError(f"{call.label()}: no policies of role {spec.role_name(role)} ({identity_key(role)!r})")
+        principal = spec.role_arn(role)
+        principals.append(principal)
+        simulations[f"{i}:identity"] = _simulation(call, principal, spec, identity_of[identity_key(role)], None)
         service = call.endpoint_service
         policy = endpoint_policies.get(service) if service else None
         if policy is not None:
@@ -449,6 +478,7 @@ def evaluate(
                 results[f"{i}:identity"].decision,
                 endpoint.decision if endpoint else None,
                 call.endpoint_service if endpoint else None,
+                principals[i],
             )
         )
     return verdicts
@@ -485,7 +515,8 @@ class Deployment:
     """What the contract needs from a synthesized cloud assembly."""
 
     config: dict[str, Any]  # concrete ClusterConfiguration
-    identity: Mapping[str, list[tuple[str, PolicyDocument]]]  # "head" | "compute" -> our role's documents
+    # "head" | "compute" | "queue-<queue>" (node_role, identity_key) -> our role's documents
+    identity: Mapping[str, list[tuple[str, PolicyDocument]]]
     endpoints: Mapping[str, PolicyDocument | None]  # endpoint service -> its policy (None: default, allow all)
     metrics_workspace_arn: str | None = None  # the Prometheus workspace (observability stack), if the spec has one
 
@@ -504,8 +535,8 @@ def read_deployment(cdk_out: Path, spec: DeploymentSpec) -> Deployment:
         database["Uri"] = EXAMPLE_DATABASE_URI
     roles = extract_from_assembly(cdk_out, spec).roles
     identity = {
-        key: list(roles[spec.role_name(role)].inline.items())
-        for key, role in (("head", "head-node"), ("compute", "cluster-node"))
+        identity_key(role): list(roles[spec.role_name(role)].inline.items())
+        for role in ("head-node", "cluster-node", *spec.queue_roles)
     }
     prefix = f"com.amazonaws.{spec.region}."
     endpoints: dict[str, PolicyDocument | None] = {}

@@ -54,6 +54,9 @@ class OperatorRole(Construct):
                 "RunAsShell",
                 name=run_as_document_name(spec),
                 document_type="Session",
+                # CloudFormation's default, said outright: moto's emulator (the deploy rehearsal) refuses a document
+                # without it ("Invalid document format None") and the identity stack would not come up there.
+                document_format="JSON",
                 content=run_as_document_content(spec),
                 update_method="NewVersion",
             )

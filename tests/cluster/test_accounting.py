@@ -63,7 +63,7 @@ def test_script_is_valid_bash_and_needs_an_enabled_section() -> None:
 
 def test_cli_prints_the_script_or_a_one_line_error(tmp_path: Path) -> None:
     data = spec_dict()
-    data["cluster"]["accounting"] = SECTION
+    data["cluster"].update(accounting=SECTION, users=[], groups=[])  # SECTION's member is no user of the default's
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(data))
     run = [sys.executable, "-m", "cluster.accounting"]

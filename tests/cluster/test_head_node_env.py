@@ -56,10 +56,27 @@ def deployment(max_count: int = 2) -> tuple[Any, str]:
     return spec, yaml.safe_dump(spec.model_dump(mode="json", exclude_none=True), sort_keys=False)
 
 
+ACCOUNT_FILES = ("passwd", "group", "shadow", "gshadow", "login.defs")
+
+
+def node_accounts_root(root: Path) -> Path:
+    """A node root holding a copy of this machine's account files, for the accounts script's useradd --root."""
+    etc = root / "etc"
+    if not etc.exists():
+        etc.mkdir(parents=True)
+        for name in ACCOUNT_FILES:
+            shutil.copy(Path("/etc") / name, etc / name)
+        (root / "home").mkdir()  # the head node makes homes (CREATE_HOMES), under this root
+    return root
+
+
 def clean_env(root: Path, **extra: str) -> dict[str, str]:
-    """A root shell's environment on the head node: no repo venv, no PYTHONPATH, system paths redirected."""
+    """A root shell's environment on the head node: no repo venv, no PYTHONPATH, system paths redirected. The default
+    spec declares users, so head_node.sh's accounts script runs too: on a node root of the test's own (ACCOUNTS_ROOT),
+    never on this machine's /etc and /home."""
     env = {key: value for key, value in os.environ.items() if key not in {"PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME"}}
     env.update(SLURM_ETC=str(root / "slurm-etc"), PROFILE_D=str(root / "profile.d"), PYTHON_INSTALL="false")
+    env.update(ACCOUNTS_ROOT=str(node_accounts_root(root / "node-root")))
     env.update(extra)
     return env
 
@@ -106,6 +123,10 @@ def deployed(tmp_path_factory: pytest.TempPathFactory, wheelhouse: Path) -> Depl
 
 def test_release_env_and_login_profile(deployed: Deployed) -> None:
     assert deployed.result.returncode == 0, deployed.result.stderr
+    # The default spec's people were made on the test's node root, not on this machine.
+    assert "the groups and users of cluster.users are in place" in deployed.result.stderr
+    made = (deployed.root / "node-root" / "etc" / "passwd").read_text()
+    assert "\nbob:x:2102:2002:" in made and "bob:" not in Path("/etc/passwd").read_text()
     current, release = deployed.current, deployed.release
     assert current.is_symlink() and os.readlink(current) == f"llm-training.releases/{release.name}"
     assert (release / "deployment.yaml").read_text() == deployed.spec_yaml

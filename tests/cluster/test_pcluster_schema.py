@@ -157,7 +157,8 @@ ACCOUNTING = {
 
 def accounting_config(**section: Any) -> dict[str, Any]:
     def edit(cluster: dict[str, Any]) -> None:
-        cluster["accounting"] = {**ACCOUNTING, **section}
+        # ACCOUNTING's member is no user of the default spec's cluster.users: accounting alone here
+        cluster.update(accounting={**ACCOUNTING, **section}, users=[], groups=[])
 
     spec = parse_spec(with_cluster(edit))
     return build_cluster_config(spec, example_refs(spec))

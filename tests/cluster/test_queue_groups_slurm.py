@@ -1,6 +1,7 @@
 """A queue's allowed_groups on a real Slurm controller (issue 43): the partitions ParallelCluster makes of the split
 spec's config (its AllowGroups included) on a local slurmctld whose /etc has the spec's accounts; alice
-(pretraining) and bob (research) each submit to their own group's partition and are refused the other's."""
+(pretraining) and bob (research) each submit to their own group's partition and are refused the other's, with sbatch,
+srun and salloc alike (an interactive step or allocation is a job too: its nodes run as the queue's role)."""
 
 from __future__ import annotations
 
@@ -60,3 +61,27 @@ def test_a_user_submits_to_their_groups_partition_and_not_to_anothers(
     assert code == 0 and "to start at" in answer, answer
     code, answer = submit(slurm, user, other)
     assert code != 0 and REFUSED in answer, answer
+
+
+def as_user(slurm: GroupsSlurm, user: str, *argv: str) -> tuple[int, str]:
+    """A Slurm client run as the user (runuser: their uid and groups); its exit status and what it said."""
+    result = slurm.run(["runuser", "-u", user, "--", *argv], check=False)
+    return result.returncode, result.stderr.strip()
+
+
+@pytest.mark.parametrize(("user", "own", "other"), [("alice", "pretrain", "research"), ("bob", "research", "pretrain")])
+def test_srun_is_refused_on_another_groups_partition(slurm: GroupsSlurm, user: str, own: str, other: str) -> None:
+    command = ("srun", "--test-only", "--nodes=1")
+    code, answer = as_user(slurm, user, *command, f"--partition={own}", "true")
+    assert code == 0 and "to start at" in answer, answer
+    code, answer = as_user(slurm, user, *command, f"--partition={other}", "true")
+    assert code != 0 and REFUSED in answer, answer
+
+
+@pytest.mark.parametrize(("user", "other"), [("alice", "research"), ("bob", "pretrain")])
+def test_salloc_is_refused_on_another_groups_partition(slurm: GroupsSlurm, user: str, other: str) -> None:
+    # salloc has no --test-only, and an allocation it is granted waits for nodes that never boot here (no slurmd):
+    # the refusal is what is checked, an answer at submission with no job made.
+    code, answer = as_user(slurm, user, "salloc", "--no-shell", "--nodes=1", f"--partition={other}")
+    assert code != 0 and REFUSED in answer, answer
+    assert slurm.run(["squeue", "-h", "-u", user]).stdout.strip() == ""

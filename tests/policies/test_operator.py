@@ -23,7 +23,8 @@ from tests.spec.test_users import USERS, people
 
 @pytest.fixture(scope="module")
 def spec() -> DeploymentSpec:
-    return load_spec()
+    """A one-person cluster: the default spec without its cluster.users."""
+    return parse_spec(people([], []))
 
 
 def _actions(document: dict[str, Any]) -> set[str]:
@@ -98,3 +99,16 @@ def test_without_users_the_operator_keeps_the_default_shell(spec: DeploymentSpec
     statements = {s["Sid"]: s for s in operator_session_policy(spec)["Statement"]}
     assert any(d.endswith(f"document/{SHELL_DOCUMENT}") for d in statements["SessionDocuments"]["Resource"])
     assert len(operator_trust_policy(spec)["Statement"]) == 1
+
+
+def test_the_default_deployment_runs_every_session_as_its_callers_own_account() -> None:
+    """The default spec declares users (README's connect step logs in as one's own account): its operator role starts
+    sessions only with the run-as document, and ssm-user's default shell is out of reach."""
+    default = load_spec()
+    documents = {s["Sid"]: s for s in operator_session_policy(default)["Statement"]}["SessionDocuments"]["Resource"]
+    assert documents[0] == "arn:aws:ssm:us-east-1:111111111111:document/llm-demo-RunShellAsUser"
+    assert not [d for d in documents if d.endswith(f"document/{SHELL_DOCUMENT}")]
+    assert [s["Sid"] for s in operator_trust_policy(default)["Statement"]] == [
+        "ComputeAccountDecidesWho",
+        "OwnRunAsTagOnly",
+    ]

@@ -8,8 +8,10 @@ it sees /fsx, the user or the mounts:
 - the release: cluster/bootstrap/head_node.sh lays this repo's payload (the default spec as deployment.yaml) onto
   /fsx and builds its env from requirements-node.txt out of an offline wheelhouse (`make wheelhouse-node-cpu`,
   torch's CPU build), exactly as at boot; then the release tree is remounted read-only, as a user meets it.
-- the user: `ec2-user`, added to a copy of /etc bind-mounted over the real one, with a home of its own.
-  The block runs as that user (setpriv) in a login environment: the profile head_node.sh wrote, base PATH.
+- the user: the spec's first user without sudo (the default spec's researcher, bob), whom head_node.sh's accounts
+  script (users/accounts.sh) makes for real, with their home, in a copy of /etc and an empty /home bind-mounted over
+  the real ones, as on a head node; README's connect step logs in as that account. The block runs as that user
+  (setpriv) in a login environment: the profile head_node.sh wrote, base PATH.
 - the cluster: a real slurmctld and two slurmd (Debian's slurm-wlm) shaped like the spec's first queue: its
   partition name and node names, 8 CPUs a node for the 8 ranks `llm-submit` starts on a p5, and 8 stand-in GPUs
   (GRES) a node, which every GPU job requests.
@@ -32,6 +34,7 @@ import argparse
 import contextlib
 import json
 import os
+import pwd
 import re
 import subprocess
 import sys
@@ -57,7 +60,6 @@ SECTION = "## First job on the cluster"
 AFTER_SECTION = "## After pretraining: evaluate and fine-tune"
 PLACEHOLDER = re.compile(r"^(?P<name>JOB)=\S+(?P<comment>\s+# the job id llm-(?:submit|eval) printed.*)$", re.M)
 SUBMITTED = re.compile(r"^(?P<id>\d+) (?P<script>/\S+\.sbatch)$", re.M)
-USER = "ec2-user"
 GPUS_PER_NODE = 8  # a p5.48xlarge's: the ranks llm-submit starts per node
 IN_NAMESPACE = "LLM_REHEARSAL_NAMESPACE"
 VISIBLE = Path("/mnt/head-node-rehearsal")
@@ -147,24 +149,28 @@ def mount(*args: str) -> None:
     subprocess.run(["mount", *args], check=True)
 
 
-def add_user(work: Path) -> User:
-    """ec2-user in a copy of /etc bind-mounted over the real one (this namespace only). The whole directory, not
-    its passwd and group files: a package installed meanwhile (a system user's useradd renames a new /etc/passwd
-    into place) lazily unmounts a file mounted over /etc/passwd in every namespace, and the user would vanish
-    mid-rehearsal (Slurm: "getpwuid failed", its job requeued forever)."""
-    taken = {int(line.split(":")[2]) for line in Path("/etc/passwd").read_text().splitlines() if line.count(":") >= 6}
-    uid = next(candidate for candidate in range(1000, 60000) if candidate not in taken)
-    home = work / "home" / USER
-    home.mkdir(parents=True)
-    os.chown(home, uid, uid)
-    etc = work / "etc-root"
+def private_accounts(work: Path) -> None:
+    """A copy of /etc and an empty /home bind-mounted over the real ones (this namespace only): the accounts script
+    head_node.sh runs (useradd, groupadd, sudoers, homes) changes these, and the host keeps its own. The whole /etc
+    directory, not its passwd and group files: a package installed meanwhile (a system user's useradd renames a new
+    /etc/passwd into place) lazily unmounts a file mounted over /etc/passwd in every namespace, and the user would
+    vanish mid-rehearsal (Slurm: "getpwuid failed", its job requeued forever)."""
+    etc, home = work / "etc-root", work / "home-root"
     subprocess.run(["cp", "-a", "/etc/.", str(etc)], check=True)
-    for name, line in (("passwd", f"{USER}:x:{uid}:{uid}:rehearsal:{home}:/bin/bash"), ("group", f"{USER}:x:{uid}:")):
-        copy = etc / name
-        copy.write_text(copy.read_text().rstrip("\n") + f"\n{line}\n")
-        copy.chmod(0o644)
+    home.mkdir(mode=0o755)
+    home.chmod(0o755)
     mount("--bind", str(etc), "/etc")
-    return User(USER, uid, uid, home)
+    mount("--bind", str(home), "/home")
+
+
+def reader(spec_path: Path) -> User:
+    """README's reader: the spec's first user without sudo, as the accounts script made them on this node."""
+    cluster = load_spec(spec_path).cluster
+    users = [user for user in cluster.users if not user.admin] if cluster else []
+    if not users:
+        raise SystemExit(f"{spec_path}: no cluster.users without admin: README's connect step logs in as one")
+    entry = pwd.getpwnam(users[0].name)
+    return User(entry.pw_name, entry.pw_uid, entry.pw_gid, Path(entry.pw_dir))
 
 
 def lay_out_release(work: Path, spec_path: Path) -> subprocess.CompletedProcess[str]:
@@ -173,7 +179,7 @@ def lay_out_release(work: Path, spec_path: Path) -> subprocess.CompletedProcess[
     payload = build_payload(spec, spec_yaml, work / "build")
     env = {key: value for key, value in os.environ.items() if key not in {"PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME"}}
     env.update(SLURM_ETC=str(work / "slurm-etc"), PROFILE_D=str(work / "profile.d"), PYTHON_INSTALL="false")
-    # The system's python3.11, as on the head node: the venv links to it, and ec2-user must be able to run it
+    # The system's python3.11, as on the head node: the venv links to it, and the reader must be able to run it
     # (an interpreter under /root would be out of its reach).
     env["PATH"] = SYSTEM_PATH
     args = ["--cluster-name-tag", "deployment", "--shared-dir", "/fsx", "--payload", str(payload)]
@@ -326,7 +332,7 @@ def rehearse(work: Path, spec_path: Path) -> dict[str, Any]:
         gpus_per_node=GPUS_PER_NODE,  # stand-ins for the p5's GPUs, which GPU jobs request (--gpus-per-node)
     )
     Path("/fsx").mkdir(exist_ok=True)  # the mount point, removed afterwards if made here; what is mounted stays private
-    user = add_user(work)
+    private_accounts(work)
     try:
         slurm.up()
         mount("--bind", str(slurm.fsx_dir), "/fsx")
@@ -334,6 +340,8 @@ def rehearse(work: Path, spec_path: Path) -> dict[str, Any]:
         report["bootstrap"] = {"returncode": bootstrap.returncode, "stderr": bootstrap.stderr[-4000:]}
         if bootstrap.returncode != 0:
             return report
+        user = reader(spec_path)
+        report["user"] = {"name": user.name, "home": str(user.home), "home_mode": oct(user.home.stat().st_mode & 0o777)}
         releases = Path("/fsx/llm-training.releases")
         mount("--bind", str(releases), str(releases))
         mount("-o", "remount,bind,ro", str(releases))
@@ -396,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
                     Path("/fsx").rmdir()
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
-    # ec2-user reaches its home, the profile and slurm.conf through VISIBLE: the work dir may sit under a
+    # The reader reaches the profile and slurm.conf through VISIBLE: the work dir may sit under a
     # directory only root may enter (pytest's). A tmpfs on /mnt, private to this namespace, holds the mount point.
     work.chmod(0o755)
     mount("-t", "tmpfs", "-o", "mode=0755", "tmpfs", "/mnt")

@@ -42,6 +42,8 @@ KEPT = {
     "network.sagemaker_api_endpoint_id": "phase two writes it (README's step 2)",
     "cluster.queues": "the emulator never creates the cluster (its provider is out of reach), whatever the queues",
     "cluster.containers.ecr_repository": "no command the rehearsal runs names it (`make nemo-image` is not a step)",
+    "cluster.users": "the emulator never creates the cluster's nodes, where the accounts live",
+    "cluster.groups": "the emulator never creates the cluster's nodes, where the accounts live",
 }
 _STEP = re.compile(r"([A-Za-z_]\w*)|\[(\d+)\]")
 # A name ends where a character that could continue it does not follow (so `llm-demo` is not a part of

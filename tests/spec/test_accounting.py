@@ -22,8 +22,12 @@ ON: dict[str, Any] = {"enabled": True, "enforce": False}
 
 
 def accounting(section: dict[str, Any]) -> dict[str, Any]:
+    """The default spec with `section`, and without its cluster.users: these are accounting's own rules (with users
+    declared, every member must be one of them: tests/spec/test_users.py)."""
+
     def edit(cluster: dict[str, Any]) -> None:
         cluster["accounting"] = section
+        cluster.update(users=[], groups=[])
 
     return with_cluster(edit)
 

@@ -30,9 +30,17 @@ def problems(users: list[dict[str, Any]], groups: list[dict[str, Any]] = GROUPS,
     return str(caught.value).splitlines()
 
 
-def test_no_users_by_default_and_a_full_section_parses() -> None:
+def test_the_default_deployment_declares_an_admin_and_a_researcher_each_in_a_group_of_their_own() -> None:
+    """README's connect step logs in as one's own account: the default spec has people to log in as. The admin alone
+    gets sudo; the researcher is a plain member of the research group."""
     default = load_spec().cluster
-    assert default is not None and default.users == [] and default.groups == []
+    assert default is not None
+    people = [(user.name, user.group, user.groups, user.admin) for user in default.users]
+    assert people == [("alice", "platform", [], True), ("bob", "research", [], False)]
+    assert [group.name for group in default.groups] == ["platform", "research"]
+
+
+def test_a_full_section_parses() -> None:
     cluster = parse_spec(people(USERS)).cluster
     assert cluster is not None
     alice, bob = cluster.users

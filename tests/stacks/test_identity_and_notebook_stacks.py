@@ -107,6 +107,7 @@ def test_with_users_the_operator_role_runs_sessions_as_each_persons_account(tmp_
     template = _identity_template(doc, tmp_path)
     (document,) = [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::SSM::Document"]
     assert document["Name"] == run_as_document_name(spec) and document["DocumentType"] == "Session"
+    assert document["DocumentFormat"] == "JSON"  # explicit: the deploy rehearsal's emulator requires it
     assert document["Content"] == run_as_document_content(spec)
     (operator,) = [
         r["Properties"]

@@ -8,6 +8,7 @@ import itertools
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -235,7 +236,12 @@ def test_people_connect_with_the_operator_role_the_identity_stack_creates() -> N
     profile = re.search(r"^\[profile operator\]\n((?:\w+ = .*\n)+)", text, flags=re.M)
     assert profile, "README shows the `operator` profile of ~/.aws/config"
     settings = dict(line.split(" = ", 1) for line in profile.group(1).splitlines())
-    assert settings["role_arn"] == spec.operator_role_arn and settings["source_profile"] == "compute"
+    # A role_arn profile cannot pass session tags (aws-cli#6692): the profile assumes the role itself, tagged with
+    # the person's account, from the compute account's credentials.
+    assume = shlex.split(settings["credential_process"])
+    assert assume[:3] == ["aws", "sts", "assume-role"], assume
+    assert option(assume, "--role-arn") == spec.operator_role_arn and option(assume, "--profile") == "compute"
+    assert option(assume, "--tags").startswith("Key=SSMSessionRunAs,Value="), assume
     assert spec.creates_operator_role
     sessions = re.findall(r"aws ssm start-session [^`\n]*", section(text, "Deploying for real"))
     assert sessions and all("--profile operator" in command for command in sessions), sessions

@@ -20,7 +20,10 @@ REPO = Path(__file__).resolve().parents[2]
 def _first_job_commands() -> list[list[str]]:
     text = (REPO / "README.md").read_text(encoding="utf-8")
     section = text.split("## First job on the cluster", 1)[1].split("\n## ", 1)[0]
-    (block,) = [b for b in blocks_in(REPO / "README.md", section) if b.tag == "head-node"]
+    # The section's first-job block; a later one prepares a large corpus on the cluster.
+    (block,) = [
+        b for b in blocks_in(REPO / "README.md", section) if b.tag == "head-node" and "llm-submit" in b.script()
+    ]
     script = block.script().replace("\\\n", " ")
     return [shlex.split(line, comments=True) for line in script.splitlines() if line.strip()]
 

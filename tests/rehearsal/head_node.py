@@ -86,20 +86,28 @@ class User:
         }
 
 
-def section_block(section: str, readme: Path = REPO / "README.md") -> Block:
-    """The one `bash head-node` block of README's `section`."""
+def section_block(section: str, readme: Path = REPO / "README.md", containing: str = "") -> Block:
+    """The one `bash head-node` block of README's `section` whose script holds `containing`."""
     text = readme.read_text(encoding="utf-8")
     start = text.index(section)
     end = text.find("\n## ", start + len(section))
     first, last = text.count("\n", 0, start) + 1, text.count("\n", 0, end if end > 0 else len(text)) + 1
-    found = [block for block in blocks_in(readme, text) if block.tag == "head-node" and first < block.line < last]
+    found = [
+        block
+        for block in blocks_in(readme, text)
+        if block.tag == "head-node" and first < block.line < last and containing in block.script()
+    ]
     if len(found) != 1:
-        raise SystemExit(f"README.md: '{section}' has {len(found)} bash head-node blocks; the rehearsal expects one")
+        raise SystemExit(
+            f"README.md: '{section}' has {len(found)} bash head-node blocks with {containing!r}; the rehearsal expects one"
+        )
     return found[0]
 
 
 def first_job_block(readme: Path = REPO / "README.md") -> Block:
-    return section_block(SECTION, readme)
+    # The section's other block prepares a large corpus on the cluster: tests/launch/test_prepare_cluster_slurm.py
+    # runs that command on the local cluster.
+    return section_block(SECTION, readme, containing="llm-submit")
 
 
 def after_pretraining_block(readme: Path = REPO / "README.md") -> Block:

@@ -34,6 +34,17 @@ def check_expert_parallel(ep: int, data_parallel: int, n_experts: int) -> None:
         raise ValueError(f"parallel.ep: {ep} does not divide the expert count ({n_experts} experts)")
 
 
+def check_trainer_expert_parallel(ep: int, data_parallel: int, n_experts: int) -> None:
+    """The FSDP trainer's check: the sizes, then a refusal of ep > 1, which the trainer does not compose with FSDP2
+    and its DCP checkpoints yet (the layer does: shard_experts), rather than training without it."""
+    check_expert_parallel(ep, data_parallel, n_experts)
+    if ep > 1:
+        raise ValueError(
+            f"parallel.ep: {ep}: the FSDP trainer does not shard experts over ranks yet (only the MoE layer does, "
+            "training/parallel/expert_parallel.py); set parallel.ep to 1"
+        )
+
+
 @torch.no_grad()
 def shard_experts(model: nn.Module, group: dist.ProcessGroup) -> None:
     """Keeps this rank's slice of every MoE layer's experts and routes the layer's expert FFN through `group`.

@@ -15,12 +15,16 @@ TOKENS = (2, 12)  # [batch, sequence] per rank
 
 
 @torch.no_grad()
-def seeded_moe() -> MoE:
-    """The same full weights on every rank (fp32, CPU)."""
+def seeded_moe(lopsided: bool = False) -> MoE:
+    """The same full weights on every rank (fp32, CPU). `lopsided`: the router bias sends every token to experts 0
+    and 1, so under EP 2 rank 1's experts receive no rows and rank 0 sends it none."""
     moe = MoE(MOE_ARGS)
     generator = torch.Generator().manual_seed(11)
     for _, param in sorted(moe.named_parameters()):
         param.copy_(torch.randn(param.shape, generator=generator) * 0.2)
+    if lopsided:
+        assert moe.router.expert_bias is not None
+        moe.router.expert_bias.copy_(torch.tensor([100.0, 100.0, 0.0, 0.0]))
     return moe
 
 

@@ -1,6 +1,6 @@
 """A torchrun worker for tests/training/parallel/test_expert_parallel.py: one MoE layer with its experts sharded
 over every rank (EP = world size) runs this rank's tokens forward and backward and saves what it computed to
-<out>/rank<r>.pt. Run: python -m torch.distributed.run --nproc-per-node=2 -m tests.training.parallel.expert_parallel_worker OUT
+<out>/rank<r>.pt. Run: python -m torch.distributed.run --nproc-per-node=2 -m tests.training.parallel.expert_parallel_worker OUT [lopsided]
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from training.models.moe import MoE
 from training.parallel.expert_parallel import shard_experts
 
 
-def main(out_dir: Path) -> None:
+def main(out_dir: Path, lopsided: bool) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     try:
-        moe: MoE = seeded_moe()
+        moe: MoE = seeded_moe(lopsided)
         world = dist.group.WORLD
         assert world is not None
         shard_experts(moe, world)
@@ -40,4 +40,4 @@ def main(out_dir: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), lopsided=sys.argv[2:] == ["lopsided"])

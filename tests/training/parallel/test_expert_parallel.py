@@ -19,9 +19,9 @@ from training.parallel.expert_parallel import check_expert_parallel
 RANKS = 2
 
 
-def _expert_parallel_results(out_dir: Path) -> list[dict]:
+def _expert_parallel_results(out_dir: Path, lopsided: bool) -> list[dict]:
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={RANKS}"]
-    worker = ["-m", "tests.training.parallel.expert_parallel_worker", str(out_dir)]
+    worker = ["-m", "tests.training.parallel.expert_parallel_worker", str(out_dir), *(["lopsided"] if lopsided else [])]
     done = subprocess.run(
         [*torchrun, "--max-restarts=0", *worker],
         cwd=REPO_ROOT,
@@ -34,9 +34,12 @@ def _expert_parallel_results(out_dir: Path) -> list[dict]:
     return [torch.load(out_dir / f"rank{rank}.pt") for rank in range(RANKS)]
 
 
-def test_two_rank_expert_parallel_gives_the_single_rank_layer(tmp_path: Path) -> None:
-    ranks = _expert_parallel_results(tmp_path)
-    reference = seeded_moe()
+@pytest.mark.parametrize("lopsided", [False, True], ids=["balanced", "one-rank-idle"])
+def test_two_rank_expert_parallel_gives_the_single_rank_layer(tmp_path: Path, lopsided: bool) -> None:
+    """`one-rank-idle`: every token goes to rank 0's experts; rank 1 sends and receives nothing, and still must run
+    the same collectives (and hold zero expert gradients)."""
+    ranks = _expert_parallel_results(tmp_path, lopsided)
+    reference = seeded_moe(lopsided)
     for rank, result in enumerate(ranks):
         x, probe = layer_inputs(rank)
         x.requires_grad_(True)
@@ -53,7 +56,10 @@ def test_two_rank_expert_parallel_gives_the_single_rank_layer(tmp_path: Path) ->
             got = torch.cat([result["grads"][name] for result in ranks])
         else:
             got = sum(result["grads"][name] for result in ranks)  # replicated: the ranks' partial gradients
-        assert param.grad is not None and param.grad.abs().sum() > 0, name
+        assert param.grad is not None, name
+        # Lopsided: only experts 0 and 1 (rank 0's) see tokens.
+        trained = param.grad[:2] if lopsided and name.startswith("experts.") else param.grad
+        assert trained.abs().sum() > 0, name
         torch.testing.assert_close(got, param.grad, rtol=1e-5, atol=1e-5, msg=name)
 
 

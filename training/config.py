@@ -171,6 +171,8 @@ class ParallelSection(_Section):
     # HSDP when dp_replicate > 1: replicate across groups, shard within each (e.g. dp_shard 8 = one node each).
     dp_replicate: int = Field(default=1, ge=-1)  # -1: world size / dp_shard
     dp_shard: int = Field(default=-1, ge=-1)  # -1: world size / dp_replicate
+    # Expert parallel: MoE experts sharded over groups of ep data-parallel ranks (training/parallel/expert_parallel.py).
+    ep: PositiveInt = 1
     mixed_precision: Literal["auto", "bf16", "fp32"] = "auto"  # auto: bf16 on GPU, fp32 on CPU
     reshard_after_forward: bool = True
     activation_checkpoint: ActivationCheckpointSection = ActivationCheckpointSection()

@@ -52,6 +52,7 @@ from training.models.transformer import build_model
 from training.optim import build_optimizer, learning_rate, set_learning_rate
 from training.parallel.activation_checkpoint import recomputed_fraction
 from training.parallel.dist import DistContext
+from training.parallel.expert_parallel import check_trainer_expert_parallel
 from training.parallel.fsdp import mixed_precision_policy, replicas_reduce_on_last
 from training.parallel.mesh import build_mesh, data_parallel_shape
 from training.parallel.parallelize import parallelize
@@ -169,6 +170,10 @@ class Trainer:
 
         self.model_args = resolve_model_args(config.model, self.train_loader.vocab_size)
         check_sequence_fits(data, self.model_args)
+        try:
+            check_trainer_expert_parallel(config.parallel.ep, self.dp_shape.dp_size, self.model_args.n_experts)
+        except ValueError as error:
+            raise ConfigError([str(error)]) from None
         self.params = count_parameters(self.model_args)
 
         # One data-parallel rank: no FSDP, whose gathers and reduce-scatters would only copy (as in torchtitan).

@@ -4,6 +4,7 @@ uninterrupted run (the router biases travel in the DCP checkpoint)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from tests.training.jobs import (
     wait_for_step,
     write_job,
 )
+from training.signals import EXIT_CONFIG_ERROR, EXIT_STATUS_FILE
 
 STEPS = 60  # steps take ~0.1 s: enough of them that the kill lands mid-run
 MOE_MODEL = {
@@ -63,3 +65,27 @@ def test_a_sigkilled_moe_run_resumes_with_the_losses_of_an_uninterrupted_run(
     assert sorted(resumed) == list(range(resumed_at + 1, STEPS + 1))
     for step in resumed:
         assert abs(resumed[step] - losses[step]) <= 1e-6, (step, resumed[step], losses[step])
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize(
+    ("ranks", "reason"),
+    [
+        (1, "parallel.ep: 2 does not divide the data-parallel world (1 ranks)"),
+        (2, "parallel.ep: 2: the FSDP trainer does not shard experts over ranks yet"),
+    ],
+    ids=["ep-over-world", "ep-in-trainer"],
+)
+def test_an_expert_parallel_job_is_refused_in_one_line(
+    demo_data_prefix: str, tmp_path: Path, ranks: int, reason: str
+) -> None:
+    """parallel.ep reaches the trainer, which names it rather than training without expert parallel."""
+    job = _moe_job(demo_data_prefix)
+    job["parallel"] = {"ep": 2}
+    run_dir = tmp_path / "run"
+    result = run_training(write_job(tmp_path / "job.yaml", job), run_dir, ranks=ranks)
+    assert result.returncode != 0, result.stdout[-3000:]
+    status = json.loads((run_dir / EXIT_STATUS_FILE).read_text(encoding="utf-8"))
+    assert status["exit_code"] == EXIT_CONFIG_ERROR, status
+    assert status["reason"].startswith(f"config: {reason}"), status
+    assert "\n" not in status["reason"]

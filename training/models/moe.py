@@ -135,6 +135,8 @@ class MoE(nn.Module):
         self.shared_experts = SharedExperts(args.dim, shared) if shared else None
         # The last forward's routing, read by Transformer.forward (aux loss, bias counts); not state.
         self.router_stats: RouterStats | None = None
+        # Set by training/parallel/expert_parallel.shard_experts: the experts then hold this rank's slice only.
+        self.expert_parallel_group: dist.ProcessGroup | None = None
 
     def forward(self, x: Tensor) -> Tensor:
         shape = x.shape
@@ -149,12 +151,19 @@ class MoE(nn.Module):
         # Dispatch: every (token, choice) pair, sorted by expert; a stable sort keeps token order inside an expert.
         order = torch.argsort(chosen, stable=True)
         token_of = order // indices.shape[1]
-        routed = self.experts(flat[token_of], counts) * weights.flatten()[order].unsqueeze(1)
+        routed = self._run_experts(flat[token_of], counts) * weights.flatten()[order].unsqueeze(1)
         # Combine: each token sums its k weighted expert outputs.
         out = torch.zeros_like(flat).index_add_(0, token_of, routed)
         if self.shared_experts is not None:
             out = out + self.shared_experts(flat)
         return out.reshape(shape)
+
+    def _run_experts(self, x: Tensor, counts: Tensor) -> Tensor:
+        if self.expert_parallel_group is None:
+            return self.experts(x, counts)
+        from training.parallel.expert_parallel import run_experts_parallel  # it imports this module
+
+        return run_experts_parallel(self.experts, x, counts, self.expert_parallel_group)
 
     @torch.no_grad()
     def init_weights(self, init: WeightInit, std: float, residual_std: float) -> None:

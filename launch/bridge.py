@@ -49,14 +49,15 @@ BRIDGE_EXPORT_CODE = (
 
 def bridge_hf_config(model: ModelArgs) -> dict[str, Any]:
     """The model family's Hugging Face config (training/models/<family>/hf.py, what our HF export writes) with the
-    rotary settings as transformers 5, the container's, writes them (`rope_parameters`) and the head size spelled out."""
+    rotary settings as transformers 5, the container's, writes them (`rope_parameters`) and the head size spelled out
+    (the family's: Qwen3's heads may be wider than dim / n_heads)."""
     # The adapters live beside the state-dict mapping, which needs torch: imported only when a Bridge job renders.
     from training.models.hf import hf_config, rope_parameters
 
     config = hf_config(model, torch_dtype="bfloat16")
     for older in ("rope_theta", "rope_scaling"):
         config.pop(older, None)
-    return {**config, "head_dim": model.dim // model.n_heads, "rope_parameters": rope_parameters(model)}
+    return {**config, "head_dim": model.head_dim, "rope_parameters": rope_parameters(model)}
 
 
 def bridge_recipe(model: ModelArgs) -> BridgeRecipe | None:

@@ -102,3 +102,9 @@ def test_expert_parallel_reaches_megatron_bridge_for_a_moe_model() -> None:
 def test_what_megatron_bridge_cannot_run_is_refused_in_one_line(name: str, layout: ParallelDims, message: str) -> None:
     with pytest.raises(SubmitError, match=message):
         bridge_config(_job(), get_model_args(name), P5, 2, RUN, f"{RUN}/tokenizer", layout)
+
+
+def test_the_hf_config_carries_the_familys_head_size() -> None:
+    # Qwen3's heads are wider than dim / n_heads (Qwen3-0.6B: 16 heads of 128 in a 1024-wide model).
+    assert bridge_hf_config(get_model_args("qwen3-0.6b"))["head_dim"] == 128
+    assert bridge_hf_config(get_model_args("qwen3-tiny"))["head_dim"] == 32

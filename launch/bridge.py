@@ -19,14 +19,17 @@ from typing import Any
 
 from launch.bridge_finetune import finetune_settings
 from launch.nemo import check_megatron_job, megatron_blend, optimizer_overrides, validation_split
+from slurm.errors import SubmitError
 from slurm.target import Target
 from training.config import JobConfig
 from training.models.args import ModelArgs
+from training.models.families import family_named
+from training.models.family import BridgeRecipe
 from training.parallel.dims import ParallelDims
 from training.signals import EXIT_STATUS_FILE
 
-# megatron.bridge.recipes.llama.llama3_8b_pretrain_config asks AutoBridge for this model id (recipes/llama/h100/
-# llama3.py in megatron-bridge 0.6.0); bridge_contract tests fail if a new version asks for another.
+# The recipe of the llama family (training/models/llama/family.py); each family names its own (ModelFamily.
+# bridge_recipe), and the bridge_contract tests fail if a new Bridge version asks AutoBridge for another model id.
 BRIDGE_RECIPE = "llama3_8b_pretrain_config"
 BRIDGE_RECIPE_MODULE = "megatron.bridge.recipes.llama"
 RECIPE_HF_MODEL_ID = "meta-llama/Meta-Llama-3-8B"
@@ -46,14 +49,28 @@ BRIDGE_EXPORT_CODE = (
 
 def bridge_hf_config(model: ModelArgs) -> dict[str, Any]:
     """The model family's Hugging Face config (training/models/<family>/hf.py, what our HF export writes) with the
-    rotary settings as transformers 5, the container's, writes them (`rope_parameters`) and the head size spelled out."""
+    rotary settings as transformers 5, the container's, writes them (`rope_parameters`) and the head size spelled out
+    (the family's: Qwen3's heads may be wider than dim / n_heads)."""
     # The adapters live beside the state-dict mapping, which needs torch: imported only when a Bridge job renders.
     from training.models.hf import hf_config, rope_parameters
 
     config = hf_config(model, torch_dtype="bfloat16")
     for older in ("rope_theta", "rope_scaling"):
         config.pop(older, None)
-    return {**config, "head_dim": model.dim // model.n_heads, "rope_parameters": rope_parameters(model)}
+    return {**config, "head_dim": model.head_dim, "rope_parameters": rope_parameters(model)}
+
+
+def bridge_recipe(model: ModelArgs) -> BridgeRecipe | None:
+    """The Megatron Bridge recipe of the model's family and shape; None: Bridge has none (bridge_gap_of says why)."""
+    family = family_named(model.flavor)
+    return None if family.bridge_recipe is None else family.bridge_recipe(model)
+
+
+def bridge_gap_of(model: ModelArgs) -> str | None:
+    family = family_named(model.flavor)
+    if family.bridge_recipe is not None:
+        return None
+    return family.bridge_gap or family.megatron_gap or "no Megatron Bridge recipe is named for the family"
 
 
 def bridge_config(
@@ -67,7 +84,9 @@ def bridge_config(
 ) -> dict[str, Any]:
     layout = layout or ParallelDims()
     gpus = target.workers_per_node
-    check_megatron_job(job, model, gpus * nodes, layout, "Megatron Bridge")
+    check_megatron_job(job, model, gpus * nodes, layout, "Megatron Bridge", bridge_gap_of(model))
+    family_recipe = bridge_recipe(model)
+    assert family_recipe is not None  # check_megatron_job refused a family without one
     steps = job.train.max_steps
     optim, checkpoint = job.optim, job.checkpoint
     checkpoints = str(run_dir / "checkpoints")
@@ -105,19 +124,29 @@ def bridge_config(
         "logger.tensorboard_dir": str(run_dir / "tensorboard"),
         "rng.seed": job.train.seed,
     }
+    if model.is_moe:
+        # Experts split over the expert-parallel group only (no tensor parallelism inside an expert), tokens
+        # exchanged by Megatron Core's all-to-all dispatcher (DeepEP/HybridEP need their own kernels).
+        overrides["model.expert_tensor_parallel_size"] = 1
+        overrides["model.moe_token_dispatcher_type"] = "alltoall"
+        overrides["model.moe_flex_dispatcher_backend"] = None
     if job.float8.enabled:  # launch/float8.py refused what has no preset
         overrides["mixed_precision"] = BRIDGE_FP8_PRESETS[job.float8.recipe]
-    recipe = BRIDGE_RECIPE
+    recipe = family_recipe.function
     config: dict[str, Any] = {}
+    if job.finetune is not None and model.flavor != "llama":
+        raise SubmitError(
+            f"finetune: model flavor {model.flavor!r} has no Megatron Bridge SFT recipe here (llama only)"
+        )
     if job.finetune is not None:  # Bridge's own SFT/PEFT recipe, the same contract (launch/bridge_finetune.py)
         recipe, extra, config["finetune"] = finetune_settings(job, model, layout, run_dir, bridge_hf_config(model))
         overrides.update(extra)
     return {
         **config,
         "framework": target.nemo_framework,
-        "recipe_module": BRIDGE_RECIPE_MODULE,
+        "recipe_module": family_recipe.module,
         "recipe": recipe,
-        "hf_model_id": RECIPE_HF_MODEL_ID,
+        "hf_model_id": family_recipe.hf_model_id,
         "hf_model_root": str(run_dir / "hf"),
         "name": run_dir.name,
         "num_nodes": nodes,

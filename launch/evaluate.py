@@ -149,7 +149,9 @@ def bridge_export_settings(args: argparse.Namespace, run_dir: Path, target: Targ
             "--step/--all/--every: a Megatron Bridge run is scored at its latest checkpoint (Bridge's export reads "
             "the latest iter_*); leave them out, or export a step yourself and give --hf-dir (docs/jobs.md)"
         )
-    hf_config = run_dir / "hf" / RECIPE_HF_MODEL_ID
+    # The recipe's model id the run rendered its HF config under (each family's own; older runs: Llama's).
+    rendered = yaml.safe_load((run_dir / BRIDGE_CONFIG).read_text()) or {}
+    hf_config = run_dir / "hf" / str(rendered.get("hf_model_id", RECIPE_HF_MODEL_ID))
     if not (hf_config / "config.json").is_file():
         raise SubmitError(f"--run-dir: {run_dir} is a Megatron Bridge run without its rendered HF config {hf_config}")
     image = target.container_image

@@ -41,7 +41,7 @@ def nemo_config(
     layout: ParallelDims = DATA_PARALLEL_ONLY,
 ) -> dict[str, Any]:
     gpus = target.workers_per_node
-    check_megatron_job(job, model, gpus * nodes, layout, "NeMo 2")
+    check_megatron_job(job, model, gpus * nodes, layout, "NeMo 2", family_named(model.flavor).megatron_gap)
     steps = job.train.max_steps
     optim = job.optim
     overrides: dict[str, Any] = {
@@ -123,10 +123,11 @@ def optimizer_overrides(job: JobConfig, prefix: str) -> dict[str, Any]:
     }
 
 
-def check_megatron_job(job: JobConfig, model: ModelArgs, workers: int, layout: ParallelDims, framework: str) -> None:
+def check_megatron_job(
+    job: JobConfig, model: ModelArgs, workers: int, layout: ParallelDims, framework: str, gap: str | None
+) -> None:
     """What both NeMo Framework paths (NeMo 2, Megatron Bridge) refuse before SLURM is asked for nodes: a model
-    flavor the framework has no recipe for, and a layout Megatron would refuse."""
-    gap = family_named(model.flavor).megatron_gap
+    flavor the framework has no recipe for (`gap`, the caller's reason), and a layout Megatron would refuse."""
     if gap is not None:
         raise SubmitError(
             f"--backend nemo: model flavor {model.flavor!r} has no {framework} recipe ({gap}); "
@@ -167,8 +168,15 @@ def check_parallel(model: ModelArgs, workers: int, layout: ParallelDims, job: Jo
     if cp > 1 and job.data.seq_len % (2 * cp):
         # Megatron's context parallelism cuts each sequence into 2 x CP chunks (load-balanced causal attention).
         raise SubmitError(f"--context-parallel: data.seq_len {job.data.seq_len} is not a multiple of 2 x {cp}")
-    if layout.ep != 1:
+    if layout.ep != 1 and not model.is_moe:
         raise SubmitError(
             f"--expert-parallel: {layout.ep} needs a mixture-of-experts model; {model.flavor} has no experts"
+        )
+    if model.n_experts % layout.ep:
+        raise SubmitError(f"--expert-parallel: {layout.ep} does not divide model.n_experts ({model.n_experts})")
+    if workers % (pp * layout.ep):
+        # Megatron's expert groups (expert tensor parallel 1) tile the workers of each pipeline stage.
+        raise SubmitError(
+            f"--pipeline-parallel x --expert-parallel: {pp} x {layout.ep} does not divide {workers} workers"
         )
     check_global_batch(job, layout.data_parallel(workers))

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from planner.backend_family import refuse_backend_family
 from planner.calibration import CALIBRATED, LOCAL_LINK_EFFICIENCY
 from planner.checkpoint_interval import CheckpointInterval, checkpoint_interval
 from planner.cost import CostEstimate, job_cost
@@ -301,7 +302,10 @@ def _finetuned(job: Job, options: argparse.Namespace) -> Job:
 
 
 def job_from_args(options: argparse.Namespace) -> Job:
-    return _finetuned(_job_from_options(options), options)
+    job = _finetuned(_job_from_options(options), options)
+    backend = backend_of(options, job.hardware)
+    refuse_backend_family(backend, backend_named(backend), job.model.flavor)
+    return job
 
 
 # Flags that only time or cost a job, refused where the planner has no rate (the local CPU cluster): -> the rest of

@@ -52,3 +52,59 @@ def test_llama3_rope_scaling_is_carried_as_transformers_5_writes_it() -> None:
 def test_neox_has_no_megatron_bridge_recipe() -> None:
     with pytest.raises(SubmitError, match="--backend nemo: model flavor 'neox' has no Megatron Bridge recipe"):
         bridge_config(_job(), get_model_args("pythia-6.9b"), P5, 2, RUN, f"{RUN}/tokenizer")
+
+
+@pytest.mark.parametrize(
+    ("name", "module", "recipe", "model_id"),
+    [
+        ("llama3-8b", "megatron.bridge.recipes.llama", "llama3_8b_pretrain_config", "meta-llama/Meta-Llama-3-8B"),
+        ("qwen3-8b", "megatron.bridge.recipes.qwen", "qwen3_8b_pretrain_config", "Qwen/Qwen3-8B"),
+        (
+            "qwen3-30b-a3b",
+            "megatron.bridge.recipes.qwen.h100.qwen3_moe",
+            "qwen3_30b_a3b_pretrain_8gpu_h100_bf16_config",
+            "Qwen/Qwen3-30B-A3B",
+        ),
+    ],
+)
+def test_the_recipe_is_the_one_of_the_models_family_and_shape(
+    name: str, module: str, recipe: str, model_id: str
+) -> None:
+    config = bridge_config(_job(), get_model_args(name), P5, 2, RUN, f"{RUN}/tokenizer")
+    assert (config["recipe_module"], config["recipe"], config["hf_model_id"]) == (module, recipe, model_id)
+    assert hf_config_path(config) == RUN / "hf" / model_id / "config.json"
+
+
+def test_expert_parallel_reaches_megatron_bridge_for_a_moe_model() -> None:
+    config = bridge_config(_job(), get_model_args("qwen3-30b-a3b"), P5, 2, RUN, f"{RUN}/tokenizer", ParallelDims(ep=8))
+    o = config["overrides"]
+    assert (o["model.expert_model_parallel_size"], o["model.expert_tensor_parallel_size"]) == (8, 1)
+    assert o["model.moe_token_dispatcher_type"] == "alltoall"
+    assert (
+        "model.moe_token_dispatcher_type"
+        not in bridge_config(_job(), get_model_args("qwen3-8b"), P5, 2, RUN, f"{RUN}/tokenizer")["overrides"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "layout", "message"),
+    [
+        ("qwen3-8b", ParallelDims(ep=2), "--expert-parallel: 2 needs a mixture-of-experts model; qwen3 has no experts"),
+        ("qwen3-30b-a3b", ParallelDims(ep=3), r"--expert-parallel: 3 does not divide model.n_experts \(128\)"),
+        (
+            "qwen3-30b-a3b",
+            ParallelDims(ep=32),
+            "--pipeline-parallel x --expert-parallel: 1 x 32 does not divide 16 workers",
+        ),
+        ("mixtral-8x7b", ParallelDims(), "'mixtral' has no Megatron Bridge recipe .Megatron Bridge 0.6 has no Mixtral"),
+    ],
+)
+def test_what_megatron_bridge_cannot_run_is_refused_in_one_line(name: str, layout: ParallelDims, message: str) -> None:
+    with pytest.raises(SubmitError, match=message):
+        bridge_config(_job(), get_model_args(name), P5, 2, RUN, f"{RUN}/tokenizer", layout)
+
+
+def test_the_hf_config_carries_the_familys_head_size() -> None:
+    # Qwen3's heads are wider than dim / n_heads (Qwen3-0.6B: 16 heads of 128 in a 1024-wide model).
+    assert bridge_hf_config(get_model_args("qwen3-0.6b"))["head_dim"] == 128
+    assert bridge_hf_config(get_model_args("qwen3-tiny"))["head_dim"] == 32

@@ -44,6 +44,11 @@ DECLARED_1024 = _declared(1024, async_save=True)
 B200_SPEC = REPO / "spec" / "examples" / "p6-b200-capacity-block.yaml"
 
 
+# The qwen3 family's tiny shapes (training/models/qwen3/configs.py) on the job's schedule: Bridge's Qwen3 recipes.
+QWEN3_JOB = {**LLAMA_JOB, "model": {"name": "qwen3-tiny", "vocab_size": "data"}}
+QWEN3_MOE_JOB = {**LLAMA_JOB, "model": {"name": "qwen3-moe-tiny", "vocab_size": "data"}}
+
+
 def fp8_job(recipe: str) -> dict[str, dict[str, Any]]:
     return {**LLAMA_JOB, "float8": {"recipe": recipe}}
 
@@ -85,6 +90,8 @@ def probe(bridge_python: Path, demo_data: str, tmp_path_factory: pytest.TempPath
         "fp8-tensorwise": _render(tmp_path, demo_data, "fp8-tensorwise", job=fp8_job("tensorwise")),
         "mxfp8-b200": _render(tmp_path, demo_data, "mxfp8-b200", "--spec", str(B200_SPEC), job=fp8_job("mxfp8")),
         "mixture": _render(tmp_path, demo_data, "mixture", mixture=[(0.75, demo_data), (0.25, second_source)]),
+        "qwen3": _render(tmp_path, demo_data, "qwen3", job=QWEN3_JOB),
+        "qwen3-moe-ep2": _render(tmp_path, demo_data, "qwen3-moe-ep2", "--expert-parallel", "2", job=QWEN3_MOE_JOB),
     }
     result = subprocess.run(
         [str(bridge_python), str(PROBE), str(NODES * GPUS), *map(str, configs.values())],
@@ -109,6 +116,8 @@ def test_megatron_bridge_builds_and_validates_every_rendered_layout(probe: dict[
             "apply_rope_fusion",
             "cross_entropy_loss_fusion",
             "gradient_accumulation_fusion",
+            "moe_permute_fusion",
+            "optimizer.use_precision_aware_optimizer",
         }, name
 
 
@@ -248,3 +257,42 @@ def test_the_job_configs_float8_recipe_is_megatron_bridges_fp8(
         assert not precision["fp8"]
     else:
         assert (precision["fp8"], precision["fp8_recipe"]) == (fp8_format, fp8_recipe)
+
+
+def _shape(report: dict[str, Any]) -> dict[str, Any]:
+    keys = ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups", "kv_channels",
+            "qk_layernorm", "num_moe_experts", "moe_router_topk", "moe_ffn_hidden_size",
+            "moe_shared_expert_intermediate_size")  # fmt: skip
+    return {key: report["model"][key] for key in keys}
+
+
+def test_a_qwen3_model_is_our_shape_made_by_megatron_bridges_qwen3_recipe(probe: dict[str, Any]) -> None:
+    # Built by Bridge's qwen3_8b recipe from our config.json under the id it asks for (Qwen/Qwen3-8B): per-head
+    # q/k norms, heads of 32 in a 64-wide model (Qwen3's head size is its own), no experts.
+    report = probe["reports"]["qwen3"]
+    shape = _shape(report)
+    assert {k: shape[k] for k in ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads")} == {
+        "num_layers": 2,
+        "hidden_size": 64,
+        "ffn_hidden_size": 192,
+        "num_attention_heads": 4,
+    }
+    assert (shape["num_query_groups"], shape["kv_channels"], shape["qk_layernorm"]) == (2, 32, True)
+    assert shape["num_moe_experts"] is None
+    assert report["model"]["share_embeddings_and_output_weights"] is True  # qwen3-tiny ties them
+    assert (Path(report["config"]).parent / "hf" / "Qwen" / "Qwen3-8B" / "config.json").is_file()
+
+
+def test_a_qwen3_moe_model_has_our_experts_split_by_the_jobs_expert_parallel(probe: dict[str, Any]) -> None:
+    # Bridge's Qwen3-30B-A3B recipe on our qwen3-moe-tiny: 4 routed experts of width 32, top 2, no shared expert,
+    # split over --expert-parallel 2 by Megatron Core's all-to-all dispatcher; data parallel stays 16.
+    report = probe["reports"]["qwen3-moe-ep2"]
+    assert report["errors"] == {}
+    shape = _shape(report)
+    assert (shape["num_layers"], shape["hidden_size"], shape["kv_channels"], shape["qk_layernorm"]) == (2, 64, 32, True)
+    assert (shape["num_moe_experts"], shape["moe_router_topk"], shape["moe_ffn_hidden_size"]) == (4, 2, 32)
+    assert shape["moe_shared_expert_intermediate_size"] is None
+    model = report["model"]
+    assert (model["expert"], model["expert_tensor"], model["moe_token_dispatcher_type"]) == (2, 1, "alltoall")
+    assert report["data_parallel_size"] == 16
+    assert (Path(report["config"]).parent / "hf" / "Qwen" / "Qwen3-30B-A3B" / "config.json").is_file()

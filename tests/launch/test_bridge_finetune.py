@@ -148,3 +148,10 @@ def test_neuron_refuses_a_finetune_section_saying_why(
     line = str(error.value)
     assert len(line.splitlines()) == 1
     assert line.startswith(f"finetune.mode: '{mode}' is not supported on --backend neuron: the recorded NxDT contract")
+
+
+def test_a_finetune_of_a_family_without_bridges_sft_recipe_is_one_line(tmp_path: Path, sft_prefix: str) -> None:
+    # Bridge's SFT/PEFT recipes used here are Llama's: a Qwen3 job's pretraining recipe is no SFT recipe.
+    job = {**finetune_job("full", str(tmp_path / "nowhere")), "model": {"name": "qwen3-tiny", "vocab_size": "data"}}
+    line = _refusal(tmp_path, sft_prefix, job)
+    assert line == "finetune: model flavor 'qwen3' has no Megatron Bridge SFT recipe here (llama only)"

@@ -72,6 +72,16 @@ class LoraTarget:
 
 
 @dataclass(frozen=True)
+class BridgeRecipe:
+    """A Megatron Bridge pretraining recipe: `module:function`, and the Hugging Face model id the function asks
+    AutoBridge for (launch/bridge.py renders our config.json under that id; read from the recipe's source)."""
+
+    module: str
+    function: str
+    hf_model_id: str
+
+
+@dataclass(frozen=True)
 class ModelFamily:
     """One model family. `name` is the `flavor` value of ModelArgs and job YAMLs.
 
@@ -95,8 +105,12 @@ class ModelFamily:
     saved_activation_elements: Mapping[str, Callable[[Shape], int]]
     # The linears LoRA adapts (empty: the family has no LoRA); planner/finetune.py may size adapters from them.
     lora_targets: tuple[LoraTarget, ...] = ()
-    # Why Megatron (NeMo 2, Megatron Bridge) cannot train the family; None: its Llama recipe builds it.
+    # Why NeMo 2 (the 25.07 path, its llama3 recipe only) cannot train the family; None: its Llama recipe builds it.
     megatron_gap: str | None = None
+    # The Megatron Bridge recipe that builds a shape of the family (dense and MoE shapes may differ); None: Bridge
+    # has none, and bridge_gap says why.
+    bridge_recipe: Callable[[Shape], BridgeRecipe] | None = None
+    bridge_gap: str | None = None
     # NxDT's model section for a shape (launch/neuron.py adds the family-independent keys).
     neuron_architecture: Callable[[Shape], dict[str, Any]] = field(default=lambda shape: {})
     # (tensor, pipeline) parallel NxDT ran named shapes with (published runs); others get launch/neuron.py's default.

@@ -26,7 +26,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 from entry_point import load_entry_point  # a sibling: the probes run by path
@@ -77,6 +77,15 @@ class AbsentTEFinder(importlib.abc.MetaPathFinder):
         return spec
 
 
+HOPPER = SimpleNamespace(name="NVIDIA H100 80GB HBM3", major=9, minor=0)
+
+
+def answer_as_hopper() -> None:
+    import torch
+
+    torch.cuda.get_device_properties = lambda device=None: HOPPER
+
+
 def _error(error: BaseException) -> str:
     lines = str(error).strip().splitlines()
     return f"{type(error).__name__}: {lines[0] if lines else ''}"
@@ -104,6 +113,14 @@ def _model(model: Any) -> dict[str, Any]:
         "context": model.context_parallel_size,
         "expert": model.expert_model_parallel_size,
         "sequence_parallel": model.sequence_parallel,
+        "kv_channels": model.kv_channels,
+        "qk_layernorm": model.qk_layernorm,
+        "num_moe_experts": model.num_moe_experts,
+        "moe_router_topk": model.moe_router_topk,
+        "moe_ffn_hidden_size": model.moe_ffn_hidden_size,
+        "moe_shared_expert_intermediate_size": model.moe_shared_expert_intermediate_size,
+        "moe_token_dispatcher_type": model.moe_token_dispatcher_type,
+        "expert_tensor": model.expert_tensor_parallel_size,
     }
 
 
@@ -140,13 +157,15 @@ TE_ONLY_SETTINGS: dict[str, Any] = {
     "apply_rope_fusion": False,
     "cross_entropy_loss_fusion": False,
     "gradient_accumulation_fusion": False,
+    "moe_permute_fusion": False,  # the MoE recipes' token permutation kernel
 }
 
 
 def _vocabulary(container: Any) -> dict[str, Any]:
     """The vocabulary the job trains, as Megatron Bridge's setup() decides it (its tokenizer built from the job's
     tokenizer settings, then its own _validate_and_set_vocab_size), and the embedding and output layers Megatron
-    Bridge's model provider then builds (on CPU, Megatron Core's local layer spec; TP 1 only: one process)."""
+    Bridge's model provider then builds (on CPU, Megatron Core's local layer spec; TP, PP, CP and EP 1 only: one
+    process)."""
     from megatron.bridge.models.gpt_provider import local_layer_spec
     from megatron.bridge.training.model_load_save import temporary_distributed_context
     from megatron.bridge.training.setup import _validate_and_set_vocab_size
@@ -165,7 +184,9 @@ def _vocabulary(container: Any) -> dict[str, Any]:
         "model_vocab": model.vocab_size,
         "should_pad_vocab": model.should_pad_vocab,
     }
-    if model.tensor_model_parallel_size * model.pipeline_model_parallel_size * model.context_parallel_size == 1:
+    sizes = (model.tensor_model_parallel_size, model.pipeline_model_parallel_size, model.context_parallel_size)
+    # Not an MoE model: Megatron Core's all-to-all dispatcher makes a CUDA stream when it is built.
+    if sizes == (1, 1, 1) and model.expert_model_parallel_size == 1 and not model.num_moe_experts:
         model.transformer_layer_spec = local_layer_spec
         model.persist_layer_norm = False
         with temporary_distributed_context(backend="gloo"):
@@ -180,12 +201,20 @@ def _vocabulary(container: Any) -> dict[str, Any]:
     return report
 
 
+# The optimizer's TE-only setting (Qwen3 recipes: TE's FusedAdam keeps the optimizer state in lower precision).
+TE_ONLY_OPTIMIZER_SETTINGS: dict[str, Any] = {"use_precision_aware_optimizer": False}
+
+
 def without_te(container: Any) -> dict[str, Any]:
     changed = {}
     for name, value in TE_ONLY_SETTINGS.items():
         if getattr(container.model, name) != value:
             changed[name] = getattr(container.model, name)
             setattr(container.model, name, value)
+    for name, value in TE_ONLY_OPTIMIZER_SETTINGS.items():
+        if getattr(container.optimizer, name) != value:
+            changed[f"optimizer.{name}"] = getattr(container.optimizer, name)
+            setattr(container.optimizer, name, value)
     return changed
 
 
@@ -272,6 +301,7 @@ def refused_start(job: Any, config_path: str, world_size: int) -> dict[str, Any]
 
 def main(argv: list[str]) -> int:
     sys.meta_path.insert(0, AbsentTEFinder())
+    answer_as_hopper()
     world_size, *paths = argv
     job = load_entry_point("bridge_pretrain")
     reports = [probe(job, int(world_size), path) for path in paths]

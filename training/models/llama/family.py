@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from training.models.family import LoraTarget, ModelFamily, Shape, dense_only_problems
+from training.models.family import BridgeRecipe, LoraTarget, ModelFamily, Shape, dense_only_problems
 
 
 def _shape_problems(shape: Shape) -> list[str]:
@@ -71,5 +71,9 @@ LLAMA = ModelFamily(
     saved_activation_elements={"selective": _saved_selective, "none": _saved_none},
     lora_targets=_LORA_TARGETS,
     megatron_gap=None,
+    # megatron-bridge 0.6: recipes/llama/h100/llama3.py asks AutoBridge for this id.
+    bridge_recipe=lambda shape: BridgeRecipe(
+        "megatron.bridge.recipes.llama", "llama3_8b_pretrain_config", "meta-llama/Meta-Llama-3-8B"
+    ),
     neuron_architecture=_neuron_architecture,
 )

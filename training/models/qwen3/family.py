@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from training.models.family import ModelFamily, Shape
+from training.models.family import BridgeRecipe, ModelFamily, Shape
 
 
 def _kv_dim(shape: Shape) -> int:
@@ -68,6 +68,18 @@ def _shape_problems(shape: Shape) -> list[str]:
     return moe_problems(shape)
 
 
+def bridge_recipe(shape: Shape) -> BridgeRecipe:
+    """megatron-bridge 0.6's recipes (recipes/qwen/h100/): Qwen3-8B's for dense shapes; for MoE shapes the 8-GPU
+    Qwen3-30B-A3B one, whose token dispatcher is Megatron Core's all-to-all (the 16-GPU alias needs HybridEP)."""
+    if shape.is_moe:
+        return BridgeRecipe(
+            "megatron.bridge.recipes.qwen.h100.qwen3_moe",
+            "qwen3_30b_a3b_pretrain_8gpu_h100_bf16_config",
+            "Qwen/Qwen3-30B-A3B",
+        )
+    return BridgeRecipe("megatron.bridge.recipes.qwen", "qwen3_8b_pretrain_config", "Qwen/Qwen3-8B")
+
+
 def neuron_architecture(shape: Shape) -> dict[str, Any]:
     # Only what the shared check reads: NxDT is not given these families (launch/neuron.py runs llama and neox).
     return {"normalization": "rmsnorm", "activation": "swiglu", "num_kv_heads": shape.kv_heads}
@@ -85,7 +97,8 @@ QWEN3 = ModelFamily(
     layer_parameters=layer_parameters,
     saved_activation_elements={"selective": saved_selective, "none": saved_none},
     lora_targets=(),  # training/finetune/lora.py adapts the llama family's linears only
-    megatron_gap="the NeMo renderer builds Megatron Bridge's llama3 recipe only (not its Qwen3 recipes)",
+    megatron_gap="NeMo 2's renderer builds its llama3 recipe only; Megatron Bridge (megatron-bridge-*) has Qwen3's",
+    bridge_recipe=bridge_recipe,
     neuron_architecture=neuron_architecture,
     active_layer_parameters=active_layer_parameters,
     neuron_gap="NxDT's GPT model section has no per-head q/k norms or experts",

@@ -64,7 +64,9 @@ def args_from_config_json(config: Mapping[str, Any], path: str = "config.json") 
     heads = shape["n_heads"]
     if head_dim is not None and isinstance(heads, int) and heads > 0 and head_dim * heads == shape["dim"]:
         head_dim = None  # the usual hidden_size / heads, spelled out (Llama 3.2, Qwen3-8B)
-    flavor, experts = ("llama", {}) if model_type not in MOE_DECODERS else _experts(config, path)
+    # A dense Qwen3 is the qwen3 family's (its q/k norms), so the backends that refuse that family are refused.
+    dense_flavor = "qwen3" if model_type == "qwen3" else "llama"
+    flavor, experts = (dense_flavor, {}) if model_type not in MOE_DECODERS else _experts(config, path)
     try:
         return ModelArgs(
             flavor=flavor,

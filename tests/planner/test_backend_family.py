@@ -3,10 +3,12 @@ experts or q/k norms, Megatron Bridge has no Mixtral recipe, NeMo 2 renders its 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from planner.model_source import args_from_config_json
 from planner.plan import main
 
 CONFIGS = Path(__file__).parent / "hf_configs"
@@ -46,3 +48,15 @@ def test_a_backend_that_trains_the_family_is_planned(
 ) -> None:
     assert main(["--model", str(model), *P5, "--backend", backend]) == 0
     assert "parameters" in capsys.readouterr().out
+
+
+def test_a_dense_qwen3_config_json_is_the_qwen3_family_and_nemo2_is_refused_for_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Read from its config.json (not only by name), a dense Qwen3 is the qwen3 family: its q/k norms are what NeMo
+    2's llama3 recipe cannot build. It was read as a llama with q/k norms, and NeMo 2 was planned for it."""
+    assert args_from_config_json(json.loads(QWEN3.read_text()), str(QWEN3)).flavor == "qwen3"
+    with pytest.raises(SystemExit) as exit_:
+        main(["--model", str(QWEN3), *P5, "--backend", "nemo2"])
+    assert exit_.value.code == 2
+    assert "--backend: 'nemo2' cannot train model flavor 'qwen3' (NeMo 2's" in capsys.readouterr().err

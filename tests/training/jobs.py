@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -201,3 +202,17 @@ def wait_for_step(run_dir: Path, step: int, process: subprocess.Popen, timeout: 
 def losses_by_step(run_dir: Path, after: int = 0) -> dict[int, float]:
     """The last logged loss per step (a resumed run logs again the steps after its checkpoint)."""
     return {r["step"]: r["loss"] for r in records(run_dir, "train") if r["step"] > after}
+
+
+def killed_run_and_copy(config: Path, run_dir: Path, max_steps: int, kill_after: int = 6) -> tuple[Path, Path]:
+    """(run dir, untouched copy) of `config` on 2 ranks, SIGKILLed (launcher and workers) after step `kill_after`;
+    the copy lets each resume test start from the same killed state."""
+    process = start_training(config, run_dir, ranks=2)
+    try:
+        wait_for_step(run_dir, kill_after, process)
+    finally:
+        kill_training(process)
+    assert max(r["step"] for r in records(run_dir, "train")) < max_steps, "the run finished before it was killed"
+    copy = run_dir.with_name("copy")
+    shutil.copytree(run_dir, copy)
+    return run_dir, copy

@@ -15,6 +15,7 @@ from safetensors.torch import load_file, save_file
 
 from tests.training.jobs import (
     kill_training,
+    killed_run_and_copy,
     losses_by_step,
     records,
     run_training,
@@ -44,16 +45,7 @@ def reference_run(demo_data_prefix: str, tmp_path_factory: pytest.TempPathFactor
 def killed_run(reference_run: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(run dir, untouched copy) of the same job SIGKILLed (launcher and both workers) after step 6."""
     config, _ = reference_run
-    run_dir = tmp_path_factory.mktemp("killed") / "run"
-    process = start_training(config, run_dir, ranks=2)
-    try:
-        wait_for_step(run_dir, 6, process)
-    finally:
-        kill_training(process)
-    assert max(r["step"] for r in records(run_dir, "train")) < STEPS, "the run finished before it was killed"
-    copy = run_dir.with_name("copy")
-    shutil.copytree(run_dir, copy)
-    return run_dir, copy
+    return killed_run_and_copy(config, tmp_path_factory.mktemp("killed") / "run", STEPS)
 
 
 def _resume_step(run_dir: Path) -> int:

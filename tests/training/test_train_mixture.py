@@ -1,21 +1,18 @@
 """A data mixture end to end: torchrun with 2 gloo ranks blends two prepared datasets, is SIGKILLed, and resumes
 with the batches of an uninterrupted run, at the same and at another data-parallel size."""
 
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.training.jobs import (
-    kill_training,
+    killed_run_and_copy,
     losses_by_step,
     prepare_second_source,
     records,
     run_training,
-    start_training,
     tiny_job,
-    wait_for_step,
     write_job,
 )
 
@@ -43,16 +40,7 @@ def reference_run(demo_data_prefix: str, tmp_path_factory: pytest.TempPathFactor
 def killed_run(reference_run: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(run dir, untouched copy) of the mixture job SIGKILLed (launcher and both workers) after step 6."""
     config, _ = reference_run
-    run_dir = tmp_path_factory.mktemp("mixture-killed") / "run"
-    process = start_training(config, run_dir, ranks=2)
-    try:
-        wait_for_step(run_dir, 6, process)
-    finally:
-        kill_training(process)
-    assert max(r["step"] for r in records(run_dir, "train")) < STEPS, "the run finished before it was killed"
-    copy = run_dir.with_name("copy")
-    shutil.copytree(run_dir, copy)
-    return run_dir, copy
+    return killed_run_and_copy(config, tmp_path_factory.mktemp("mixture-killed") / "run", STEPS)
 
 
 def _resume(run_dir: Path) -> dict[str, Any]:
